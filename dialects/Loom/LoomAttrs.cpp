@@ -1,0 +1,128 @@
+//===- LoomAttrs.cpp - Attributes of the loom dialect ---------------------===//
+
+#include "Loom/LoomDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+#include "Loom/LoomEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Loom/LoomAttrs.cpp.inc"
+
+void LoomDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "Loom/LoomAttrs.cpp.inc"
+      >();
+}
+
+namespace {
+/// Emits "<what> must be positive, got <value>" for non-positive sizes.
+LogicalResult checkPositive(function_ref<InFlightDiagnostic()> emitError,
+                            StringRef what, int64_t value) {
+  if (value > 0)
+    return success();
+  return emitError() << "'" << what << "' must be positive, got " << value;
+}
+} // namespace
+
+LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                StringRef name, int64_t layers, int64_t width,
+                                int64_t heads, int64_t hidden, int64_t vocab,
+                                int64_t paddedVocab, int64_t positions,
+                                bool tied, llvm::APFloat epsilonValue) {
+  double epsilon = epsilonValue.convertToDouble();
+  for (auto [what, value] :
+       {std::pair<StringRef, int64_t>{"layers", layers},
+        {"width", width},
+        {"heads", heads},
+        {"hidden", hidden},
+        {"vocab", vocab},
+        {"padded_vocab", paddedVocab},
+        {"positions", positions}})
+    if (failed(checkPositive(emitError, what, value)))
+      return failure();
+  if (width % heads != 0)
+    return emitError() << "'width' (" << width
+                       << ") must be divisible by 'heads' (" << heads << ")";
+  if (paddedVocab < vocab)
+    return emitError() << "'padded_vocab' (" << paddedVocab
+                       << ") must be at least 'vocab' (" << vocab << ")";
+  if (!(epsilon > 0))
+    return emitError() << "'epsilon' must be positive, got " << epsilon;
+  return success();
+}
+
+LogicalResult
+TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     int64_t batch, int64_t sequence, OptimizerKind optimizer,
+                     llvm::APFloat lrValue, llvm::APFloat beta1Value,
+                     llvm::APFloat beta2Value, llvm::APFloat epsValue,
+                     llvm::APFloat weightDecayValue,
+                     llvm::APFloat momentumValue, llvm::APFloat gradClipValue,
+                     Precision precision) {
+  double lr = lrValue.convertToDouble(), beta1 = beta1Value.convertToDouble(),
+         beta2 = beta2Value.convertToDouble(),
+         eps = epsValue.convertToDouble(),
+         weightDecay = weightDecayValue.convertToDouble(),
+         momentum = momentumValue.convertToDouble(),
+         gradClip = gradClipValue.convertToDouble();
+  if (failed(checkPositive(emitError, "batch", batch)) ||
+      failed(checkPositive(emitError, "sequence", sequence)))
+    return failure();
+  if (!(lr > 0))
+    return emitError() << "'lr' must be positive, got " << lr;
+  if (optimizer == OptimizerKind::adamw) {
+    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+      return emitError() << "AdamW betas must lie in [0, 1), got beta1 = "
+                         << beta1 << ", beta2 = " << beta2;
+    if (!(eps > 0))
+      return emitError() << "'eps' must be positive for AdamW, got " << eps;
+  }
+  if (!(momentum >= 0 && momentum < 1))
+    return emitError() << "'momentum' must lie in [0, 1), got " << momentum;
+  if (!(weightDecay >= 0))
+    return emitError() << "'weight_decay' must not be negative, got "
+                       << weightDecay;
+  if (!(gradClip >= 0))
+    return emitError() << "'grad_clip' must not be negative, got " << gradClip;
+  return success();
+}
+
+LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t dp, int64_t tp, int64_t pp, int64_t zero,
+                               int64_t microBatches, Schedule schedule,
+                               Recompute recompute, bool sequenceParallel) {
+  for (auto [what, value] : {std::pair<StringRef, int64_t>{"dp", dp},
+                             {"tp", tp},
+                             {"pp", pp},
+                             {"micro_batches", microBatches}})
+    if (failed(checkPositive(emitError, what, value)))
+      return failure();
+  if (zero < 0 || zero > 3)
+    return emitError() << "'zero' must be a ZeRO stage from 0 to 3, got "
+                       << zero;
+  if (sequenceParallel && tp == 1)
+    return emitError() << "'sequence_parallel' needs tensor parallelism "
+                          "(tp > 1)";
+  return success();
+}
+
+LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  StringRef gpu, int64_t gpusPerNode,
+                                  int64_t nodes,
+                                  llvm::APFloat intraNodeBandwidth,
+                                  llvm::APFloat interNodeBandwidth) {
+  if (gpu.empty())
+    return emitError() << "'gpu' must name a GPU kind";
+  if (failed(checkPositive(emitError, "gpus_per_node", gpusPerNode)) ||
+      failed(checkPositive(emitError, "nodes", nodes)))
+    return failure();
+  if (intraNodeBandwidth.isNegative() || interNodeBandwidth.isNegative() ||
+      !intraNodeBandwidth.isFinite() || !interNodeBandwidth.isFinite())
+    return emitError() << "link bandwidths must not be negative";
+  return success();
+}

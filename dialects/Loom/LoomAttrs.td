@@ -1,0 +1,173 @@
+//===- LoomAttrs.td - Attributes of the loom dialect -------*- tablegen -*-===//
+//
+// Module-level descriptions: the model, the training setup, the parallel plan
+// and the cluster. They travel with the IR so that every pass after import
+// reads them from the module rather than from the JSON file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_ATTRS_TD
+#define LOOM_ATTRS_TD
+
+include "LoomDialect.td"
+include "mlir/IR/EnumAttr.td"
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Loom_Precision : I32EnumAttr<"Precision", "compute precision", [
+    I32EnumAttrCase<"fp32", 0>,
+    I32EnumAttrCase<"bf16", 1>,
+    I32EnumAttrCase<"fp16", 2>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+def Loom_PrecisionAttr : EnumAttr<Loom_Dialect, Loom_Precision, "precision">;
+
+def Loom_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
+    I32EnumAttrCase<"adamw", 0>,
+    I32EnumAttrCase<"sgd", 1>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+def Loom_OptimizerKindAttr
+    : EnumAttr<Loom_Dialect, Loom_OptimizerKind, "optimizer">;
+
+def Loom_Schedule : I32EnumAttr<"Schedule", "pipeline schedule", [
+    I32EnumAttrCase<"gpipe", 0>,
+    I32EnumAttrCase<"one_f_one_b", 1, "1f1b">]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+def Loom_ScheduleAttr : EnumAttr<Loom_Dialect, Loom_Schedule, "schedule">;
+
+def Loom_Recompute : I32EnumAttr<"Recompute", "activation recomputation", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"selective", 1>,
+    I32EnumAttrCase<"full", 2>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+def Loom_RecomputeAttr : EnumAttr<Loom_Dialect, Loom_Recompute, "recompute">;
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+// A double (held as an APFloat so that attribute storage can hash it),
+// printed in its shortest form that reads back to the same value, so that
+// hyperparameters survive a print/parse round trip exactly.
+class Loom_F64Parameter<string desc, string default = "">
+    : APFloatParameter<desc> {
+  let parser = "::mlir::loom::parseF64($_parser)";
+  let printer = "::mlir::loom::printF64($_printer, $_self)";
+  let defaultValue = !if(!eq(default, ""), "", "::llvm::APFloat(" # default # ")");
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+class Loom_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Loom_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Loom_ModelAttr : Loom_Attr<"Model", "model"> {
+  let summary = "architecture of a GPT-2-style decoder";
+  let description = [{
+    `vocab` is the real vocabulary; `padded_vocab` (at least `vocab`) is the
+    number of rows of the token embedding, padded for efficient GEMMs as
+    llm.c does. `hidden` is the MLP's inner width (4 x width for GPT-2).
+
+    ```mlir
+    #loom.model<name = "gpt2-124m", layers = 12, width = 768, heads = 12,
+                hidden = 3072, vocab = 50257, padded_vocab = 50257,
+                positions = 1024, tied = true, epsilon = 1.0e-05>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"model name">:$name,
+    "int64_t":$layers,
+    "int64_t":$width,
+    "int64_t":$heads,
+    "int64_t":$hidden,
+    "int64_t":$vocab,
+    "int64_t":$padded_vocab,
+    "int64_t":$positions,
+    "bool":$tied,
+    Loom_F64Parameter<"layer-norm epsilon">:$epsilon);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Loom_TrainingAttr : Loom_Attr<"Training", "training"> {
+  let summary = "training setup of one step";
+  let description = [{
+    `batch` is the global batch in sequences of `sequence` tokens. The
+    optimizer's hyperparameters are those of AdamW (`beta1`, `beta2`,
+    `epsilon`) or SGD (`momentum`); `grad_clip` is the global gradient-norm
+    limit, 0 meaning no clipping.
+  }];
+  let parameters = (ins
+    "int64_t":$batch,
+    "int64_t":$sequence,
+    "OptimizerKind":$optimizer,
+    Loom_F64Parameter<"learning rate">:$lr,
+    Loom_F64Parameter<"AdamW beta1", "0.0">:$beta1,
+    Loom_F64Parameter<"AdamW beta2", "0.0">:$beta2,
+    Loom_F64Parameter<"AdamW epsilon", "0.0">:$eps,
+    Loom_F64Parameter<"decoupled weight decay", "0.0">:$weight_decay,
+    Loom_F64Parameter<"SGD momentum", "0.0">:$momentum,
+    Loom_F64Parameter<"global gradient-norm clip", "0.0">:$grad_clip,
+    "Precision":$precision);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
+  let summary = "parallel plan of a training step";
+  let description = [{
+    World size is `pp * dp * tp`, tensor-parallel ranks varying fastest.
+    `micro_batches` is the number of micro-batches each data-parallel
+    replica splits its share of the global batch into; `zero` is the ZeRO
+    stage (0 to 3).
+  }];
+  let parameters = (ins
+    "int64_t":$dp,
+    "int64_t":$tp,
+    "int64_t":$pp,
+    "int64_t":$zero,
+    "int64_t":$micro_batches,
+    "Schedule":$schedule,
+    "Recompute":$recompute,
+    "bool":$sequence_parallel);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Number of ranks the plan runs on.
+    int64_t getWorldSize() const { return getDp() * getTp() * getPp(); }
+  }];
+}
+
+def Loom_ClusterAttr : Loom_Attr<"Cluster", "cluster"> {
+  let summary = "machines a plan runs on";
+  let description = [{
+    GPU kind by name, GPUs per node and node count. Link bandwidths in GB/s
+    per direction; 0 means the catalogue's figure for the GPU kind.
+  }];
+  let parameters = (ins
+    StringRefParameter<"GPU kind">:$gpu,
+    "int64_t":$gpus_per_node,
+    "int64_t":$nodes,
+    Loom_F64Parameter<"intra-node link bandwidth (GB/s)", "0.0">:$intra_node_bandwidth,
+    Loom_F64Parameter<"inter-node link bandwidth (GB/s)", "0.0">:$inter_node_bandwidth);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    int64_t getWorldSize() const { return getGpusPerNode() * getNodes(); }
+  }];
+}
+
+#endif // LOOM_ATTRS_TD

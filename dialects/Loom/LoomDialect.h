@@ -1,0 +1,40 @@
+//===- LoomDialect.h - The loom dialect -------------------------*- C++ -*-===//
+//
+// Include this header to use the loom dialect: its attributes and its ops.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_LOOMDIALECT_H
+#define LOOM_DIALECT_LOOMDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir {
+namespace loom {
+/// Parses a double written by printF64 (or any float literal).
+FailureOr<llvm::APFloat> parseF64(AsmParser &parser);
+/// The shortest decimal form of `value` that reads back to the same double
+/// ("0.0003", "1.0e-08"), with the '.' MLIR's float literals need.
+std::string formatF64(double value);
+/// Prints formatF64 of `value`.
+void printF64(AsmPrinter &printer, const llvm::APFloat &value);
+} // namespace loom
+} // namespace mlir
+
+#include "Loom/LoomDialect.h.inc"
+#include "Loom/LoomEnums.h"
+
+#define GET_ATTRDEF_CLASSES
+#include "Loom/LoomAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "Loom/LoomOps.h.inc"
+
+#endif // LOOM_DIALECT_LOOMDIALECT_H

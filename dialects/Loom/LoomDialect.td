@@ -1,0 +1,62 @@
+//===- LoomDialect.td - The loom dialect -------------------*- tablegen -*-===//
+//
+// The `loom` dialect holds transformer training programs at the level people
+// reason about them: embeddings, layer norms, linears, attention and the loss,
+// on statically shaped ranked tensors. Upstream dialects (linalg, tensor,
+// shard, ...) take over below this level; `loom` exists because none of them
+// carries the per-op knowledge the training-step builder, the parallel passes
+// and the cost model need (vector-Jacobian products, Megatron splits, FLOPs).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_TD
+#define LOOM_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Loom_Dialect : Dialect {
+  let name = "loom";
+  let summary = "Transformer training programs";
+  let description = [{
+    Ops of a GPT-style model's forward pass and loss, and the attributes that
+    describe the model, its training setup, the parallel plan and the cluster.
+    Later layers add gradient, optimizer, collective and region ops.
+  }];
+  let cppNamespace = "::mlir::loom";
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Adds the attributes; defined next to their storage classes.
+    void registerAttributes();
+
+    /// Module attribute names under which the importer records the model
+    /// description, the training setup, the parallel plan and the cluster.
+    static constexpr ::llvm::StringLiteral getModelAttrName() {
+      return "loom.model";
+    }
+    static constexpr ::llvm::StringLiteral getTrainingAttrName() {
+      return "loom.training";
+    }
+    static constexpr ::llvm::StringLiteral getPlanAttrName() {
+      return "loom.plan";
+    }
+    static constexpr ::llvm::StringLiteral getClusterAttrName() {
+      return "loom.cluster";
+    }
+    /// Argument attributes naming a function argument as a model parameter
+    /// (with its GPT-2 name) or as a data input (`tokens`, `targets`).
+    static constexpr ::llvm::StringLiteral getParamAttrName() {
+      return "loom.param";
+    }
+    static constexpr ::llvm::StringLiteral getInputAttrName() {
+      return "loom.input";
+    }
+  }];
+}
+
+class Loom_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Loom_Dialect, mnemonic, traits>;
+
+#endif // LOOM_DIALECT_TD

@@ -1,0 +1,47 @@
+//===- Pipeline.h - The compile pipeline shared by loomc and loom-opt -*- C++ -*-===//
+//
+// loomc and `loom-opt --loom-pipeline` build their passes with the same
+// function, so an experiment in loom-opt reproduces what the driver does.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PIPELINE_PIPELINE_H
+#define LOOM_PIPELINE_PIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+namespace loom {
+
+/// Where the pipeline stops; loomc's --emit values.
+enum class EmitStage {
+  /// The imported forward pass and loss, verified.
+  Loom,
+};
+
+/// The --emit names and what each prints, for loomc's flag and the
+/// pipeline's option alike.
+llvm::cl::ValuesClass getEmitStageValues();
+
+struct LoomPipelineOptions
+    : public PassPipelineOptions<LoomPipelineOptions> {
+  PassOptions::Option<EmitStage> emit{
+      *this, "emit", llvm::cl::desc("Stage to stop after"),
+      llvm::cl::init(EmitStage::Loom), getEmitStageValues()};
+  PassOptions::Option<bool> summary{
+      *this, "summary",
+      llvm::cl::desc("Print the model summary (to stderr) on the way"),
+      llvm::cl::init(false)};
+};
+
+/// Adds the passes that take an imported module to `stage`.
+void buildLoomPipeline(OpPassManager &pm, EmitStage stage, bool summary);
+
+/// Registers `loom-pipeline` for loom-opt.
+void registerLoomPipeline();
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_PIPELINE_PIPELINE_H

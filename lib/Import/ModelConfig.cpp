@@ -1,0 +1,583 @@
+//===- ModelConfig.cpp - Model descriptions read from JSON ----------------===//
+//
+// Reads docs/model-format.md. Every problem is reported with the file and the
+// dotted path of the field ("training.optimizer.beta1"), and reading goes on
+// after an error so that one run lists all of them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Import/ModelConfig.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/WithColor.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::loom;
+using llvm::StringRef;
+namespace json = llvm::json;
+
+void ConfigDiagnostics::error(const llvm::Twine &message) {
+  ++numErrors;
+  os << file << ": ";
+  llvm::WithColor::error(os, "", /*DisableColors=*/true) << message << "\n";
+}
+
+void ConfigDiagnostics::warning(const llvm::Twine &message) {
+  os << file << ": ";
+  llvm::WithColor::warning(os, "", /*DisableColors=*/true) << message << "\n";
+}
+
+namespace {
+
+/// Describes a JSON value for "expected X, got Y" messages.
+std::string describe(const json::Value &value) {
+  switch (value.kind()) {
+  case json::Value::Null:
+    return "null";
+  case json::Value::Boolean:
+    return *value.getAsBoolean() ? "true" : "false";
+  case json::Value::String:
+    return ("the string \"" + *value.getAsString() + "\"").str();
+  case json::Value::Array:
+    return "an array";
+  case json::Value::Object:
+    return "an object";
+  case json::Value::Number: {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << value;
+    return text;
+  }
+  }
+  llvm_unreachable("unknown JSON kind");
+}
+
+/// Reads the fields of one JSON object, remembering which keys were used so
+/// that the rest can be reported as unknown.
+class ObjectReader {
+public:
+  ObjectReader(const json::Object &object, StringRef path,
+               ConfigDiagnostics &diag)
+      : object(object), path(path.str()), diag(diag) {}
+
+  std::string field(StringRef key) const {
+    return path.empty() ? key.str() : path + "." + key.str();
+  }
+
+  bool has(StringRef key) const { return object.get(key) != nullptr; }
+
+  /// Returns the value of `key` and marks it used; reports a missing
+  /// required key.
+  const json::Value *get(StringRef key, bool required) {
+    used.insert(key);
+    const json::Value *value = object.get(key);
+    if (!value && required)
+      diag.error("missing required field '" + field(key) + "'");
+    return value;
+  }
+
+  void error(StringRef key, const llvm::Twine &message) {
+    diag.error("field '" + field(key) + "': " + message);
+  }
+
+  void mismatch(StringRef key, StringRef expected, const json::Value &got) {
+    error(key, "expected " + expected + ", got " + describe(got));
+  }
+
+  /// Reads an integer of at least `min` into `out`; leaves `out` alone when
+  /// the key is absent. Returns whether the key was present.
+  bool readInt(StringRef key, int64_t &out, bool required, int64_t min = 1) {
+    const json::Value *value = get(key, required);
+    if (!value)
+      return false;
+    std::optional<int64_t> number = value->getAsInteger();
+    if (!number) {
+      mismatch(key, min == 1 ? "a positive integer" : "an integer", *value);
+      return true;
+    }
+    if (*number < min) {
+      mismatch(key,
+               min == 1 ? "a positive integer"
+                        : ("an integer of at least " + llvm::Twine(min)).str(),
+               *value);
+      return true;
+    }
+    out = *number;
+    return true;
+  }
+
+  /// Reads a finite number into `out`, checking it with `valid`, which
+  /// describes the accepted range in `expected`.
+  bool readNumber(StringRef key, double &out, bool required,
+                  function_ref<bool(double)> valid, StringRef expected) {
+    const json::Value *value = get(key, required);
+    if (!value)
+      return false;
+    std::optional<double> number = value->getAsNumber();
+    if (!number || !std::isfinite(*number) || !valid(*number)) {
+      mismatch(key, expected, *value);
+      return true;
+    }
+    out = *number;
+    return true;
+  }
+
+  bool readString(StringRef key, std::string &out, bool required) {
+    const json::Value *value = get(key, required);
+    if (!value)
+      return false;
+    std::optional<StringRef> str = value->getAsString();
+    if (!str || str->empty()) {
+      mismatch(key, "a non-empty string", *value);
+      return true;
+    }
+    out = str->str();
+    return true;
+  }
+
+  bool readBool(StringRef key, bool &out) {
+    const json::Value *value = get(key, /*required=*/false);
+    if (!value)
+      return false;
+    std::optional<bool> flag = value->getAsBoolean();
+    if (!flag) {
+      mismatch(key, "true or false", *value);
+      return true;
+    }
+    out = *flag;
+    return true;
+  }
+
+  /// Reads one of the names `symbolize` accepts; `choices` lists them.
+  template <typename EnumT>
+  bool readEnum(StringRef key, EnumT &out, bool required,
+                std::optional<EnumT> (*symbolize)(StringRef),
+                StringRef choices) {
+    const json::Value *value = get(key, required);
+    if (!value)
+      return false;
+    std::optional<StringRef> str = value->getAsString();
+    std::optional<EnumT> parsed = str ? symbolize(*str) : std::nullopt;
+    if (!parsed) {
+      mismatch(key, ("one of " + choices).str(), *value);
+      return true;
+    }
+    out = *parsed;
+    return true;
+  }
+
+  /// Returns the object under `key`, reporting anything else.
+  const json::Object *readObject(StringRef key, bool required) {
+    const json::Value *value = get(key, required);
+    if (!value)
+      return nullptr;
+    const json::Object *object = value->getAsObject();
+    if (!object)
+      mismatch(key, "an object", *value);
+    return object;
+  }
+
+  /// Marks keys that are accepted and deliberately not used.
+  void ignore(llvm::ArrayRef<StringRef> keys) {
+    for (StringRef key : keys)
+      used.insert(key);
+  }
+
+  /// Warns about every key that no read asked for, in sorted order.
+  void warnUnknown() {
+    llvm::SmallVector<std::string> unknown;
+    for (const auto &entry : object)
+      if (!used.contains(entry.first))
+        unknown.push_back(field(entry.first));
+    llvm::sort(unknown);
+    for (const std::string &key : unknown)
+      diag.warning("unknown key '" + key + "' (ignored)");
+  }
+
+private:
+  const json::Object &object;
+  std::string path;
+  ConfigDiagnostics &diag;
+  llvm::StringSet<> used;
+};
+
+/// Keys of a Hugging Face GPT-2 config.json that describe things Loom does
+/// not model (dropout, generation, tokenizer ids, bookkeeping). They are
+/// accepted without a warning because such files carry them as a matter of
+/// course; docs/model-format.md lists them.
+constexpr StringRef kIgnoredHuggingFaceKeys[] = {
+    "_name_or_path",
+    "add_cross_attention",
+    "architectures",
+    "attn_pdrop",
+    "bos_token_id",
+    "dtype",
+    "embd_pdrop",
+    "eos_token_id",
+    "gradient_checkpointing",
+    "initializer_range",
+    "model_type",
+    "n_ctx",
+    "output_past",
+    "pad_token_id",
+    "reorder_and_upcast_attn",
+    "resid_pdrop",
+    "scale_attn_by_inverse_layer_idx",
+    "scale_attn_weights",
+    "summary_activation",
+    "summary_first_dropout",
+    "summary_proj_to_labels",
+    "summary_type",
+    "summary_use_proj",
+    "task_specific_params",
+    "torch_dtype",
+    "transformers_version",
+    "use_cache",
+};
+
+constexpr StringRef kPrecisionChoices = "\"fp32\", \"bf16\", \"fp16\"";
+constexpr StringRef kOptimizerChoices = "\"adamw\", \"sgd\"";
+constexpr StringRef kScheduleChoices = "\"gpipe\", \"1f1b\"";
+constexpr StringRef kRecomputeChoices = "\"none\", \"selective\", \"full\"";
+
+bool positive(double x) { return x > 0; }
+bool nonNegative(double x) { return x >= 0; }
+bool unitInterval(double x) { return x >= 0 && x < 1; }
+
+/// The architecture: GPT-2's config.json keys, either at the top level of a
+/// Hugging Face file or under "model" in Loom's format. n_positions may be
+/// left out in Loom's format, meaning "as long as the training sequence".
+void readArchitecture(ObjectReader &reader, ArchitectureConfig &arch,
+                      bool positionsRequired) {
+  reader.readInt("n_layer", arch.layers, /*required=*/true);
+  reader.readInt("n_embd", arch.width, /*required=*/true);
+  reader.readInt("n_head", arch.heads, /*required=*/true);
+  reader.readInt("vocab_size", arch.vocab, /*required=*/true);
+  reader.readInt("n_positions", arch.positions, positionsRequired);
+  reader.readInt("padded_vocab_size", arch.paddedVocab, /*required=*/false);
+  // Hugging Face writes "n_inner": null for the default 4 * n_embd.
+  if (const json::Value *inner = reader.get("n_inner", /*required=*/false))
+    if (inner->kind() != json::Value::Null)
+      reader.readInt("n_inner", arch.hidden, /*required=*/false);
+  reader.readNumber("layer_norm_epsilon", arch.layerNormEpsilon, false,
+                    positive, "a positive number");
+  reader.readBool("tie_word_embeddings", arch.tiedEmbeddings);
+  std::string activation;
+  if (reader.readString("activation_function", activation, false) &&
+      !activation.empty() && activation != "gelu_new" &&
+      activation != "gelu_pytorch_tanh")
+    reader.error("activation_function",
+                 "only GPT-2's tanh GELU (\"gelu_new\" or "
+                 "\"gelu_pytorch_tanh\") is supported, got \"" +
+                     activation + "\"");
+}
+
+void readOptimizer(ObjectReader &reader, TrainingConfig &training) {
+  reader.readEnum("type", training.optimizer, /*required=*/true,
+                  symbolizeOptimizerKind, kOptimizerChoices);
+  reader.readNumber("learning_rate", training.learningRate, false, positive,
+                    "a positive number");
+  reader.readNumber("weight_decay", training.weightDecay, false, nonNegative,
+                    "a non-negative number");
+  bool adamw = training.optimizer == OptimizerKind::adamw;
+  // Hyperparameters of the other optimizer are errors rather than unknown
+  // keys: a user who sets them expects them to matter.
+  for (StringRef key : {"beta1", "beta2", "epsilon"})
+    if (!adamw && reader.has(key))
+      reader.error(key, "applies to \"adamw\" only, the optimizer is \"sgd\"");
+  if (adamw && reader.has("momentum"))
+    reader.error("momentum",
+                 "applies to \"sgd\" only, the optimizer is \"adamw\"");
+  if (adamw) {
+    reader.readNumber("beta1", training.beta1, false, unitInterval,
+                      "a number in [0, 1)");
+    reader.readNumber("beta2", training.beta2, false, unitInterval,
+                      "a number in [0, 1)");
+    reader.readNumber("epsilon", training.epsilon, false, positive,
+                      "a positive number");
+  } else {
+    training.beta1 = training.beta2 = training.epsilon = 0;
+    reader.readNumber("momentum", training.momentum, false, unitInterval,
+                      "a number in [0, 1)");
+  }
+  reader.ignore({"beta1", "beta2", "epsilon", "momentum"});
+}
+
+void readTraining(ObjectReader &reader, TrainingConfig &training,
+                  bool &precisionGiven, ConfigDiagnostics &diag) {
+  reader.readInt("batch_size", training.batchSize, /*required=*/true);
+  reader.readInt("sequence_length", training.sequenceLength,
+                 /*required=*/true);
+  precisionGiven =
+      reader.readEnum("precision", training.precision, false,
+                      symbolizePrecision, kPrecisionChoices);
+  reader.readNumber("grad_clip", training.gradClip, false, nonNegative,
+                    "a non-negative number (0: no clipping)");
+  if (const json::Object *optimizer = reader.readObject("optimizer", false)) {
+    ObjectReader optReader(*optimizer, reader.field("optimizer"), diag);
+    readOptimizer(optReader, training);
+    optReader.warnUnknown();
+  }
+}
+
+void readPlanObject(ObjectReader &reader, PlanConfig &plan,
+                    std::optional<Precision> &precision) {
+  reader.readInt("dp", plan.dp, false);
+  reader.readInt("tp", plan.tp, false);
+  reader.readInt("pp", plan.pp, false);
+  reader.readInt("zero", plan.zero, false, /*min=*/0);
+  if (plan.zero > 3)
+    reader.error("zero", "expected a ZeRO stage from 0 to 3, got " +
+                             llvm::Twine(plan.zero));
+  reader.readInt("micro_batches", plan.microBatches, false);
+  reader.readEnum("schedule", plan.schedule, false,
+                  symbolizeSchedule, kScheduleChoices);
+  reader.readEnum("recompute", plan.recompute, false,
+                  symbolizeRecompute, kRecomputeChoices);
+  reader.readBool("sequence_parallel", plan.sequenceParallel);
+  Precision value;
+  if (reader.readEnum("precision", value, false,
+                      symbolizePrecision, kPrecisionChoices))
+    precision = value;
+}
+
+void readCluster(ObjectReader &reader, ClusterConfig &cluster) {
+  reader.readString("gpu", cluster.gpu, /*required=*/true);
+  reader.readInt("gpus_per_node", cluster.gpusPerNode, /*required=*/true);
+  reader.readInt("nodes", cluster.nodes, false);
+  reader.readNumber("intra_node_bandwidth_GBps", cluster.intraNodeBandwidth,
+                    false, positive, "a positive number (GB/s)");
+  reader.readNumber("inter_node_bandwidth_GBps", cluster.interNodeBandwidth,
+                    false, positive, "a positive number (GB/s)");
+}
+
+/// Turns llvm::json's "[line:col, byte=N]: message" into "line:col: message"
+/// so that editors can jump to the spot.
+std::string formatParseError(llvm::Error error) {
+  std::string text = llvm::toString(std::move(error));
+  llvm::SmallVector<StringRef> groups;
+  llvm::Regex pattern("^\\[([0-9]+):([0-9]+), byte=[0-9]+\\]: (.*)$");
+  if (pattern.match(text, &groups))
+    return ("line " + groups[1] + ", column " + groups[2] + ": " + groups[3])
+        .str();
+  return text;
+}
+
+} // namespace
+
+std::optional<ModelConfig>
+mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
+  llvm::Expected<json::Value> parsed = json::parse(text);
+  if (!parsed) {
+    diag.error("malformed JSON at " + formatParseError(parsed.takeError()));
+    return std::nullopt;
+  }
+  const json::Object *root = parsed->getAsObject();
+  if (!root) {
+    diag.error("expected a JSON object at the top level, got " +
+               describe(*parsed));
+    return std::nullopt;
+  }
+
+  ModelConfig config;
+  config.name = llvm::sys::path::stem(diag.getFile()).str();
+  ObjectReader reader(*root, "", diag);
+  bool precisionGiven = false;
+
+  // A Hugging Face config.json has the architecture at the top level and no
+  // "model" section; Loom's format nests it.
+  if (!root->get("model") && root->get("n_layer")) {
+    readArchitecture(reader, config.arch, /*positionsRequired=*/true);
+    reader.ignore(kIgnoredHuggingFaceKeys);
+    if (const json::Value *type = root->get("model_type"))
+      if (type->getAsString() != StringRef("gpt2"))
+        reader.error("model_type", "expected \"gpt2\", got " +
+                                       describe(*type));
+    // Such files say nothing of training: one sequence of the full context,
+    // overridable from the command line (docs/model-format.md).
+    config.training.batchSize = 1;
+    config.training.sequenceLength = config.arch.positions;
+  } else {
+    reader.readString("name", config.name, false);
+    reader.ignore({"description"});
+    if (const json::Object *model = reader.readObject("model", true)) {
+      ObjectReader modelReader(*model, "model", diag);
+      readArchitecture(modelReader, config.arch, /*positionsRequired=*/false);
+      modelReader.ignore(kIgnoredHuggingFaceKeys);
+      modelReader.warnUnknown();
+    }
+    if (const json::Object *training = reader.readObject("training", true)) {
+      ObjectReader trainingReader(*training, "training", diag);
+      readTraining(trainingReader, config.training, precisionGiven, diag);
+      trainingReader.warnUnknown();
+    }
+  }
+
+  if (const json::Value *plan = reader.get("plan", false)) {
+    PlanConfig planConfig;
+    std::optional<Precision> planPrecision;
+    if (std::optional<StringRef> str = plan->getAsString()) {
+      if (*str == "auto")
+        diag.error("field 'plan': \"auto\" needs the cost-model planner, "
+                   "which this version of Loom does not have; give an "
+                   "explicit plan such as \"dp=2,tp=1\"");
+      else
+        parsePlanString(*str, "plan", planConfig, &planPrecision, diag);
+    } else if (const json::Object *object = plan->getAsObject()) {
+      ObjectReader planReader(*object, "plan", diag);
+      readPlanObject(planReader, planConfig, planPrecision);
+      planReader.warnUnknown();
+    } else {
+      reader.mismatch("plan", "an object or a string such as \"dp=2,tp=2\"",
+                      *plan);
+    }
+    if (planPrecision) {
+      if (precisionGiven && *planPrecision != config.training.precision)
+        diag.error(
+            "field 'plan.precision' (" +
+            stringifyPrecision(*planPrecision) +
+            ") contradicts 'training.precision' (" +
+            stringifyPrecision(config.training.precision) + ")");
+      config.training.precision = *planPrecision;
+    }
+    config.plan = planConfig;
+  }
+
+  if (const json::Object *cluster = reader.readObject("cluster", false)) {
+    ObjectReader clusterReader(*cluster, "cluster", diag);
+    ClusterConfig clusterConfig;
+    readCluster(clusterReader, clusterConfig);
+    clusterReader.warnUnknown();
+    config.cluster = clusterConfig;
+  }
+  reader.warnUnknown();
+
+  if (diag.getNumErrors())
+    return std::nullopt;
+  return config;
+}
+
+std::optional<ModelConfig> mlir::loom::loadModelConfig(StringRef path,
+                                                 llvm::raw_ostream &errs) {
+  ConfigDiagnostics diag(path, errs);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
+  if (!buffer) {
+    diag.error("cannot read the file: " + buffer.getError().message());
+    return std::nullopt;
+  }
+  return parseModelConfig((*buffer)->getBuffer(), diag);
+}
+
+bool mlir::loom::parsePlanString(StringRef text, StringRef field, PlanConfig &plan,
+                           std::optional<Precision> *precision,
+                           ConfigDiagnostics &diag) {
+  unsigned errorsBefore = diag.getNumErrors();
+  auto fail = [&](StringRef key, const llvm::Twine &message) {
+    diag.error("field '" + field + "': '" + key + "' " + message);
+  };
+  llvm::SmallVector<StringRef> items;
+  text.split(items, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  if (items.empty())
+    diag.error("field '" + field + "': empty plan");
+  llvm::StringSet<> seen;
+  for (StringRef item : items) {
+    auto [rawKey, rawValue] = item.split('=');
+    StringRef key = rawKey.trim(), value = rawValue.trim();
+    if (!item.contains('=') || key.empty() || value.empty()) {
+      diag.error("field '" + field + "': expected key=value, got '" +
+                 item.trim() + "'");
+      continue;
+    }
+    if (!seen.insert(key).second) {
+      fail(key, "is given twice");
+      continue;
+    }
+    auto readInt = [&](int64_t &out, int64_t min) {
+      int64_t number;
+      if (value.getAsInteger(10, number) || number < min)
+        fail(key, "expects an integer of at least " + llvm::Twine(min) +
+                      ", got '" + value + "'");
+      else
+        out = number;
+    };
+    if (key == "dp") {
+      readInt(plan.dp, 1);
+    } else if (key == "tp") {
+      readInt(plan.tp, 1);
+    } else if (key == "pp") {
+      readInt(plan.pp, 1);
+    } else if (key == "mb" || key == "micro_batches") {
+      readInt(plan.microBatches, 1);
+    } else if (key == "zero") {
+      readInt(plan.zero, 0);
+      if (plan.zero > 3)
+        fail(key, "expects a ZeRO stage from 0 to 3, got '" + value + "'");
+    } else if (key == "schedule") {
+      if (auto schedule = symbolizeSchedule(value))
+        plan.schedule = *schedule;
+      else
+        fail(key, "expects one of gpipe, 1f1b, got '" + value + "'");
+    } else if (key == "recompute") {
+      if (auto recompute = symbolizeRecompute(value))
+        plan.recompute = *recompute;
+      else
+        fail(key, "expects one of none, selective, full, got '" + value +
+                      "'");
+    } else if (key == "sp" || key == "sequence_parallel") {
+      if (value == "1" || value == "true")
+        plan.sequenceParallel = true;
+      else if (value == "0" || value == "false")
+        plan.sequenceParallel = false;
+      else
+        fail(key, "expects 0, 1, true or false, got '" + value + "'");
+    } else if (key == "precision" && precision) {
+      if (auto parsed = symbolizePrecision(value))
+        *precision = *parsed;
+      else
+        fail(key, "expects one of fp32, bf16, fp16, got '" + value + "'");
+    } else {
+      fail(key, "is not a plan key (expected dp, tp, pp, zero, mb, "
+                "schedule, recompute, sp" +
+                    llvm::Twine(precision ? ", precision" : "") + ")");
+    }
+  }
+  return diag.getNumErrors() == errorsBefore;
+}
+
+bool mlir::loom::finalizeModelConfig(ModelConfig &config, ConfigDiagnostics &diag) {
+  unsigned errorsBefore = diag.getNumErrors();
+  ArchitectureConfig &arch = config.arch;
+  TrainingConfig &training = config.training;
+  if (arch.hidden == 0)
+    arch.hidden = 4 * arch.width;
+  if (arch.paddedVocab == 0)
+    arch.paddedVocab = arch.vocab;
+  if (arch.positions == 0)
+    arch.positions = training.sequenceLength;
+
+  if (arch.width % arch.heads != 0)
+    diag.error("field 'model.n_embd': the width " + llvm::Twine(arch.width) +
+               " is not divisible by model.n_head (" +
+               llvm::Twine(arch.heads) + ")");
+  if (arch.paddedVocab < arch.vocab)
+    diag.error("field 'model.padded_vocab_size': " +
+               llvm::Twine(arch.paddedVocab) +
+               " is smaller than model.vocab_size (" +
+               llvm::Twine(arch.vocab) + ")");
+  if (training.sequenceLength > arch.positions)
+    diag.error("field 'training.sequence_length': " +
+               llvm::Twine(training.sequenceLength) +
+               " exceeds the model's model.n_positions (" +
+               llvm::Twine(arch.positions) + ")");
+
+  return diag.getNumErrors() == errorsBefore;
+}

@@ -1,0 +1,26 @@
+# Lit configuration of Loom's regression tests.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "Loom"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.loom_obj_root, "test")
+
+config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
+config.substitutions.append(("%loom_src", config.loom_src_root))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+tools = [
+    ToolSubst("loom-opt", unresolved="fatal"),
+    ToolSubst("loomc", unresolved="fatal"),
+]
+llvm_config.add_tool_substitutions(tools, [config.loom_tools_dir, config.llvm_tools_dir])

@@ -1,0 +1,164 @@
+//===- loomc.cpp - The Loom compiler driver -------------------------------===//
+//
+// Reads a model description (Loom's JSON format or a Hugging Face GPT-2
+// config.json), builds its IR and runs Loom's pipeline up to --emit.
+// docs/loomc.md documents every flag.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Import/Importer.h"
+#include "loom/InitLoom.h"
+#include "loom/Pipeline/Pipeline.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory loomcCategory("loomc options");
+
+static cl::opt<std::string> inputFilename(
+    cl::Positional, cl::desc("<model.json>"), cl::Required,
+    cl::value_desc("model description (Loom JSON or Hugging Face config.json)"),
+    cl::cat(loomcCategory));
+
+static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
+                                           cl::value_desc("file"),
+                                           cl::init("-"),
+                                           cl::cat(loomcCategory));
+
+static cl::opt<EmitStage> emit("emit", cl::desc("What to produce"),
+                               cl::init(EmitStage::Loom), getEmitStageValues(),
+                               cl::cat(loomcCategory));
+
+static cl::opt<bool> summary(
+    "summary",
+    cl::desc("Print the model, its parameter count and the training setup "
+             "to stderr"),
+    cl::init(false), cl::cat(loomcCategory));
+
+static cl::opt<std::string> planOverride(
+    "plan",
+    cl::desc("Parallel plan, replacing the file's: "
+             "dp=N,tp=N,pp=N,zero=0..3,mb=N,schedule=gpipe|1f1b,"
+             "recompute=none|selective|full,sp=0|1,precision=fp32|bf16|fp16"),
+    cl::value_desc("plan"), cl::cat(loomcCategory));
+
+static cl::opt<int64_t> batchOverride(
+    "batch-size", cl::desc("Global batch in sequences, replacing the file's"),
+    cl::value_desc("N"), cl::cat(loomcCategory));
+
+static cl::opt<int64_t> sequenceOverride(
+    "seq-len", cl::desc("Sequence length, replacing the file's"),
+    cl::value_desc("N"), cl::cat(loomcCategory));
+
+static cl::opt<int64_t> padVocab(
+    "pad-vocab",
+    cl::desc("Pad the token table to a multiple of N rows (llm.c uses 128)"),
+    cl::value_desc("N"), cl::cat(loomcCategory));
+
+/// Applies the command line's overrides to the description; reports bad
+/// values as errors of the flag.
+static bool applyOverrides(ModelConfig &config, ConfigDiagnostics &diag) {
+  bool ok = true;
+  auto positive = [&](cl::opt<int64_t> &flag) {
+    if (!flag.getNumOccurrences())
+      return false;
+    if (flag <= 0) {
+      llvm::WithColor::error(llvm::errs(), "loomc")
+          << "--" << flag.ArgStr << " must be positive, got " << flag << "\n";
+      ok = false;
+      return false;
+    }
+    return true;
+  };
+  if (positive(batchOverride))
+    config.training.batchSize = batchOverride;
+  if (positive(sequenceOverride))
+    config.training.sequenceLength = sequenceOverride;
+  if (positive(padVocab))
+    config.arch.paddedVocab = llvm::alignTo(config.arch.vocab, padVocab);
+  if (planOverride.getNumOccurrences()) {
+    if (planOverride == "auto") {
+      llvm::WithColor::error(llvm::errs(), "loomc")
+          << "--plan auto needs the cost-model planner, which this version "
+             "of Loom does not have; give an explicit plan such as "
+             "dp=2,tp=1\n";
+      return false;
+    }
+    PlanConfig plan;
+    std::optional<Precision> precision;
+    ConfigDiagnostics flagDiag("--plan", llvm::errs());
+    if (!parsePlanString(planOverride, "--plan", plan, &precision, flagDiag))
+      return false;
+    config.plan = plan;
+    if (precision)
+      config.training.precision = *precision;
+  }
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerLoomPasses();
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "loomc (Loom) " << LOOM_VERSION << ", built with LLVM/MLIR "
+       << LLVM_VERSION_STRING << "\n";
+  });
+  cl::HideUnrelatedOptions({&loomcCategory, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Loom compiler driver: a model description in, its training program "
+      "out\n\n"
+      "  loomc model.json --emit=loom [--summary] [-o out.mlir]\n");
+
+  std::optional<ModelConfig> config =
+      loadModelConfig(inputFilename, llvm::errs());
+  if (!config)
+    return 1;
+  ConfigDiagnostics diag(inputFilename, llvm::errs());
+  if (!applyOverrides(*config, diag) || !finalizeModelConfig(*config, diag))
+    return 1;
+
+  DialectRegistry registry;
+  registerLoomDialects(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+
+  OwningOpRef<ModuleOp> module = importModel(context, *config, inputFilename);
+  if (failed(verify(*module)))
+    return 1;
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  buildLoomPipeline(pm, emit, summary);
+  if (failed(pm.run(*module)))
+    return 1;
+
+  std::string errorMessage;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &errorMessage);
+  if (!output) {
+    llvm::WithColor::error(llvm::errs(), "loomc") << errorMessage << "\n";
+    return 1;
+  }
+  module->print(output->os());
+  output->os() << "\n";
+  output->keep();
+  return 0;
+}
