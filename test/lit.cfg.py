@@ -1,6 +1,7 @@
 # Lit configuration of Loom's regression tests.
 
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -9,12 +10,15 @@ from lit.llvm.subst import ToolSubst
 config.name = "Loom"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "lit", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
 config.substitutions.append(("%loom_src", config.loom_src_root))
+# "%expect-exit 1 loomc bad.json": the command must exit with exactly 1.
+config.substitutions.append(
+    ("%expect-exit", "%s %s" % (sys.executable, os.path.join(config.test_source_root, "lit", "expect-exit.py"))))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -52,7 +52,7 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "'padded_vocab' (" << paddedVocab
                        << ") must be at least 'vocab' (" << vocab << ")";
   if (!(epsilon > 0))
-    return emitError() << "'epsilon' must be positive, got " << epsilon;
+    return emitError() << "'epsilon' must be positive, got " << formatF64(epsilon);
   return success();
 }
 
@@ -74,21 +74,21 @@ TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       failed(checkPositive(emitError, "sequence", sequence)))
     return failure();
   if (!(lr > 0))
-    return emitError() << "'lr' must be positive, got " << lr;
+    return emitError() << "'lr' must be positive, got " << formatF64(lr);
   if (optimizer == OptimizerKind::adamw) {
     if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
       return emitError() << "AdamW betas must lie in [0, 1), got beta1 = "
-                         << beta1 << ", beta2 = " << beta2;
+                         << formatF64(beta1) << ", beta2 = " << formatF64(beta2);
     if (!(eps > 0))
-      return emitError() << "'eps' must be positive for AdamW, got " << eps;
+      return emitError() << "'eps' must be positive for AdamW, got " << formatF64(eps);
   }
   if (!(momentum >= 0 && momentum < 1))
-    return emitError() << "'momentum' must lie in [0, 1), got " << momentum;
+    return emitError() << "'momentum' must lie in [0, 1), got " << formatF64(momentum);
   if (!(weightDecay >= 0))
     return emitError() << "'weight_decay' must not be negative, got "
-                       << weightDecay;
+                       << formatF64(weightDecay);
   if (!(gradClip >= 0))
-    return emitError() << "'grad_clip' must not be negative, got " << gradClip;
+    return emitError() << "'grad_clip' must not be negative, got " << formatF64(gradClip);
   return success();
 }
 

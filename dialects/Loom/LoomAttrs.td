@@ -34,9 +34,11 @@ def Loom_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
 def Loom_OptimizerKindAttr
     : EnumAttr<Loom_Dialect, Loom_OptimizerKind, "optimizer">;
 
+// Users write "1f1b" (JSON, --plan); IR keywords cannot start with a digit,
+// so the IR spells it one_f_one_b (see parseScheduleName).
 def Loom_Schedule : I32EnumAttr<"Schedule", "pipeline schedule", [
     I32EnumAttrCase<"gpipe", 0>,
-    I32EnumAttrCase<"one_f_one_b", 1, "1f1b">]> {
+    I32EnumAttrCase<"one_f_one_b", 1>]> {
   let cppNamespace = "::mlir::loom";
   let genSpecializedAttr = 0;
 }

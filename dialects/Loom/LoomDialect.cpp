@@ -31,7 +31,12 @@ std::string mlir::loom::formatF64(double value) {
   // The shortest %g form that reads back exactly keeps hand-written values
   // such as 3e-4 readable while guaranteeing a lossless round trip.
   char buffer[32];
-  for (int precision = 1; precision <= 17; ++precision) {
+  // Enough digits for the integer part keeps 50 from printing as 5e+01.
+  double magnitude = std::fabs(value);
+  int first = magnitude >= 1 && magnitude < 1e16
+                  ? static_cast<int>(std::floor(std::log10(magnitude))) + 1
+                  : 1;
+  for (int precision = first; precision <= 17; ++precision) {
     std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
     if (std::strtod(buffer, nullptr) == value)
       break;

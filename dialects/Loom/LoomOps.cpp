@@ -115,7 +115,7 @@ LogicalResult LayerNormOp::verify() {
     return failure();
   if (!(getEpsilon().convertToDouble() > 0))
     return emitOpError() << "expected a positive epsilon, got "
-                         << getEpsilon().convertToDouble();
+                         << formatF64(getEpsilon().convertToDouble());
   return success();
 }
 

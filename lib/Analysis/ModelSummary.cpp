@@ -4,6 +4,7 @@
 
 #include "Loom/LoomDialect.h"
 #include "loom/Import/Importer.h"
+#include "loom/Import/ModelConfig.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -113,7 +114,7 @@ void mlir::loom::printModelSummary(ModuleOp module, const ModelSummary &summary,
                         "schedule={5} recompute={6} sp={7} ({8} ranks)\n",
                         plan.getDp(), plan.getTp(), plan.getPp(),
                         plan.getZero(), plan.getMicroBatches(),
-                        stringifySchedule(plan.getSchedule()),
+                        getScheduleName(plan.getSchedule()),
                         stringifyRecompute(plan.getRecompute()),
                         plan.getSequenceParallel() ? 1 : 0,
                         plan.getWorldSize());

@@ -338,8 +338,8 @@ void readPlanObject(ObjectReader &reader, PlanConfig &plan,
     reader.error("zero", "expected a ZeRO stage from 0 to 3, got " +
                              llvm::Twine(plan.zero));
   reader.readInt("micro_batches", plan.microBatches, false);
-  reader.readEnum("schedule", plan.schedule, false,
-                  symbolizeSchedule, kScheduleChoices);
+  reader.readEnum("schedule", plan.schedule, false, parseScheduleName,
+                  kScheduleChoices);
   reader.readEnum("recompute", plan.recompute, false,
                   symbolizeRecompute, kRecomputeChoices);
   reader.readBool("sequence_parallel", plan.sequenceParallel);
@@ -359,19 +359,35 @@ void readCluster(ObjectReader &reader, ClusterConfig &cluster) {
                     false, positive, "a positive number (GB/s)");
 }
 
-/// Turns llvm::json's "[line:col, byte=N]: message" into "line:col: message"
-/// so that editors can jump to the spot.
+/// Turns llvm::json's "[line:col, byte=N]: message" into "line L, column C:
+/// message". llvm::json counts the column from 0 at the position just past
+/// the offending character, which is that character's 1-based column except
+/// at the very start of the input.
 std::string formatParseError(llvm::Error error) {
   std::string text = llvm::toString(std::move(error));
   llvm::SmallVector<StringRef> groups;
   llvm::Regex pattern("^\\[([0-9]+):([0-9]+), byte=[0-9]+\\]: (.*)$");
-  if (pattern.match(text, &groups))
-    return ("line " + groups[1] + ", column " + groups[2] + ": " + groups[3])
-        .str();
-  return text;
+  unsigned column;
+  if (!pattern.match(text, &groups) || groups[2].getAsInteger(10, column))
+    return text;
+  return ("line " + groups[1] + ", column " + llvm::Twine(std::max(column, 1u)) +
+          ": " + groups[3])
+      .str();
 }
 
 } // namespace
+
+std::optional<Schedule> mlir::loom::parseScheduleName(StringRef name) {
+  if (name == "1f1b")
+    return Schedule::one_f_one_b;
+  if (name == "gpipe")
+    return Schedule::gpipe;
+  return std::nullopt;
+}
+
+StringRef mlir::loom::getScheduleName(Schedule schedule) {
+  return schedule == Schedule::one_f_one_b ? "1f1b" : "gpipe";
+}
 
 std::optional<ModelConfig>
 mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
@@ -522,7 +538,7 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field, PlanConfig &pl
       if (plan.zero > 3)
         fail(key, "expects a ZeRO stage from 0 to 3, got '" + value + "'");
     } else if (key == "schedule") {
-      if (auto schedule = symbolizeSchedule(value))
+      if (auto schedule = parseScheduleName(value))
         plan.schedule = *schedule;
       else
         fail(key, "expects one of gpipe, 1f1b, got '" + value + "'");

@@ -101,6 +101,10 @@ std::optional<ModelConfig> parseModelConfig(llvm::StringRef text,
 std::optional<ModelConfig> loadModelConfig(llvm::StringRef path,
                                            llvm::raw_ostream &errs);
 
+/// Schedule names as users write them: "gpipe" and "1f1b".
+std::optional<Schedule> parseScheduleName(llvm::StringRef name);
+llvm::StringRef getScheduleName(Schedule schedule);
+
 /// Parses a plan written as "dp=2,tp=2,pp=1,zero=1,mb=8,schedule=1f1b,
 /// recompute=selective,sp=1,precision=bf16". Keys left out keep the values
 /// in `plan`; a precision is stored in `*precision`, and refused when

@@ -1,0 +1,383 @@
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+// Every diagnostic of the loom dialect's verifiers, once.
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+func.func @embedding_element_type(%t: tensor<2x4xi32>, %wte: tensor<8x6xf32>, %wpe: tensor<4x6xbf16>) {
+  // expected-error @+1 {{expected all float operands and results to have element type 'f32', got 'bf16'}}
+  %0 = loom.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<8x6xf32>, tensor<4x6xbf16>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_tokens_rank(%t: tensor<8xi32>, %wte: tensor<8x6xf32>, %wpe: tensor<4x6xf32>) {
+  // expected-error @+1 {{expected tokens of rank 2 [batch, sequence], got shape [8]}}
+  %0 = loom.embedding %t, %wte, %wpe : (tensor<8xi32>, tensor<8x6xf32>, tensor<4x6xf32>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_wpe_width(%t: tensor<2x4xi32>, %wte: tensor<8x6xf32>, %wpe: tensor<4x5xf32>) {
+  // expected-error @+1 {{expected wpe of width 6 to match wte [8, 6], got [4, 5]}}
+  %0 = loom.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<8x6xf32>, tensor<4x5xf32>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_positions(%t: tensor<2x5xi32>, %wte: tensor<8x6xf32>, %wpe: tensor<4x6xf32>) {
+  // expected-error @+1 {{sequence length 5 exceeds the 4 positions of wpe}}
+  %0 = loom.embedding %t, %wte, %wpe : (tensor<2x5xi32>, tensor<8x6xf32>, tensor<4x6xf32>) -> tensor<2x5x6xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_result(%t: tensor<2x4xi32>, %wte: tensor<8x6xf32>, %wpe: tensor<4x6xf32>) {
+  // expected-error @+1 {{expected result of shape [2, 4, 6] ([batch, sequence] of tokens and width of wte), got [2, 4, 8]}}
+  %0 = loom.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<8x6xf32>, tensor<4x6xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_dynamic(%t: tensor<2x?xi32>, %wte: tensor<8x6xf32>, %wpe: tensor<4x6xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit signless integer values}}
+  %0 = loom.embedding %t, %wte, %wpe : (tensor<2x?xi32>, tensor<8x6xf32>, tensor<4x6xf32>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_rank(%x: tensor<f32>, %w: tensor<6xf32>, %b: tensor<6xf32>) {
+  // expected-error @+1 {{expected an input of rank at least 1}}
+  %0 = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<f32>, tensor<6xf32>, tensor<6xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_weight(%x: tensor<2x6xf32>, %w: tensor<5xf32>, %b: tensor<6xf32>) {
+  // expected-error @+1 {{expected weight of shape [6] (the input's last dimension), got [5]}}
+  %0 = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x6xf32>, tensor<5xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_epsilon(%x: tensor<2x6xf32>, %w: tensor<6xf32>, %b: tensor<6xf32>) {
+  // expected-error @+1 {{expected a positive epsilon, got 0.0}}
+  %0 = loom.layer_norm %x, %w, %b {epsilon = 0.0 : f64} : (tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @linear_rank(%x: tensor<f32>, %w: tensor<4x6xf32>) {
+  // expected-error @+1 {{expected an input of rank at least 1}}
+  %0 = loom.linear %x, %w : (tensor<f32>, tensor<4x6xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weight_rank(%x: tensor<2x6xf32>, %w: tensor<24xf32>) {
+  // expected-error @+1 {{expected weight of rank 2 [out, in], got shape [24]}}
+  %0 = loom.linear %x, %w : (tensor<2x6xf32>, tensor<24xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weight_layout(%x: tensor<2x6xf32>, %w: tensor<6x4xf32>) {
+  // expected-error @+1 {{expected weight of shape [N, 6] ((out, in) layout, in = the input's last dimension), got [6, 4]}}
+  %0 = loom.linear %x, %w : (tensor<2x6xf32>, tensor<6x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_bias(%x: tensor<2x6xf32>, %w: tensor<4x6xf32>, %b: tensor<6xf32>) {
+  // expected-error @+1 {{expected bias of shape [4] (the weight's out dimension), got [6]}}
+  %0 = loom.linear %x, %w, %b : (tensor<2x6xf32>, tensor<4x6xf32>, tensor<6xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_result(%x: tensor<3x2x6xf32>, %w: tensor<4x6xf32>) {
+  // expected-error @+1 {{expected result of shape [3, 2, 4] (the input's leading dimensions and the weight's out dimension), got [6, 4]}}
+  %0 = loom.linear %x, %w : (tensor<3x2x6xf32>, tensor<4x6xf32>) -> tensor<6x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rank(%qkv: tensor<8x24xf32>) {
+  // expected-error @+1 {{expected qkv of rank 3 [batch, sequence, 3 * width], got shape [8, 24]}}
+  %0 = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<8x24xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_qkv(%qkv: tensor<2x4x25xf32>) {
+  // expected-error @+1 {{expected the last dimension of qkv (25) to be 3 * width}}
+  %0 = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x25xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_heads(%qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{expected num_heads (3) to divide the width (8)}}
+  %0 = loom.causal_attention %qkv {num_heads = 3 : i64} : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_heads_positive(%qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{attribute 'num_heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = loom.causal_attention %qkv {num_heads = 0 : i64} : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_result(%qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{expected result of shape [2, 4, 8] ([batch, sequence, width] with width = qkv's last / 3), got [2, 4, 24]}}
+  %0 = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x24xf32> -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @gelu_type(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "loom.gelu"(%x) : (tensor<2x4xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @add_type(%a: tensor<2x4xf32>, %b: tensor<2x5xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "loom.add"(%a, %b) : (tensor<2x4xf32>, tensor<2x5xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_rank(%l: tensor<8x11xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{expected logits of rank 3 [batch, sequence, vocab], got shape [8, 11]}}
+  %0 = loom.cross_entropy %l, %t {num_classes = 11 : i64} : (tensor<8x11xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_targets(%l: tensor<2x4x11xf32>, %t: tensor<4x2xi32>) {
+  // expected-error @+1 {{expected targets of shape [2, 4] (the batch and sequence of the logits), got [4, 2]}}
+  %0 = loom.cross_entropy %l, %t {num_classes = 11 : i64} : (tensor<2x4x11xf32>, tensor<4x2xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_classes(%l: tensor<2x4x11xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{num_classes (12) exceeds the logits' vocabulary dimension (11)}}
+  %0 = loom.cross_entropy %l, %t {num_classes = 12 : i64} : (tensor<2x4x11xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_result(%l: tensor<2x4x11xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{result #0 must be 0D tensor of 32-bit float values}}
+  %0 = loom.cross_entropy %l, %t {num_classes = 11 : i64} : (tensor<2x4x11xf32>, tensor<2x4xi32>) -> tensor<2x4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// Argument attributes
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error @+1 {{argument #0: 'loom.param' must be a non-empty string}}
+func.func @param_name(%w: tensor<4xf32> {loom.param = 3 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0: unknown loom argument attribute 'loom.weight'}}
+func.func @param_unknown(%w: tensor<4xf32> {loom.weight = "w"}) {
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// Module attributes
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error @+1 {{attribute 'loom.model' must be a #loom.model, got "gpt2"}}
+module attributes {loom.model = "gpt2"} {}
+
+// -----
+
+// expected-error @+1 {{attribute 'loom.training' must be a #loom.training, got 1 : i64}}
+module attributes {loom.training = 1} {}
+
+// -----
+
+// expected-error @+1 {{attribute 'loom.plan' must be a #loom.plan, got "dp=2"}}
+module attributes {loom.plan = "dp=2"} {}
+
+// -----
+
+// expected-error @+1 {{attribute 'loom.cluster' must be a #loom.cluster, got "A100"}}
+module attributes {loom.cluster = "A100"} {}
+
+// -----
+
+// expected-error @+1 {{unknown loom attribute 'loom.shape'}}
+module attributes {loom.shape = 1} {}
+
+// -----
+
+// expected-error @+1 {{'heads' must be positive, got 0}}
+module attributes {loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 0, hidden = 32, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 1.0e-5>} {}
+
+// -----
+
+// expected-error @+1 {{'width' (8) must be divisible by 'heads' (3)}}
+module attributes {loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 3, hidden = 32, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 1.0e-5>} {}
+
+// -----
+
+// expected-error @+1 {{'padded_vocab' (9) must be at least 'vocab' (10)}}
+module attributes {loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 2, hidden = 32, vocab = 10, padded_vocab = 9, positions = 4, tied = true, epsilon = 1.0e-5>} {}
+
+// -----
+
+// expected-error @+1 {{'epsilon' must be positive, got -1.0}}
+module attributes {loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 2, hidden = 32, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = -1.0>} {}
+
+// -----
+
+// expected-error @+1 {{'sequence' must be positive, got 0}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 0, optimizer = sgd, lr = 0.1, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{'lr' must be positive, got 0.0}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 8, optimizer = sgd, lr = 0.0, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{AdamW betas must lie in [0, 1), got beta1 = 0.9, beta2 = 1.0}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 8, optimizer = adamw, lr = 0.1, beta1 = 0.9, beta2 = 1.0, eps = 1.0e-8, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{'eps' must be positive for AdamW, got 0.0}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 8, optimizer = adamw, lr = 0.1, beta1 = 0.9, beta2 = 0.95, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{'momentum' must lie in [0, 1), got 1.5}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 8, optimizer = sgd, lr = 0.1, momentum = 1.5, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{'weight_decay' must not be negative, got -0.1}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 8, optimizer = sgd, lr = 0.1, weight_decay = -0.1, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{'grad_clip' must not be negative, got -1.0}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 8, optimizer = sgd, lr = 0.1, grad_clip = -1.0, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{'dp' must be positive, got 0}}
+module attributes {loom.plan = #loom.plan<dp = 0, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
+
+// -----
+
+// expected-error @+1 {{'zero' must be a ZeRO stage from 0 to 3, got 4}}
+module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 4, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
+
+// -----
+
+// expected-error @+1 {{'sequence_parallel' needs tensor parallelism (tp > 1)}}
+module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = true>} {}
+
+// -----
+
+// expected-error @+1 {{'gpu' must name a GPU kind}}
+module attributes {loom.cluster = #loom.cluster<gpu = "", gpus_per_node = 8, nodes = 1>} {}
+
+// -----
+
+// expected-error @+1 {{'nodes' must be positive, got 0}}
+module attributes {loom.cluster = #loom.cluster<gpu = "A100-80GB", gpus_per_node = 8, nodes = 0>} {}
+
+// -----
+
+// expected-error @+1 {{link bandwidths must not be negative}}
+module attributes {loom.cluster = #loom.cluster<gpu = "A100-80GB", gpus_per_node = 8, nodes = 1, intra_node_bandwidth = -1.0>} {}
+
+//===----------------------------------------------------------------------===//
+// A plan against the model, the training setup and the cluster
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error @+1 {{plan.tp: tensor parallelism 4 does not divide the 6 heads (model.n_head)}}
+module attributes {
+  loom.model = #loom.model<name = "m", layers = 2, width = 12, heads = 6, hidden = 48, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 1.0e-5>,
+  loom.plan = #loom.plan<dp = 1, tp = 4, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
+
+// -----
+
+// expected-error @+1 {{plan.tp: tensor parallelism 4 does not divide the MLP width 30}}
+module attributes {
+  loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 4, hidden = 30, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 1.0e-5>,
+  loom.plan = #loom.plan<dp = 1, tp = 4, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
+
+// -----
+
+// expected-error @+1 {{plan.pp: 3 pipeline stages exceed the 2 layers (model.n_layer)}}
+module attributes {
+  loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 4, hidden = 32, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 1.0e-5>,
+  loom.plan = #loom.plan<dp = 1, tp = 1, pp = 3, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
+
+// -----
+
+// expected-error @+1 {{plan.mb: dp * micro_batches = 2 * 3 does not divide the batch of 8 sequences (training.batch_size)}}
+module attributes {
+  loom.training = #loom.training<batch = 8, sequence = 6, optimizer = sgd, lr = 0.1, precision = fp32>,
+  loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 0, micro_batches = 3, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
+
+// -----
+
+// expected-error @+1 {{plan.sp: tensor parallelism 4 does not divide the sequence length 6 (training.sequence_length)}}
+module attributes {
+  loom.training = #loom.training<batch = 8, sequence = 6, optimizer = sgd, lr = 0.1, precision = fp32>,
+  loom.plan = #loom.plan<dp = 1, tp = 4, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = true>} {}
+
+// -----
+
+// expected-error @+1 {{plan: dp * tp * pp = 2 ranks, but the cluster has 8 GPUs (cluster.nodes * cluster.gpus_per_node)}}
+module attributes {
+  loom.cluster = #loom.cluster<gpu = "A100-80GB", gpus_per_node = 8, nodes = 1>,
+  loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}

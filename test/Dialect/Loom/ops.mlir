@@ -1,0 +1,70 @@
+// RUN: loom-opt %s | FileCheck %s
+// RUN: loom-opt %s | loom-opt | FileCheck %s
+// RUN: loom-opt %s --mlir-print-op-generic | loom-opt | FileCheck %s
+
+// Every op and attribute of the dialect prints in its custom form and parses
+// back to the same IR.
+
+// CHECK: module attributes
+// CHECK-SAME: loom.cluster = #loom.cluster<gpu = "H100-SXM", gpus_per_node = 2, nodes = 2, inter_node_bandwidth = 50.0>
+// CHECK-SAME: loom.model = #loom.model<name = "tiny", layers = 1, width = 8, heads = 2, hidden = 32, vocab = 11, padded_vocab = 16, positions = 6, tied = false, epsilon = 1.0e-05>
+// CHECK-SAME: loom.plan = #loom.plan<dp = 2, tp = 2, pp = 1, zero = 1, micro_batches = 2, schedule = one_f_one_b, recompute = selective, sequence_parallel = true>
+// CHECK-SAME: loom.training = #loom.training<batch = 4, sequence = 6, optimizer = adamw, lr = 0.0003, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = bf16>
+module attributes {
+  loom.model = #loom.model<name = "tiny", layers = 1, width = 8, heads = 2,
+      hidden = 32, vocab = 11, padded_vocab = 16, positions = 6, tied = false,
+      epsilon = 1.0e-5>,
+  loom.training = #loom.training<batch = 4, sequence = 6, optimizer = adamw,
+      lr = 3.0e-4, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8,
+      weight_decay = 0.1, grad_clip = 1.0, precision = bf16>,
+  loom.plan = #loom.plan<dp = 2, tp = 2, pp = 1, zero = 1, micro_batches = 2,
+      schedule = one_f_one_b, recompute = selective, sequence_parallel = true>,
+  loom.cluster = #loom.cluster<gpu = "H100-SXM", gpus_per_node = 2, nodes = 2,
+      inter_node_bandwidth = 50.0>
+} {
+  // CHECK-LABEL: func.func @forward(
+  // CHECK-SAME: {loom.param = "wte"}
+  // CHECK-SAME: {loom.input = "tokens"}
+  func.func @forward(%wte: tensor<16x8xf32> {loom.param = "wte"},
+                     %wpe: tensor<6x8xf32> {loom.param = "wpe"},
+                     %lnw: tensor<8xf32> {loom.param = "ln_f.weight"},
+                     %lnb: tensor<8xf32> {loom.param = "ln_f.bias"},
+                     %qkvw: tensor<24x8xf32> {loom.param = "h.0.attn.c_attn.weight"},
+                     %qkvb: tensor<24xf32> {loom.param = "h.0.attn.c_attn.bias"},
+                     %head: tensor<16x8xf32> {loom.param = "lm_head.weight"},
+                     %tokens: tensor<4x6xi32> {loom.input = "tokens"},
+                     %targets: tensor<4x6xi32> {loom.input = "targets"})
+      -> tensor<f32> {
+    // CHECK: %[[X:.*]] = loom.embedding %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x6xi32>, tensor<16x8xf32>, tensor<6x8xf32>) -> tensor<4x6x8xf32>
+    %x = loom.embedding %tokens, %wte, %wpe
+        : (tensor<4x6xi32>, tensor<16x8xf32>, tensor<6x8xf32>) -> tensor<4x6x8xf32>
+    // CHECK: %[[H:.*]] = loom.layer_norm %[[X]], %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : (tensor<4x6x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x6x8xf32>
+    %h = loom.layer_norm %x, %lnw, %lnb {epsilon = 1.0e-5 : f64}
+        : (tensor<4x6x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x6x8xf32>
+    // CHECK: %[[QKV:.*]] = loom.linear %[[H]], %{{.*}}, %{{.*}} : (tensor<4x6x8xf32>, tensor<24x8xf32>, tensor<24xf32>) -> tensor<4x6x24xf32>
+    %qkv = loom.linear %h, %qkvw, %qkvb
+        : (tensor<4x6x8xf32>, tensor<24x8xf32>, tensor<24xf32>) -> tensor<4x6x24xf32>
+    // CHECK: %[[A:.*]] = loom.causal_attention %[[QKV]] {num_heads = 2 : i64} : tensor<4x6x24xf32> -> tensor<4x6x8xf32>
+    %a = loom.causal_attention %qkv {num_heads = 2 : i64}
+        : tensor<4x6x24xf32> -> tensor<4x6x8xf32>
+    // CHECK: %[[G:.*]] = loom.gelu %[[A]] : tensor<4x6x8xf32>
+    %g = loom.gelu %a : tensor<4x6x8xf32>
+    // CHECK: %[[R:.*]] = loom.add %[[X]], %[[G]] : tensor<4x6x8xf32>
+    %r = loom.add %x, %g : tensor<4x6x8xf32>
+    // CHECK: %[[L:.*]] = loom.linear %[[R]], %{{.*}} : (tensor<4x6x8xf32>, tensor<16x8xf32>) -> tensor<4x6x16xf32>
+    %logits = loom.linear %r, %head
+        : (tensor<4x6x8xf32>, tensor<16x8xf32>) -> tensor<4x6x16xf32>
+    // CHECK: loom.cross_entropy %[[L]], %{{.*}} {num_classes = 11 : i64} : (tensor<4x6x16xf32>, tensor<4x6xi32>) -> tensor<f32>
+    %loss = loom.cross_entropy %logits, %targets {num_classes = 11 : i64}
+        : (tensor<4x6x16xf32>, tensor<4x6xi32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+
+  // Reduced precisions are accepted when operands agree.
+  // CHECK-LABEL: func.func @bf16
+  // CHECK: loom.linear {{.*}} : (tensor<2x8xbf16>, tensor<4x8xbf16>) -> tensor<2x4xbf16>
+  func.func @bf16(%x: tensor<2x8xbf16>, %w: tensor<4x8xbf16>) -> tensor<2x4xbf16> {
+    %y = loom.linear %x, %w : (tensor<2x8xbf16>, tensor<4x8xbf16>) -> tensor<2x4xbf16>
+    return %y : tensor<2x4xbf16>
+  }
+}
