@@ -35,14 +35,13 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 int64_t paddedVocab, int64_t positions,
                                 bool tied, llvm::APFloat epsilonValue) {
   double epsilon = epsilonValue.convertToDouble();
-  for (auto [what, value] :
-       {std::pair<StringRef, int64_t>{"layers", layers},
-        {"width", width},
-        {"heads", heads},
-        {"hidden", hidden},
-        {"vocab", vocab},
-        {"padded_vocab", paddedVocab},
-        {"positions", positions}})
+  for (auto [what, value] : {std::pair<StringRef, int64_t>{"layers", layers},
+                             {"width", width},
+                             {"heads", heads},
+                             {"hidden", hidden},
+                             {"vocab", vocab},
+                             {"padded_vocab", paddedVocab},
+                             {"positions", positions}})
     if (failed(checkPositive(emitError, what, value)))
       return failure();
   if (width % heads != 0)
@@ -52,21 +51,19 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "'padded_vocab' (" << paddedVocab
                        << ") must be at least 'vocab' (" << vocab << ")";
   if (!(epsilon > 0))
-    return emitError() << "'epsilon' must be positive, got " << formatF64(epsilon);
+    return emitError() << "'epsilon' must be positive, got "
+                       << formatF64(epsilon);
   return success();
 }
 
-LogicalResult
-TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     int64_t batch, int64_t sequence, OptimizerKind optimizer,
-                     llvm::APFloat lrValue, llvm::APFloat beta1Value,
-                     llvm::APFloat beta2Value, llvm::APFloat epsValue,
-                     llvm::APFloat weightDecayValue,
-                     llvm::APFloat momentumValue, llvm::APFloat gradClipValue,
-                     Precision precision) {
+LogicalResult TrainingAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t batch,
+    int64_t sequence, OptimizerKind optimizer, llvm::APFloat lrValue,
+    llvm::APFloat beta1Value, llvm::APFloat beta2Value, llvm::APFloat epsValue,
+    llvm::APFloat weightDecayValue, llvm::APFloat momentumValue,
+    llvm::APFloat gradClipValue, Precision precision) {
   double lr = lrValue.convertToDouble(), beta1 = beta1Value.convertToDouble(),
-         beta2 = beta2Value.convertToDouble(),
-         eps = epsValue.convertToDouble(),
+         beta2 = beta2Value.convertToDouble(), eps = epsValue.convertToDouble(),
          weightDecay = weightDecayValue.convertToDouble(),
          momentum = momentumValue.convertToDouble(),
          gradClip = gradClipValue.convertToDouble();
@@ -78,17 +75,21 @@ TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (optimizer == OptimizerKind::adamw) {
     if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
       return emitError() << "AdamW betas must lie in [0, 1), got beta1 = "
-                         << formatF64(beta1) << ", beta2 = " << formatF64(beta2);
+                         << formatF64(beta1)
+                         << ", beta2 = " << formatF64(beta2);
     if (!(eps > 0))
-      return emitError() << "'eps' must be positive for AdamW, got " << formatF64(eps);
+      return emitError() << "'eps' must be positive for AdamW, got "
+                         << formatF64(eps);
   }
   if (!(momentum >= 0 && momentum < 1))
-    return emitError() << "'momentum' must lie in [0, 1), got " << formatF64(momentum);
+    return emitError() << "'momentum' must lie in [0, 1), got "
+                       << formatF64(momentum);
   if (!(weightDecay >= 0))
     return emitError() << "'weight_decay' must not be negative, got "
                        << formatF64(weightDecay);
   if (!(gradClip >= 0))
-    return emitError() << "'grad_clip' must not be negative, got " << formatF64(gradClip);
+    return emitError() << "'grad_clip' must not be negative, got "
+                       << formatF64(gradClip);
   return success();
 }
 

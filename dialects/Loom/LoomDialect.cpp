@@ -2,7 +2,6 @@
 
 #include "Loom/LoomDialect.h"
 
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -66,13 +65,13 @@ LogicalResult verifyPlan(Operation *op, PlanAttr plan) {
   };
   if (model) {
     if (model.getHeads() % plan.getTp() != 0)
-      return planError("tp") << "tensor parallelism " << plan.getTp()
-                             << " does not divide the " << model.getHeads()
-                             << " heads (model.n_head)";
+      return planError("tp")
+             << "tensor parallelism " << plan.getTp() << " does not divide the "
+             << model.getHeads() << " heads (model.n_head)";
     if (model.getHidden() % plan.getTp() != 0)
-      return planError("tp") << "tensor parallelism " << plan.getTp()
-                             << " does not divide the MLP width "
-                             << model.getHidden();
+      return planError("tp")
+             << "tensor parallelism " << plan.getTp()
+             << " does not divide the MLP width " << model.getHidden();
     if (plan.getPp() > model.getLayers())
       return planError("pp") << plan.getPp() << " pipeline stages exceed the "
                              << model.getLayers() << " layers (model.n_layer)";

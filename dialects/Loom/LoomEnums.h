@@ -10,9 +10,9 @@
 #define LOOM_DIALECT_LOOMENUMS_H
 
 #include "mlir/Support/LLVM.h"
+#include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
-#include "mlir/Support/LogicalResult.h"
 
 #include <cstdint>
 #include <optional>

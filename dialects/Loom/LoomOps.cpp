@@ -87,11 +87,9 @@ LogicalResult EmbeddingOp::verify() {
                          << " to match wte " << shapeOf(getWte()) << ", got "
                          << shapeOf(getWpe());
   if (tokens[1] > dimsOf(getWpe())[0])
-    return emitOpError() << "sequence length " << tokens[1]
-                         << " exceeds the " << dimsOf(getWpe())[0]
-                         << " positions of wpe";
-  return checkShape(*this, "result", getResult(),
-                    {tokens[0], tokens[1], width},
+    return emitOpError() << "sequence length " << tokens[1] << " exceeds the "
+                         << dimsOf(getWpe())[0] << " positions of wpe";
+  return checkShape(*this, "result", getResult(), {tokens[0], tokens[1], width},
                     "[batch, sequence] of tokens and width of wte");
 }
 
@@ -157,7 +155,8 @@ LogicalResult LinearOp::verify() {
 LogicalResult CausalAttentionOp::verify() {
   if (failed(verifySameElementType(*this, {getQkv(), getResult()})))
     return failure();
-  if (failed(checkRank(*this, "qkv", getQkv(), 3, "[batch, sequence, 3 * width]")))
+  if (failed(
+          checkRank(*this, "qkv", getQkv(), 3, "[batch, sequence, 3 * width]")))
     return failure();
   ArrayRef<int64_t> qkv = dimsOf(getQkv());
   if (qkv[2] % 3 != 0)
@@ -179,15 +178,13 @@ LogicalResult CausalAttentionOp::verify() {
 LogicalResult CrossEntropyOp::verify() {
   if (failed(checkRank(*this, "logits", getLogits(), 3,
                        "[batch, sequence, vocab]")) ||
-      failed(checkRank(*this, "targets", getTargets(), 2,
-                       "[batch, sequence]")))
+      failed(checkRank(*this, "targets", getTargets(), 2, "[batch, sequence]")))
     return failure();
   ArrayRef<int64_t> logits = dimsOf(getLogits());
-  if (failed(checkShape(*this, "targets", getTargets(),
-                        logits.take_front(2),
+  if (failed(checkShape(*this, "targets", getTargets(), logits.take_front(2),
                         "the batch and sequence of the logits")))
     return failure();
-  if (getNumClasses() > logits[2])
+  if (static_cast<int64_t>(getNumClasses()) > logits[2])
     return emitOpError() << "num_classes (" << getNumClasses()
                          << ") exceeds the logits' vocabulary dimension ("
                          << logits[2] << ")";

@@ -26,14 +26,14 @@ std::string mlir::loom::formatWithCommas(int64_t value) {
 FailureOr<ModelSummary> mlir::loom::summarizeModel(ModuleOp module) {
   auto function = module.lookupSymbol<func::FuncOp>(kForwardFunctionName);
   if (!function)
-    return module.emitError() << "expected a model function @"
-                              << kForwardFunctionName;
+    return module.emitError()
+           << "expected a model function @" << kForwardFunctionName;
   ModelSummary summary;
   summary.function = function;
   llvm::StringSet<> blocks;
   for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
-    auto name =
-        function.getArgAttrOfType<StringAttr>(i, LoomDialect::getParamAttrName());
+    auto name = function.getArgAttrOfType<StringAttr>(
+        i, LoomDialect::getParamAttrName());
     if (!name) {
       if (function.getArgAttr(i, LoomDialect::getInputAttrName()))
         continue;
@@ -76,7 +76,8 @@ static void describeOptimizer(TrainingAttr t, raw_ostream &os) {
 
 void mlir::loom::printModelSummary(ModuleOp module, const ModelSummary &summary,
                                    raw_ostream &os) {
-  auto model = module->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
+  auto model =
+      module->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
   auto training =
       module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
   auto plan = module->getAttrOfType<PlanAttr>(LoomDialect::getPlanAttrName());
@@ -110,14 +111,13 @@ void mlir::loom::printModelSummary(ModuleOp module, const ModelSummary &summary,
     os << ", " << stringifyPrecision(training.getPrecision()) << "\n";
   }
   if (plan)
-    os << llvm::formatv("plan: dp={0} tp={1} pp={2} zero={3} mb={4} "
-                        "schedule={5} recompute={6} sp={7} ({8} ranks)\n",
-                        plan.getDp(), plan.getTp(), plan.getPp(),
-                        plan.getZero(), plan.getMicroBatches(),
-                        getScheduleName(plan.getSchedule()),
-                        stringifyRecompute(plan.getRecompute()),
-                        plan.getSequenceParallel() ? 1 : 0,
-                        plan.getWorldSize());
+    os << llvm::formatv(
+        "plan: dp={0} tp={1} pp={2} zero={3} mb={4} "
+        "schedule={5} recompute={6} sp={7} ({8} ranks)\n",
+        plan.getDp(), plan.getTp(), plan.getPp(), plan.getZero(),
+        plan.getMicroBatches(), getScheduleName(plan.getSchedule()),
+        stringifyRecompute(plan.getRecompute()),
+        plan.getSequenceParallel() ? 1 : 0, plan.getWorldSize());
   if (cluster)
     os << "cluster: " << cluster.getNodes() << " x " << cluster.getGpusPerNode()
        << " " << cluster.getGpu() << "\n";

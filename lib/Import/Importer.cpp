@@ -97,9 +97,9 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
 
   builder.setInsertionPointToEnd(module.getBody());
   auto scalarLoss = RankedTensorType::get({}, builder.getF32Type());
-  auto func = func::FuncOp::create(
-      builder, fileLoc, kForwardFunctionName,
-      builder.getFunctionType(argTypes, {scalarLoss}));
+  auto func =
+      func::FuncOp::create(builder, fileLoc, kForwardFunctionName,
+                           builder.getFunctionType(argTypes, {scalarLoss}));
   func.setAllArgAttrs(argAttrs);
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
@@ -113,20 +113,19 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
     std::string p = "h." + std::to_string(l) + ".";
     Value h = LayerNormOp::create(builder, loc(p + "ln_1"), xType, x,
                                   arg(lp.ln1w), arg(lp.ln1b), eps);
-    Value qkv =
-        LinearOp::create(builder, loc(p + "attn.c_attn"),
-                         activation({B, T, 3 * C}), h, arg(lp.qkvw),
-                         arg(lp.qkvb));
-    Value att = CausalAttentionOp::create(builder, loc(p + "attn"), xType,
-                                          qkv, arch.heads);
+    Value qkv = LinearOp::create(builder, loc(p + "attn.c_attn"),
+                                 activation({B, T, 3 * C}), h, arg(lp.qkvw),
+                                 arg(lp.qkvb));
+    Value att = CausalAttentionOp::create(builder, loc(p + "attn"), xType, qkv,
+                                          arch.heads);
     Value proj = LinearOp::create(builder, loc(p + "attn.c_proj"), xType, att,
                                   arg(lp.attprojw), arg(lp.attprojb));
     x = AddOp::create(builder, loc(p + "attn.residual"), x, proj);
     Value h2 = LayerNormOp::create(builder, loc(p + "ln_2"), xType, x,
                                    arg(lp.ln2w), arg(lp.ln2b), eps);
-    Value fc = LinearOp::create(builder, loc(p + "mlp.c_fc"),
-                                activation({B, T, H}), h2, arg(lp.fcw),
-                                arg(lp.fcb));
+    Value fc =
+        LinearOp::create(builder, loc(p + "mlp.c_fc"), activation({B, T, H}),
+                         h2, arg(lp.fcw), arg(lp.fcb));
     Value gelu = GeluOp::create(builder, loc(p + "mlp.gelu"), fc);
     Value mlp = LinearOp::create(builder, loc(p + "mlp.c_proj"), xType, gelu,
                                  arg(lp.fcprojw), arg(lp.fcprojb));
@@ -137,8 +136,8 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   Value logits = LinearOp::create(builder, loc("lm_head"),
                                   activation({B, T, arch.paddedVocab}), xf,
                                   arg(head), Value());
-  Value loss = CrossEntropyOp::create(builder, loc("loss"), scalarLoss,
-                                      logits, arg(targets), arch.vocab);
+  Value loss = CrossEntropyOp::create(builder, loc("loss"), scalarLoss, logits,
+                                      arg(targets), arch.vocab);
   func::ReturnOp::create(builder, fileLoc, loss);
   return func;
 }
@@ -146,8 +145,8 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
 } // namespace
 
 OwningOpRef<ModuleOp> mlir::loom::importModel(MLIRContext &context,
-                                        const ModelConfig &config,
-                                        StringRef file) {
+                                              const ModelConfig &config,
+                                              StringRef file) {
   context.loadDialect<LoomDialect, func::FuncDialect>();
   Location fileLoc = FileLineColLoc::get(&context, file, 1, 1);
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc, config.name);
@@ -158,10 +157,9 @@ OwningOpRef<ModuleOp> mlir::loom::importModel(MLIRContext &context,
   SmallVector<NamedAttribute> attrs;
   attrs.push_back(b.getNamedAttr(
       LoomDialect::getModelAttrName(),
-      ModelAttr::get(&context, config.name, arch.layers, arch.width,
-                     arch.heads, arch.hidden, arch.vocab, arch.paddedVocab,
-                     arch.positions, arch.tiedEmbeddings,
-                     APFloat(arch.layerNormEpsilon))));
+      ModelAttr::get(&context, config.name, arch.layers, arch.width, arch.heads,
+                     arch.hidden, arch.vocab, arch.paddedVocab, arch.positions,
+                     arch.tiedEmbeddings, APFloat(arch.layerNormEpsilon))));
   attrs.push_back(b.getNamedAttr(
       LoomDialect::getTrainingAttrName(),
       TrainingAttr::get(&context, t.batchSize, t.sequenceLength, t.optimizer,

@@ -157,6 +157,7 @@ public:
   }
 
   /// Reads one of the names `symbolize` accepts; `choices` lists them.
+  /// Returns whether a valid name was read.
   template <typename EnumT>
   bool readEnum(StringRef key, EnumT &out, bool required,
                 std::optional<EnumT> (*symbolize)(StringRef),
@@ -168,7 +169,7 @@ public:
     std::optional<EnumT> parsed = str ? symbolize(*str) : std::nullopt;
     if (!parsed) {
       mismatch(key, ("one of " + choices).str(), *value);
-      return true;
+      return false;
     }
     out = *parsed;
     return true;
@@ -316,9 +317,8 @@ void readTraining(ObjectReader &reader, TrainingConfig &training,
   reader.readInt("batch_size", training.batchSize, /*required=*/true);
   reader.readInt("sequence_length", training.sequenceLength,
                  /*required=*/true);
-  precisionGiven =
-      reader.readEnum("precision", training.precision, false,
-                      symbolizePrecision, kPrecisionChoices);
+  precisionGiven = reader.readEnum("precision", training.precision, false,
+                                   symbolizePrecision, kPrecisionChoices);
   reader.readNumber("grad_clip", training.gradClip, false, nonNegative,
                     "a non-negative number (0: no clipping)");
   if (const json::Object *optimizer = reader.readObject("optimizer", false)) {
@@ -340,12 +340,12 @@ void readPlanObject(ObjectReader &reader, PlanConfig &plan,
   reader.readInt("micro_batches", plan.microBatches, false);
   reader.readEnum("schedule", plan.schedule, false, parseScheduleName,
                   kScheduleChoices);
-  reader.readEnum("recompute", plan.recompute, false,
-                  symbolizeRecompute, kRecomputeChoices);
+  reader.readEnum("recompute", plan.recompute, false, symbolizeRecompute,
+                  kRecomputeChoices);
   reader.readBool("sequence_parallel", plan.sequenceParallel);
   Precision value;
-  if (reader.readEnum("precision", value, false,
-                      symbolizePrecision, kPrecisionChoices))
+  if (reader.readEnum("precision", value, false, symbolizePrecision,
+                      kPrecisionChoices))
     precision = value;
 }
 
@@ -370,8 +370,8 @@ std::string formatParseError(llvm::Error error) {
   unsigned column;
   if (!pattern.match(text, &groups) || groups[2].getAsInteger(10, column))
     return text;
-  return ("line " + groups[1] + ", column " + llvm::Twine(std::max(column, 1u)) +
-          ": " + groups[3])
+  return ("line " + groups[1] + ", column " +
+          llvm::Twine(std::max(column, 1u)) + ": " + groups[3])
       .str();
 }
 
@@ -415,8 +415,7 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
     reader.ignore(kIgnoredHuggingFaceKeys);
     if (const json::Value *type = root->get("model_type"))
       if (type->getAsString() != StringRef("gpt2"))
-        reader.error("model_type", "expected \"gpt2\", got " +
-                                       describe(*type));
+        reader.error("model_type", "expected \"gpt2\", got " + describe(*type));
     // Such files say nothing of training: one sequence of the full context,
     // overridable from the command line (docs/model-format.md).
     config.training.batchSize = 1;
@@ -457,11 +456,10 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
     }
     if (planPrecision) {
       if (precisionGiven && *planPrecision != config.training.precision)
-        diag.error(
-            "field 'plan.precision' (" +
-            stringifyPrecision(*planPrecision) +
-            ") contradicts 'training.precision' (" +
-            stringifyPrecision(config.training.precision) + ")");
+        diag.error("field 'plan.precision' (" +
+                   stringifyPrecision(*planPrecision) +
+                   ") contradicts 'training.precision' (" +
+                   stringifyPrecision(config.training.precision) + ")");
       config.training.precision = *planPrecision;
     }
     config.plan = planConfig;
@@ -481,8 +479,8 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
   return config;
 }
 
-std::optional<ModelConfig> mlir::loom::loadModelConfig(StringRef path,
-                                                 llvm::raw_ostream &errs) {
+std::optional<ModelConfig>
+mlir::loom::loadModelConfig(StringRef path, llvm::raw_ostream &errs) {
   ConfigDiagnostics diag(path, errs);
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
@@ -493,9 +491,10 @@ std::optional<ModelConfig> mlir::loom::loadModelConfig(StringRef path,
   return parseModelConfig((*buffer)->getBuffer(), diag);
 }
 
-bool mlir::loom::parsePlanString(StringRef text, StringRef field, PlanConfig &plan,
-                           std::optional<Precision> *precision,
-                           ConfigDiagnostics &diag) {
+bool mlir::loom::parsePlanString(StringRef text, StringRef field,
+                                 PlanConfig &plan,
+                                 std::optional<Precision> *precision,
+                                 ConfigDiagnostics &diag) {
   unsigned errorsBefore = diag.getNumErrors();
   auto fail = [&](StringRef key, const llvm::Twine &message) {
     diag.error("field '" + field + "': '" + key + "' " + message);
@@ -546,8 +545,7 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field, PlanConfig &pl
       if (auto recompute = symbolizeRecompute(value))
         plan.recompute = *recompute;
       else
-        fail(key, "expects one of none, selective, full, got '" + value +
-                      "'");
+        fail(key, "expects one of none, selective, full, got '" + value + "'");
     } else if (key == "sp" || key == "sequence_parallel") {
       if (value == "1" || value == "true")
         plan.sequenceParallel = true;
@@ -569,7 +567,8 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field, PlanConfig &pl
   return diag.getNumErrors() == errorsBefore;
 }
 
-bool mlir::loom::finalizeModelConfig(ModelConfig &config, ConfigDiagnostics &diag) {
+bool mlir::loom::finalizeModelConfig(ModelConfig &config,
+                                     ConfigDiagnostics &diag) {
   unsigned errorsBefore = diag.getNumErrors();
   ArchitectureConfig &arch = config.arch;
   TrainingConfig &training = config.training;
@@ -582,13 +581,12 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config, ConfigDiagnostics &dia
 
   if (arch.width % arch.heads != 0)
     diag.error("field 'model.n_embd': the width " + llvm::Twine(arch.width) +
-               " is not divisible by model.n_head (" +
-               llvm::Twine(arch.heads) + ")");
+               " is not divisible by model.n_head (" + llvm::Twine(arch.heads) +
+               ")");
   if (arch.paddedVocab < arch.vocab)
-    diag.error("field 'model.padded_vocab_size': " +
-               llvm::Twine(arch.paddedVocab) +
-               " is smaller than model.vocab_size (" +
-               llvm::Twine(arch.vocab) + ")");
+    diag.error(
+        "field 'model.padded_vocab_size': " + llvm::Twine(arch.paddedVocab) +
+        " is smaller than model.vocab_size (" + llvm::Twine(arch.vocab) + ")");
   if (training.sequenceLength > arch.positions)
     diag.error("field 'training.sequence_length': " +
                llvm::Twine(training.sequenceLength) +

@@ -23,9 +23,8 @@ int main(int argc, char **argv) {
   mlir::registerAllExtensions(registry);
   mlir::loom::registerLoomDialects(registry);
 
-  llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "Loom " << LOOM_VERSION << "\n";
-  });
+  llvm::cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream &os) { os << "Loom " << LOOM_VERSION << "\n"; });
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "Loom optimizer driver: Loom's and MLIR's passes\n",
       registry));

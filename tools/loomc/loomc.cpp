@@ -54,13 +54,15 @@ static cl::opt<std::string> planOverride(
              "recompute=none|selective|full,sp=0|1,precision=fp32|bf16|fp16"),
     cl::value_desc("plan"), cl::cat(loomcCategory));
 
-static cl::opt<int64_t> batchOverride(
-    "batch-size", cl::desc("Global batch in sequences, replacing the file's"),
-    cl::value_desc("N"), cl::cat(loomcCategory));
+static cl::opt<int64_t>
+    batchOverride("batch-size",
+                  cl::desc("Global batch in sequences, replacing the file's"),
+                  cl::value_desc("N"), cl::cat(loomcCategory));
 
-static cl::opt<int64_t> sequenceOverride(
-    "seq-len", cl::desc("Sequence length, replacing the file's"),
-    cl::value_desc("N"), cl::cat(loomcCategory));
+static cl::opt<int64_t>
+    sequenceOverride("seq-len",
+                     cl::desc("Sequence length, replacing the file's"),
+                     cl::value_desc("N"), cl::cat(loomcCategory));
 
 static cl::opt<int64_t> padVocab(
     "pad-vocab",

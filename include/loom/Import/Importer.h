@@ -21,8 +21,8 @@ constexpr llvm::StringLiteral kForwardFunctionName = "forward";
 /// the model, training, plan and cluster attributes. `file` is used for
 /// locations.
 OwningOpRef<ModuleOp> importModel(MLIRContext &context,
-                                              const ModelConfig &config,
-                                              llvm::StringRef file);
+                                  const ModelConfig &config,
+                                  llvm::StringRef file);
 
 } // namespace loom
 } // namespace mlir

@@ -1,4 +1,5 @@
-//===- Pipeline.h - The compile pipeline shared by loomc and loom-opt -*- C++ -*-===//
+//===- Pipeline.h - The compile pipeline shared by loomc and loom-opt -*- C++
+//-*-===//
 //
 // loomc and `loom-opt --loom-pipeline` build their passes with the same
 // function, so an experiment in loom-opt reproduces what the driver does.
@@ -24,8 +25,7 @@ enum class EmitStage {
 /// pipeline's option alike.
 llvm::cl::ValuesClass getEmitStageValues();
 
-struct LoomPipelineOptions
-    : public PassPipelineOptions<LoomPipelineOptions> {
+struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
   PassOptions::Option<EmitStage> emit{
       *this, "emit", llvm::cl::desc("Stage to stop after"),
       llvm::cl::init(EmitStage::Loom), getEmitStageValues()};
