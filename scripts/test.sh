@@ -12,7 +12,7 @@ build_dir="${BUILD_DIR:-$root/build}"
 results="$build_dir/test-results.json"
 rm -f "$results"
 status=0
-/usr/lib/llvm-22/bin/lit "$build_dir/test" -sv -o "$results" "$@" || status=$?
+/usr/lib/llvm-22/bin/lit "$build_dir/test" "$build_dir/test/unit" -sv -o "$results" "$@" || status=$?
 
 python3 - "$results" "$status" <<'PY'
 import json, sys
