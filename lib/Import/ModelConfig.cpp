@@ -12,6 +12,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
@@ -572,6 +573,24 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
   unsigned errorsBefore = diag.getNumErrors();
   ArchitectureConfig &arch = config.arch;
   TrainingConfig &training = config.training;
+  // Bounding every size keeps the sums and products below within 64 bits
+  // (the products are checked further down).
+  constexpr int64_t kMaxSize = int64_t(1) << 32;
+  for (auto [field, value] :
+       {std::pair<StringRef, int64_t>{"model.n_embd", arch.width},
+        {"model.n_head", arch.heads},
+        {"model.n_inner", arch.hidden},
+        {"model.vocab_size", arch.vocab},
+        {"model.padded_vocab_size", arch.paddedVocab},
+        {"model.n_positions", arch.positions},
+        {"training.batch_size", training.batchSize},
+        {"training.sequence_length", training.sequenceLength}})
+    if (value > kMaxSize)
+      diag.error("field '" + field + "': " + llvm::Twine(value) +
+                 " exceeds Loom's limit of 2^32");
+  if (diag.getNumErrors() != errorsBefore)
+    return false;
+
   if (arch.hidden == 0)
     arch.hidden = 4 * arch.width;
   if (arch.paddedVocab == 0)
@@ -587,6 +606,31 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
     diag.error(
         "field 'model.padded_vocab_size': " + llvm::Twine(arch.paddedVocab) +
         " is smaller than model.vocab_size (" + llvm::Twine(arch.vocab) + ")");
+  // Sizes whose products overflow 64 bits cannot be described as tensors;
+  // a layer count past this bound only builds IR nobody can use.
+  constexpr int64_t kMaxLayers = 10000;
+  if (arch.layers > kMaxLayers)
+    diag.error("field 'model.n_layer': " + llvm::Twine(arch.layers) +
+               " exceeds Loom's limit of " + llvm::Twine(kMaxLayers) +
+               " layers");
+  auto fits = [](std::initializer_list<int64_t> factors) {
+    int64_t product = 1;
+    for (int64_t factor : factors)
+      if (llvm::MulOverflow(product, factor, product))
+        return false;
+    return true;
+  };
+  int64_t widest = std::max({arch.paddedVocab, arch.hidden, arch.width});
+  if (!fits({arch.layers, std::max(arch.width, arch.hidden), widest, 16}) ||
+      !fits({arch.paddedVocab + arch.positions, arch.width, 2}))
+    diag.error("fields 'model.n_layer', 'model.n_embd', 'model.n_inner', "
+               "'model.vocab_size': the parameter count overflows 64 bits");
+  if (!fits({training.batchSize, training.sequenceLength, widest, 3}) ||
+      !fits({training.batchSize, training.sequenceLength,
+             training.sequenceLength, arch.heads}))
+    diag.error("fields 'training.batch_size', 'training.sequence_length': "
+               "the activations of one step overflow 64 bits");
+
   if (training.sequenceLength > arch.positions)
     diag.error("field 'training.sequence_length': " +
                llvm::Twine(training.sequenceLength) +

@@ -89,7 +89,8 @@ static bool applyOverrides(ModelConfig &config, ConfigDiagnostics &diag) {
   if (positive(sequenceOverride))
     config.training.sequenceLength = sequenceOverride;
   if (positive(padVocab))
-    config.arch.paddedVocab = llvm::alignTo(config.arch.vocab, padVocab);
+    config.arch.paddedVocab = static_cast<int64_t>(std::min<uint64_t>(
+        llvm::alignTo(config.arch.vocab, padVocab), INT64_MAX));
   if (planOverride.getNumOccurrences()) {
     if (planOverride == "auto") {
       llvm::WithColor::error(llvm::errs(), "loomc")
