@@ -8,6 +8,8 @@
 
 #include "loom/Import/ModelConfig.h"
 
+#include "loom/CostModel/Hardware.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -351,7 +353,14 @@ void readPlanObject(ObjectReader &reader, PlanConfig &plan,
 }
 
 void readCluster(ObjectReader &reader, ClusterConfig &cluster) {
-  reader.readString("gpu", cluster.gpu, /*required=*/true);
+  if (reader.readString("gpu", cluster.gpu, /*required=*/true) &&
+      !cluster.gpu.empty()) {
+    if (const GpuSpec *spec = lookupGpu(cluster.gpu))
+      cluster.gpu = spec->name.str();
+    else
+      reader.error("gpu", "unknown GPU kind \"" + cluster.gpu +
+                              "\" (known: " + getGpuNames() + ")");
+  }
   reader.readInt("gpus_per_node", cluster.gpusPerNode, /*required=*/true);
   reader.readInt("nodes", cluster.nodes, false);
   reader.readNumber("intra_node_bandwidth_GBps", cluster.intraNodeBandwidth,

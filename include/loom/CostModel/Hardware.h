@@ -1,0 +1,54 @@
+//===- Hardware.h - The GPU catalogue ---------------------------*- C++ -*-===//
+//
+// Published peak figures of the GPUs Loom plans for. Units are SI: FLOP/s,
+// bytes, bytes/s. Peaks are dense (no structured sparsity).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COSTMODEL_HARDWARE_H
+#define LOOM_COSTMODEL_HARDWARE_H
+
+#include "Loom/LoomEnums.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir {
+namespace loom {
+
+struct GpuSpec {
+  llvm::StringLiteral name;
+  /// Tensor-core peaks for matrix products.
+  double tensorFp16Flops;
+  double tensorBf16Flops; ///< 0 where the GPU has no bf16 tensor cores.
+  double tensorTf32Flops; ///< fp32 matrix products; 0 without TF32.
+  /// Vector (CUDA-core) peaks for everything else.
+  double vectorFp32Flops;
+  double vectorFp16Flops;
+  double memoryBytes;
+  double hbmBandwidth;
+  /// NVLink bandwidth per GPU and direction inside a node.
+  double nvlinkBandwidth;
+  /// Network bandwidth per GPU and direction across nodes, as in the
+  /// vendor's reference node (DGX) for that GPU.
+  double networkBandwidth;
+
+  /// Tensor-core peak for matrix products computed in `precision`.
+  double matrixPeak(Precision precision) const;
+  /// Vector peak for elementwise work in `precision`.
+  double vectorPeak(Precision precision) const;
+};
+
+/// All GPU kinds, in the order docs and messages list them.
+llvm::ArrayRef<GpuSpec> getGpuCatalogue();
+
+/// The GPU kind named `name` (exact, case-insensitive); null if unknown.
+const GpuSpec *lookupGpu(llvm::StringRef name);
+
+/// "V100-16GB, V100-32GB, ..." for messages.
+std::string getGpuNames();
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_COSTMODEL_HARDWARE_H

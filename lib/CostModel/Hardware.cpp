@@ -1,0 +1,76 @@
+//===- Hardware.cpp - The GPU catalogue -----------------------------------===//
+//
+// Figures from NVIDIA's data sheets (SXM parts, dense peaks):
+//   V100:  125 TFLOP/s fp16 tensor, 15.7 fp32, 31.4 fp16 vector, 900 GB/s,
+//          NVLink 2 at 300 GB/s per GPU (150 each way); DGX-1 has four
+//          100 Gb/s EDR links for eight GPUs.
+//   A100:  312 TFLOP/s fp16/bf16 tensor, 156 TF32, 19.5 fp32, 78 fp16
+//          vector, 1,555 GB/s (40 GB) or 2,039 GB/s (80 GB), NVLink 3 at
+//          600 GB/s (300 each way); DGX A100 has one 200 Gb/s HDR link per GPU.
+//   H100:  989 TFLOP/s fp16/bf16 tensor, 495 TF32, 67 fp32, 134 fp16 vector,
+//          3,350 GB/s, NVLink 4 at 900 GB/s (450 each way); DGX H100 has one
+//          400 Gb/s NDR link per GPU.
+//   H200:  H100's compute with 141 GB at 4,800 GB/s.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/CostModel/Hardware.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+constexpr double T = 1e12, G = 1e9;
+
+constexpr GpuSpec kCatalogue[] = {
+    {"V100-16GB", 125 * T, 0, 0, 15.7 * T, 31.4 * T, 16 * G, 900 * G, 150 * G,
+     6.25 * G},
+    {"V100-32GB", 125 * T, 0, 0, 15.7 * T, 31.4 * T, 32 * G, 900 * G, 150 * G,
+     6.25 * G},
+    {"A100-40GB", 312 * T, 312 * T, 156 * T, 19.5 * T, 78 * T, 40 * G, 1555 * G,
+     300 * G, 25 * G},
+    {"A100-80GB", 312 * T, 312 * T, 156 * T, 19.5 * T, 78 * T, 80 * G, 2039 * G,
+     300 * G, 25 * G},
+    {"H100-SXM", 989 * T, 989 * T, 495 * T, 67 * T, 134 * T, 80 * G, 3350 * G,
+     450 * G, 50 * G},
+    {"H200", 989 * T, 989 * T, 495 * T, 67 * T, 134 * T, 141 * G, 4800 * G,
+     450 * G, 50 * G},
+};
+} // namespace
+
+double GpuSpec::matrixPeak(Precision precision) const {
+  switch (precision) {
+  case Precision::fp32:
+    return tensorTf32Flops > 0 ? tensorTf32Flops : vectorFp32Flops;
+  case Precision::bf16:
+    return tensorBf16Flops;
+  case Precision::fp16:
+    return tensorFp16Flops;
+  }
+  llvm_unreachable("unknown precision");
+}
+
+double GpuSpec::vectorPeak(Precision precision) const {
+  return precision == Precision::fp32 ? vectorFp32Flops : vectorFp16Flops;
+}
+
+llvm::ArrayRef<GpuSpec> mlir::loom::getGpuCatalogue() { return kCatalogue; }
+
+const GpuSpec *mlir::loom::lookupGpu(llvm::StringRef name) {
+  for (const GpuSpec &spec : kCatalogue)
+    if (spec.name.equals_insensitive(name))
+      return &spec;
+  return nullptr;
+}
+
+std::string mlir::loom::getGpuNames() {
+  std::string names;
+  for (const GpuSpec &spec : kCatalogue) {
+    if (!names.empty())
+      names += ", ";
+    names += spec.name.str();
+  }
+  return names;
+}
