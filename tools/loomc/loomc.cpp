@@ -71,7 +71,7 @@ static cl::opt<int64_t> padVocab(
 
 /// Applies the command line's overrides to the description; reports bad
 /// values as errors of the flag.
-static bool applyOverrides(ModelConfig &config, ConfigDiagnostics &diag) {
+static bool applyOverrides(ModelConfig &config) {
   bool ok = true;
   auto positive = [&](cl::opt<int64_t> &flag) {
     if (!flag.getNumOccurrences())
@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
   if (!config)
     return 1;
   ConfigDiagnostics diag(inputFilename, llvm::errs());
-  if (!applyOverrides(*config, diag) || !finalizeModelConfig(*config, diag))
+  if (!applyOverrides(*config) || !finalizeModelConfig(*config, diag))
     return 1;
 
   DialectRegistry registry;
