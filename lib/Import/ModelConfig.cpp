@@ -450,12 +450,7 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
     PlanConfig planConfig;
     std::optional<Precision> planPrecision;
     if (std::optional<StringRef> str = plan->getAsString()) {
-      if (*str == "auto")
-        diag.error("field 'plan': \"auto\" needs the cost-model planner, "
-                   "which this version of Loom does not have; give an "
-                   "explicit plan such as \"dp=2,tp=1\"");
-      else
-        parsePlanString(*str, "plan", planConfig, &planPrecision, diag);
+      parsePlanString(*str, "plan", planConfig, &planPrecision, diag);
     } else if (const json::Object *object = plan->getAsObject()) {
       ObjectReader planReader(*object, "plan", diag);
       readPlanObject(planReader, planConfig, planPrecision);
@@ -506,6 +501,13 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field,
                                  std::optional<Precision> *precision,
                                  ConfigDiagnostics &diag) {
   unsigned errorsBefore = diag.getNumErrors();
+  if (text.trim() == "auto") {
+    diag.error("field '" + field +
+               "': \"auto\" needs the cost-model planner, which this "
+               "version of Loom does not have; give an explicit plan such as "
+               "\"dp=2,tp=1\"");
+    return false;
+  }
   auto fail = [&](StringRef key, const llvm::Twine &message) {
     diag.error("field '" + field + "': '" + key + "' " + message);
   };

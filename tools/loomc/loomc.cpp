@@ -92,13 +92,6 @@ static bool applyOverrides(ModelConfig &config) {
     config.arch.paddedVocab = static_cast<int64_t>(std::min<uint64_t>(
         llvm::alignTo(config.arch.vocab, padVocab), INT64_MAX));
   if (planOverride.getNumOccurrences()) {
-    if (planOverride == "auto") {
-      llvm::WithColor::error(llvm::errs(), "loomc")
-          << "--plan auto needs the cost-model planner, which this version "
-             "of Loom does not have; give an explicit plan such as "
-             "dp=2,tp=1\n";
-      return false;
-    }
     PlanConfig plan;
     std::optional<Precision> precision;
     ConfigDiagnostics flagDiag("--plan", llvm::errs());

@@ -108,7 +108,8 @@ llvm::StringRef getScheduleName(Schedule schedule);
 /// Parses a plan written as "dp=2,tp=2,pp=1,zero=1,mb=8,schedule=1f1b,
 /// recompute=selective,sp=1,precision=bf16". Keys left out keep the values
 /// in `plan`; a precision is stored in `*precision`, and refused when
-/// `precision` is null. `field` names where the text came from in messages.
+/// `precision` is null. "auto" is refused with a message saying the planner
+/// is missing. `field` names where the text came from in messages.
 bool parsePlanString(llvm::StringRef text, llvm::StringRef field,
                      PlanConfig &plan, std::optional<Precision> *precision,
                      ConfigDiagnostics &diag);
