@@ -2,6 +2,8 @@
 
 #include "Loom/LoomDialect.h"
 
+#include "mlir/Transforms/InliningUtils.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,12 +13,24 @@ using namespace mlir::loom;
 
 #include "Loom/LoomDialect.cpp.inc"
 
+namespace {
+/// Loom ops are pure functions of their operands, so calls to functions
+/// made of them (@forward_grad inside @train_step) can be inlined.
+struct LoomInlinerInterface : public DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+};
+} // namespace
+
 void LoomDialect::initialize() {
   registerAttributes();
   addOperations<
 #define GET_OP_LIST
 #include "Loom/LoomOps.cpp.inc"
       >();
+  addInterfaces<LoomInlinerInterface>();
 }
 
 FailureOr<llvm::APFloat> mlir::loom::parseF64(AsmParser &parser) {
@@ -126,7 +140,8 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == getParamAttrName() || name == getInputAttrName()) {
+  if (name == getParamAttrName() || name == getInputAttrName() ||
+      name == getStateAttrName() || name == getOutputAttrName()) {
     auto str = dyn_cast<StringAttr>(attr.getValue());
     if (!str || str.getValue().empty())
       return op->emitError() << "argument #" << argIndex << ": '" << name

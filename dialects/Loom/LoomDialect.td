@@ -53,6 +53,16 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getInputAttrName() {
       return "loom.input";
     }
+    /// Argument attribute naming optimizer state ("m.wte", "v.wte",
+    /// "momentum.wte") of the training step.
+    static constexpr ::llvm::StringLiteral getStateAttrName() {
+      return "loom.state";
+    }
+    /// Names an output of an entry point: on a result ("loss"), and on the
+    /// argument that receives it once results are passed by destination.
+    static constexpr ::llvm::StringLiteral getOutputAttrName() {
+      return "loom.output";
+    }
   }];
 }
 

@@ -66,6 +66,8 @@ LogicalResult checkRank(Operation *op, StringRef what, Value value,
 }
 } // namespace
 
+#include "Loom/LoomInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "Loom/LoomOps.cpp.inc"
 
@@ -188,5 +190,168 @@ LogicalResult CrossEntropyOp::verify() {
     return emitOpError() << "num_classes (" << getNumClasses()
                          << ") exceeds the logits' vocabulary dimension ("
                          << logits[2] << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Checks that `value` has the type of the forward value it is the cotangent
+/// of.
+LogicalResult checkSameType(Operation *op, StringRef what, Value value,
+                            Value forward, StringRef forwardName) {
+  if (value.getType() == forward.getType())
+    return success();
+  return op->emitOpError() << "expected " << what << " to have the type of "
+                           << forwardName << " (" << forward.getType()
+                           << "), got " << value.getType();
+}
+} // namespace
+
+LogicalResult EmbeddingGradOp::verify() {
+  if (failed(verifySameElementType(*this,
+                                   {getGrad(), getWteGrad(), getWpeGrad()})) ||
+      failed(checkRank(*this, "grad", getGrad(), 3,
+                       "[batch, sequence, width]")) ||
+      failed(checkRank(*this, "wte_grad", getWteGrad(), 2, "[vocab, width]")) ||
+      failed(checkRank(*this, "wpe_grad", getWpeGrad(), 2,
+                       "[positions, width]")))
+    return failure();
+  ArrayRef<int64_t> grad = dimsOf(getGrad());
+  if (failed(checkShape(*this, "tokens", getTokens(), grad.take_front(2),
+                        "the batch and sequence of grad")))
+    return failure();
+  if (dimsOf(getWteGrad())[1] != grad[2] || dimsOf(getWpeGrad())[1] != grad[2])
+    return emitOpError() << "expected the tables' width to be grad's ("
+                         << grad[2] << ")";
+  if (dimsOf(getWpeGrad())[0] < grad[1])
+    return emitOpError() << "expected at least " << grad[1]
+                         << " positions in wpe_grad";
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(checkSameType(*this, "grad", getGrad(), getInput(), "input")) ||
+      failed(checkSameType(*this, "input_grad", getInputGrad(), getInput(),
+                           "input")) ||
+      failed(checkSameType(*this, "weight_grad", getWeightGrad(), getWeight(),
+                           "weight")) ||
+      failed(checkSameType(*this, "bias_grad", getBiasGrad(), getWeight(),
+                           "weight")))
+    return failure();
+  ArrayRef<int64_t> input = dimsOf(getInput());
+  return checkShape(*this, "weight", getWeight(), input.take_back(),
+                    "the last dimension of the input");
+}
+
+LogicalResult LinearGradOp::verify() {
+  if (failed(checkSameType(*this, "input_grad", getInputGrad(), getInput(),
+                           "input")) ||
+      failed(checkSameType(*this, "weight_grad", getWeightGrad(), getWeight(),
+                           "weight")) ||
+      failed(checkRank(*this, "weight", getWeight(), 2, "[out, in]")))
+    return failure();
+  ArrayRef<int64_t> input = dimsOf(getInput());
+  ArrayRef<int64_t> weight = dimsOf(getWeight());
+  if (input.size() < 2 || input.back() != weight[1])
+    return emitOpError() << "expected an input [..., " << weight[1]
+                         << "] for a weight of shape " << ShapeStr{weight}
+                         << ", got " << ShapeStr{input};
+  SmallVector<int64_t> gradShape(input.drop_back());
+  gradShape.push_back(weight[0]);
+  if (failed(checkShape(*this, "grad", getGrad(), gradShape,
+                        "the input's leading dimensions and the weight's "
+                        "output dimension")))
+    return failure();
+  if (Value biasGrad = getBiasGrad())
+    return checkShape(*this, "bias_grad", biasGrad, {weight[0]},
+                      "the weight's output dimension");
+  return success();
+}
+
+LogicalResult CausalAttentionGradOp::verify() {
+  if (failed(checkSameType(*this, "qkv_grad", getQkvGrad(), getQkv(), "qkv")) ||
+      failed(checkRank(*this, "qkv", getQkv(), 3,
+                       "[batch, sequence, 3 * width]")))
+    return failure();
+  ArrayRef<int64_t> qkv = dimsOf(getQkv());
+  if (qkv[2] % (3 * getNumHeads()) != 0)
+    return emitOpError() << "expected 3 * num_heads (" << 3 * getNumHeads()
+                         << ") to divide qkv's last dimension (" << qkv[2]
+                         << ")";
+  return checkShape(*this, "grad", getGrad(), {qkv[0], qkv[1], qkv[2] / 3},
+                    "the attention result's shape");
+}
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian products
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  auto grad = EmbeddingGradOp::create(b, getLoc(), getWte().getType(),
+                                      getWpe().getType(), resultGrads[0],
+                                      getTokens());
+  operandGrads.assign({Value(), grad.getWteGrad(), grad.getWpeGrad()});
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  auto grad = LayerNormGradOp::create(
+      b, getLoc(), getInput().getType(), getWeight().getType(),
+      getBias().getType(), resultGrads[0], getInput(), getWeight(),
+      getEpsilonAttr());
+  operandGrads.assign(
+      {grad.getInputGrad(), grad.getWeightGrad(), grad.getBiasGrad()});
+  return success();
+}
+
+LogicalResult LinearOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  Type biasType = getBias() ? getBias().getType() : Type();
+  auto grad = LinearGradOp::create(b, getLoc(), getInput().getType(),
+                                   getWeight().getType(), biasType,
+                                   resultGrads[0], getInput(), getWeight());
+  operandGrads.assign({grad.getInputGrad(), grad.getWeightGrad()});
+  if (getBias())
+    operandGrads.push_back(grad.getBiasGrad());
+  return success();
+}
+
+LogicalResult
+CausalAttentionOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  Value grad = CausalAttentionGradOp::create(b, getLoc(), getQkv().getType(),
+                                             resultGrads[0], getQkv(),
+                                             getNumHeadsAttr());
+  operandGrads.assign({grad});
+  return success();
+}
+
+LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  Value grad = GeluGradOp::create(b, getLoc(), getType(), resultGrads[0],
+                                  getInput());
+  operandGrads.assign({grad});
+  return success();
+}
+
+LogicalResult AddOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({resultGrads[0], resultGrads[0]});
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  if (elementTypeOf(getLogits()) != b.getF32Type())
+    return emitOpError("is differentiated only for f32 logits");
+  Value grad = CrossEntropyGradOp::create(
+      b, getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
+      getTargets(), getNumClassesAttr());
+  operandGrads.assign({grad, Value()});
   return success();
 }

@@ -101,6 +101,8 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
       func::FuncOp::create(builder, fileLoc, kForwardFunctionName,
                            builder.getFunctionType(argTypes, {scalarLoss}));
   func.setAllArgAttrs(argAttrs);
+  func.setResultAttr(0, LoomDialect::getOutputAttrName(),
+                     builder.getStringAttr("loss"));
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
   auto arg = [&](unsigned i) -> Value { return body->getArgument(i); };

@@ -2,7 +2,15 @@
 
 #include "loom/Pipeline/Pipeline.h"
 
+#include "loom/Conversion/Passes.h"
 #include "loom/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
 
@@ -10,8 +18,18 @@ using namespace mlir;
 using namespace mlir::loom;
 
 llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
-  return llvm::cl::values(clEnumValN(
-      EmitStage::Loom, "loom", "the imported forward pass and loss (loom IR)"));
+  return llvm::cl::values(
+      clEnumValN(EmitStage::Loom, "loom",
+                 "the imported forward pass and loss (loom IR)"),
+      clEnumValN(EmitStage::Step, "step",
+                 "plus the gradient function and the training step"),
+      clEnumValN(EmitStage::Linalg, "linalg",
+                 "lowered to linalg, tensor and scf on tensors"),
+      clEnumValN(EmitStage::Buffers, "buffers",
+                 "bufferized, with BLAS calls and C entry points"),
+      clEnumValN(EmitStage::LLVM, "llvm", "the LLVM dialect"),
+      clEnumValN(EmitStage::Artifact, "artifact",
+                 "the compiled artifact the runtime loads (loomc only)"));
 }
 
 void mlir::loom::buildLoomPipeline(OpPassManager &pm, EmitStage stage,
@@ -20,10 +38,53 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm, EmitStage stage,
   // at the `loom` stage nothing is rewritten yet.
   if (summary)
     pm.addPass(createLoomPrintSummary());
-  switch (stage) {
-  case EmitStage::Loom:
-    break;
-  }
+  if (stage == EmitStage::Loom)
+    return;
+
+  pm.addPass(createLoomDifferentiate());
+  pm.addPass(createLoomBuildTrainStep());
+  if (stage == EmitStage::Step)
+    return;
+
+  // Inlining @forward_grad into @train_step lets bufferization see the
+  // whole step and update parameters in place.
+  pm.addPass(createInlinerPass());
+  pm.addPass(createLoomLowerToLinalg());
+  pm.addPass(createCanonicalizerPass());
+  if (stage == EmitStage::Linalg)
+    return;
+
+  // No CSE before bufferization: merged zero-filled tensors would each need
+  // a copy once they are written.
+  pm.addPass(createLoomDestinationOutputs());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(createLoomExportEntries());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  bufferization::BufferDeallocationPipelineOptions dealloc;
+  bufferization::buildBufferDeallocationPipeline(pm, dealloc);
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createLoomMatmulToBlas());
+  pm.addPass(createConvertLinalgToLoopsPass());
+  pm.addPass(createCanonicalizerPass());
+  if (stage == EmitStage::Buffers)
+    return;
+
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
 void mlir::loom::registerLoomPipeline() {

@@ -9,6 +9,7 @@
 #include "loom/Import/Importer.h"
 #include "loom/InitLoom.h"
 #include "loom/Pipeline/Pipeline.h"
+#include "loom/Target/Artifact.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -17,6 +18,8 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
@@ -32,14 +35,21 @@ static cl::opt<std::string> inputFilename(
     cl::value_desc("model description (Loom JSON or Hugging Face config.json)"),
     cl::cat(loomcCategory));
 
-static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
-                                           cl::value_desc("file"),
-                                           cl::init("-"),
-                                           cl::cat(loomcCategory));
+static cl::opt<std::string> outputFilename(
+    "o",
+    cl::desc("Output file; for the artifact, defaults to the input's name "
+             "with the extension .loom"),
+    cl::value_desc("file"), cl::cat(loomcCategory));
 
 static cl::opt<EmitStage> emit("emit", cl::desc("What to produce"),
-                               cl::init(EmitStage::Loom), getEmitStageValues(),
-                               cl::cat(loomcCategory));
+                               cl::init(EmitStage::Artifact),
+                               getEmitStageValues(), cl::cat(loomcCategory));
+
+static cl::opt<std::string>
+    targetCpu("target-cpu",
+              cl::desc("CPU the artifact's code is generated for (default: "
+                       "this machine's)"),
+              cl::value_desc("name"), cl::cat(loomcCategory));
 
 static cl::opt<bool> summary(
     "summary",
@@ -119,7 +129,8 @@ int main(int argc, char **argv) {
       argc, argv,
       "Loom compiler driver: a model description in, its training program "
       "out\n\n"
-      "  loomc model.json --emit=loom [--summary] [-o out.mlir]\n");
+      "  loomc model.json [-o model.loom]            compile the artifact\n"
+      "  loomc model.json --emit=<stage> [-o out]    print the IR of a stage\n");
 
   std::optional<ModelConfig> config =
       loadModelConfig(inputFilename, llvm::errs());
@@ -146,9 +157,22 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
+  if (emit == EmitStage::Artifact) {
+    std::string path = outputFilename;
+    if (path.empty()) {
+      llvm::SmallString<128> stem(llvm::sys::path::filename(inputFilename));
+      llvm::sys::path::replace_extension(stem, "loom");
+      path = stem.str().str();
+    }
+    ArtifactOptions artifact;
+    artifact.cpu = targetCpu;
+    return failed(writeArtifact(*module, path, artifact)) ? 1 : 0;
+  }
+
   std::string errorMessage;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &errorMessage);
+  std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(
+      outputFilename.empty() ? std::string("-") : outputFilename,
+      &errorMessage);
   if (!output) {
     llvm::WithColor::error(llvm::errs(), "loomc") << errorMessage << "\n";
     return 1;

@@ -19,6 +19,16 @@ namespace loom {
 enum class EmitStage {
   /// The imported forward pass and loss, verified.
   Loom,
+  /// Plus @forward_grad and @train_step, still in loom ops.
+  Step,
+  /// Everything lowered to linalg, tensor and scf on tensors.
+  Linalg,
+  /// Bufferized, with BLAS calls and entry points: the last portable IR.
+  Buffers,
+  /// The LLVM dialect, ready for translation to LLVM IR.
+  LLVM,
+  /// The artifact: LLVM dialect compiled to a shared object (loomc only).
+  Artifact,
 };
 
 /// The --emit names and what each prints, for loomc's flag and the

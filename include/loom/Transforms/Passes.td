@@ -21,4 +21,45 @@ def LoomPrintSummary : Pass<"loom-print-summary", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def LoomDifferentiate : Pass<"loom-differentiate", "::mlir::ModuleOp"> {
+  let summary = "Build @forward_grad: the loss and its gradients";
+  let description = [{
+    Reverse-mode differentiation of `@forward`, whose single result is the
+    0-d loss. The new function `@forward_grad` takes the same arguments and
+    returns the loss followed by the gradient of every `loom.param`
+    argument, in argument order (each result carries `loom.grad` with the
+    parameter's name). Each op contributes its vector-Jacobian product
+    through `DifferentiableOpInterface`; cotangents of values used more than
+    once are summed. `@forward` is kept.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
+  let summary = "Build @train_step: gradients, clipping and the optimizer";
+  let description = [{
+    Builds `@train_step(params, optimizer state, tokens, targets, lr, step)
+    -> (loss, grad_norm, new params, new optimizer state)` from
+    `@forward_grad` and the module's `#loom.training`: the gradients of
+    `micro-batches` slices of the batch are accumulated (the tokens argument
+    holds all of them, `@forward_grad` sees one), the global gradient norm
+    is computed, gradients are scaled so that it does not exceed
+    `grad_clip` (when positive), and each parameter gets one AdamW or SGD
+    update. As in GPT-2, weight decay applies to the matrices (rank 2 and
+    more: linear weights and embedding tables) and not to biases or
+    layer-norm weights. Results that replace an argument carry
+    `loom.updates` = the argument's index.
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "Micro-batches accumulated per step">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

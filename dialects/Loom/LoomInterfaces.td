@@ -1,0 +1,36 @@
+//===- LoomInterfaces.td - Interfaces of loom ops ----------*- tablegen -*-===//
+//
+// Per-op knowledge that passes query instead of switching on op names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_INTERFACES_TD
+#define LOOM_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Loom_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
+  let cppNamespace = "::mlir::loom";
+  let description = [{
+    An op that reverse-mode differentiation can pass through. Given the
+    cotangent of each result, the op builds the ops that compute the
+    cotangent of each of its operands (its vector-Jacobian product) at the
+    builder's insertion point.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds the vector-Jacobian product. `resultGrads` holds one cotangent
+        per result, of the result's type. `operandGrads` is resized to the
+        number of operands and receives, for each operand, its cotangent or a
+        null value for an operand that is not differentiable (integer token
+        ids). Fails, after emitting a diagnostic, when the op cannot be
+        differentiated in its current form.
+      }],
+      "::llvm::LogicalResult", "buildVJP",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::mlir::ValueRange":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+  ];
+}
+
+#endif // LOOM_INTERFACES_TD

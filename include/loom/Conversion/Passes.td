@@ -1,0 +1,72 @@
+//===- Passes.td - Loom's lowering passes ------------------*- tablegen -*-===//
+
+#ifndef LOOM_CONVERSION_PASSES_TD
+#define LOOM_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
+  let summary = "Lower loom ops to linalg, tensor and scf ops on tensors";
+  let description = [{
+    Matrix products become `linalg.matmul` (with transposed indexing maps
+    where an operand is read transposed), which `loom-matmul-to-blas` later
+    turns into BLAS calls. Every other op becomes `linalg.generic` ops over
+    free reshapes and slices of its operands; the token-embedding gradient
+    is an `scf.for` scatter-add. Only f32 tensors are lowered.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def LoomDestinationOutputs
+    : Pass<"loom-destination-outputs", "::mlir::ModuleOp"> {
+  let summary = "Turn the results of entry points into destination arguments";
+  let description = [{
+    The runtime owns every buffer an entry point touches. For each public
+    function with Loom argument attributes, a result marked `loom.updates`
+    = i is written into argument i, and a result marked `loom.output` or
+    `loom.grad` gets a new trailing argument (named by `loom.output`:
+    "loss", "grad_norm", "grad.<param>") it is written into, both with
+    `bufferization.materialize_in_destination`. After bufferization every
+    result is then equivalent to an argument and
+    `drop-equivalent-buffer-results` removes it, leaving functions without
+    results.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
+}
+
+def LoomMatmulToBlas : Pass<"loom-matmul-to-blas", "::mlir::ModuleOp"> {
+  let summary = "Replace linalg.matmul on memrefs with calls to the runtime's SGEMM";
+  let description = [{
+    Each `linalg.matmul` on f32 memrefs whose rows are contiguous becomes a
+    call `loom_rt_sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb,
+    beta, C, ldc)` with row-major BLAS semantics, beta = 1 since linalg
+    accumulates into its output. Transposition is read from the op's
+    indexing maps.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def LoomExportEntries : Pass<"loom-export-entries", "::mlir::ModuleOp"> {
+  let summary = "Add the C entry points and the manifest the runtime reads";
+  let description = [{
+    For every public function whose arguments carry Loom attributes and
+    whose arguments are all statically shaped memrefs, adds
+    `void loom_entry_<name>(void **buffers)`, which receives one pointer per
+    argument, in order, and calls the function with memrefs over them. The
+    function itself becomes private. Adds the constant global
+    `loom_manifest`, a NUL-terminated text describing the model, the
+    training setup and every entry point's arguments (see
+    docs/artifact.md).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+#endif // LOOM_CONVERSION_PASSES_TD

@@ -1,0 +1,211 @@
+//===- ExportEntries.cpp - The loom-export-entries pass -------------------===//
+//
+// The runtime has no MLIR inside, so it cannot build memref descriptors for a
+// function whose arity depends on the model. Each entry point therefore gets
+// a wrapper with one fixed C signature, `void(void **)`, and the artifact
+// carries a manifest that says what each pointer must point to.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/LoomDialect.h"
+#include "loom/Conversion/Passes.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMEXPORTENTRIES
+#include "loom/Conversion/Passes.h.inc"
+} // namespace loom
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+constexpr llvm::StringLiteral kManifestSymbol = "loom_manifest";
+constexpr llvm::StringLiteral kEntryPrefix = "loom_entry_";
+
+/// The kind and name of an entry point's argument, from its attributes.
+std::optional<std::pair<StringRef, StringRef>> describeArg(func::FuncOp func,
+                                                           unsigned i) {
+  static const std::pair<StringRef, StringRef> kinds[] = {
+      {LoomDialect::getParamAttrName(), "param"},
+      {LoomDialect::getStateAttrName(), "state"},
+      {LoomDialect::getInputAttrName(), "input"},
+      {LoomDialect::getOutputAttrName(), "output"}};
+  for (auto [attrName, kind] : kinds)
+    if (auto name = func.getArgAttrOfType<StringAttr>(i, attrName))
+      return std::make_pair(kind, name.getValue());
+  return std::nullopt;
+}
+
+void printShape(raw_ostream &os, MemRefType type) {
+  if (type.getRank() == 0) {
+    os << "-";
+    return;
+  }
+  llvm::interleave(type.getShape(), os, "x");
+}
+
+/// Removes the results of `func` that are its own arguments, as
+/// loom-destination-outputs arranges for every result: the runtime passes
+/// every buffer in, so nothing needs to come back.
+LogicalResult dropArgumentResults(func::FuncOp func) {
+  if (func.getNumResults() == 0)
+    return success();
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError("expected a single block");
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (Value v : ret.getOperands()) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &func.getBody().front())
+      return func.emitOpError(
+          "returns a buffer that is not one of its arguments; the runtime "
+          "passes every buffer in (run loom-destination-outputs before "
+          "bufferizing)");
+  }
+  ret->setOperands({});
+  llvm::BitVector all(func.getNumResults(), true);
+  return func.eraseResults(all);
+}
+
+struct ExportEntriesPass
+    : public loom::impl::LoomExportEntriesBase<ExportEntriesPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (module.lookupSymbol(kManifestSymbol)) {
+      module.emitError() << "the module already has a '" << kManifestSymbol
+                         << "' symbol";
+      return signalPassFailure();
+    }
+    std::string manifest;
+    llvm::raw_string_ostream os(manifest);
+    if (failed(printHeader(module, os)))
+      return signalPassFailure();
+
+    SmallVector<func::FuncOp> entries;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isPrivate() && !func.isExternal() &&
+          func.getNumArguments() > 0 && describeArg(func, 0))
+        entries.push_back(func);
+    if (entries.empty()) {
+      module.emitError("no entry points to export: expected public functions "
+                       "whose arguments carry Loom attributes");
+      return signalPassFailure();
+    }
+    for (func::FuncOp func : entries)
+      if (failed(exportEntry(func, os)))
+        return signalPassFailure();
+    os << "end\n";
+
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToEnd(module.getBody());
+    manifest.push_back('\0');
+    auto type = LLVM::LLVMArrayType::get(b.getI8Type(), manifest.size());
+    LLVM::GlobalOp::create(b, module.getLoc(), type, /*isConstant=*/true,
+                           LLVM::Linkage::External, kManifestSymbol,
+                           b.getStringAttr(manifest));
+  }
+
+  LogicalResult printHeader(ModuleOp module, raw_ostream &os) {
+    auto model = module->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
+    auto training =
+        module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
+    if (!model || !training)
+      return module.emitError("expected the module's '")
+             << LoomDialect::getModelAttrName() << "' and '"
+             << LoomDialect::getTrainingAttrName()
+             << "' attributes for the manifest";
+    os << "loom-artifact 1\n";
+    os << "loom-version " << LOOM_VERSION << "\n";
+    os << "model " << model.getName() << " layers=" << model.getLayers()
+       << " width=" << model.getWidth() << " heads=" << model.getHeads()
+       << " hidden=" << model.getHidden() << " vocab=" << model.getVocab()
+       << " padded_vocab=" << model.getPaddedVocab()
+       << " positions=" << model.getPositions()
+       << " tied=" << (model.getTied() ? 1 : 0) << "\n";
+    auto f = [](const llvm::APFloat &v) { return formatF64(v.convertToDouble()); };
+    os << "training batch=" << training.getBatch()
+       << " sequence=" << training.getSequence() << " optimizer="
+       << stringifyOptimizerKind(training.getOptimizer())
+       << " lr=" << f(training.getLr()) << " beta1=" << f(training.getBeta1())
+       << " beta2=" << f(training.getBeta2()) << " eps=" << f(training.getEps())
+       << " weight_decay=" << f(training.getWeightDecay())
+       << " momentum=" << f(training.getMomentum())
+       << " grad_clip=" << f(training.getGradClip()) << "\n";
+    return success();
+  }
+
+  LogicalResult exportEntry(func::FuncOp func, raw_ostream &os) {
+    if (failed(dropArgumentResults(func)))
+      return failure();
+    std::string symbol = (kEntryPrefix + func.getName()).str();
+    os << "entry " << func.getName() << " " << symbol << " "
+       << func.getNumArguments() << "\n";
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+      auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
+      auto desc = describeArg(func, i);
+      if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
+          !desc)
+        return func.emitOpError() << "argument #" << i
+                                  << " is not a named, statically shaped "
+                                     "memref with the identity layout";
+      os << "arg " << desc->first << " " << desc->second << " "
+         << type.getElementType() << " ";
+      printShape(os, type);
+      os << "\n";
+    }
+
+    // void loom_entry_<name>(void **buffers)
+    MLIRContext *ctx = func.getContext();
+    OpBuilder b(func);
+    b.setInsertionPointAfter(func);
+    Location loc = func.getLoc();
+    Type ptr = LLVM::LLVMPointerType::get(ctx);
+    auto wrapper =
+        func::FuncOp::create(b, loc, symbol, b.getFunctionType({ptr}, {}));
+    Block *block = wrapper.addEntryBlock();
+    b.setInsertionPointToStart(block);
+    Type i64 = b.getI64Type();
+    auto i64c = [&](int64_t v) -> Value {
+      return LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(v));
+    };
+    SmallVector<Value> args;
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+      auto type = cast<MemRefType>(func.getArgument(i).getType());
+      Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, block->getArgument(0),
+                                       ArrayRef<LLVM::GEPArg>{int32_t(i)});
+      Value data = LLVM::LoadOp::create(b, loc, ptr, slot);
+      // The descriptor memref-to-LLVM lowering uses: allocated and aligned
+      // pointers, offset, sizes, strides.
+      SmallVector<Type> fields = {ptr, ptr, i64};
+      int64_t rank = type.getRank();
+      if (rank > 0) {
+        auto array = LLVM::LLVMArrayType::get(i64, rank);
+        fields.append({array, array});
+      }
+      auto descType = LLVM::LLVMStructType::getLiteral(ctx, fields);
+      Value desc = LLVM::PoisonOp::create(b, loc, descType);
+      desc = LLVM::InsertValueOp::create(b, loc, desc, data, ArrayRef<int64_t>{0});
+      desc = LLVM::InsertValueOp::create(b, loc, desc, data, ArrayRef<int64_t>{1});
+      desc = LLVM::InsertValueOp::create(b, loc, desc, i64c(0), ArrayRef<int64_t>{2});
+      SmallVector<int64_t> strides;
+      int64_t offset;
+      (void)type.getStridesAndOffset(strides, offset);
+      for (int64_t d = 0; d < rank; ++d) {
+        desc = LLVM::InsertValueOp::create(
+            b, loc, desc, i64c(type.getDimSize(d)), ArrayRef<int64_t>{3, d});
+        desc = LLVM::InsertValueOp::create(b, loc, desc, i64c(strides[d]),
+                                           ArrayRef<int64_t>{4, d});
+      }
+      args.push_back(
+          UnrealizedConversionCastOp::create(b, loc, type, desc).getResult(0));
+    }
+    func::CallOp::create(b, loc, func, args);
+    func::ReturnOp::create(b, loc);
+    func.setPrivate();
+    return success();
+  }
+};
+} // namespace

@@ -1,0 +1,123 @@
+//===- MatmulToBlas.cpp - The loom-matmul-to-blas pass --------------------===//
+//
+// GEMMs are where a training step spends its time; a tuned BLAS beats
+// generated loops by an order of magnitude, so they leave the generated code
+// as calls into the runtime, which forwards them to OpenBLAS.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Conversion/Passes.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMMATMULTOBLAS
+#include "loom/Conversion/Passes.h.inc"
+} // namespace loom
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+constexpr llvm::StringLiteral kSgemm = "loom_rt_sgemm";
+
+/// A matrix operand: its data pointer, leading dimension and whether it is
+/// read transposed.
+struct Operand {
+  Value pointer, leading;
+};
+
+FailureOr<Operand> describe(OpBuilder &b, Location loc, Value memref,
+                            Operation *op) {
+  auto type = cast<MemRefType>(memref.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (!type.getElementType().isF32() || type.getRank() != 2 ||
+      failed(type.getStridesAndOffset(strides, offset)) || strides[1] != 1)
+    return op->emitOpError()
+           << "operand " << type
+           << " is not an f32 matrix with contiguous rows, which BLAS needs";
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  // The aligned pointer is that of the base buffer; add the view's offset.
+  Value bytes = arith::MulIOp::create(
+      b, loc, metadata.getOffset(), arith::ConstantIndexOp::create(b, loc, 4));
+  Value address = arith::IndexCastOp::create(
+      b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, bytes));
+  Value pointer = LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
+  Value leading = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                             metadata.getStrides()[0]);
+  return Operand{pointer, leading};
+}
+
+struct MatmulToBlasPass
+    : public loom::impl::LoomMatmulToBlasBase<MatmulToBlasPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    OpBuilder b(ctx);
+    Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
+    Type ptr = LLVM::LLVMPointerType::get(ctx);
+    FunctionType sgemmType = b.getFunctionType(
+        {i32, i32, i64, i64, i64, f32, ptr, i64, ptr, i64, f32, ptr, i64}, {});
+
+    SmallVector<linalg::MatmulOp> matmuls;
+    module.walk([&](linalg::MatmulOp op) { matmuls.push_back(op); });
+    if (matmuls.empty())
+      return;
+    if (!module.lookupSymbol(kSgemm)) {
+      b.setInsertionPointToEnd(module.getBody());
+      auto decl = func::FuncOp::create(b, module.getLoc(), kSgemm, sgemmType);
+      decl.setPrivate();
+    }
+
+    auto dims = [&](ArrayRef<unsigned> d) {
+      SmallVector<AffineExpr> exprs;
+      for (unsigned i : d)
+        exprs.push_back(getAffineDimExpr(i, ctx));
+      return AffineMap::get(3, 0, exprs, ctx);
+    };
+    for (linalg::MatmulOp op : matmuls) {
+      if (!op.hasPureBufferSemantics()) {
+        op.emitOpError("expected buffers; run bufferization first");
+        return signalPassFailure();
+      }
+      SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+      // Loop dimensions are (m, n, k).
+      bool transA = maps[0] == dims({2, 0});
+      bool transB = maps[1] == dims({1, 2});
+      if ((!transA && maps[0] != dims({0, 2})) ||
+          (!transB && maps[1] != dims({2, 1})) || maps[2] != dims({0, 1})) {
+        op.emitOpError("has indexing maps BLAS cannot express");
+        return signalPassFailure();
+      }
+      b.setInsertionPoint(op);
+      Location loc = op.getLoc();
+      Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
+            c = op.getDpsInits()[0];
+      FailureOr<Operand> da = describe(b, loc, a, op),
+                         db = describe(b, loc, bm, op),
+                         dc = describe(b, loc, c, op);
+      if (failed(da) || failed(db) || failed(dc))
+        return signalPassFailure();
+      auto cType = cast<MemRefType>(c.getType());
+      int64_t m = cType.getDimSize(0), n = cType.getDimSize(1);
+      int64_t k = cast<MemRefType>(a.getType()).getDimSize(transA ? 0 : 1);
+      auto i32c = [&](int64_t v) -> Value {
+        return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+      };
+      auto i64c = [&](int64_t v) -> Value {
+        return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+      };
+      Value one = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
+      func::CallOp::create(b, loc, kSgemm, TypeRange{},
+                           ValueRange{i32c(transA), i32c(transB), i64c(m),
+                                      i64c(n), i64c(k), one, da->pointer,
+                                      da->leading, db->pointer, db->leading,
+                                      one, dc->pointer, dc->leading});
+      op.erase();
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,139 @@
+//===- Artifact.cpp - Packaging a lowered module as an artifact -----------===//
+//
+// The artifact is a shared object: the runtime maps it with dlopen, finds
+// the manifest and the entry points by symbol, and needs neither MLIR nor
+// LLVM to do so. Linking uses the system's C compiler driver, which knows
+// the platform's linker and its flags.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Target/Artifact.h"
+
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+using namespace mlir;
+
+namespace {
+void optimize(llvm::Module &module, llvm::TargetMachine &machine,
+              unsigned optLevel) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = optLevel > 1;
+  tuning.SLPVectorization = optLevel > 1;
+  llvm::PassBuilder builder(&machine, tuning);
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel level = optLevel == 0   ? llvm::OptimizationLevel::O0
+                                  : optLevel == 1 ? llvm::OptimizationLevel::O1
+                                  : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                  : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm =
+      optLevel == 0 ? builder.buildO0DefaultPipeline(level)
+                    : builder.buildPerModuleDefaultPipeline(level);
+  mpm.run(module, mam);
+}
+} // namespace
+
+LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
+                                        const ArtifactOptions &options) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+
+  registerBuiltinDialectTranslation(*module.getContext());
+  registerLLVMDialectTranslation(*module.getContext());
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext, "loom");
+  if (!llvmModule)
+    return module.emitError("translation to LLVM IR failed");
+
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string error;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return module.emitError() << "no LLVM target for " << triple.str() << ": "
+                              << error;
+  std::string cpu =
+      options.cpu.empty() ? llvm::sys::getHostCPUName().str() : options.cpu;
+  llvm::SubtargetFeatures features;
+  if (options.cpu.empty())
+    for (const auto &[name, enabled] : llvm::sys::getHostCPUFeatures())
+      features.AddFeature(name, enabled);
+  llvm::TargetOptions targetOptions;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, cpu, features.getString(), targetOptions, llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine)
+    return module.emitError() << "cannot generate code for CPU '" << cpu << "'";
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(triple);
+  optimize(*llvmModule, *machine, options.optLevel);
+
+  // Object file next to a temporary, then the link.
+  llvm::SmallString<128> objectPath;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("loom-artifact", "o", objectPath))
+    return module.emitError() << "cannot create a temporary object file: "
+                              << ec.message();
+  llvm::FileRemover removeObject(objectPath);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream object(objectPath, ec, llvm::sys::fs::OF_None);
+    if (ec)
+      return module.emitError() << "cannot write " << objectPath << ": "
+                                << ec.message();
+    llvm::legacy::PassManager codegen;
+    if (machine->addPassesToEmitFile(codegen, object, nullptr,
+                                     llvm::CodeGenFileType::ObjectFile))
+      return module.emitError("the target cannot emit object files");
+    codegen.run(*llvmModule);
+  }
+
+  llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
+  if (!cc)
+    return module.emitError("no C compiler driver 'cc' on PATH to link the "
+                            "artifact (install gcc or clang)");
+  // Link to a temporary name and rename, so that a failed link never leaves
+  // a half-written artifact where the old one was.
+  std::string partial = (path + ".partial").str();
+  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", partial,
+                                             objectPath, "-lm"};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0,
+                                     &message);
+  if (rc != 0) {
+    llvm::sys::fs::remove(partial);
+    return module.emitError() << "linking the artifact with " << *cc
+                              << " failed"
+                              << (message.empty() ? "" : ": " + message);
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(partial, path)) {
+    llvm::sys::fs::remove(partial);
+    return module.emitError() << "cannot write " << path << ": "
+                              << ec.message();
+  }
+  return success();
+}

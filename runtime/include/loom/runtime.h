@@ -1,0 +1,103 @@
+/*===- runtime.h - Loom's runtime: C ABI ------------------------*- C -*-===*\
+|*                                                                          *|
+|* Loads a compiled artifact and trains with it. No MLIR or LLVM inside: a  *|
+|* machine that runs artifacts needs only this library and its BLAS.        *|
+|* Every function that can fail returns 0 on success and non-zero on        *|
+|* failure, with a message retrievable by loom_last_error().                *|
+|*                                                                          *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef LOOM_RUNTIME_H
+#define LOOM_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// The message of the last failure in this thread.
+const char *loom_last_error(void);
+
+/*--- Artifacts -----------------------------------------------------------*/
+
+typedef struct loom_model loom_model;
+
+/// Model dimensions and the training setup from an artifact's manifest.
+typedef struct loom_model_info {
+  const char *name;
+  int64_t layers, width, heads, hidden, vocab, padded_vocab, positions;
+  int tied;
+  int64_t batch, sequence; /* tokens per step: batch * sequence */
+  const char *optimizer;   /* "adamw" or "sgd" */
+  double lr;
+  int64_t num_params; /* scalars in all parameters */
+} loom_model_info;
+
+/// Opens an artifact and allocates its parameters, optimizer state and
+/// buffers. Fails on a file that is not a Loom artifact or comes from
+/// another Loom version.
+loom_model *loom_model_open(const char *path);
+void loom_model_close(loom_model *model);
+const loom_model_info *loom_model_get_info(const loom_model *model);
+
+/// GPT-2's initialization from `seed`: weights normal with std 0.02,
+/// residual projections scaled by 1/sqrt(2 * layers), biases zero,
+/// layer-norm weights one. Resets the optimizer state and step count.
+void loom_model_init(loom_model *model, uint64_t seed);
+
+/// All parameters, contiguous, in llm.c's checkpoint order.
+float *loom_model_params(loom_model *model);
+
+/// One training step on `batch * sequence` tokens and targets: updates the
+/// parameters; returns the loss before the update and the gradient norm.
+int loom_model_train_step(loom_model *model, const int32_t *tokens,
+                          const int32_t *targets, float lr, float *loss,
+                          float *grad_norm);
+/// The loss without updating anything.
+int loom_model_eval(loom_model *model, const int32_t *tokens,
+                    const int32_t *targets, float *loss);
+/// The loss and the gradient of every parameter, written to `grads` in the
+/// layout of loom_model_params (num_params floats).
+int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
+                             const int32_t *targets, float *loss,
+                             float *grads);
+
+/// llm.c checkpoints (fp32, version 3). Loading checks every dimension
+/// against the artifact before it touches the parameters; saving writes a
+/// temporary file and renames it, so a failure never leaves a partial file.
+int loom_model_load_checkpoint(loom_model *model, const char *path);
+int loom_model_save_checkpoint(const loom_model *model, const char *path);
+
+/*--- Data ----------------------------------------------------------------*/
+
+typedef struct loom_dataset loom_dataset;
+
+/// Reads an llm.c token shard (magic 20240520) or, for any other file, its
+/// bytes as tokens (vocabulary 256). Tokens must be below `vocab`.
+loom_dataset *loom_dataset_open(const char *path, int64_t vocab);
+void loom_dataset_close(loom_dataset *data);
+int64_t loom_dataset_size(const loom_dataset *data);
+/// 1 for an llm.c shard, 0 for text bytes.
+int loom_dataset_is_shard(const loom_dataset *data);
+/// Fills `batch` rows of `sequence` tokens and their next-token targets,
+/// taking consecutive windows of [begin, end) from `*cursor`, wrapping
+/// around. Fails when the range holds fewer than sequence + 1 tokens.
+int loom_dataset_batch(const loom_dataset *data, int64_t begin, int64_t end,
+                       int64_t *cursor, int64_t batch, int64_t sequence,
+                       int32_t *tokens, int32_t *targets);
+
+/*--- Called by generated code --------------------------------------------*/
+
+/// Row-major C = alpha op(A) op(B) + beta C.
+void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                   int64_t k, float alpha, const float *a, int64_t lda,
+                   const float *b, int64_t ldb, float beta, float *c,
+                   int64_t ldc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_RUNTIME_H */

@@ -1,0 +1,499 @@
+//===- Runtime.cpp - Artifacts, parameters and checkpoints ----------------===//
+
+#include "loom/runtime.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "Error.h"
+
+namespace loom {
+namespace {
+using EntryFn = void (*)(void **);
+
+/// One argument of an entry point, as the manifest describes it.
+struct Arg {
+  std::string kind, name, dtype;
+  std::vector<int64_t> shape;
+  int64_t size() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+struct Entry {
+  EntryFn fn = nullptr;
+  std::vector<Arg> args;
+};
+
+/// A parameter's place in the contiguous parameter buffer.
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, size = 0;
+  int group = 0; // llm.c tensor group, or >= 16 for names llm.c lacks
+  int64_t layer = 0;
+};
+
+/// Per-layer tensors in llm.c's checkpoint order, after wte and wpe.
+const char *const kLayerTensors[] = {
+    "ln_1.weight",      "ln_1.bias",        "attn.c_attn.weight",
+    "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+    "ln_2.weight",      "ln_2.bias",        "mlp.c_fc.weight",
+    "mlp.c_fc.bias",    "mlp.c_proj.weight", "mlp.c_proj.bias"};
+constexpr int kNumGroups = 16;
+
+void classify(Param &p) {
+  if (p.name == "wte") {
+    p.group = 0;
+  } else if (p.name == "wpe") {
+    p.group = 1;
+  } else if (p.name == "ln_f.weight") {
+    p.group = 14;
+  } else if (p.name == "ln_f.bias") {
+    p.group = 15;
+  } else if (p.name.rfind("h.", 0) == 0) {
+    size_t dot = p.name.find('.', 2);
+    std::string suffix = dot == std::string::npos ? "" : p.name.substr(dot + 1);
+    p.group = kNumGroups;
+    for (int i = 0; i < 12; ++i)
+      if (suffix == kLayerTensors[i]) {
+        p.group = 2 + i;
+        p.layer = std::atoll(p.name.substr(2, dot - 2).c_str());
+      }
+  } else {
+    p.group = kNumGroups;
+  }
+}
+
+bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
+  shape.clear();
+  if (text == "-")
+    return true;
+  std::stringstream ss(text);
+  std::string dim;
+  while (std::getline(ss, dim, 'x')) {
+    char *end = nullptr;
+    long long v = std::strtoll(dim.c_str(), &end, 10);
+    if (dim.empty() || *end || v <= 0)
+      return false;
+    shape.push_back(v);
+  }
+  return !shape.empty();
+}
+
+/// "key=value" fields of a manifest line.
+std::map<std::string, std::string> fields(std::istringstream &line) {
+  std::map<std::string, std::string> result;
+  std::string word;
+  while (line >> word) {
+    size_t eq = word.find('=');
+    if (eq != std::string::npos)
+      result[word.substr(0, eq)] = word.substr(eq + 1);
+  }
+  return result;
+}
+} // namespace
+} // namespace loom
+
+using namespace loom;
+
+struct loom_model {
+  std::string path;
+  void *handle = nullptr;
+  loom_model_info info{};
+  std::string name, optimizer;
+  std::map<std::string, Entry> entries;
+  std::vector<Param> params;
+  std::map<std::string, size_t> paramIndex;
+  std::vector<float> values, grads, state[2];
+  float lr = 0, step = 0, loss = 0, gradNorm = 0;
+  bool llmcLayout = false;
+
+  ~loom_model() {
+    if (handle)
+      dlclose(handle);
+  }
+
+  bool parseManifest(const char *text);
+  bool layoutParams();
+  float *paramFor(const std::string &name, float *base) {
+    auto it = paramIndex.find(name);
+    return it == paramIndex.end() ? nullptr
+                                  : base + params[it->second].offset;
+  }
+  bool call(const char *entryName, const int32_t *tokens,
+            const int32_t *targets);
+};
+
+bool loom_model::parseManifest(const char *text) {
+  std::istringstream in(text);
+  std::string lineText;
+  auto fail = [&](const std::string &why) {
+    return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
+  };
+  if (!std::getline(in, lineText) || lineText != "loom-artifact 1")
+    return fail("expected 'loom-artifact 1' first, the only format this "
+                "runtime reads");
+  if (!std::getline(in, lineText) ||
+      lineText != std::string("loom-version ") + LOOM_VERSION)
+    return setError("%s: compiled by another Loom version (%s); this runtime "
+                    "is %s: recompile it with this version's loomc",
+                    path.c_str(), lineText.c_str(), LOOM_VERSION);
+  Entry *current = nullptr;
+  while (std::getline(in, lineText)) {
+    std::istringstream line(lineText);
+    std::string key;
+    line >> key;
+    if (key == "model") {
+      line >> name;
+      auto f = fields(line);
+      info.layers = std::atoll(f["layers"].c_str());
+      info.width = std::atoll(f["width"].c_str());
+      info.heads = std::atoll(f["heads"].c_str());
+      info.hidden = std::atoll(f["hidden"].c_str());
+      info.vocab = std::atoll(f["vocab"].c_str());
+      info.padded_vocab = std::atoll(f["padded_vocab"].c_str());
+      info.positions = std::atoll(f["positions"].c_str());
+      info.tied = std::atoi(f["tied"].c_str());
+    } else if (key == "training") {
+      auto f = fields(line);
+      info.batch = std::atoll(f["batch"].c_str());
+      info.sequence = std::atoll(f["sequence"].c_str());
+      optimizer = f["optimizer"];
+      info.lr = std::atof(f["lr"].c_str());
+    } else if (key == "entry") {
+      std::string entryName, symbol;
+      size_t count = 0;
+      line >> entryName >> symbol >> count;
+      current = &entries[entryName];
+      current->fn = reinterpret_cast<EntryFn>(dlsym(handle, symbol.c_str()));
+      if (!current->fn)
+        return fail("entry point '" + symbol + "' is missing");
+    } else if (key == "arg") {
+      if (!current)
+        return fail("argument before any entry");
+      Arg arg;
+      std::string shape;
+      line >> arg.kind >> arg.name >> arg.dtype >> shape;
+      if (!parseShape(shape, arg.shape))
+        return fail("bad shape '" + shape + "' of " + arg.name);
+      current->args.push_back(arg);
+    } else if (key == "end") {
+      break;
+    } else if (!key.empty()) {
+      return fail("unknown line '" + lineText + "'");
+    }
+  }
+  if (info.layers <= 0 || info.width <= 0 || info.batch <= 0 ||
+      info.sequence <= 0)
+    return fail("missing model or training line");
+  for (const char *needed : {"train_step", "forward", "forward_grad"})
+    if (!entries.count(needed))
+      return fail(std::string("no '") + needed + "' entry point");
+  info.name = name.c_str();
+  info.optimizer = optimizer.c_str();
+  return true;
+}
+
+bool loom_model::layoutParams() {
+  for (const Arg &arg : entries["train_step"].args)
+    if (arg.kind == "param") {
+      Param p;
+      p.name = arg.name;
+      p.shape = arg.shape;
+      p.size = arg.size();
+      classify(p);
+      params.push_back(p);
+    }
+  std::stable_sort(params.begin(), params.end(),
+                   [](const Param &a, const Param &b) {
+                     return a.group != b.group ? a.group < b.group
+                                               : a.layer < b.layer;
+                   });
+  int64_t offset = 0;
+  int perGroup[kNumGroups] = {};
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].offset = offset;
+    offset += params[i].size;
+    paramIndex[params[i].name] = i;
+    if (params[i].group < kNumGroups)
+      ++perGroup[params[i].group];
+  }
+  info.num_params = offset;
+  llmcLayout = info.tied && info.hidden == 4 * info.width;
+  for (int g = 0; g < kNumGroups; ++g)
+    llmcLayout &= perGroup[g] == ((g >= 2 && g < 14) ? info.layers : 1);
+  values.assign(offset, 0.0f);
+  grads.assign(offset, 0.0f);
+  state[0].assign(offset, 0.0f);
+  state[1].assign(offset, 0.0f);
+  return true;
+}
+
+bool loom_model::call(const char *entryName, const int32_t *tokens,
+                      const int32_t *targets) {
+  Entry &entry = entries[entryName];
+  std::vector<void *> buffers;
+  for (const Arg &arg : entry.args) {
+    void *p = nullptr;
+    if (arg.kind == "param") {
+      p = paramFor(arg.name, values.data());
+    } else if (arg.kind == "state") {
+      size_t dot = arg.name.find('.');
+      std::string which = arg.name.substr(0, dot);
+      p = paramFor(arg.name.substr(dot + 1),
+                   state[which == "v" ? 1 : 0].data());
+    } else if (arg.kind == "input") {
+      if (arg.name == "tokens")
+        p = const_cast<int32_t *>(tokens);
+      else if (arg.name == "targets")
+        p = const_cast<int32_t *>(targets);
+      else if (arg.name == "lr")
+        p = &lr;
+      else if (arg.name == "step")
+        p = &step;
+    } else if (arg.kind == "output") {
+      if (arg.name == "loss")
+        p = &loss;
+      else if (arg.name == "grad_norm")
+        p = &gradNorm;
+      else if (arg.name.rfind("grad.", 0) == 0)
+        p = paramFor(arg.name.substr(5), grads.data());
+    }
+    if (!p)
+      return setError("%s: entry '%s' has an argument '%s %s' this runtime "
+                      "cannot provide",
+                      path.c_str(), entryName, arg.kind.c_str(),
+                      arg.name.c_str());
+    buffers.push_back(p);
+  }
+  entry.fn(buffers.data());
+  return true;
+}
+
+extern "C" {
+
+loom_model *loom_model_open(const char *path) {
+  auto model = std::make_unique<loom_model>();
+  model->path = path;
+  {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      setError("%s: cannot open: %s", path, std::strerror(errno));
+      return nullptr;
+    }
+    char magic[4] = {};
+    file.read(magic, 4);
+    if (file.gcount() != 4 || std::memcmp(magic, "\x7f" "ELF", 4) != 0) {
+      setError("%s: not a Loom artifact (wrong magic: expected a shared "
+               "object made by loomc)",
+               path);
+      return nullptr;
+    }
+  }
+  // A path without a slash would make dlopen search the library path.
+  std::string openPath = std::strchr(path, '/') ? path : std::string("./") + path;
+  model->handle = dlopen(openPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!model->handle) {
+    setError("%s: cannot load the artifact (truncated or corrupt?): %s", path,
+             dlerror());
+    return nullptr;
+  }
+  auto *manifest =
+      static_cast<const char *>(dlsym(model->handle, "loom_manifest"));
+  if (!manifest) {
+    setError("%s: not a Loom artifact (no manifest)", path);
+    return nullptr;
+  }
+  if (!model->parseManifest(manifest) || !model->layoutParams())
+    return nullptr;
+  return model.release();
+}
+
+void loom_model_close(loom_model *model) { delete model; }
+
+const loom_model_info *loom_model_get_info(const loom_model *model) {
+  return &model->info;
+}
+
+float *loom_model_params(loom_model *model) { return model->values.data(); }
+
+void loom_model_init(loom_model *model, uint64_t seed) {
+  // splitmix64 feeding Box-Muller in double: the same seed gives the same
+  // weights on every machine.
+  uint64_t s = seed;
+  auto next = [&s]() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  auto uniform = [&]() { return ((next() >> 11) + 0.5) * 0x1.0p-53; };
+  double residualStd = 0.02 / std::sqrt(2.0 * model->info.layers);
+  for (const Param &p : model->params) {
+    float *data = model->values.data() + p.offset;
+    const std::string &n = p.name;
+    auto endsWith = [&](const char *suffix) {
+      size_t len = std::strlen(suffix);
+      return n.size() >= len && n.compare(n.size() - len, len, suffix) == 0;
+    };
+    bool norm = endsWith("ln_1.weight") || endsWith("ln_2.weight") ||
+                n == "ln_f.weight";
+    if (norm || p.shape.size() < 2) {
+      std::fill(data, data + p.size, norm ? 1.0f : 0.0f);
+      continue;
+    }
+    double std = (endsWith("attn.c_proj.weight") || endsWith("mlp.c_proj.weight"))
+                     ? residualStd
+                     : 0.02;
+    for (int64_t i = 0; i < p.size; i += 2) {
+      double r = std::sqrt(-2.0 * std::log(uniform()));
+      double t = 2.0 * M_PI * uniform();
+      data[i] = static_cast<float>(std * r * std::cos(t));
+      if (i + 1 < p.size)
+        data[i + 1] = static_cast<float>(std * r * std::sin(t));
+    }
+  }
+  std::fill(model->state[0].begin(), model->state[0].end(), 0.0f);
+  std::fill(model->state[1].begin(), model->state[1].end(), 0.0f);
+  model->step = 0;
+}
+
+int loom_model_train_step(loom_model *model, const int32_t *tokens,
+                          const int32_t *targets, float lr, float *loss,
+                          float *grad_norm) {
+  model->lr = lr;
+  model->step += 1;
+  if (!model->call("train_step", tokens, targets))
+    return 1;
+  *loss = model->loss;
+  if (grad_norm)
+    *grad_norm = model->gradNorm;
+  return 0;
+}
+
+int loom_model_eval(loom_model *model, const int32_t *tokens,
+                    const int32_t *targets, float *loss) {
+  if (!model->call("forward", tokens, targets))
+    return 1;
+  *loss = model->loss;
+  return 0;
+}
+
+int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
+                             const int32_t *targets, float *loss,
+                             float *grads) {
+  if (!model->call("forward_grad", tokens, targets))
+    return 1;
+  *loss = model->loss;
+  std::memcpy(grads, model->grads.data(), model->grads.size() * sizeof(float));
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// llm.c checkpoints
+//===----------------------------------------------------------------------===//
+
+static constexpr int32_t kCheckpointMagic = 20240326;
+
+int loom_model_load_checkpoint(loom_model *model, const char *path) {
+  const loom_model_info &info = model->info;
+  if (!model->llmcLayout)
+    return !setError("%s: this model (%s) has no llm.c checkpoint layout, "
+                     "which needs a tied head and hidden = 4 * width",
+                     path, info.name);
+  FILE *file = std::fopen(path, "rb");
+  if (!file)
+    return !setError("%s: cannot open: %s", path, std::strerror(errno));
+  std::unique_ptr<FILE, int (*)(FILE *)> closer(file, std::fclose);
+  int32_t header[256];
+  if (std::fread(header, sizeof(int32_t), 256, file) != 256)
+    return !setError("%s: truncated: no complete 256-int header", path);
+  if (header[0] != kCheckpointMagic)
+    return !setError("%s: wrong magic %d: not an llm.c checkpoint (expected "
+                     "%d)",
+                     path, header[0], kCheckpointMagic);
+  if (header[1] != 3)
+    return !setError("%s: version %d; only version 3 (fp32) is read", path,
+                     header[1]);
+  struct {
+    const char *field;
+    int64_t got, want;
+  } dims[] = {{"max_seq_len", header[2], info.positions},
+              {"vocab_size", header[3], info.vocab},
+              {"num_layers", header[4], info.layers},
+              {"num_heads", header[5], info.heads},
+              {"channels", header[6], info.width},
+              {"padded_vocab_size", header[7], info.padded_vocab}};
+  for (auto &d : dims)
+    if (d.got != d.want)
+      return !setError("%s: %s is %lld but the artifact's model has %lld; "
+                       "the checkpoint is for another model",
+                       path, d.field, static_cast<long long>(d.got),
+                       static_cast<long long>(d.want));
+  // Read into a scratch buffer first so a short file leaves the
+  // parameters as they were.
+  std::vector<float> scratch(model->values.size());
+  if (std::fread(scratch.data(), sizeof(float), scratch.size(), file) !=
+      scratch.size())
+    return !setError("%s: truncated: expected %lld parameters after the "
+                     "header",
+                     path, static_cast<long long>(scratch.size()));
+  if (std::fgetc(file) != EOF)
+    return !setError("%s: longer than the %lld parameters the header "
+                     "describes",
+                     path, static_cast<long long>(scratch.size()));
+  model->values.swap(scratch);
+  std::fill(model->state[0].begin(), model->state[0].end(), 0.0f);
+  std::fill(model->state[1].begin(), model->state[1].end(), 0.0f);
+  model->step = 0;
+  return 0;
+}
+
+int loom_model_save_checkpoint(const loom_model *model, const char *path) {
+  const loom_model_info &info = model->info;
+  if (!model->llmcLayout)
+    return !setError("%s: this model (%s) has no llm.c checkpoint layout, "
+                     "which needs a tied head and hidden = 4 * width",
+                     path, info.name);
+  int32_t header[256] = {};
+  header[0] = kCheckpointMagic;
+  header[1] = 3;
+  header[2] = static_cast<int32_t>(info.positions);
+  header[3] = static_cast<int32_t>(info.vocab);
+  header[4] = static_cast<int32_t>(info.layers);
+  header[5] = static_cast<int32_t>(info.heads);
+  header[6] = static_cast<int32_t>(info.width);
+  header[7] = static_cast<int32_t>(info.padded_vocab);
+  std::string partial = std::string(path) + ".partial";
+  FILE *file = std::fopen(partial.c_str(), "wb");
+  if (!file)
+    return !setError("%s: cannot write: %s", partial.c_str(),
+                     std::strerror(errno));
+  bool ok = std::fwrite(header, sizeof(int32_t), 256, file) == 256 &&
+            std::fwrite(model->values.data(), sizeof(float),
+                        model->values.size(),
+                        file) == model->values.size();
+  ok &= std::fclose(file) == 0;
+  if (!ok || std::rename(partial.c_str(), path) != 0) {
+    std::remove(partial.c_str());
+    return !setError("%s: cannot write: %s", path, std::strerror(errno));
+  }
+  return 0;
+}
+
+} // extern "C"

@@ -1,0 +1,228 @@
+//===- loom-run.cpp - Train with a compiled artifact ----------------------===//
+//
+// Uses only the runtime's C API: what this program does, any program linked
+// against the runtime can do.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/runtime.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/resource.h>
+#include <vector>
+
+namespace {
+const char *const kUsage =
+    "usage: loom-run ARTIFACT --data FILE [options]\n"
+    "\n"
+    "Trains the model compiled into ARTIFACT (by loomc) on FILE, an llm.c\n"
+    "token shard or any other file read as bytes (vocabulary 256).\n"
+    "\n"
+    "  --data FILE         training data\n"
+    "  --steps N           training steps (default 100)\n"
+    "  --lr X              learning rate (default: the model description's)\n"
+    "  --seed N            initialization seed (default 1337)\n"
+    "  --load FILE         start from an llm.c checkpoint instead\n"
+    "  --save FILE         write an llm.c checkpoint after the last step\n"
+    "  --val-fraction X    hold out the last X of the data (default 0.1)\n"
+    "  --val-every K       validation loss every K steps and at the end\n"
+    "                      (default 0: never)\n"
+    "  --val-batches N     batches per validation (default 4)\n"
+    "  --quiet             print only the summary line\n";
+
+struct Options {
+  std::string artifact, data, load, save;
+  long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4;
+  double lr = -1, valFraction = 0.1;
+  bool quiet = false;
+};
+
+int usageError(const char *format, const char *arg) {
+  std::fprintf(stderr, "loom-run: error: ");
+  std::fprintf(stderr, format, arg);
+  std::fprintf(stderr, "\n(loom-run --help for usage)\n");
+  return 1;
+}
+
+bool parseInt(const char *text, long long min, long long &out) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 10);
+  if (!*text || *end || errno || v < min)
+    return false;
+  out = v;
+  return true;
+}
+
+bool parseReal(const char *text, double min, double max, double &out) {
+  char *end = nullptr;
+  double v = std::strtod(text, &end);
+  if (!*text || *end || !(v >= min && v <= max))
+    return false;
+  out = v;
+  return true;
+}
+
+int parseArgs(int argc, char **argv, Options &o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (a == "--quiet") {
+      o.quiet = true;
+      continue;
+    }
+    if (a.rfind("--", 0) == 0) {
+      if (i + 1 >= argc)
+        return usageError("%s needs a value", argv[i]);
+      const char *v = argv[++i];
+      bool ok = true;
+      if (a == "--data")
+        o.data = v;
+      else if (a == "--load")
+        o.load = v;
+      else if (a == "--save")
+        o.save = v;
+      else if (a == "--steps")
+        ok = parseInt(v, 0, o.steps);
+      else if (a == "--seed")
+        ok = parseInt(v, 0, o.seed);
+      else if (a == "--val-every")
+        ok = parseInt(v, 0, o.valEvery);
+      else if (a == "--val-batches")
+        ok = parseInt(v, 1, o.valBatches);
+      else if (a == "--lr")
+        ok = parseReal(v, 0.0, 1e3, o.lr);
+      else if (a == "--val-fraction")
+        ok = parseReal(v, 0.0, 0.9, o.valFraction);
+      else
+        return usageError("unknown option %s", argv[i - 1]);
+      if (!ok)
+        return usageError("bad value for %s", argv[i - 1]);
+      continue;
+    }
+    if (!o.artifact.empty())
+      return usageError("more than one artifact given (%s)", argv[i]);
+    o.artifact = a;
+  }
+  if (o.artifact.empty())
+    return usageError("%s", "no artifact given");
+  if (o.data.empty())
+    return usageError("%s", "no --data given");
+  return 0;
+}
+
+int fail(const char *what) {
+  std::fprintf(stderr, "loom-run: error: %s\n", what);
+  return 1;
+}
+
+double peakMemoryMiB() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  if (int rc = parseArgs(argc, argv, o))
+    return rc;
+
+  loom_model *model = loom_model_open(o.artifact.c_str());
+  if (!model)
+    return fail(loom_last_error());
+  const loom_model_info &info = *loom_model_get_info(model);
+  loom_dataset *data = loom_dataset_open(o.data.c_str(), info.vocab);
+  if (!data)
+    return fail(loom_last_error());
+
+  int64_t size = loom_dataset_size(data);
+  int64_t valBegin = size - static_cast<int64_t>(size * o.valFraction);
+  int64_t need = info.sequence + 1;
+  if (valBegin < need || (o.valEvery > 0 && size - valBegin < need)) {
+    std::string msg = o.data + ": " + std::to_string(size) +
+                      " tokens are too few: training and validation each "
+                      "need at least " +
+                      std::to_string(need) + " (sequence + 1)";
+    return fail(msg.c_str());
+  }
+
+  if (!o.load.empty()) {
+    if (loom_model_load_checkpoint(model, o.load.c_str()))
+      return fail(loom_last_error());
+  } else {
+    loom_model_init(model, static_cast<uint64_t>(o.seed));
+  }
+  float lr = o.lr >= 0 ? static_cast<float>(o.lr) : static_cast<float>(info.lr);
+  int64_t tokensPerStep = info.batch * info.sequence;
+  std::vector<int32_t> tokens(tokensPerStep), targets(tokensPerStep);
+
+  if (!o.quiet)
+    std::printf("loom-run: %s, %lld parameters, %lld x %lld tokens a step, "
+                "%lld %s tokens (%lld held out)\n",
+                info.name, static_cast<long long>(info.num_params),
+                static_cast<long long>(info.batch),
+                static_cast<long long>(info.sequence),
+                static_cast<long long>(size),
+                loom_dataset_is_shard(data) ? "shard" : "text",
+                static_cast<long long>(size - valBegin));
+
+  auto validate = [&](long long step) -> bool {
+    int64_t cursor = valBegin;
+    double sum = 0;
+    for (long long i = 0; i < o.valBatches; ++i) {
+      float loss = 0;
+      if (loom_dataset_batch(data, valBegin, size, &cursor, info.batch,
+                             info.sequence, tokens.data(), targets.data()) ||
+          loom_model_eval(model, tokens.data(), targets.data(), &loss))
+        return false;
+      sum += loss;
+    }
+    std::printf("step %5lld | val loss %.6f\n", step, sum / o.valBatches);
+    return true;
+  };
+
+  int64_t cursor = 0;
+  double totalMs = 0, lastLoss = 0;
+  for (long long step = 1; step <= o.steps; ++step) {
+    if (loom_dataset_batch(data, 0, valBegin, &cursor, info.batch,
+                           info.sequence, tokens.data(), targets.data()))
+      return fail(loom_last_error());
+    auto start = std::chrono::steady_clock::now();
+    float loss = 0, norm = 0;
+    if (loom_model_train_step(model, tokens.data(), targets.data(), lr, &loss,
+                              &norm))
+      return fail(loom_last_error());
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    totalMs += ms;
+    lastLoss = loss;
+    if (!o.quiet)
+      std::printf("step %5lld/%lld | loss %.6f | norm %.4f | %8.2f ms | "
+                  "%9.0f tok/s\n",
+                  step, o.steps, loss, norm, ms, tokensPerStep / ms * 1e3);
+    if (o.valEvery > 0 && (step % o.valEvery == 0 || step == o.steps) &&
+        !validate(step))
+      return fail(loom_last_error());
+  }
+  if (o.steps > 0)
+    std::printf("loom-run: %lld steps, final loss %.6f, %.2f ms/step, %.0f "
+                "tok/s, peak memory %.1f MiB\n",
+                o.steps, lastLoss, totalMs / o.steps,
+                tokensPerStep * o.steps / totalMs * 1e3, peakMemoryMiB());
+  std::fflush(stdout);
+
+  if (!o.save.empty() && loom_model_save_checkpoint(model, o.save.c_str()))
+    return fail(loom_last_error());
+  loom_dataset_close(data);
+  loom_model_close(model);
+  return 0;
+}
