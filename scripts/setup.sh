@@ -11,7 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 
 packages=(
-  cmake ninja-build ccache g++ python3 libgtest-dev
+  cmake ninja-build ccache g++ python3 libgtest-dev libopenblas-dev base-files
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
 )
 

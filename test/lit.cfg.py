@@ -10,7 +10,7 @@ from lit.llvm.subst import ToolSubst
 config.name = "Loom"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "lit", "unit", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "lit", "unit", "CMakeLists.txt", "loom-check.cpp", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 
@@ -26,5 +26,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tools = [
     ToolSubst("loom-opt", unresolved="fatal"),
     ToolSubst("loomc", unresolved="fatal"),
+    ToolSubst("loom-run", unresolved="fatal"),
+    ToolSubst("loom-check", unresolved="fatal"),
 ]
 llvm_config.add_tool_substitutions(tools, [config.loom_tools_dir, config.llvm_tools_dir])

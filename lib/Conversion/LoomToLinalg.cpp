@@ -375,9 +375,18 @@ struct EmbeddingLowering : LoomPattern<EmbeddingOp> {
   SmallVector<Value> lower(EmbeddingOp op, Lowering &L) const override {
     auto shape = op.getType().getShape();
     Value wte = op.getWte();
+    // The first T rows of the position table.
+    Value wpe = op.getWpe();
+    if (op.getWpe().getType().getDimSize(0) != shape[1])
+      wpe = tensor::ExtractSliceOp::create(
+          L.b, L.loc, wpe,
+          ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
+          ArrayRef<OpFoldResult>{L.b.getIndexAttr(shape[1]),
+                                 L.b.getIndexAttr(shape[2])},
+          ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
     // Loop dimensions (b, t, c).
     return {L.generic(
-        {op.getTokens(), op.getWpe()}, L.empty(shape),
+        {op.getTokens(), wpe}, L.empty(shape),
         {L.map(3, {0, 1}), L.map(3, {1, 2}), L.identity(3)},
         {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
           Value row = L.toIndex(nb, a[0]);

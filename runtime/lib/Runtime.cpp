@@ -10,6 +10,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -285,26 +286,53 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
   return true;
 }
 
+/// The loader maps a shared object's segments without checking that the file
+/// holds them, and a truncated file then faults on first touch. Check the
+/// ELF header and every segment against the file's size before dlopen.
+static bool checkObjectFile(const char *path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return setError("%s: cannot open: %s", path, std::strerror(errno));
+  std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
+                          std::istreambuf_iterator<char>());
+  if (bytes.size() < 4 || std::memcmp(bytes.data(), "\x7f" "ELF", 4) != 0)
+    return setError("%s: not a Loom artifact (wrong magic: expected a shared "
+                    "object made by loomc)",
+                    path);
+  auto truncated = [&] {
+    return setError("%s: cannot load the artifact (truncated or corrupt?): "
+                    "its ELF headers describe more than the file's %zu bytes",
+                    path, bytes.size());
+  };
+  if (bytes.size() < 64 || bytes[4] != 2 /*ELFCLASS64*/)
+    return truncated();
+  auto read = [&](size_t offset, size_t size) -> uint64_t {
+    uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + offset, size);
+    return v;
+  };
+  uint64_t phoff = read(32, 8), shoff = read(40, 8);
+  uint64_t phentsize = read(54, 2), phnum = read(56, 2);
+  uint64_t shentsize = read(58, 2), shnum = read(60, 2);
+  if (phoff + phnum * phentsize > bytes.size() ||
+      shoff + shnum * shentsize > bytes.size())
+    return truncated();
+  for (uint64_t i = 0; i < phnum; ++i) {
+    size_t h = phoff + i * phentsize;
+    if (h + 56 > bytes.size() ||
+        read(h + 8, 8) + read(h + 32, 8) > bytes.size()) // p_offset + p_filesz
+      return truncated();
+  }
+  return true;
+}
+
 extern "C" {
 
 loom_model *loom_model_open(const char *path) {
   auto model = std::make_unique<loom_model>();
   model->path = path;
-  {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      setError("%s: cannot open: %s", path, std::strerror(errno));
-      return nullptr;
-    }
-    char magic[4] = {};
-    file.read(magic, 4);
-    if (file.gcount() != 4 || std::memcmp(magic, "\x7f" "ELF", 4) != 0) {
-      setError("%s: not a Loom artifact (wrong magic: expected a shared "
-               "object made by loomc)",
-               path);
-      return nullptr;
-    }
-  }
+  if (!checkObjectFile(path))
+    return nullptr;
   // A path without a slash would make dlopen search the library path.
   std::string openPath = std::strchr(path, '/') ? path : std::string("./") + path;
   model->handle = dlopen(openPath.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -1,0 +1,42 @@
+// RUN: loom-opt %s --loom-lower-to-linalg --split-input-file --verify-diagnostics | FileCheck %s
+
+// A linear map is a GEMM reading the (out, in) weight transposed, into an
+// output that starts as the broadcast bias.
+// CHECK-LABEL: func.func @linear(
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : tensor<2x3x4xf32> into tensor<6x4xf32>
+// CHECK: %[[BIAS:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<5xf32>) outs(%{{.*}} : tensor<6x5xf32>)
+// CHECK: %[[MM:.*]] = linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[ROWS]], %{{.*}} : tensor<6x4xf32>, tensor<5x4xf32>) outs(%[[BIAS]] : tensor<6x5xf32>)
+// CHECK: tensor.expand_shape %[[MM]]
+func.func @linear(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>, %b: tensor<5xf32>) -> tensor<2x3x5xf32> {
+  %y = loom.linear %x, %w, %b : (tensor<2x3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// CHECK-LABEL: func.func @adamw(
+// CHECK: math.powf
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4xf32>) outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+// CHECK: math.sqrt
+// CHECK: linalg.yield
+// CHECK-NOT: loom.
+func.func @adamw(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<f32>, %s: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %0:3 = loom.adamw %p, %g, %m, %v, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  return %0#0, %0#1, %0#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// The token table's gradient is a scatter-add loop over the B*T rows.
+// CHECK-LABEL: func.func @embedding_grad(
+// CHECK: scf.for %{{.*}} = %c0 to %c6 step %c1
+// CHECK: tensor.extract_slice
+// CHECK: tensor.insert_slice
+func.func @embedding_grad(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
+  %a, %b = loom.embedding_grad %dy, %tokens : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
+  return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
+}
+
+// -----
+
+func.func @half(%x: tensor<4xf16>) -> tensor<4xf16> {
+  // expected-error@+1 {{is lowered for f32 tensors only, got 'tensor<4xf16>'}}
+  %y = loom.gelu %x : tensor<4xf16>
+  return %y : tensor<4xf16>
+}

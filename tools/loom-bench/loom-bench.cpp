@@ -1,0 +1,121 @@
+//===- loom-bench.cpp - Training-step throughput against plain SGEMM ------===//
+//
+//   loom-bench [--steps N] [--warmup N] ARTIFACT...
+//
+// Measures, in one process, the GFLOP/s of a plain OpenBLAS SGEMM and, for
+// each artifact, the training step's tokens/s, its achieved GFLOP/s
+// (6 * params * tokens plus attention's 12 * layers * sequence * width *
+// tokens) and the process's peak memory, so the ratio of the two figures is
+// taken under the same conditions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/runtime.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <sys/resource.h>
+#include <vector>
+
+namespace {
+double seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       start)
+      .count();
+}
+
+/// GFLOP/s of C = A B^T with the shape of GPT-2 124M's first MLP GEMM at
+/// 256 tokens (the benchmark's batch 4 x sequence 64).
+double sgemmGflops() {
+  const int64_t m = 256, n = 3072, k = 768;
+  std::vector<float> a(m * k, 0.5f), b(n * k, 0.25f), c(m * n, 0.0f);
+  for (int i = 0; i < 3; ++i)
+    loom_rt_sgemm(0, 1, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f,
+                  c.data(), n);
+  int reps = 0;
+  auto start = std::chrono::steady_clock::now();
+  do {
+    loom_rt_sgemm(0, 1, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f,
+                  c.data(), n);
+    ++reps;
+  } while (seconds(start) < 1.0);
+  return 2.0 * m * n * k * reps / seconds(start) / 1e9;
+}
+
+double peakMemoryMiB() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  long steps = 10, warmup = 2;
+  std::vector<const char *> artifacts;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
+      steps = std::atol(argv[++i]);
+    else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc)
+      warmup = std::atol(argv[++i]);
+    else if (argv[i][0] == '-') {
+      std::fprintf(stderr, "usage: loom-bench [--steps N] [--warmup N] "
+                           "ARTIFACT...\n");
+      return 1;
+    } else
+      artifacts.push_back(argv[i]);
+  }
+  if (artifacts.empty() || steps < 1 || warmup < 0) {
+    std::fprintf(stderr, "usage: loom-bench [--steps N] [--warmup N] "
+                         "ARTIFACT...\n");
+    return 1;
+  }
+
+  double sgemm = sgemmGflops();
+  std::printf("OpenBLAS SGEMM 256x3072x768: %.1f GFLOP/s\n", sgemm);
+  for (const char *path : artifacts) {
+    loom_model *model = loom_model_open(path);
+    if (!model) {
+      std::fprintf(stderr, "loom-bench: error: %s\n", loom_last_error());
+      return 1;
+    }
+    const loom_model_info &info = *loom_model_get_info(model);
+    loom_model_init(model, 1);
+    int64_t tokensPerStep = info.batch * info.sequence;
+    std::vector<int32_t> tokens(tokensPerStep), targets(tokensPerStep);
+    std::mt19937 rng(1);
+    for (int64_t i = 0; i < tokensPerStep; ++i) {
+      tokens[i] = rng() % info.vocab;
+      targets[i] = rng() % info.vocab;
+    }
+    float loss;
+    for (long s = 0; s < warmup; ++s)
+      loom_model_train_step(model, tokens.data(), targets.data(), 1e-4f,
+                            &loss, nullptr);
+    auto start = std::chrono::steady_clock::now();
+    for (long s = 0; s < steps; ++s)
+      if (loom_model_train_step(model, tokens.data(), targets.data(), 1e-4f,
+                                &loss, nullptr)) {
+        std::fprintf(stderr, "loom-bench: error: %s\n", loom_last_error());
+        return 1;
+      }
+    double perStep = seconds(start) / steps;
+    double flops = 6.0 * info.num_params * tokensPerStep +
+                   12.0 * info.layers * info.sequence * info.width *
+                       tokensPerStep;
+    double gflops = flops / perStep / 1e9;
+    std::printf("%s (batch %lld, sequence %lld, %lld parameters): %.1f ms/step, "
+                "%.0f tokens/s, %.1f GFLOP/s = %.0f%% of SGEMM, peak memory "
+                "%.0f MiB\n",
+                info.name, static_cast<long long>(info.batch),
+                static_cast<long long>(info.sequence),
+                static_cast<long long>(info.num_params), perStep * 1e3,
+                tokensPerStep / perStep, gflops, 100.0 * gflops / sgemm,
+                peakMemoryMiB());
+    loom_model_close(model);
+  }
+  return 0;
+}
