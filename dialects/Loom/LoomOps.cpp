@@ -213,11 +213,11 @@ LogicalResult checkSameType(Operation *op, StringRef what, Value value,
 LogicalResult EmbeddingGradOp::verify() {
   if (failed(verifySameElementType(*this,
                                    {getGrad(), getWteGrad(), getWpeGrad()})) ||
-      failed(checkRank(*this, "grad", getGrad(), 3,
-                       "[batch, sequence, width]")) ||
+      failed(
+          checkRank(*this, "grad", getGrad(), 3, "[batch, sequence, width]")) ||
       failed(checkRank(*this, "wte_grad", getWteGrad(), 2, "[vocab, width]")) ||
-      failed(checkRank(*this, "wpe_grad", getWpeGrad(), 2,
-                       "[positions, width]")))
+      failed(
+          checkRank(*this, "wpe_grad", getWpeGrad(), 2, "[positions, width]")))
     return failure();
   ArrayRef<int64_t> grad = dimsOf(getGrad());
   if (failed(checkShape(*this, "tokens", getTokens(), grad.take_front(2),
@@ -273,8 +273,8 @@ LogicalResult LinearGradOp::verify() {
 
 LogicalResult CausalAttentionGradOp::verify() {
   if (failed(checkSameType(*this, "qkv_grad", getQkvGrad(), getQkv(), "qkv")) ||
-      failed(checkRank(*this, "qkv", getQkv(), 3,
-                       "[batch, sequence, 3 * width]")))
+      failed(
+          checkRank(*this, "qkv", getQkv(), 3, "[batch, sequence, 3 * width]")))
     return failure();
   ArrayRef<int64_t> qkv = dimsOf(getQkv());
   if (qkv[2] % (3 * getNumHeads()) != 0)
@@ -291,9 +291,9 @@ LogicalResult CausalAttentionGradOp::verify() {
 
 LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  auto grad = EmbeddingGradOp::create(b, getLoc(), getWte().getType(),
-                                      getWpe().getType(), resultGrads[0],
-                                      getTokens());
+  auto grad =
+      EmbeddingGradOp::create(b, getLoc(), getWte().getType(),
+                              getWpe().getType(), resultGrads[0], getTokens());
   operandGrads.assign({Value(), grad.getWteGrad(), grad.getWpeGrad()});
   return success();
 }
@@ -333,8 +333,8 @@ CausalAttentionOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
 
 LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
-  Value grad = GeluGradOp::create(b, getLoc(), getType(), resultGrads[0],
-                                  getInput());
+  Value grad =
+      GeluGradOp::create(b, getLoc(), getType(), resultGrads[0], getInput());
   operandGrads.assign({grad});
   return success();
 }
@@ -349,9 +349,9 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
   if (elementTypeOf(getLogits()) != b.getF32Type())
     return emitOpError("is differentiated only for f32 logits");
-  Value grad = CrossEntropyGradOp::create(
-      b, getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
-      getTargets(), getNumClassesAttr());
+  Value grad = CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(),
+                                          resultGrads[0], getLogits(),
+                                          getTargets(), getNumClassesAttr());
   operandGrads.assign({grad, Value()});
   return success();
 }

@@ -20,7 +20,9 @@ bool isEntryPoint(func::FuncOp func) {
   if (func.isPrivate() || func.isExternal())
     return false;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-    for (NamedAttribute attr : func.getArgAttrDict(i) ? func.getArgAttrDict(i).getValue() : ArrayRef<NamedAttribute>())
+    for (NamedAttribute attr : func.getArgAttrDict(i)
+                                   ? func.getArgAttrDict(i).getValue()
+                                   : ArrayRef<NamedAttribute>())
       if (isa<LoomDialect>(attr.getNameDialect()))
         return true;
   return false;
@@ -43,14 +45,15 @@ struct DestinationOutputsPass
     SmallVector<Value> results;
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
       Value dest;
-      if (auto updates = func.getResultAttrOfType<IntegerAttr>(i, "loom.updates")) {
+      if (auto updates =
+              func.getResultAttrOfType<IntegerAttr>(i, "loom.updates")) {
         int64_t arg = updates.getInt();
         if (arg < 0 || arg >= func.getNumArguments() ||
             func.getArgument(arg).getType() != value.getType())
-          return func.emitOpError() << "result #" << i
-                                    << ": 'loom.updates' names argument " << arg
-                                    << ", which does not exist or has another "
-                                       "type";
+          return func.emitOpError()
+                 << "result #" << i << ": 'loom.updates' names argument " << arg
+                 << ", which does not exist or has another "
+                    "type";
         dest = func.getArgument(arg);
       } else {
         std::string name;

@@ -109,7 +109,8 @@ struct ExportEntriesPass
   }
 
   LogicalResult printHeader(ModuleOp module, raw_ostream &os) {
-    auto model = module->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
+    auto model =
+        module->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
     auto training =
         module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
     if (!model || !training)
@@ -125,10 +126,12 @@ struct ExportEntriesPass
        << " padded_vocab=" << model.getPaddedVocab()
        << " positions=" << model.getPositions()
        << " tied=" << (model.getTied() ? 1 : 0) << "\n";
-    auto f = [](const llvm::APFloat &v) { return formatF64(v.convertToDouble()); };
+    auto f = [](const llvm::APFloat &v) {
+      return formatF64(v.convertToDouble());
+    };
     os << "training batch=" << training.getBatch()
-       << " sequence=" << training.getSequence() << " optimizer="
-       << stringifyOptimizerKind(training.getOptimizer())
+       << " sequence=" << training.getSequence()
+       << " optimizer=" << stringifyOptimizerKind(training.getOptimizer())
        << " lr=" << f(training.getLr()) << " beta1=" << f(training.getBeta1())
        << " beta2=" << f(training.getBeta2()) << " eps=" << f(training.getEps())
        << " weight_decay=" << f(training.getWeightDecay())
@@ -187,9 +190,12 @@ struct ExportEntriesPass
       }
       auto descType = LLVM::LLVMStructType::getLiteral(ctx, fields);
       Value desc = LLVM::PoisonOp::create(b, loc, descType);
-      desc = LLVM::InsertValueOp::create(b, loc, desc, data, ArrayRef<int64_t>{0});
-      desc = LLVM::InsertValueOp::create(b, loc, desc, data, ArrayRef<int64_t>{1});
-      desc = LLVM::InsertValueOp::create(b, loc, desc, i64c(0), ArrayRef<int64_t>{2});
+      desc =
+          LLVM::InsertValueOp::create(b, loc, desc, data, ArrayRef<int64_t>{0});
+      desc =
+          LLVM::InsertValueOp::create(b, loc, desc, data, ArrayRef<int64_t>{1});
+      desc = LLVM::InsertValueOp::create(b, loc, desc, i64c(0),
+                                         ArrayRef<int64_t>{2});
       SmallVector<int64_t> strides;
       int64_t offset;
       (void)type.getStridesAndOffset(strides, offset);

@@ -94,8 +94,7 @@ public:
     for (int64_t i = 0; i + 1 < type.getRank(); ++i)
       lead.push_back(i);
     return tensor::CollapseShapeOp::create(
-        b, loc, v,
-        ArrayRef<ReassociationIndices>{lead, {type.getRank() - 1}});
+        b, loc, v, ArrayRef<ReassociationIndices>{lead, {type.getRank() - 1}});
   }
   /// The inverse of rows(): the [N, C] value back to `type`.
   Value unrows(Value v, Type type) {
@@ -145,13 +144,13 @@ public:
                          ? map(2, {0, 1})
                          : map(2, {0}));
     maps.push_back(map(2, {0}));
-    return generic(ins, zeros({n}), maps, {kPar, kRed},
-                   [&](OpBuilder &nb, Location l, ValueRange args) {
-                     Value t = term(nb, args.drop_back());
-                     linalg::YieldOp::create(
-                         nb, l, arith::AddFOp::create(nb, l, args.back(), t)
-                                    .getResult());
-                   })[0];
+    return generic(
+        ins, zeros({n}), maps, {kPar, kRed},
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value t = term(nb, args.drop_back());
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, args.back(), t).getResult());
+        })[0];
   }
 
   Value index(OpBuilder &nb, unsigned dim) {
@@ -181,26 +180,22 @@ RowStats layerNormStats(Lowering &L, Value x, double epsilon) {
     Value d = arith::SubFOp::create(nb, L.loc, a[0], mean);
     return arith::MulFOp::create(nb, L.loc, d, d).getResult();
   });
-  Value mean = L.generic(sum, L.empty({n}), {L.identity(1), L.identity(1)},
-                         {kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-                           linalg::YieldOp::create(
-                               nb, l,
-                               arith::MulFOp::create(nb, l, a[0],
-                                                     L.f32(nb, invC))
-                                   .getResult());
-                         })[0];
-  Value rstd =
-      L.generic(centered, L.empty({n}), {L.identity(1), L.identity(1)}, {kPar},
-                [&](OpBuilder &nb, Location l, ValueRange a) {
-                  Value var = arith::MulFOp::create(nb, l, a[0], L.f32(nb, invC));
-                  Value s = math::SqrtOp::create(
-                      nb, l, arith::AddFOp::create(nb, l, var,
-                                                   L.f32(nb, epsilon)));
-                  linalg::YieldOp::create(
-                      nb, l,
-                      arith::DivFOp::create(nb, l, L.f32(nb, 1.0), s)
-                          .getResult());
-                })[0];
+  Value mean = L.generic(
+      sum, L.empty({n}), {L.identity(1), L.identity(1)}, {kPar},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(
+            nb, l,
+            arith::MulFOp::create(nb, l, a[0], L.f32(nb, invC)).getResult());
+      })[0];
+  Value rstd = L.generic(
+      centered, L.empty({n}), {L.identity(1), L.identity(1)}, {kPar},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value var = arith::MulFOp::create(nb, l, a[0], L.f32(nb, invC));
+        Value s = math::SqrtOp::create(
+            nb, l, arith::AddFOp::create(nb, l, var, L.f32(nb, epsilon)));
+        linalg::YieldOp::create(
+            nb, l, arith::DivFOp::create(nb, l, L.f32(nb, 1.0), s).getResult());
+      })[0];
   return {mean, rstd};
 }
 
@@ -215,17 +210,16 @@ SoftmaxStats softmaxStats(Lowering &L, Value logits2, int64_t classes) {
   Value x = logits2;
   if (classes < shape[1])
     x = tensor::ExtractSliceOp::create(
-        L.b, L.loc, logits2, ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
+        L.b, L.loc, logits2,
+        ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{L.b.getIndexAttr(n), L.b.getIndexAttr(classes)},
         ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
-  Value max = L.generic(x, L.filled({n}, -INFINITY),
-                        {L.map(2, {0, 1}), L.map(2, {0})}, {kPar, kRed},
-                        [&](OpBuilder &nb, Location l, ValueRange a) {
-                          linalg::YieldOp::create(
-                              nb, l,
-                              arith::MaximumFOp::create(nb, l, a[0], a[1])
-                                  .getResult());
-                        })[0];
+  Value max = L.generic(
+      x, L.filled({n}, -INFINITY), {L.map(2, {0, 1}), L.map(2, {0})},
+      {kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(
+            nb, l, arith::MaximumFOp::create(nb, l, a[0], a[1]).getResult());
+      })[0];
   Value sumExp = L.rowSum({x, max}, n, [&](OpBuilder &nb, ValueRange a) {
     return math::ExpOp::create(nb, L.loc,
                                arith::SubFOp::create(nb, L.loc, a[0], a[1]))
@@ -242,13 +236,13 @@ struct Heads {
 Heads splitHeads(Lowering &L, Value qkv, int64_t numHeads) {
   auto shape = cast<RankedTensorType>(qkv.getType()).getShape();
   Heads h{{}, {}, {}, shape[0], shape[1], numHeads, shape[2] / 3 / numHeads};
-  auto type5 = RankedTensorType::get(
-      {h.batch, h.seq, 3, h.heads, h.headDim}, L.f32());
+  auto type5 =
+      RankedTensorType::get({h.batch, h.seq, 3, h.heads, h.headDim}, L.f32());
   Value qkv5 = tensor::ExpandShapeOp::create(
       L.b, L.loc, type5, qkv,
       ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3, 4}});
-  auto type4 = RankedTensorType::get({h.batch, h.seq, h.heads, h.headDim},
-                                     L.f32());
+  auto type4 =
+      RankedTensorType::get({h.batch, h.seq, h.heads, h.headDim}, L.f32());
   auto slice = [&](int64_t which) -> Value {
     SmallVector<OpFoldResult> offsets(5, L.b.getIndexAttr(0));
     offsets[2] = L.b.getIndexAttr(which);
@@ -276,23 +270,22 @@ Value attentionProbs(Lowering &L, const Heads &h) {
       {kPar, kPar, kPar, kPar, kRed},
       [&](OpBuilder &nb, Location l, ValueRange a) {
         Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
-        linalg::YieldOp::create(nb, l,
-                                arith::AddFOp::create(nb, l, a[2], p).getResult());
+        linalg::YieldOp::create(
+            nb, l, arith::AddFOp::create(nb, l, a[2], p).getResult());
       })[0];
   auto causal = [&](OpBuilder &nb) {
     return arith::CmpIOp::create(nb, L.loc, arith::CmpIPredicate::ule,
                                  L.index(nb, 3), L.index(nb, 2));
   };
   AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
-  Value max = L.generic(scores, L.filled({B, NH, T}, -INFINITY), {all4, rows4},
-                        {kPar, kPar, kPar, kRed},
-                        [&](OpBuilder &nb, Location l, ValueRange a) {
-                          Value m = arith::MaximumFOp::create(nb, l, a[0], a[1]);
-                          linalg::YieldOp::create(
-                              nb, l,
-                              arith::SelectOp::create(nb, l, causal(nb), m, a[1])
-                                  .getResult());
-                        })[0];
+  Value max = L.generic(
+      scores, L.filled({B, NH, T}, -INFINITY), {all4, rows4},
+      {kPar, kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value m = arith::MaximumFOp::create(nb, l, a[0], a[1]);
+        linalg::YieldOp::create(
+            nb, l,
+            arith::SelectOp::create(nb, l, causal(nb), m, a[1]).getResult());
+      })[0];
   Value exps = L.generic(
       {scores, max}, L.empty({B, NH, T, T}), {all4, rows4, all4},
       {kPar, kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
@@ -304,21 +297,18 @@ Value attentionProbs(Lowering &L, const Heads &h) {
             arith::SelectOp::create(nb, l, causal(nb), e, L.f32(nb, 0.0))
                 .getResult());
       })[0];
-  Value sums = L.generic(exps, L.zeros({B, NH, T}), {all4, rows4},
-                         {kPar, kPar, kPar, kRed},
-                         [&](OpBuilder &nb, Location l, ValueRange a) {
-                           linalg::YieldOp::create(
-                               nb, l,
-                               arith::AddFOp::create(nb, l, a[0], a[1])
-                                   .getResult());
-                         })[0];
-  return L.generic({exps, sums}, L.empty({B, NH, T, T}), {all4, rows4, all4},
-                   {kPar, kPar, kPar, kPar},
-                   [&](OpBuilder &nb, Location l, ValueRange a) {
-                     linalg::YieldOp::create(
-                         nb, l,
-                         arith::DivFOp::create(nb, l, a[0], a[1]).getResult());
-                   })[0];
+  Value sums = L.generic(
+      exps, L.zeros({B, NH, T}), {all4, rows4}, {kPar, kPar, kPar, kRed},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(
+            nb, l, arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
+      })[0];
+  return L.generic(
+      {exps, sums}, L.empty({B, NH, T, T}), {all4, rows4, all4},
+      {kPar, kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(
+            nb, l, arith::DivFOp::create(nb, l, a[0], a[1]).getResult());
+      })[0];
 }
 
 /// out[b, i, h, d] = sum_j lhs(b, h, i, j) * rhs[b, j, h, d], where lhs is
@@ -330,35 +320,34 @@ Value headContract(Lowering &L, Value lhs, Value rhs, bool transposeLhs,
   // Loop dimensions (b, i, h, d, j).
   AffineMap lhsMap =
       transposeLhs ? L.map(5, {0, 2, 4, 1}) : L.map(5, {0, 2, 1, 4});
-  return L.generic(
-      {lhs, rhs}, L.zeros({h.batch, h.seq, h.heads, h.headDim}),
-      {lhsMap, L.map(5, {0, 4, 2, 3}), L.map(5, {0, 1, 2, 3})},
-      {kPar, kPar, kPar, kPar, kRed},
-      [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
-        linalg::YieldOp::create(nb, l,
-                                arith::AddFOp::create(nb, l, a[2], p).getResult());
-      })[0];
+  return L.generic({lhs, rhs}, L.zeros({h.batch, h.seq, h.heads, h.headDim}),
+                   {lhsMap, L.map(5, {0, 4, 2, 3}), L.map(5, {0, 1, 2, 3})},
+                   {kPar, kPar, kPar, kPar, kRed},
+                   [&](OpBuilder &nb, Location l, ValueRange a) {
+                     Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
+                     linalg::YieldOp::create(
+                         nb, l,
+                         arith::AddFOp::create(nb, l, a[2], p).getResult());
+                   })[0];
 }
 
 /// GPT-2's GELU and its derivative, on scalars.
 constexpr double kGeluC = 0.044715;
 Value geluInner(OpBuilder &nb, Lowering &L, Value x) {
   const double s = std::sqrt(2.0 / M_PI);
-  Value x3 = arith::MulFOp::create(
-      nb, L.loc, x, arith::MulFOp::create(nb, L.loc, x, x));
+  Value x3 = arith::MulFOp::create(nb, L.loc, x,
+                                   arith::MulFOp::create(nb, L.loc, x, x));
   Value u = arith::AddFOp::create(
       nb, L.loc, x, arith::MulFOp::create(nb, L.loc, x3, L.f32(nb, kGeluC)));
-  return math::TanhOp::create(nb, L.loc,
-                              arith::MulFOp::create(nb, L.loc, u, L.f32(nb, s)));
+  return math::TanhOp::create(
+      nb, L.loc, arith::MulFOp::create(nb, L.loc, u, L.f32(nb, s)));
 }
 
 //===----------------------------------------------------------------------===//
 // Patterns
 //===----------------------------------------------------------------------===//
 
-template <typename OpTy>
-struct LoomPattern : public OpRewritePattern<OpTy> {
+template <typename OpTy> struct LoomPattern : public OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const final {
@@ -387,13 +376,13 @@ struct EmbeddingLowering : LoomPattern<EmbeddingOp> {
     // Loop dimensions (b, t, c).
     return {L.generic(
         {op.getTokens(), wpe}, L.empty(shape),
-        {L.map(3, {0, 1}), L.map(3, {1, 2}), L.identity(3)},
-        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        {L.map(3, {0, 1}), L.map(3, {1, 2}), L.identity(3)}, {kPar, kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
           Value row = L.toIndex(nb, a[0]);
           Value w = tensor::ExtractOp::create(nb, l, wte,
                                               ValueRange{row, L.index(nb, 2)});
-          linalg::YieldOp::create(nb, l,
-                                  arith::AddFOp::create(nb, l, w, a[1]).getResult());
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, w, a[1]).getResult());
         })[0]};
   }
 };
@@ -405,14 +394,12 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
     int64_t T = gradShape[1], C = gradShape[2];
     auto wpeShape = op.getWpeGrad().getType().getShape();
     // Position gradient: the batch sum; loop dimensions (b, t, c).
-    Value wpe = L.generic(op.getGrad(), L.zeros({T, C}),
-                          {L.identity(3), L.map(3, {1, 2})}, {kRed, kPar, kPar},
-                          [&](OpBuilder &nb, Location l, ValueRange a) {
-                            linalg::YieldOp::create(
-                                nb, l,
-                                arith::AddFOp::create(nb, l, a[0], a[1])
-                                    .getResult());
-                          })[0];
+    Value wpe = L.generic(
+        op.getGrad(), L.zeros({T, C}), {L.identity(3), L.map(3, {1, 2})},
+        {kRed, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
+        })[0];
     if (wpeShape[0] > T)
       wpe = tensor::InsertSliceOp::create(
           L.b, L.loc, wpe, L.zeros(wpeShape),
@@ -498,47 +485,48 @@ struct LayerNormGradLowering : LoomPattern<LayerNormGradOp> {
     RowStats stats = layerNormStats(L, x, op.getEpsilon().convertToDouble());
     AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0}), col = L.map(2, {1});
     // xhat and dxhat = dy * weight, materialized once.
-    ValueRange normalized = L.generic(
-        {x, stats.mean, stats.rstd, dy, op.getWeight()},
-        ValueRange{L.empty(shape), L.empty(shape)},
-        {all, row, row, all, col, all, all}, {kPar, kPar},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value xhat = arith::MulFOp::create(
-              nb, l, arith::SubFOp::create(nb, l, a[0], a[1]), a[2]);
-          Value dxhat = arith::MulFOp::create(nb, l, a[3], a[4]);
-          linalg::YieldOp::create(nb, l, ValueRange{xhat, dxhat});
-        });
+    ValueRange normalized =
+        L.generic({x, stats.mean, stats.rstd, dy, op.getWeight()},
+                  ValueRange{L.empty(shape), L.empty(shape)},
+                  {all, row, row, all, col, all, all}, {kPar, kPar},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value xhat = arith::MulFOp::create(
+                        nb, l, arith::SubFOp::create(nb, l, a[0], a[1]), a[2]);
+                    Value dxhat = arith::MulFOp::create(nb, l, a[3], a[4]);
+                    linalg::YieldOp::create(nb, l, ValueRange{xhat, dxhat});
+                  });
     Value xhat = normalized[0], dxhat = normalized[1];
     // Weight and bias gradients: column sums; loop dimensions (n, c).
-    ValueRange params = L.generic(
-        {dy, xhat}, ValueRange{L.zeros({c}), L.zeros({c})},
-        {all, all, col, col}, {kRed, kPar},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value dw = arith::AddFOp::create(
-              nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
-          Value db = arith::AddFOp::create(nb, l, a[3], a[0]);
-          linalg::YieldOp::create(nb, l, ValueRange{dw, db});
-        });
-    Value sumD = L.rowSum(dxhat, n, [](OpBuilder &, ValueRange a) { return a[0]; });
+    ValueRange params =
+        L.generic({dy, xhat}, ValueRange{L.zeros({c}), L.zeros({c})},
+                  {all, all, col, col}, {kRed, kPar},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value dw = arith::AddFOp::create(
+                        nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
+                    Value db = arith::AddFOp::create(nb, l, a[3], a[0]);
+                    linalg::YieldOp::create(nb, l, ValueRange{dw, db});
+                  });
+    Value sumD =
+        L.rowSum(dxhat, n, [](OpBuilder &, ValueRange a) { return a[0]; });
     Value sumDX = L.rowSum({dxhat, xhat}, n, [&](OpBuilder &nb, ValueRange a) {
       return arith::MulFOp::create(nb, L.loc, a[0], a[1]).getResult();
     });
     double invC = 1.0 / static_cast<double>(c);
-    Value dx = L.generic(
-        {dxhat, xhat, stats.rstd, sumD, sumDX}, L.empty(shape),
-        {all, all, row, row, row, all}, {kPar, kPar},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value k = L.f32(nb, invC);
-          Value t = arith::SubFOp::create(
-              nb, l, a[0], arith::MulFOp::create(nb, l, a[3], k));
-          Value u = arith::MulFOp::create(
-              nb, l, a[1], arith::MulFOp::create(nb, l, a[4], k));
-          linalg::YieldOp::create(
-              nb, l,
-              arith::MulFOp::create(nb, l, arith::SubFOp::create(nb, l, t, u),
-                                    a[2])
-                  .getResult());
-        })[0];
+    Value dx =
+        L.generic({dxhat, xhat, stats.rstd, sumD, sumDX}, L.empty(shape),
+                  {all, all, row, row, row, all}, {kPar, kPar},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value k = L.f32(nb, invC);
+                    Value t = arith::SubFOp::create(
+                        nb, l, a[0], arith::MulFOp::create(nb, l, a[3], k));
+                    Value u = arith::MulFOp::create(
+                        nb, l, a[1], arith::MulFOp::create(nb, l, a[4], k));
+                    linalg::YieldOp::create(
+                        nb, l,
+                        arith::MulFOp::create(
+                            nb, l, arith::SubFOp::create(nb, l, t, u), a[2])
+                            .getResult());
+                  })[0];
     return {L.unrows(dx, op.getInput().getType()), params[0], params[1]};
   }
 };
@@ -551,11 +539,11 @@ struct LinearLowering : LoomPattern<LinearOp> {
     int64_t n = op.getWeight().getType().getDimSize(0);
     Value init;
     if (Value bias = op.getBias())
-      init = L.generic(bias, L.empty({m, n}), {L.map(2, {1}), L.map(2, {0, 1})},
-                       {kPar, kPar},
-                       [&](OpBuilder &nb, Location l, ValueRange a) {
-                         linalg::YieldOp::create(nb, l, a[0]);
-                       })[0];
+      init =
+          L.generic(bias, L.empty({m, n}), {L.map(2, {1}), L.map(2, {0, 1})},
+                    {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                      linalg::YieldOp::create(nb, l, a[0]);
+                    })[0];
     else
       init = L.zeros({m, n});
     Value y = L.matmul(x, op.getWeight(), init, /*transposeA=*/false,
@@ -575,15 +563,12 @@ struct LinearGradLowering : LoomPattern<LinearGradOp> {
     Value dw = L.matmul(dy, x, L.zeros(wShape), true, false);
     SmallVector<Value> results = {L.unrows(dx, op.getInput().getType()), dw};
     if (op.getBiasGrad())
-      results.push_back(L.generic(dy, L.zeros({wShape[0]}),
-                                  {L.map(2, {0, 1}), L.map(2, {1})},
-                                  {kRed, kPar},
-                                  [&](OpBuilder &nb, Location l, ValueRange a) {
-                                    linalg::YieldOp::create(
-                                        nb, l,
-                                        arith::AddFOp::create(nb, l, a[0], a[1])
-                                            .getResult());
-                                  })[0]);
+      results.push_back(L.generic(
+          dy, L.zeros({wShape[0]}), {L.map(2, {0, 1}), L.map(2, {1})},
+          {kRed, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+            linalg::YieldOp::create(
+                nb, l, arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
+          })[0]);
     return results;
   }
 };
@@ -616,7 +601,8 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
     // dP[b, h, t, s] = sum_d dy[b, t, h, d] v[b, s, h, d]; dims (b,h,t,s,d).
     Value dprobs = L.generic(
         {dy, h.v}, L.zeros({B, NH, T, T}),
-        {L.map(5, {0, 2, 1, 4}), L.map(5, {0, 3, 1, 4}), L.map(5, {0, 1, 2, 3})},
+        {L.map(5, {0, 2, 1, 4}), L.map(5, {0, 3, 1, 4}),
+         L.map(5, {0, 1, 2, 3})},
         {kPar, kPar, kPar, kPar, kRed},
         [&](OpBuilder &nb, Location l, ValueRange a) {
           Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
@@ -624,15 +610,13 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
               nb, l, arith::AddFOp::create(nb, l, a[2], p).getResult());
         })[0];
     AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
-    Value rowDot = L.generic({probs, dprobs}, L.zeros({B, NH, T}),
-                             {all4, all4, rows4}, {kPar, kPar, kPar, kRed},
-                             [&](OpBuilder &nb, Location l, ValueRange a) {
-                               Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
-                               linalg::YieldOp::create(
-                                   nb, l,
-                                   arith::AddFOp::create(nb, l, a[2], p)
-                                       .getResult());
-                             })[0];
+    Value rowDot = L.generic(
+        {probs, dprobs}, L.zeros({B, NH, T}), {all4, all4, rows4},
+        {kPar, kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, a[2], p).getResult());
+        })[0];
     // Softmax backward, with the score scale folded in.
     Value dscores = L.generic(
         {probs, dprobs, rowDot}, L.empty({B, NH, T, T}),
@@ -685,43 +669,42 @@ struct GeluLowering : LoomPattern<GeluOp> {
 struct GeluGradLowering : LoomPattern<GeluGradOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(GeluGradOp op, Lowering &L) const override {
-    return {L.elementwise(
-        {op.getGrad(), op.getInput()},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value x = a[1];
-          Value t = geluInner(nb, L, x);
-          // d/dx 0.5 x (1 + tanh u) = 0.5 (1 + t) + 0.5 x (1 - t^2) u'.
-          Value one = L.f32(nb, 1.0), half = L.f32(nb, 0.5);
-          Value x2 = arith::MulFOp::create(nb, l, x, x);
-          Value du = arith::MulFOp::create(
-              nb, l, L.f32(nb, std::sqrt(2.0 / M_PI)),
-              arith::AddFOp::create(
-                  nb, l, one,
-                  arith::MulFOp::create(nb, l, x2, L.f32(nb, 3 * kGeluC))));
-          Value sech2 = arith::SubFOp::create(
-              nb, l, one, arith::MulFOp::create(nb, l, t, t));
-          Value left = arith::MulFOp::create(
-              nb, l, half, arith::AddFOp::create(nb, l, one, t));
-          Value right = arith::MulFOp::create(
-              nb, l, arith::MulFOp::create(nb, l, half, x),
-              arith::MulFOp::create(nb, l, sech2, du));
-          Value local = arith::AddFOp::create(nb, l, left, right);
-          linalg::YieldOp::create(
-              nb, l, arith::MulFOp::create(nb, l, local, a[0]).getResult());
-        })};
+    return {L.elementwise({op.getGrad(), op.getInput()}, [&](OpBuilder &nb,
+                                                             Location l,
+                                                             ValueRange a) {
+      Value x = a[1];
+      Value t = geluInner(nb, L, x);
+      // d/dx 0.5 x (1 + tanh u) = 0.5 (1 + t) + 0.5 x (1 - t^2) u'.
+      Value one = L.f32(nb, 1.0), half = L.f32(nb, 0.5);
+      Value x2 = arith::MulFOp::create(nb, l, x, x);
+      Value du = arith::MulFOp::create(
+          nb, l, L.f32(nb, std::sqrt(2.0 / M_PI)),
+          arith::AddFOp::create(
+              nb, l, one,
+              arith::MulFOp::create(nb, l, x2, L.f32(nb, 3 * kGeluC))));
+      Value sech2 =
+          arith::SubFOp::create(nb, l, one, arith::MulFOp::create(nb, l, t, t));
+      Value left = arith::MulFOp::create(nb, l, half,
+                                         arith::AddFOp::create(nb, l, one, t));
+      Value right =
+          arith::MulFOp::create(nb, l, arith::MulFOp::create(nb, l, half, x),
+                                arith::MulFOp::create(nb, l, sech2, du));
+      Value local = arith::AddFOp::create(nb, l, left, right);
+      linalg::YieldOp::create(
+          nb, l, arith::MulFOp::create(nb, l, local, a[0]).getResult());
+    })};
   }
 };
 
 struct AddLowering : LoomPattern<AddOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(AddOp op, Lowering &L) const override {
-    return {L.elementwise({op.getLhs(), op.getRhs()},
-                          [&](OpBuilder &nb, Location l, ValueRange a) {
-                            linalg::YieldOp::create(
-                                nb, l,
-                                arith::AddFOp::create(nb, l, a[0], a[1])
-                                    .getResult());
-                          })};
+    return {
+        L.elementwise({op.getLhs(), op.getRhs()}, [&](OpBuilder &nb, Location l,
+                                                      ValueRange a) {
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
+        })};
   }
 };
 
@@ -759,10 +742,10 @@ struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
     auto shape = cast<RankedTensorType>(logits.getType()).getShape();
     int64_t classes = op.getNumClasses();
     SoftmaxStats s = softmaxStats(L, logits, classes);
-    Value dloss = tensor::ExtractOp::create(L.b, L.loc, op.getGrad(), ValueRange{});
+    Value dloss =
+        tensor::ExtractOp::create(L.b, L.loc, op.getGrad(), ValueRange{});
     Value factor = arith::MulFOp::create(
-        L.b, L.loc, dloss,
-        L.f32(L.b, 1.0 / static_cast<double>(shape[0])));
+        L.b, L.loc, dloss, L.f32(L.b, 1.0 / static_cast<double>(shape[0])));
     AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0});
     Value dlogits = L.generic(
         {logits, s.max, s.sumExp, targets}, L.empty(shape),
@@ -878,7 +861,8 @@ struct SGDLowering : LoomPattern<SGDOp> {
               nb, l, arith::MulFOp::create(nb, l, a[0], gradScale),
               arith::MulFOp::create(nb, l, a[1], L.f32(nb, decay)));
           Value buf = arith::AddFOp::create(
-              nb, l, arith::MulFOp::create(nb, l, a[2], L.f32(nb, momentum)), g);
+              nb, l, arith::MulFOp::create(nb, l, a[2], L.f32(nb, momentum)),
+              g);
           Value p = arith::SubFOp::create(
               nb, l, a[1], arith::MulFOp::create(nb, l, lr, buf));
           linalg::YieldOp::create(nb, l, ValueRange{p, buf});
@@ -917,8 +901,8 @@ struct LowerToLinalgPass
                  SGDLowering, SumSquaresLowering>(&getContext());
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
     WalkResult left = getOperation()->walk([](Operation *op) {
       if (isa<LoomDialect>(op->getDialect())) {

@@ -74,8 +74,8 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
-    return module.emitError() << "no LLVM target for " << triple.str() << ": "
-                              << error;
+    return module.emitError()
+           << "no LLVM target for " << triple.str() << ": " << error;
   std::string cpu =
       options.cpu.empty() ? llvm::sys::getHostCPUName().str() : options.cpu;
   llvm::SubtargetFeatures features;
@@ -96,15 +96,15 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
   llvm::SmallString<128> objectPath;
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("loom-artifact", "o", objectPath))
-    return module.emitError() << "cannot create a temporary object file: "
-                              << ec.message();
+    return module.emitError()
+           << "cannot create a temporary object file: " << ec.message();
   llvm::FileRemover removeObject(objectPath);
   {
     std::error_code ec;
     llvm::raw_fd_ostream object(objectPath, ec, llvm::sys::fs::OF_None);
     if (ec)
-      return module.emitError() << "cannot write " << objectPath << ": "
-                                << ec.message();
+      return module.emitError()
+             << "cannot write " << objectPath << ": " << ec.message();
     llvm::legacy::PassManager codegen;
     if (machine->addPassesToEmitFile(codegen, object, nullptr,
                                      llvm::CodeGenFileType::ObjectFile))
@@ -119,21 +119,21 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
   // Link to a temporary name and rename, so that a failed link never leaves
   // a half-written artifact where the old one was.
   std::string partial = (path + ".partial").str();
-  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", partial,
-                                             objectPath, "-lm"};
+  llvm::SmallVector<llvm::StringRef> args = {*cc,     "-shared",  "-o",
+                                             partial, objectPath, "-lm"};
   std::string message;
-  int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0,
-                                     &message);
+  int rc =
+      llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
   if (rc != 0) {
     llvm::sys::fs::remove(partial);
-    return module.emitError() << "linking the artifact with " << *cc
-                              << " failed"
-                              << (message.empty() ? "" : ": " + message);
+    return module.emitError()
+           << "linking the artifact with " << *cc << " failed"
+           << (message.empty() ? "" : ": " + message);
   }
   if (std::error_code ec = llvm::sys::fs::rename(partial, path)) {
     llvm::sys::fs::remove(partial);
-    return module.emitError() << "cannot write " << path << ": "
-                              << ec.message();
+    return module.emitError()
+           << "cannot write " << path << ": " << ec.message();
   }
   return success();
 }

@@ -52,8 +52,8 @@ struct BuildTrainStepPass
                          << " (run loom-differentiate first)";
       return signalPassFailure();
     }
-    auto training = module->getAttrOfType<TrainingAttr>(
-        LoomDialect::getTrainingAttrName());
+    auto training =
+        module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
     if (!training) {
       module.emitError() << "expected a '" << LoomDialect::getTrainingAttrName()
                          << "' attribute with the optimizer settings";
@@ -112,7 +112,8 @@ struct BuildTrainStepPass
         inputs.push_back(gradType.getInput(i));
     inputs.append({tokensType, tokensType, scalarType, scalarType});
     SmallVector<Type> results = {scalarType, scalarType};
-    results.append(inputs.begin(), inputs.begin() + (numStates + 1) * numParams);
+    results.append(inputs.begin(),
+                   inputs.begin() + (numStates + 1) * numParams);
     auto step = func::FuncOp::create(b, loc, kTrainStepFunctionName,
                                      b.getFunctionType(inputs, results));
 
@@ -126,10 +127,10 @@ struct BuildTrainStepPass
         if (s == 0)
           step.setArgAttr(arg, LoomDialect::getParamAttrName(), name);
         else
-          step.setArgAttr(arg, LoomDialect::getStateAttrName(),
-                          b.getStringAttr(Twine(adam ? stateNames[s - 1]
-                                                     : "momentum") +
-                                          "." + name.getValue()));
+          step.setArgAttr(
+              arg, LoomDialect::getStateAttrName(),
+              b.getStringAttr(Twine(adam ? stateNames[s - 1] : "momentum") +
+                              "." + name.getValue()));
         step.setResultAttr(2 + arg, "loom.updates", b.getI64IntegerAttr(arg));
       }
     }
@@ -142,8 +143,10 @@ struct BuildTrainStepPass
                     b.getStringAttr("lr"));
     step.setArgAttr(dataArg + 3, LoomDialect::getInputAttrName(),
                     b.getStringAttr("step"));
-    step.setResultAttr(0, LoomDialect::getOutputAttrName(), b.getStringAttr("loss"));
-    step.setResultAttr(1, LoomDialect::getOutputAttrName(), b.getStringAttr("grad_norm"));
+    step.setResultAttr(0, LoomDialect::getOutputAttrName(),
+                       b.getStringAttr("loss"));
+    step.setResultAttr(1, LoomDialect::getOutputAttrName(),
+                       b.getStringAttr("grad_norm"));
 
     Block *entry = step.addEntryBlock();
     b.setInsertionPointToStart(entry);
@@ -206,8 +209,8 @@ struct BuildTrainStepPass
       sums.assign(loop.getResults().begin(), loop.getResults().end());
     }
     Value inverseCount = s.constant(1.0 / static_cast<double>(microBatches));
-    Value loss = s.wrap(
-        arith::MulFOp::create(b, loc, s.extract(sums[0]), inverseCount));
+    Value loss =
+        s.wrap(arith::MulFOp::create(b, loc, s.extract(sums[0]), inverseCount));
     ValueRange grads = ArrayRef<Value>(sums).drop_front();
 
     // Global norm of the averaged gradient, and the factor that takes the
@@ -226,8 +229,7 @@ struct BuildTrainStepPass
       Value limit = arith::DivFOp::create(
           b, loc, s.constant(clip),
           arith::AddFOp::create(b, loc, norm, s.constant(1e-6)));
-      Value factor =
-          arith::MinimumFOp::create(b, loc, limit, s.constant(1.0));
+      Value factor = arith::MinimumFOp::create(b, loc, limit, s.constant(1.0));
       scale = arith::MulFOp::create(b, loc, scale, factor);
     }
     Value scaleTensor = s.wrap(scale);
@@ -242,7 +244,8 @@ struct BuildTrainStepPass
       if (adam) {
         auto update = AdamWOp::create(
             b, loc, p, grads[k], states[k], states[numParams + k], lr,
-            stepNumber, scaleTensor, b.getF64FloatAttr(training.getBeta1().convertToDouble()),
+            stepNumber, scaleTensor,
+            b.getF64FloatAttr(training.getBeta1().convertToDouble()),
             b.getF64FloatAttr(training.getBeta2().convertToDouble()),
             b.getF64FloatAttr(training.getEps().convertToDouble()),
             b.getF64FloatAttr(decay));

@@ -65,7 +65,8 @@ struct DifferentiatePass
     auto lossType = type.getNumResults() == 1
                         ? dyn_cast<RankedTensorType>(type.getResult(0))
                         : RankedTensorType();
-    if (!lossType || lossType.getRank() != 0 || !forward.getBody().hasOneBlock()) {
+    if (!lossType || lossType.getRank() != 0 ||
+        !forward.getBody().hasOneBlock()) {
       forward.emitOpError() << "expected one block returning a single 0-d "
                                "loss tensor to differentiate";
       return signalPassFailure();
@@ -92,11 +93,12 @@ struct DifferentiatePass
         b, loc, kForwardGradFunctionName,
         b.getFunctionType(forwardType.getInputs(), resultTypes));
     grad.setAllArgAttrs(forward.getAllArgAttrs());
-    grad.setResultAttr(0, LoomDialect::getOutputAttrName(), b.getStringAttr("loss"));
+    grad.setResultAttr(0, LoomDialect::getOutputAttrName(),
+                       b.getStringAttr("loss"));
     for (auto [resultIndex, argIndex] : llvm::enumerate(paramIndices))
-      grad.setResultAttr(resultIndex + 1, "loom.grad",
-                         forward.getArgAttr(argIndex,
-                                            LoomDialect::getParamAttrName()));
+      grad.setResultAttr(
+          resultIndex + 1, "loom.grad",
+          forward.getArgAttr(argIndex, LoomDialect::getParamAttrName()));
 
     // Clone the forward computation; the backward ops follow it.
     IRMapping mapping;
@@ -110,8 +112,9 @@ struct DifferentiatePass
     cotangents.accumulate(
         b, loc, loss,
         arith::ConstantOp::create(
-            b, loc, DenseElementsAttr::get(cast<RankedTensorType>(loss.getType()),
-                                           b.getF32FloatAttr(1.0f))));
+            b, loc,
+            DenseElementsAttr::get(cast<RankedTensorType>(loss.getType()),
+                                   b.getF32FloatAttr(1.0f))));
 
     SmallVector<Operation *> forwardOps;
     for (Operation &op : block.without_terminator())
@@ -140,9 +143,9 @@ struct DifferentiatePass
       if (failed(differentiable.buildVJP(b, resultGrads, operandGrads)))
         return failure();
       if (operandGrads.size() != op->getNumOperands())
-        return op->emitOpError() << "built " << operandGrads.size()
-                                 << " operand cotangents for "
-                                 << op->getNumOperands() << " operands";
+        return op->emitOpError()
+               << "built " << operandGrads.size() << " operand cotangents for "
+               << op->getNumOperands() << " operands";
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
         if (g)
           cotangents.accumulate(b, op->getLoc(), operand, g);
@@ -151,7 +154,8 @@ struct DifferentiatePass
     SmallVector<Value> results = {loss};
     for (unsigned i : paramIndices) {
       Value g = cotangents.lookup(block.getArgument(i));
-      results.push_back(g ? g : zerosLike(b, loc, block.getArgument(i).getType()));
+      results.push_back(g ? g
+                          : zerosLike(b, loc, block.getArgument(i).getType()));
     }
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();

@@ -117,8 +117,7 @@ int loom_dataset_batch(const loom_dataset *data, int64_t begin, int64_t end,
       *cursor = begin;
     const int32_t *window = data->tokens.data() + *cursor;
     std::memcpy(tokens + b * sequence, window, sequence * sizeof(int32_t));
-    std::memcpy(targets + b * sequence, window + 1,
-                sequence * sizeof(int32_t));
+    std::memcpy(targets + b * sequence, window + 1, sequence * sizeof(int32_t));
     *cursor += sequence;
   }
   return 0;

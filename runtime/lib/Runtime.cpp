@@ -51,10 +51,10 @@ struct Param {
 
 /// Per-layer tensors in llm.c's checkpoint order, after wte and wpe.
 const char *const kLayerTensors[] = {
-    "ln_1.weight",      "ln_1.bias",        "attn.c_attn.weight",
+    "ln_1.weight",      "ln_1.bias",          "attn.c_attn.weight",
     "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-    "ln_2.weight",      "ln_2.bias",        "mlp.c_fc.weight",
-    "mlp.c_fc.bias",    "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    "ln_2.weight",      "ln_2.bias",          "mlp.c_fc.weight",
+    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
 constexpr int kNumGroups = 16;
 
 void classify(Param &p) {
@@ -133,8 +133,7 @@ struct loom_model {
   bool layoutParams();
   float *paramFor(const std::string &name, float *base) {
     auto it = paramIndex.find(name);
-    return it == paramIndex.end() ? nullptr
-                                  : base + params[it->second].offset;
+    return it == paramIndex.end() ? nullptr : base + params[it->second].offset;
   }
   bool call(const char *entryName, const int32_t *tokens,
             const int32_t *targets);
@@ -220,11 +219,10 @@ bool loom_model::layoutParams() {
       classify(p);
       params.push_back(p);
     }
-  std::stable_sort(params.begin(), params.end(),
-                   [](const Param &a, const Param &b) {
-                     return a.group != b.group ? a.group < b.group
-                                               : a.layer < b.layer;
-                   });
+  std::stable_sort(
+      params.begin(), params.end(), [](const Param &a, const Param &b) {
+        return a.group != b.group ? a.group < b.group : a.layer < b.layer;
+      });
   int64_t offset = 0;
   int perGroup[kNumGroups] = {};
   for (size_t i = 0; i < params.size(); ++i) {
@@ -295,7 +293,10 @@ static bool checkObjectFile(const char *path) {
     return setError("%s: cannot open: %s", path, std::strerror(errno));
   std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
                           std::istreambuf_iterator<char>());
-  if (bytes.size() < 4 || std::memcmp(bytes.data(), "\x7f" "ELF", 4) != 0)
+  if (bytes.size() < 4 || std::memcmp(bytes.data(),
+                                      "\x7f"
+                                      "ELF",
+                                      4) != 0)
     return setError("%s: not a Loom artifact (wrong magic: expected a shared "
                     "object made by loomc)",
                     path);
@@ -334,7 +335,8 @@ loom_model *loom_model_open(const char *path) {
   if (!checkObjectFile(path))
     return nullptr;
   // A path without a slash would make dlopen search the library path.
-  std::string openPath = std::strchr(path, '/') ? path : std::string("./") + path;
+  std::string openPath =
+      std::strchr(path, '/') ? path : std::string("./") + path;
   model->handle = dlopen(openPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!model->handle) {
     setError("%s: cannot load the artifact (truncated or corrupt?): %s", path,
@@ -385,9 +387,10 @@ void loom_model_init(loom_model *model, uint64_t seed) {
       std::fill(data, data + p.size, norm ? 1.0f : 0.0f);
       continue;
     }
-    double std = (endsWith("attn.c_proj.weight") || endsWith("mlp.c_proj.weight"))
-                     ? residualStd
-                     : 0.02;
+    double std =
+        (endsWith("attn.c_proj.weight") || endsWith("mlp.c_proj.weight"))
+            ? residualStd
+            : 0.02;
     for (int64_t i = 0; i < p.size; i += 2) {
       double r = std::sqrt(-2.0 * std::log(uniform()));
       double t = 2.0 * M_PI * uniform();
@@ -514,8 +517,7 @@ int loom_model_save_checkpoint(const loom_model *model, const char *path) {
                      std::strerror(errno));
   bool ok = std::fwrite(header, sizeof(int32_t), 256, file) == 256 &&
             std::fwrite(model->values.data(), sizeof(float),
-                        model->values.size(),
-                        file) == model->values.size();
+                        model->values.size(), file) == model->values.size();
   ok &= std::fclose(file) == 0;
   if (!ok || std::rename(partial.c_str(), path) != 0) {
     std::remove(partial.c_str());

@@ -184,14 +184,13 @@ int reference(loom_model *model) {
   int64_t n = info.num_params;
   float loss = 0;
   std::vector<float> grads(n);
-  if (loom_model_loss_and_grad(model, batch.tokens.data(),
-                               batch.targets.data(), &loss, grads.data()))
+  if (loom_model_loss_and_grad(model, batch.tokens.data(), batch.targets.data(),
+                               &loss, grads.data()))
     return failWith(loom_last_error());
   const float *params = loom_model_params(model);
   std::vector<double> p(params, params + n);
-  Reference ref{info.layers, info.width,       info.heads,
-                info.vocab,  info.padded_vocab, info.positions,
-                info.batch,  info.sequence};
+  Reference ref{info.layers,       info.width,     info.heads, info.vocab,
+                info.padded_vocab, info.positions, info.batch, info.sequence};
   double refLoss = ref.loss(p, batch);
   std::vector<double> refGrads(n), got(grads.begin(), grads.end());
   const double h = 1e-6;
@@ -228,8 +227,8 @@ int gradcheck(loom_model *model) {
   Batch batch = randomBatch(info, 5);
   float loss = 0;
   std::vector<float> grads(n);
-  if (loom_model_loss_and_grad(model, batch.tokens.data(),
-                               batch.targets.data(), &loss, grads.data()))
+  if (loom_model_loss_and_grad(model, batch.tokens.data(), batch.targets.data(),
+                               &loss, grads.data()))
     return failWith(loom_last_error());
   // In f32, h = 1e-2 balances truncation against rounding.
   const float h = 1e-2f;
@@ -257,8 +256,8 @@ int overfit(loom_model *model) {
   Batch batch = randomBatch(info, 9);
   float first = 0, loss = 0;
   for (int step = 1; step <= 150; ++step) {
-    if (loom_model_train_step(model, batch.tokens.data(),
-                              batch.targets.data(), 1e-2f, &loss, nullptr))
+    if (loom_model_train_step(model, batch.tokens.data(), batch.targets.data(),
+                              1e-2f, &loss, nullptr))
       return failWith(loom_last_error());
     if (step == 1)
       first = loss;

@@ -23,8 +23,7 @@
 
 namespace {
 double seconds(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -34,13 +33,13 @@ double sgemmGflops() {
   const int64_t m = 256, n = 3072, k = 768;
   std::vector<float> a(m * k, 0.5f), b(n * k, 0.25f), c(m * n, 0.0f);
   for (int i = 0; i < 3; ++i)
-    loom_rt_sgemm(0, 1, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f,
-                  c.data(), n);
+    loom_rt_sgemm(0, 1, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(),
+                  n);
   int reps = 0;
   auto start = std::chrono::steady_clock::now();
   do {
-    loom_rt_sgemm(0, 1, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f,
-                  c.data(), n);
+    loom_rt_sgemm(0, 1, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(),
+                  n);
     ++reps;
   } while (seconds(start) < 1.0);
   return 2.0 * m * n * k * reps / seconds(start) / 1e9;
@@ -93,8 +92,8 @@ int main(int argc, char **argv) {
     }
     float loss;
     for (long s = 0; s < warmup; ++s)
-      loom_model_train_step(model, tokens.data(), targets.data(), 1e-4f,
-                            &loss, nullptr);
+      loom_model_train_step(model, tokens.data(), targets.data(), 1e-4f, &loss,
+                            nullptr);
     auto start = std::chrono::steady_clock::now();
     for (long s = 0; s < steps; ++s)
       if (loom_model_train_step(model, tokens.data(), targets.data(), 1e-4f,
@@ -103,18 +102,19 @@ int main(int argc, char **argv) {
         return 1;
       }
     double perStep = seconds(start) / steps;
-    double flops = 6.0 * info.num_params * tokensPerStep +
-                   12.0 * info.layers * info.sequence * info.width *
-                       tokensPerStep;
+    double flops =
+        6.0 * info.num_params * tokensPerStep +
+        12.0 * info.layers * info.sequence * info.width * tokensPerStep;
     double gflops = flops / perStep / 1e9;
-    std::printf("%s (batch %lld, sequence %lld, %lld parameters): %.1f ms/step, "
-                "%.0f tokens/s, %.1f GFLOP/s = %.0f%% of SGEMM, peak memory "
-                "%.0f MiB\n",
-                info.name, static_cast<long long>(info.batch),
-                static_cast<long long>(info.sequence),
-                static_cast<long long>(info.num_params), perStep * 1e3,
-                tokensPerStep / perStep, gflops, 100.0 * gflops / sgemm,
-                peakMemoryMiB());
+    std::printf(
+        "%s (batch %lld, sequence %lld, %lld parameters): %.1f ms/step, "
+        "%.0f tokens/s, %.1f GFLOP/s = %.0f%% of SGEMM, peak memory "
+        "%.0f MiB\n",
+        info.name, static_cast<long long>(info.batch),
+        static_cast<long long>(info.sequence),
+        static_cast<long long>(info.num_params), perStep * 1e3,
+        tokensPerStep / perStep, gflops, 100.0 * gflops / sgemm,
+        peakMemoryMiB());
     loom_model_close(model);
   }
   return 0;

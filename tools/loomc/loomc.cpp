@@ -16,9 +16,9 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -130,7 +130,8 @@ int main(int argc, char **argv) {
       "Loom compiler driver: a model description in, its training program "
       "out\n\n"
       "  loomc model.json [-o model.loom]            compile the artifact\n"
-      "  loomc model.json --emit=<stage> [-o out]    print the IR of a stage\n");
+      "  loomc model.json --emit=<stage> [-o out]    print the IR of a "
+      "stage\n");
 
   std::optional<ModelConfig> config =
       loadModelConfig(inputFilename, llvm::errs());
@@ -170,9 +171,9 @@ int main(int argc, char **argv) {
   }
 
   std::string errorMessage;
-  std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(
-      outputFilename.empty() ? std::string("-") : outputFilename,
-      &errorMessage);
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename.empty() ? std::string("-") : outputFilename,
+                     &errorMessage);
   if (!output) {
     llvm::WithColor::error(llvm::errs(), "loomc") << errorMessage << "\n";
     return 1;
