@@ -34,6 +34,21 @@ constexpr IteratorType kPar = IteratorType::parallel;
 constexpr IteratorType kRed = IteratorType::reduction;
 using BodyFn = function_ref<void(OpBuilder &, Location, ValueRange)>;
 
+/// Body of a generic yielding the sum of its two block arguments: an
+/// elementwise add, or a sum reduction into the output.
+void sumBody(OpBuilder &nb, Location l, ValueRange a) {
+  linalg::YieldOp::create(nb, l,
+                          arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
+}
+
+/// Body of a generic accumulating the product of its two inputs into the
+/// output: the contractions of attention.
+void multiplyAccumulateBody(OpBuilder &nb, Location l, ValueRange a) {
+  Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
+  linalg::YieldOp::create(nb, l,
+                          arith::AddFOp::create(nb, l, a[2], p).getResult());
+}
+
 /// Builds the upstream ops that replace one loom op. All values are f32
 /// tensors with static shapes, which the ops' verifiers guarantee once the
 /// pass has checked the element types.
@@ -267,12 +282,7 @@ Value attentionProbs(Lowering &L, const Heads &h) {
   Value scores = L.generic(
       {h.q, h.k}, L.zeros({B, NH, T, T}),
       {L.map(5, {0, 2, 1, 4}), L.map(5, {0, 3, 1, 4}), L.map(5, {0, 1, 2, 3})},
-      {kPar, kPar, kPar, kPar, kRed},
-      [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
-        linalg::YieldOp::create(
-            nb, l, arith::AddFOp::create(nb, l, a[2], p).getResult());
-      })[0];
+      {kPar, kPar, kPar, kPar, kRed}, multiplyAccumulateBody)[0];
   auto causal = [&](OpBuilder &nb) {
     return arith::CmpIOp::create(nb, L.loc, arith::CmpIPredicate::ule,
                                  L.index(nb, 3), L.index(nb, 2));
@@ -297,12 +307,8 @@ Value attentionProbs(Lowering &L, const Heads &h) {
             arith::SelectOp::create(nb, l, causal(nb), e, L.f32(nb, 0.0))
                 .getResult());
       })[0];
-  Value sums = L.generic(
-      exps, L.zeros({B, NH, T}), {all4, rows4}, {kPar, kPar, kPar, kRed},
-      [&](OpBuilder &nb, Location l, ValueRange a) {
-        linalg::YieldOp::create(
-            nb, l, arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
-      })[0];
+  Value sums = L.generic(exps, L.zeros({B, NH, T}), {all4, rows4},
+                         {kPar, kPar, kPar, kRed}, sumBody)[0];
   return L.generic(
       {exps, sums}, L.empty({B, NH, T, T}), {all4, rows4, all4},
       {kPar, kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
@@ -322,13 +328,7 @@ Value headContract(Lowering &L, Value lhs, Value rhs, bool transposeLhs,
       transposeLhs ? L.map(5, {0, 2, 4, 1}) : L.map(5, {0, 2, 1, 4});
   return L.generic({lhs, rhs}, L.zeros({h.batch, h.seq, h.heads, h.headDim}),
                    {lhsMap, L.map(5, {0, 4, 2, 3}), L.map(5, {0, 1, 2, 3})},
-                   {kPar, kPar, kPar, kPar, kRed},
-                   [&](OpBuilder &nb, Location l, ValueRange a) {
-                     Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
-                     linalg::YieldOp::create(
-                         nb, l,
-                         arith::AddFOp::create(nb, l, a[2], p).getResult());
-                   })[0];
+                   {kPar, kPar, kPar, kPar, kRed}, multiplyAccumulateBody)[0];
 }
 
 /// GPT-2's GELU and its derivative, on scalars.
@@ -394,12 +394,9 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
     int64_t T = gradShape[1], C = gradShape[2];
     auto wpeShape = op.getWpeGrad().getType().getShape();
     // Position gradient: the batch sum; loop dimensions (b, t, c).
-    Value wpe = L.generic(
-        op.getGrad(), L.zeros({T, C}), {L.identity(3), L.map(3, {1, 2})},
-        {kRed, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          linalg::YieldOp::create(
-              nb, l, arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
-        })[0];
+    Value wpe = L.generic(op.getGrad(), L.zeros({T, C}),
+                          {L.identity(3), L.map(3, {1, 2})}, {kRed, kPar, kPar},
+                          sumBody)[0];
     if (wpeShape[0] > T)
       wpe = tensor::InsertSliceOp::create(
           L.b, L.loc, wpe, L.zeros(wpeShape),
@@ -435,18 +432,13 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
               nb, l, rowType, acc[0],
               ArrayRef<OpFoldResult>{token, nb.getIndexAttr(0)}, size, one);
           AffineMap id = AffineMap::getMultiDimIdentityMap(1, nb.getContext());
-          Value sum =
-              linalg::GenericOp::create(
-                  nb, l, TypeRange{rowType}, ValueRange{src}, ValueRange{dst},
-                  ArrayRef<AffineMap>{id, id}, ArrayRef<IteratorType>{kPar},
-                  [&](OpBuilder &bb, Location bl, ValueRange a) {
-                    linalg::YieldOp::create(
-                        bb, bl,
-                        arith::AddFOp::create(bb, bl, a[0], a[1]).getResult());
-                  })
-                  .getResult(0);
+          Value row = linalg::GenericOp::create(
+                          nb, l, TypeRange{rowType}, ValueRange{src},
+                          ValueRange{dst}, ArrayRef<AffineMap>{id, id},
+                          ArrayRef<IteratorType>{kPar}, sumBody)
+                          .getResult(0);
           Value updated = tensor::InsertSliceOp::create(
-              nb, l, sum, acc[0],
+              nb, l, row, acc[0],
               ArrayRef<OpFoldResult>{token, nb.getIndexAttr(0)}, size, one);
           scf::YieldOp::create(nb, l, updated);
         });
@@ -563,12 +555,9 @@ struct LinearGradLowering : LoomPattern<LinearGradOp> {
     Value dw = L.matmul(dy, x, L.zeros(wShape), true, false);
     SmallVector<Value> results = {L.unrows(dx, op.getInput().getType()), dw};
     if (op.getBiasGrad())
-      results.push_back(L.generic(
-          dy, L.zeros({wShape[0]}), {L.map(2, {0, 1}), L.map(2, {1})},
-          {kRed, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-            linalg::YieldOp::create(
-                nb, l, arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
-          })[0]);
+      results.push_back(L.generic(dy, L.zeros({wShape[0]}),
+                                  {L.map(2, {0, 1}), L.map(2, {1})},
+                                  {kRed, kPar}, sumBody)[0]);
     return results;
   }
 };
@@ -599,24 +588,15 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
         ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
     Value dv = headContract(L, probs, dy, /*transposeLhs=*/true, h);
     // dP[b, h, t, s] = sum_d dy[b, t, h, d] v[b, s, h, d]; dims (b,h,t,s,d).
-    Value dprobs = L.generic(
-        {dy, h.v}, L.zeros({B, NH, T, T}),
-        {L.map(5, {0, 2, 1, 4}), L.map(5, {0, 3, 1, 4}),
-         L.map(5, {0, 1, 2, 3})},
-        {kPar, kPar, kPar, kPar, kRed},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
-          linalg::YieldOp::create(
-              nb, l, arith::AddFOp::create(nb, l, a[2], p).getResult());
-        })[0];
+    Value dprobs =
+        L.generic({dy, h.v}, L.zeros({B, NH, T, T}),
+                  {L.map(5, {0, 2, 1, 4}), L.map(5, {0, 3, 1, 4}),
+                   L.map(5, {0, 1, 2, 3})},
+                  {kPar, kPar, kPar, kPar, kRed}, multiplyAccumulateBody)[0];
     AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
-    Value rowDot = L.generic(
-        {probs, dprobs}, L.zeros({B, NH, T}), {all4, all4, rows4},
-        {kPar, kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
-          linalg::YieldOp::create(
-              nb, l, arith::AddFOp::create(nb, l, a[2], p).getResult());
-        })[0];
+    Value rowDot =
+        L.generic({probs, dprobs}, L.zeros({B, NH, T}), {all4, all4, rows4},
+                  {kPar, kPar, kPar, kRed}, multiplyAccumulateBody)[0];
     // Softmax backward, with the score scale folded in.
     Value dscores = L.generic(
         {probs, dprobs, rowDot}, L.empty({B, NH, T, T}),
@@ -699,12 +679,7 @@ struct GeluGradLowering : LoomPattern<GeluGradOp> {
 struct AddLowering : LoomPattern<AddOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(AddOp op, Lowering &L) const override {
-    return {
-        L.elementwise({op.getLhs(), op.getRhs()}, [&](OpBuilder &nb, Location l,
-                                                      ValueRange a) {
-          linalg::YieldOp::create(
-              nb, l, arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
-        })};
+    return {L.elementwise({op.getLhs(), op.getRhs()}, sumBody)};
   }
 };
 

@@ -87,8 +87,12 @@ struct BuildTrainStepPass
       if (grad.getArgAttr(i, LoomDialect::getParamAttrName()))
         paramArgs.push_back(i);
       else if (auto input = grad.getArgAttrOfType<StringAttr>(
-                   i, LoomDialect::getInputAttrName()))
-        (input.getValue() == "tokens" ? tokensArg : targetsArg) = i;
+                   i, LoomDialect::getInputAttrName())) {
+        if (input.getValue() == "tokens")
+          tokensArg = i;
+        else if (input.getValue() == "targets")
+          targetsArg = i;
+      }
     }
     if (tokensArg < 0 || targetsArg < 0)
       return grad.emitOpError("expected arguments marked as the tokens and "

@@ -35,10 +35,11 @@ loom_dataset *loom_dataset_open(const char *path, int64_t vocab) {
     return nullptr;
   }
   auto data = new loom_dataset();
+  int32_t magic = 0;
+  if (bytes.size() >= sizeof(magic))
+    std::memcpy(&magic, bytes.data(), sizeof(magic));
   int32_t header[256];
-  if (bytes.size() >= sizeof(int32_t) &&
-      (std::memcpy(header, bytes.data(), sizeof(int32_t)), header[0]) ==
-          kShardMagic) {
+  if (magic == kShardMagic) {
     data->shard = true;
     if (bytes.size() < sizeof(header)) {
       setError("%s: truncated llm.c token shard: no complete 256-int header",

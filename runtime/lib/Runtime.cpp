@@ -15,6 +15,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <sys/resource.h>
 #include <vector>
 
 #include "Error.h"
@@ -355,6 +356,12 @@ loom_model *loom_model_open(const char *path) {
 }
 
 void loom_model_close(loom_model *model) { delete model; }
+
+double loom_peak_memory_mib(void) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0; // kilobytes on Linux
+}
 
 const loom_model_info *loom_model_get_info(const loom_model *model) {
   return &model->info;

@@ -18,7 +18,6 @@
 #include <cstring>
 #include <random>
 #include <string>
-#include <sys/resource.h>
 #include <vector>
 
 namespace {
@@ -45,11 +44,6 @@ double sgemmGflops() {
   return 2.0 * m * n * k * reps / seconds(start) / 1e9;
 }
 
-double peakMemoryMiB() {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;
-}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -114,7 +108,7 @@ int main(int argc, char **argv) {
         static_cast<long long>(info.sequence),
         static_cast<long long>(info.num_params), perStep * 1e3,
         tokensPerStep / perStep, gflops, 100.0 * gflops / sgemm,
-        peakMemoryMiB());
+        loom_peak_memory_mib());
     loom_model_close(model);
   }
   return 0;

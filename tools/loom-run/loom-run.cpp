@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <sys/resource.h>
 #include <vector>
 
 namespace {
@@ -123,11 +122,6 @@ int fail(const char *what) {
   return 1;
 }
 
-double peakMemoryMiB() {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;
-}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -217,7 +211,8 @@ int main(int argc, char **argv) {
     std::printf("loom-run: %lld steps, final loss %.6f, %.2f ms/step, %.0f "
                 "tok/s, peak memory %.1f MiB\n",
                 o.steps, lastLoss, totalMs / o.steps,
-                tokensPerStep * o.steps / totalMs * 1e3, peakMemoryMiB());
+                tokensPerStep * o.steps / totalMs * 1e3,
+                loom_peak_memory_mib());
   std::fflush(stdout);
 
   if (!o.save.empty() && loom_model_save_checkpoint(model, o.save.c_str()))

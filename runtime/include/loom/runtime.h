@@ -61,8 +61,7 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
 /// The loss and the gradient of every parameter, written to `grads` in the
 /// layout of loom_model_params (num_params floats).
 int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
-                             const int32_t *targets, float *loss,
-                             float *grads);
+                             const int32_t *targets, float *loss, float *grads);
 
 /// llm.c checkpoints (fp32, version 3). Loading checks every dimension
 /// against the artifact before it touches the parameters; saving writes a
@@ -87,6 +86,9 @@ int loom_dataset_is_shard(const loom_dataset *data);
 int loom_dataset_batch(const loom_dataset *data, int64_t begin, int64_t end,
                        int64_t *cursor, int64_t batch, int64_t sequence,
                        int32_t *tokens, int32_t *targets);
+
+/// The process's peak resident memory in MiB, for reports.
+double loom_peak_memory_mib(void);
 
 /*--- Called by generated code --------------------------------------------*/
 
