@@ -53,6 +53,15 @@ def Loom_Recompute : I32EnumAttr<"Recompute", "activation recomputation", [
 }
 def Loom_RecomputeAttr : EnumAttr<Loom_Dialect, Loom_Recompute, "recompute">;
 
+def Loom_TensorSplit : I32EnumAttr<"TensorSplit",
+    "how tensor parallelism divides a matrix product", [
+    I32EnumAttrCase<"column", 0>,
+    I32EnumAttrCase<"row", 1>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+def Loom_TensorSplitAttr : EnumAttr<Loom_Dialect, Loom_TensorSplit, "split">;
+
 //===----------------------------------------------------------------------===//
 // Parameters
 //===----------------------------------------------------------------------===//

@@ -132,6 +132,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == getClusterAttrName())
     return expect(isa<ClusterAttr>(attr.getValue()), "a #loom.cluster");
+  if (name == getLayerAttrName()) {
+    auto layer = dyn_cast<IntegerAttr>(attr.getValue());
+    return expect(layer && layer.getType().isInteger(64) &&
+                      layer.getInt() >= 0,
+                  "a non-negative i64 layer number");
+  }
   return op->emitError() << "unknown loom attribute '" << name << "'";
 }
 

@@ -29,6 +29,7 @@ void printF64(AsmPrinter &printer, const llvm::APFloat &value);
 } // namespace mlir
 
 #include "Loom/LoomDialect.h.inc"
+#include "Loom/LoomCost.h"
 #include "Loom/LoomEnums.h"
 #include "Loom/LoomInterfaces.h.inc"
 

@@ -45,6 +45,11 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getClusterAttrName() {
       return "loom.cluster";
     }
+    /// Op attribute numbering the transformer layer (from 0) an op of the
+    /// forward pass belongs to; the cost model groups and balances by it.
+    static constexpr ::llvm::StringLiteral getLayerAttrName() {
+      return "loom.layer";
+    }
     /// Argument attributes naming a function argument as a model parameter
     /// (with its GPT-2 name) or as a data input (`tokens`, `targets`).
     static constexpr ::llvm::StringLiteral getParamAttrName() {

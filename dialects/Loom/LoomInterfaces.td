@@ -33,4 +33,25 @@ def Loom_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
   ];
 }
 
+def Loom_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::mlir::loom";
+  let description = [{
+    An op the cost model can price: it reports, as rows of the seed
+    performance model (Loom/LoomCost.h), its FLOPs, the bytes its forward
+    and backward passes move, the activations it keeps for the backward
+    pass, its weights and its tensor-parallel collectives, for one
+    micro-batch on one rank of a plan. Ops that the model prices as several
+    kernels (attention: scores, softmax, weighted sum) append several rows.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Appends this op's rows, priced under `context`, to `rows`. Row names
+        are short ("logits"); the caller prefixes the op's own name.
+      }],
+      "void", "estimateCost",
+      (ins "const ::mlir::loom::CostContext &":$context,
+           "::llvm::SmallVectorImpl<::mlir::loom::CostRow> &":$rows)>
+  ];
+}
+
 #endif // LOOM_INTERFACES_TD

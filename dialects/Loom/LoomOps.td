@@ -21,6 +21,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Loom_Differentiable
     : DeclareOpInterfaceMethods<Loom_DifferentiableOpInterface>;
 
+def Loom_Costed : DeclareOpInterfaceMethods<Loom_CostOpInterface>;
+
 def Loom_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 // Token ids and targets.
 def Loom_IndexTensor : StaticShapeTensorOf<[I32]>;
@@ -28,7 +30,7 @@ def Loom_IndexTensor : StaticShapeTensorOf<[I32]>;
 def Loom_Scalar : 0DTensorOf<[F32]>,
     BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
 
-def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable]> {
+def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Costed]> {
   let summary = "token plus learned position embedding";
   let description = [{
     `result[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]` for tokens of shape
@@ -49,7 +51,7 @@ def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable]> {
+def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable, Loom_Costed]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` along the last
@@ -64,15 +66,22 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable]> {
+def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable, Loom_Costed]> {
   let summary = "affine map over the last dimension";
   let description = [{
     `result[..., n] = sum_k input[..., k] * weight[n, k] + bias[n]`, with the
     weight in (out, in) layout and an optional bias. The tied language-model
     head is a linear whose weight is the token embedding table.
+
+    `split` says how tensor parallelism divides the product (Megatron):
+    `column` splits the output features (QKV, FC1, the head over the
+    vocabulary), `row` splits the input features and needs a sum of the
+    partial outputs (attention and MLP output projections). A linear
+    without `split` is replicated.
   }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
-                   Optional<Loom_FloatTensor>:$bias);
+                   Optional<Loom_FloatTensor>:$bias,
+                   OptionalAttr<Loom_TensorSplitAttr>:$split);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
@@ -80,7 +89,7 @@ def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentiable]> {
+def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentiable, Loom_Costed]> {
   let summary = "causal multi-head self-attention on a fused QKV tensor";
   let description = [{
     `qkv` has shape [B, T, 3C]: queries, keys and values, each [B, T, C] and
@@ -97,7 +106,7 @@ def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentia
   let hasVerifier = 1;
 }
 
-def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, SameOperandsAndResultType]> {
+def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, Loom_Costed, SameOperandsAndResultType]> {
   let summary = "GELU, GPT-2's tanh approximation";
   let description = [{
     `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
@@ -107,14 +116,14 @@ def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, SameOperandsAndRes
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Loom_AddOp : Loom_Op<"add", [Pure, Loom_Differentiable, SameOperandsAndResultType, Commutative]> {
+def Loom_AddOp : Loom_Op<"add", [Pure, Loom_Differentiable, Loom_Costed, SameOperandsAndResultType, Commutative]> {
   let summary = "residual addition";
   let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable]> {
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, Loom_Costed]> {
   let summary = "mean softmax cross-entropy over the vocabulary";
   let description = [{
     `logits` [B, T, Vp] and integer `targets` [B, T] give the mean over all

@@ -111,33 +111,40 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   auto xType = activation({B, T, C});
   Value x = EmbeddingOp::create(builder, loc("embedding"), xType, arg(tokens),
                                 arg(wte), arg(wpe));
+  auto column = TensorSplitAttr::get(builder.getContext(), TensorSplit::column);
+  auto row = TensorSplitAttr::get(builder.getContext(), TensorSplit::row);
   for (auto [l, lp] : llvm::enumerate(layers)) {
     std::string p = "h." + std::to_string(l) + ".";
+    Operation *layerStart = &body->back();
     Value h = LayerNormOp::create(builder, loc(p + "ln_1"), xType, x,
                                   arg(lp.ln1w), arg(lp.ln1b), eps);
     Value qkv = LinearOp::create(builder, loc(p + "attn.c_attn"),
                                  activation({B, T, 3 * C}), h, arg(lp.qkvw),
-                                 arg(lp.qkvb));
+                                 arg(lp.qkvb), column);
     Value att = CausalAttentionOp::create(builder, loc(p + "attn"), xType, qkv,
                                           arch.heads);
     Value proj = LinearOp::create(builder, loc(p + "attn.c_proj"), xType, att,
-                                  arg(lp.attprojw), arg(lp.attprojb));
+                                  arg(lp.attprojw), arg(lp.attprojb), row);
     x = AddOp::create(builder, loc(p + "attn.residual"), x, proj);
     Value h2 = LayerNormOp::create(builder, loc(p + "ln_2"), xType, x,
                                    arg(lp.ln2w), arg(lp.ln2b), eps);
     Value fc =
         LinearOp::create(builder, loc(p + "mlp.c_fc"), activation({B, T, H}),
-                         h2, arg(lp.fcw), arg(lp.fcb));
+                         h2, arg(lp.fcw), arg(lp.fcb), column);
     Value gelu = GeluOp::create(builder, loc(p + "mlp.gelu"), fc);
     Value mlp = LinearOp::create(builder, loc(p + "mlp.c_proj"), xType, gelu,
-                                 arg(lp.fcprojw), arg(lp.fcprojb));
+                                 arg(lp.fcprojw), arg(lp.fcprojb), row);
     x = AddOp::create(builder, loc(p + "mlp.residual"), x, mlp);
+    auto layer = builder.getI64IntegerAttr(l);
+    for (Operation &op : llvm::make_range(std::next(layerStart->getIterator()),
+                                          body->end()))
+      op.setAttr(LoomDialect::getLayerAttrName(), layer);
   }
   Value xf = LayerNormOp::create(builder, loc("ln_f"), xType, x, arg(lnfw),
                                  arg(lnfb), eps);
   Value logits = LinearOp::create(builder, loc("lm_head"),
                                   activation({B, T, arch.paddedVocab}), xf,
-                                  arg(head), Value());
+                                  arg(head), Value(), column);
   Value loss = CrossEntropyOp::create(builder, loc("loss"), scalarLoss, logits,
                                       arg(targets), arch.vocab);
   func::ReturnOp::create(builder, fileLoc, loss);

@@ -1,0 +1,106 @@
+//===- LoomCost.h - FLOPs, bytes and collectives of loom ops ----*- C++ -*-===//
+//
+// The per-op figures of Loom's analytical cost model, in the form of the
+// transformer performance model of seeds/003 (see docs/cost-model.md): for
+// each op, the forward and backward FLOPs, the bytes each pass reads and
+// writes, the activations kept for the backward pass, the weights, and the
+// tensor-parallel collectives on its critical path. Ops report rows through
+// CostOpInterface; the planner turns rows into time and memory.
+//
+// Units are plain counts: FLOPs and bytes. Matrix-product FLOPs count a
+// multiply-add as two FLOPs minus one add per dot product, as the seed model
+// does, so that its printed tables are reproduced exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_LOOMCOST_H
+#define LOOM_DIALECT_LOOMCOST_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mlir {
+namespace loom {
+
+enum class CollectiveKind { none, allReduce, reduceScatter, allGather };
+
+llvm::StringRef getCollectiveName(CollectiveKind kind);
+
+/// What one op (or one part of an op, such as the score product of an
+/// attention) costs for one micro-batch on one rank.
+struct CostRow {
+  std::string name;
+  /// Matrix products run on tensor cores; everything else on vector units.
+  bool tensorCore = false;
+  double flopsFwd = 0, flopsBwd = 0;
+  /// Bytes of the inputs, of a second input (a mask, the keys, the values)
+  /// and of the output of the forward pass.
+  double activationIn = 0, activationInOther = 0, activationOut = 0;
+  /// Bytes the forward pass keeps for the backward pass.
+  double activationBuffer = 0;
+  double weights = 0;
+  double memFwd = 0; ///< Bytes the forward pass moves to and from HBM.
+  double activationGrad = 0, weightsGrad = 0;
+  double memBwd = 0; ///< Bytes the backward pass moves.
+  /// Tensor-parallel collectives: their kind and the bytes of the whole
+  /// (unsharded) buffer they operate on.
+  CollectiveKind commFwdKind = CollectiveKind::none;
+  double commFwd = 0;
+  CollectiveKind commBwdKind = CollectiveKind::none;
+  double commBwd = 0;
+  /// Part of the attention core (scores, softmax, weighted sum): the
+  /// activations selective recomputation drops and recomputes.
+  bool attentionCore = false;
+};
+
+/// How an op is executed when it is priced.
+struct CostContext {
+  /// Sequences per micro-batch; replaces the leading (batch) dimension of
+  /// the op's activations.
+  int64_t batch = 1;
+  int64_t tensorParallel = 1;
+  /// Layer norms, residuals and elementwise ops sharded along the sequence
+  /// (Megatron sequence parallelism); needs tensorParallel > 1.
+  bool sequenceParallel = false;
+  /// Bytes of an activation or weight element in the compute precision.
+  double elementBytes = 2;
+  /// Attention as one fused kernel (FlashAttention): the score matrix never
+  /// reaches memory and is recomputed in the backward pass.
+  bool fusedAttention = true;
+};
+
+//===----------------------------------------------------------------------===//
+// Building blocks, one per layer type of the seed model. `b` sequences of
+// `l` tokens; sizes in elements, `elementBytes` per element.
+//===----------------------------------------------------------------------===//
+
+/// y = x W^T (+ bias): x [b, l, in], y [b, l, out].
+CostRow linearCost(double b, double l, double in, double out, bool bias,
+                   double elementBytes);
+/// Attention scores Q K^T for `h` heads of `q` channels.
+CostRow attentionLogitsCost(double b, double l, double q, double h,
+                            double elementBytes);
+/// Softmax over the last dimension of [b, h, l, l] scores.
+CostRow softmaxCost(double b, double l, double h, double elementBytes);
+/// Scores times values.
+CostRow attentionAttendCost(double b, double l, double q, double h,
+                            double elementBytes);
+/// Dropout on [b, l, n] with a mask of `maskBytes` per element.
+CostRow dropoutCost(double b, double l, double n, double elementBytes,
+                    double maskBytes);
+/// Layer norm over the last dimension of [b, l, e] (weight and bias).
+CostRow layerNormCost(double b, double l, double e, double elementBytes);
+/// An elementwise activation (one FLOP per element each way).
+CostRow activationCost(double b, double l, double n, double elementBytes);
+/// The attention core as one fused kernel: scores, causal softmax and the
+/// weighted sum never leave the chip; the backward pass recomputes the
+/// scores. Keeps Q, K, V, the output and the per-row softmax statistics.
+CostRow fusedAttentionCost(double b, double l, double q, double h,
+                           double elementBytes);
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_DIALECT_LOOMCOST_H

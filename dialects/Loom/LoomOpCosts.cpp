@@ -1,0 +1,199 @@
+//===- LoomOpCosts.cpp - CostOpInterface of the forward ops ---------------===//
+//
+// Each forward op prices itself with the building blocks of LoomCost.h. The
+// leading dimension of every activation is the batch, which the context
+// replaces by the micro-batch size; tensor parallelism divides heads, the MLP
+// hidden width and the vocabulary, and sequence parallelism divides the
+// sequence of layer norms and residual adds (docs/cost-model.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/LoomDialect.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// Sequence length and trailing width of a [B, T, ...] activation.
+struct ActivationShape {
+  double sequence;
+  double width;
+};
+
+ActivationShape getActivationShape(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return {static_cast<double>(type.getDimSize(1)),
+          static_cast<double>(type.getShape().back())};
+}
+
+double getSequenceShard(const CostContext &context) {
+  return context.sequenceParallel ? context.tensorParallel : 1;
+}
+
+/// Whether `value`'s last dimension is divided among tensor-parallel ranks:
+/// the output of a column-split linear, and elementwise functions of it.
+bool isFeatureSharded(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return false;
+  if (auto linear = dyn_cast<LinearOp>(def))
+    return linear.getSplit() == TensorSplit::column;
+  if (isa<GeluOp>(def))
+    return isFeatureSharded(def->getOperand(0));
+  return false;
+}
+} // namespace
+
+void EmbeddingOp::estimateCost(const CostContext &context,
+                               SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, width] = getActivationShape(getResult());
+  double b = context.batch, s = context.elementBytes;
+  double tokens = b * sequence;
+  double vocab = getWte().getType().getDimSize(0) / context.tensorParallel;
+  double positions = getWpe().getType().getDimSize(0);
+  CostRow row;
+  row.name = "embedding";
+  // A row gather and the position add; the backward pass scatter-adds.
+  row.flopsFwd = row.flopsBwd = tokens * width;
+  row.activationIn = tokens * 4; // i32 token ids
+  row.activationOut = tokens * width * s;
+  row.activationBuffer = row.activationIn;
+  row.weights = (vocab + positions) * width * s;
+  row.memFwd = row.activationIn + 2 * row.activationOut + sequence * width * s;
+  row.activationGrad = row.activationOut;
+  row.weightsGrad = row.weights;
+  row.memBwd = row.activationBuffer + row.activationGrad + row.weightsGrad;
+  // A vocabulary split leaves each rank with part of each row: the partial
+  // embeddings are summed (or reduce-scattered along the sequence).
+  if (context.tensorParallel > 1) {
+    row.commFwdKind = context.sequenceParallel ? CollectiveKind::reduceScatter
+                                               : CollectiveKind::allReduce;
+    row.commFwd = row.activationOut;
+  }
+  rows.push_back(row);
+}
+
+void LayerNormOp::estimateCost(const CostContext &context,
+                               SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, width] = getActivationShape(getResult());
+  CostRow row = layerNormCost(context.batch,
+                              sequence / getSequenceShard(context), width,
+                              context.elementBytes);
+  row.name = "layer_norm";
+  rows.push_back(row);
+}
+
+void LinearOp::estimateCost(const CostContext &context,
+                            SmallVectorImpl<CostRow> &rows) {
+  auto weightType = getWeight().getType();
+  double out = weightType.getDimSize(0), in = weightType.getDimSize(1);
+  double sequence = getActivationShape(getResult()).sequence;
+  double tp = context.tensorParallel;
+  std::optional<TensorSplit> split = tp > 1 ? getSplit() : std::nullopt;
+  double shardedIn = split == TensorSplit::row ? in / tp : in;
+  double shardedOut = split == TensorSplit::column ? out / tp : out;
+  CostRow row = linearCost(context.batch, sequence, shardedIn, shardedOut,
+                           static_cast<bool>(getBias()), context.elementBytes);
+  row.name = "linear";
+  double s = context.elementBytes, tokens = context.batch * sequence;
+  bool sp = context.sequenceParallel;
+  // Megatron's conjugate collectives: a column split gathers its input
+  // along the sequence (sequence parallel) and sums its input gradient; a
+  // row split sums its output and gathers its output gradient.
+  if (split == TensorSplit::column) {
+    if (sp) {
+      row.commFwdKind = CollectiveKind::allGather;
+      row.commFwd = tokens * in * s;
+    }
+    row.commBwdKind =
+        sp ? CollectiveKind::reduceScatter : CollectiveKind::allReduce;
+    row.commBwd = tokens * in * s;
+  } else if (split == TensorSplit::row) {
+    row.commFwdKind =
+        sp ? CollectiveKind::reduceScatter : CollectiveKind::allReduce;
+    row.commFwd = tokens * out * s;
+    if (sp) {
+      row.commBwdKind = CollectiveKind::allGather;
+      row.commBwd = tokens * out * s;
+    }
+  }
+  rows.push_back(row);
+}
+
+void CausalAttentionOp::estimateCost(const CostContext &context,
+                                     SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, width] = getActivationShape(getResult());
+  double heads = getNumHeads();
+  double headWidth = width / heads;
+  double localHeads = heads / context.tensorParallel;
+  double b = context.batch, s = context.elementBytes;
+  if (context.fusedAttention) {
+    CostRow row = fusedAttentionCost(b, sequence, headWidth, localHeads, s);
+    row.name = "attention";
+    rows.push_back(row);
+    return;
+  }
+  CostRow logits = attentionLogitsCost(b, sequence, headWidth, localHeads, s);
+  logits.name = "logits";
+  CostRow softmax = softmaxCost(b, sequence, localHeads, s);
+  softmax.name = "softmax";
+  CostRow attend = attentionAttendCost(b, sequence, headWidth, localHeads, s);
+  attend.name = "attend";
+  rows.append({logits, softmax, attend});
+}
+
+void GeluOp::estimateCost(const CostContext &context,
+                          SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, width] = getActivationShape(getResult());
+  if (isFeatureSharded(getInput()))
+    width /= context.tensorParallel;
+  CostRow row =
+      activationCost(context.batch, sequence, width, context.elementBytes);
+  row.name = "gelu";
+  rows.push_back(row);
+}
+
+void AddOp::estimateCost(const CostContext &context,
+                         SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, width] = getActivationShape(getResult());
+  double elements =
+      context.batch * sequence / getSequenceShard(context) * width;
+  double bytes = elements * context.elementBytes;
+  CostRow row;
+  row.name = "residual";
+  row.flopsFwd = elements;
+  row.activationIn = row.activationInOther = row.activationOut = bytes;
+  row.memFwd = 3 * bytes;
+  // The gradient passes through to both operands unchanged.
+  row.activationGrad = bytes;
+  row.memBwd = bytes;
+  rows.push_back(row);
+}
+
+void CrossEntropyOp::estimateCost(const CostContext &context,
+                                  SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, vocab] = getActivationShape(getLogits());
+  vocab /= context.tensorParallel;
+  double positions = context.batch * sequence;
+  double logits = positions * vocab * context.elementBytes;
+  // Probabilities are kept in fp32 for the backward pass.
+  double probabilities = positions * vocab * 4;
+  CostRow row;
+  row.name = "cross_entropy";
+  // Max, exponentials, sum, division, log of the target's probability.
+  row.flopsFwd = positions * (4 * vocab);
+  row.flopsBwd = positions * vocab;
+  row.activationIn = logits;
+  row.activationInOther = positions * 4; // targets
+  row.activationOut = probabilities;
+  row.activationBuffer = probabilities + row.activationInOther;
+  row.memFwd = logits + row.activationInOther + probabilities;
+  row.activationGrad = logits;
+  row.memBwd = row.activationBuffer + row.activationGrad;
+  // A vocabulary split reduces each position's max and sum across ranks.
+  if (context.tensorParallel > 1) {
+    row.commFwdKind = CollectiveKind::allReduce;
+    row.commFwd = 2 * positions * 4;
+  }
+  rows.push_back(row);
+}
