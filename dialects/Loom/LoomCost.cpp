@@ -13,6 +13,8 @@
 
 #include "llvm/Support/ErrorHandling.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::loom;
 
@@ -34,6 +36,7 @@ CostRow mlir::loom::linearCost(double b, double l, double in, double out,
                                bool bias, double elementBytes) {
   CostRow row;
   row.tensorCore = true;
+  row.matrixWidth = std::min(in, out);
   double tokens = b * l, biasTerms = bias ? tokens * out : 0;
   row.flopsFwd = tokens * out * (2 * in - 1) + biasTerms;
   // Input gradient, weight gradient, bias gradient.

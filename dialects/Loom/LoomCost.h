@@ -50,6 +50,9 @@ struct CostRow {
   double commFwd = 0;
   CollectiveKind commBwdKind = CollectiveKind::none;
   double commBwd = 0;
+  /// The smallest dimension of a matrix product (its inner or output
+  /// width): narrow products run further below the tensor-core peak.
+  double matrixWidth = 0;
   /// Part of the attention core (scores, softmax, weighted sum): the
   /// activations selective recomputation drops and recomputes.
   bool attentionCore = false;

@@ -449,7 +449,10 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
   if (const json::Value *plan = reader.get("plan", false)) {
     PlanConfig planConfig;
     std::optional<Precision> planPrecision;
-    if (std::optional<StringRef> str = plan->getAsString()) {
+    std::optional<StringRef> str = plan->getAsString();
+    if (str && isAutoPlan(*str)) {
+      config.planAuto = true;
+    } else if (str) {
       parsePlanString(*str, "plan", planConfig, &planPrecision, diag);
     } else if (const json::Object *object = plan->getAsObject()) {
       ObjectReader planReader(*object, "plan", diag);
@@ -467,7 +470,8 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
                    stringifyPrecision(config.training.precision) + ")");
       config.training.precision = *planPrecision;
     }
-    config.plan = planConfig;
+    if (!config.planAuto)
+      config.plan = planConfig;
   }
 
   if (const json::Object *cluster = reader.readObject("cluster", false)) {
@@ -501,11 +505,9 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field,
                                  std::optional<Precision> *precision,
                                  ConfigDiagnostics &diag) {
   unsigned errorsBefore = diag.getNumErrors();
-  if (text.trim() == "auto") {
+  if (isAutoPlan(text)) {
     diag.error("field '" + field +
-               "': \"auto\" needs the cost-model planner, which this "
-               "version of Loom does not have; give an explicit plan such as "
-               "\"dp=2,tp=1\"");
+               "': \"auto\" stands alone; it cannot be read as plan keys");
     return false;
   }
   auto fail = [&](StringRef key, const llvm::Twine &message) {
@@ -587,6 +589,9 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
   // Bounding every size keeps the sums and products below within 64 bits
   // (the products are checked further down).
   constexpr int64_t kMaxSize = int64_t(1) << 32;
+  if (config.planAuto && !config.cluster)
+    diag.error("field 'plan': \"auto\" needs a 'cluster' section (GPU "
+               "kind, GPUs per node, nodes) to plan for");
   for (auto [field, value] :
        {std::pair<StringRef, int64_t>{"model.n_embd", arch.width},
         {"model.n_head", arch.heads},

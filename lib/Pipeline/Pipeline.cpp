@@ -29,7 +29,13 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
                  "bufferized, with BLAS calls and C entry points"),
       clEnumValN(EmitStage::LLVM, "llvm", "the LLVM dialect"),
       clEnumValN(EmitStage::Artifact, "artifact",
-                 "the compiled artifact the runtime loads (loomc only)"));
+                 "the compiled artifact the runtime loads (loomc only)"),
+      clEnumValN(EmitStage::Plan, "plan",
+                 "the cost model's chosen plan, the best alternatives and "
+                 "the rejected ones (loomc only)"),
+      clEnumValN(EmitStage::Cost, "cost",
+                 "the cost model's per-op breakdown of the plan (loomc "
+                 "only)"));
 }
 
 void mlir::loom::buildLoomPipeline(OpPassManager &pm, EmitStage stage,
@@ -38,7 +44,8 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm, EmitStage stage,
   // at the `loom` stage nothing is rewritten yet.
   if (summary)
     pm.addPass(createLoomPrintSummary());
-  if (stage == EmitStage::Loom)
+  if (stage == EmitStage::Loom || stage == EmitStage::Plan ||
+      stage == EmitStage::Cost)
     return;
 
   pm.addPass(createLoomDifferentiate());

@@ -13,73 +13,22 @@
 #include "loom/CostModel/Hardware.h"
 #include "loom/Import/Importer.h"
 
-#include "llvm/Support/MemoryBuffer.h"
-#include "gtest/gtest.h"
+#include "SeedTables.h"
 
-#include <cmath>
+#include "gtest/gtest.h"
 
 using namespace mlir;
 using namespace mlir::loom;
 
-namespace {
-/// Rounds as the published table does.
-double round4(double x) { return std::round(x * 1e4) / 1e4; }
-
-struct Row {
-  std::string model;
-  int64_t sequence, gpus;
-  std::string gpu;
-  double tokensPerSecond;
-  int64_t params;
-  bool recompute;
-  double mfuStar, mfu, hfuStar, hfu;
-};
-
-std::vector<Row> readRows() {
-  std::vector<Row> rows;
-  auto buffer = llvm::MemoryBuffer::getFile(LOOM_TEST_DATA_DIR
-                                            "/mosaicgpt-throughput.csv");
-  EXPECT_TRUE(buffer) << "cannot read the table";
-  if (!buffer)
-    return rows;
-  llvm::SmallVector<llvm::StringRef> lines;
-  (*buffer)->getBuffer().split(lines, '\n', -1, false);
-  for (llvm::StringRef line : lines) {
-    if (line.starts_with("#"))
-      continue;
-    llvm::SmallVector<llvm::StringRef> f;
-    line.split(f, ',');
-    EXPECT_EQ(f.size(), 11u) << line.str();
-    if (f.size() != 11)
-      continue;
-    Row row;
-    row.model = f[0].str();
-    f[1].getAsInteger(10, row.sequence);
-    f[2].getAsInteger(10, row.gpus);
-    row.gpu = f[3].str();
-    f[4].getAsDouble(row.tokensPerSecond);
-    f[5].getAsInteger(10, row.params);
-    row.recompute = f[6] == "True";
-    f[7].getAsDouble(row.mfuStar);
-    f[8].getAsDouble(row.mfu);
-    f[9].getAsDouble(row.hfuStar);
-    f[10].getAsDouble(row.hfu);
-    rows.push_back(row);
-  }
-  return rows;
-}
-} // namespace
-
 TEST(Utilization, ReproducesMosaicGptTables) {
-  std::vector<Row> rows = readRows();
+  std::vector<loom_test::MosaicRow> rows = loom_test::readMosaicRows();
   ASSERT_EQ(rows.size(), 87u);
   MLIRContext context;
-  for (const Row &row : rows) {
+  for (const loom_test::MosaicRow &row : rows) {
     SCOPED_TRACE(row.model + " at " + std::to_string(row.sequence) + " on " +
                  std::to_string(row.gpus) + " " + row.gpu);
     // "gpt1b" is examples/mosaicgpt-1b.json.
-    std::string path = std::string(LOOM_EXAMPLES_DIR) + "/mosaicgpt-" +
-                       row.model.substr(3) + ".json";
+    std::string path = loom_test::getMosaicExample(row);
     std::optional<ModelConfig> config = loadModelConfig(path, llvm::errs());
     ASSERT_TRUE(config);
     config->training.sequenceLength = row.sequence;
@@ -102,16 +51,16 @@ TEST(Utilization, ReproducesMosaicGptTables) {
     FlopsPerSequence hardware = trainingFlopsPerSequence(
         row.params, config->arch.layers, config->arch.width, row.sequence,
         row.recompute);
-    EXPECT_EQ(round4(flopsUtilization(model, false, sequencesPerSecond,
+    EXPECT_EQ(loom_test::round4(flopsUtilization(model, false, sequencesPerSecond,
                                       row.gpus, peak)),
               row.mfuStar);
-    EXPECT_EQ(round4(flopsUtilization(model, true, sequencesPerSecond, row.gpus,
+    EXPECT_EQ(loom_test::round4(flopsUtilization(model, true, sequencesPerSecond, row.gpus,
                                       peak)),
               row.mfu);
-    EXPECT_EQ(round4(flopsUtilization(hardware, false, sequencesPerSecond,
+    EXPECT_EQ(loom_test::round4(flopsUtilization(hardware, false, sequencesPerSecond,
                                       row.gpus, peak)),
               row.hfuStar);
-    EXPECT_EQ(round4(flopsUtilization(hardware, true, sequencesPerSecond,
+    EXPECT_EQ(loom_test::round4(flopsUtilization(hardware, true, sequencesPerSecond,
                                       row.gpus, peak)),
               row.hfu);
   }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/CostModel/Planner.h"
 #include "loom/Import/Importer.h"
 #include "loom/InitLoom.h"
 #include "loom/Pipeline/Pipeline.h"
@@ -18,6 +19,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -59,7 +61,8 @@ static cl::opt<bool> summary(
 
 static cl::opt<std::string> planOverride(
     "plan",
-    cl::desc("Parallel plan, replacing the file's: "
+    cl::desc("Parallel plan, replacing the file's: auto (the cost model "
+             "chooses) or "
              "dp=N,tp=N,pp=N,zero=0..3,mb=N,schedule=gpipe|1f1b,"
              "recompute=none|selective|full,sp=0|1,precision=fp32|bf16|fp16"),
     cl::value_desc("plan"), cl::cat(loomcCategory));
@@ -101,17 +104,96 @@ static bool applyOverrides(ModelConfig &config) {
   if (positive(padVocab))
     config.arch.paddedVocab = static_cast<int64_t>(std::min<uint64_t>(
         llvm::alignTo(config.arch.vocab, padVocab), INT64_MAX));
-  if (planOverride.getNumOccurrences()) {
+  if (planOverride.getNumOccurrences() && isAutoPlan(planOverride)) {
+    config.plan.reset();
+    config.planAuto = true;
+  } else if (planOverride.getNumOccurrences()) {
     PlanConfig plan;
     std::optional<Precision> precision;
     ConfigDiagnostics flagDiag("--plan", llvm::errs());
     if (!parsePlanString(planOverride, "--plan", plan, &precision, flagDiag))
       return false;
     config.plan = plan;
+    config.planAuto = false;
     if (precision)
       config.training.precision = *precision;
   }
   return ok;
+}
+
+static cl::opt<bool> materializedAttention(
+    "cost-materialized-attention",
+    cl::desc("Price attention as separate kernels that keep the score matrix "
+             "(as eager PyTorch runs it) instead of one fused kernel"),
+    cl::init(false), cl::cat(loomcCategory));
+
+/// Chooses or checks the plan with the cost model and records it on the
+/// module. Returns the exit code when loomc is done: after printing a plan
+/// or cost report, or after an error.
+static std::optional<int> plan(ModuleOp module, const ModelConfig &config) {
+  auto fail = [&](const llvm::Twine &message) {
+    llvm::errs() << inputFilename << ": error: " << message << "\n";
+    return 1;
+  };
+  if (!config.cluster)
+    return fail("planning needs a 'cluster' section (GPU kind, GPUs per "
+                "node, nodes)");
+  std::optional<ClusterModel> cluster =
+      ClusterModel::get(*config.cluster, inputFilename, llvm::errs());
+  if (!cluster)
+    return 1;
+  CostModelOptions options;
+  options.fusedAttention = !materializedAttention;
+  FailureOr<CostModel> model =
+      CostModel::build(module, config, *cluster, options);
+  if (failed(model))
+    return 1;
+
+  PlanSearch search;
+  PlanEstimate chosen;
+  bool explicitPlan = config.plan && !config.planAuto;
+  if (explicitPlan) {
+    chosen = model->estimate(*config.plan, config.training.precision);
+    if (!chosen.illegal.empty())
+      return fail("plan " +
+                  formatPlan(*config.plan, config.training.precision) +
+                  " cannot run: " + chosen.illegal);
+  } else {
+    search = searchPlans(*model);
+    if (search.ranked.empty()) {
+      if (search.outOfMemory.empty())
+        return fail(llvm::formatv("no legal plan for {0} GPUs ({1} tried)",
+                                  cluster->getWorldSize(), search.evaluated)
+                        .str());
+      const PlanEstimate &least = search.outOfMemory.front();
+      return fail(llvm::formatv(
+                      "no plan fits: the model needs at least {0:F2} GiB per "
+                      "GPU ({1}), and a {2} has {3:F2} GiB",
+                      least.memory() / (1024.0 * 1024 * 1024),
+                      formatPlan(least.plan, least.precision),
+                      cluster->gpu->name,
+                      cluster->gpu->memoryBytes / (1024.0 * 1024 * 1024))
+                      .str());
+    }
+    chosen = search.ranked.front();
+  }
+  recordPlan(module, chosen);
+  if (emit == EmitStage::Plan) {
+    printPlanReport(llvm::outs(), *model, search,
+                    explicitPlan ? &chosen : nullptr);
+    if (!chosen.fits())
+      return fail("plan " + formatPlan(chosen.plan, chosen.precision) +
+                  " does not fit in memory");
+    return 0;
+  }
+  if (emit == EmitStage::Cost) {
+    printCostReport(llvm::outs(), *model, chosen);
+    return 0;
+  }
+  if (!chosen.fits())
+    return fail("plan " + formatPlan(chosen.plan, chosen.precision) +
+                " does not fit in memory");
+  return std::nullopt;
 }
 
 int main(int argc, char **argv) {
@@ -150,6 +232,12 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = importModel(context, *config, inputFilename);
   if (failed(verify(*module)))
     return 1;
+
+  if (config->planAuto || emit == EmitStage::Plan || emit == EmitStage::Cost) {
+    std::optional<int> exitCode = plan(*module, *config);
+    if (exitCode)
+      return *exitCode;
+  }
 
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))

@@ -72,6 +72,8 @@ struct ModelConfig {
   ArchitectureConfig arch;
   TrainingConfig training;
   std::optional<PlanConfig> plan;
+  /// The plan is "auto": the cost model chooses it for the cluster.
+  bool planAuto = false;
   std::optional<ClusterConfig> cluster;
 };
 
@@ -108,11 +110,14 @@ llvm::StringRef getScheduleName(Schedule schedule);
 /// Parses a plan written as "dp=2,tp=2,pp=1,zero=1,mb=8,schedule=1f1b,
 /// recompute=selective,sp=1,precision=bf16". Keys left out keep the values
 /// in `plan`; a precision is stored in `*precision`, and refused when
-/// `precision` is null. "auto" is refused with a message saying the planner
-/// is missing. `field` names where the text came from in messages.
+/// `precision` is null. "auto" is not a plan string: callers check for it
+/// first (isAutoPlan). `field` names where the text came from in messages.
 bool parsePlanString(llvm::StringRef text, llvm::StringRef field,
                      PlanConfig &plan, std::optional<Precision> *precision,
                      ConfigDiagnostics &diag);
+
+/// Whether `text` asks the planner to choose ("auto").
+inline bool isAutoPlan(llvm::StringRef text) { return text.trim() == "auto"; }
 
 /// Fills the values a description may leave out (MLP width, padded
 /// vocabulary, positions as long as the sequence) and checks the model

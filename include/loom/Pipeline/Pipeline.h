@@ -29,6 +29,10 @@ enum class EmitStage {
   LLVM,
   /// The artifact: LLVM dialect compiled to a shared object (loomc only).
   Artifact,
+  /// The cost model's choice of plan and the best alternatives (loomc only).
+  Plan,
+  /// The cost model's per-layer breakdown of the plan (loomc only).
+  Cost,
 };
 
 /// The --emit names and what each prints, for loomc's flag and the

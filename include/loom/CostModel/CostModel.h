@@ -1,0 +1,252 @@
+//===- CostModel.h - Step time and memory of a parallel plan ----*- C++ -*-===//
+//
+// Loom's analytical cost model (docs/cost-model.md). Ops price themselves
+// through CostOpInterface; this file turns their rows into time with a
+// roofline per op, prices collectives with an alpha-beta model on the
+// cluster's topology, and adds up memory per rank and step time for a plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COSTMODEL_COSTMODEL_H
+#define LOOM_COSTMODEL_COSTMODEL_H
+
+#include "Loom/LoomDialect.h"
+#include "loom/CostModel/Hardware.h"
+#include "loom/Import/ModelConfig.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace mlir {
+namespace loom {
+
+//===----------------------------------------------------------------------===//
+// Hardware and topology
+//===----------------------------------------------------------------------===//
+
+/// Fractions of the published peaks that real kernels reach, and collective
+/// latencies. The defaults are stated in docs/cost-model.md.
+struct EfficiencyAssumptions {
+  double matrix = 0.70;    ///< Large matrix products on tensor cores.
+  /// Hockney's half-performance width of a matrix product: a product whose
+  /// smallest dimension is n runs at n / (n + halfWidth) of `matrix`.
+  double matrixHalfWidth = 1000;
+  double attention = 0.30; ///< Fused attention kernels.
+  double vector = 0.80;    ///< Elementwise arithmetic.
+  double memory = 0.80;    ///< HBM streaming.
+  double link = 0.80;      ///< NVLink / network bus bandwidth.
+  double intraNodeLatency = 8e-6;
+  double interNodeLatency = 15e-6;
+  double kernelLaunch = 4e-6; ///< Per kernel, forward or backward.
+  /// Memory every GPU loses to the CUDA context, library workspaces and
+  /// communication buffers.
+  double runtimeOverheadBytes = 1.5e9;
+  /// Share of the caching allocator's reserve above live tensors.
+  double fragmentation = 0.10;
+};
+
+/// A cluster ready for pricing: the GPU kind, how many per node, and the
+/// link bandwidths per GPU and direction.
+struct ClusterModel {
+  const GpuSpec *gpu = nullptr;
+  int64_t gpusPerNode = 1;
+  int64_t nodes = 1;
+  double intraNodeBandwidth = 0;
+  double interNodeBandwidth = 0;
+  EfficiencyAssumptions efficiency;
+
+  int64_t getWorldSize() const { return gpusPerNode * nodes; }
+
+  /// Builds the model of `config`; fails with a message naming `file` for an
+  /// unknown GPU kind.
+  static std::optional<ClusterModel> get(const ClusterConfig &config,
+                                         llvm::StringRef file,
+                                         llvm::raw_ostream &errs);
+
+  /// Time of a collective over `groupSize` ranks spaced `stride` apart in
+  /// rank order, on a buffer of `bytes` (the whole, unsharded buffer):
+  /// ring algorithms, alpha-beta, at the bandwidth of the slowest link the
+  /// ring crosses.
+  double collectiveTime(CollectiveKind kind, double bytes, int64_t groupSize,
+                        int64_t stride) const;
+  /// Time to send `bytes` between ranks `stride` apart.
+  double sendTime(double bytes, int64_t stride) const;
+};
+
+//===----------------------------------------------------------------------===//
+// Rows priced on a GPU
+//===----------------------------------------------------------------------===//
+
+/// A row of the per-op table with its times (seconds).
+struct TimedRow {
+  CostRow row;
+  double tCompFwd = 0, tMemFwd = 0, tCompBwd = 0, tMemBwd = 0;
+  double tCommFwd = 0, tCommBwd = 0;
+  double tFwd() const { return std::max(tCompFwd, tMemFwd); }
+  double tBwd() const { return std::max(tCompBwd, tMemBwd); }
+  double tTotalFwd() const { return tFwd() + tCommFwd; }
+  double tTotalBwd() const { return tBwd() + tCommBwd; }
+};
+
+/// The peaks a row is priced against: FLOP/s for matrix products and for
+/// the rest, and memory bandwidth (bytes/s).
+struct Roofline {
+  double matrixFlops;
+  double attentionFlops;
+  double vectorFlops;
+  double memoryBandwidth;
+  /// See EfficiencyAssumptions::matrixHalfWidth; 0 prices every product at
+  /// `matrixFlops`.
+  double matrixHalfWidth = 1000;
+};
+
+/// Prices `row`: roofline time of each pass, and `commTime` for its
+/// collectives.
+TimedRow priceRow(const CostRow &row, const Roofline &roofline,
+                  llvm::function_ref<double(CollectiveKind, double)> commTime);
+
+//===----------------------------------------------------------------------===//
+// The model's ops, grouped
+//===----------------------------------------------------------------------===//
+
+/// A group of consecutive ops: the embedding, one transformer layer, or the
+/// head and loss.
+struct OpGroup {
+  std::string name;
+  llvm::SmallVector<CostOpInterface> ops;
+};
+
+/// Sums over a group of rows for one micro-batch on one rank.
+struct GroupCost {
+  double flopsFwd = 0, flopsBwd = 0;
+  double tFwd = 0, tBwd = 0;         ///< Roofline time plus kernel launches.
+  double tCommFwd = 0, tCommBwd = 0; ///< Tensor-parallel collectives.
+  double tAttentionCoreFwd = 0;      ///< Selective recomputation reruns this.
+  double activations = 0;            ///< Kept for the backward pass.
+  double activationsSelective = 0;   ///< Kept when the attention core is not.
+  double inputBytes = 0;             ///< The group's input activation.
+  double parameters = 0;             ///< Elements of weights on this rank.
+  double largestGradient = 0;        ///< Biggest transient gradient buffer.
+};
+
+/// How a plan executes each group, for pricing.
+struct PricingKey {
+  int64_t microBatch;
+  int64_t tp;
+  bool sequenceParallel;
+  Precision precision;
+  bool operator<(const PricingKey &other) const {
+    return std::tie(microBatch, tp, sequenceParallel, precision) <
+           std::tie(other.microBatch, other.tp, other.sequenceParallel,
+                    other.precision);
+  }
+};
+
+/// Step time and memory of a plan.
+struct PlanEstimate {
+  PlanConfig plan;
+  Precision precision = Precision::fp32;
+  int64_t microBatchSize = 0;
+  /// Why the plan cannot run at all (empty when legal).
+  std::string illegal;
+
+  // Time (seconds) of one optimizer step.
+  double stepTime = 0;
+  double computeTime = 0;   ///< Critical-path stage's compute, all micro-batches.
+  double recomputeTime = 0; ///< Part of computeTime.
+  double tpCommTime = 0;    ///< Tensor-parallel collectives on the critical path.
+  double ppCommTime = 0;    ///< Activations sent between stages.
+  double bubbleTime = 0;    ///< Pipeline fill and drain.
+  double dpCommTime = 0;    ///< Exposed gradient sync and ZeRO gathers.
+  double optimizerTime = 0;
+  double tokensPerSecond = 0;
+  double mfu = 0, hfu = 0;
+
+  // Memory (bytes) of the rank that needs most.
+  int64_t worstStage = 0;
+  double weights = 0, gradients = 0, optimizerState = 0;
+  double activations = 0, temporary = 0, overhead = 0;
+  double memory() const {
+    return weights + gradients + optimizerState + activations + temporary +
+           overhead;
+  }
+  double capacity = 0; ///< The GPU's memory.
+  bool fits() const { return illegal.empty() && memory() <= capacity; }
+
+  llvm::SmallVector<int64_t> layersPerStage;
+  /// Memory of a rank of each stage, runtime overhead included.
+  llvm::SmallVector<double> stageMemory;
+};
+
+struct CostModelOptions {
+  /// Price attention as one fused kernel (what Loom generates for GPUs) or
+  /// as separate score, softmax and weighted-sum kernels that keep the
+  /// score matrix.
+  bool fusedAttention = true;
+};
+
+/// The model's cost structure, read once from its forward function and
+/// priced for any plan on one cluster.
+class CostModel {
+public:
+  /// Reads @forward of `module`; fails with a diagnostic on the module when
+  /// it has no forward function or an op the model cannot price.
+  static FailureOr<CostModel> build(ModuleOp module, const ModelConfig &config,
+                                    const ClusterModel &cluster,
+                                    const CostModelOptions &options = {});
+
+  /// Checks that `plan` can run the model on the cluster; returns why not.
+  std::string checkPlan(const PlanConfig &plan) const;
+
+  /// Prices `plan` in `precision` (bf16/fp16 mean mixed precision: fp32
+  /// master weights and moments).
+  PlanEstimate estimate(const PlanConfig &plan, Precision precision);
+
+  /// The rows of a group priced for `key`, for reports.
+  llvm::SmallVector<TimedRow> priceGroupRows(const OpGroup &group,
+                                             const PricingKey &key) const;
+
+  llvm::ArrayRef<OpGroup> getGroups() const { return groups; }
+  const ModelConfig &getConfig() const { return config; }
+  const ClusterModel &getCluster() const { return cluster; }
+  int64_t getNumLayers() const { return numLayers; }
+  /// Parameters of the whole model, each counted once.
+  int64_t getParameterCount() const { return parameterCount; }
+
+  /// The op-level context of `key`.
+  CostContext getContext(const PricingKey &key) const;
+
+private:
+  CostModel(const ModelConfig &config, const ClusterModel &cluster,
+            const CostModelOptions &options)
+      : config(config), cluster(cluster), options(options) {}
+
+  const GroupCost &priceGroup(size_t index, const PricingKey &key);
+
+  ModelConfig config;
+  ClusterModel cluster;
+  CostModelOptions options;
+  /// groups[0]: embedding; groups[1..L]: layers; groups[L+1]: head and loss.
+  llvm::SmallVector<OpGroup> groups;
+  int64_t numLayers = 0;
+  int64_t parameterCount = 0;
+  /// Parameters the head shares with the embedding (tied table), counted in
+  /// both groups' costs.
+  double tiedParameters = 0;
+  std::map<PricingKey, llvm::SmallVector<GroupCost>> cache;
+};
+
+/// Bytes per element of activations and weights in `precision`.
+double getElementBytes(Precision precision);
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_COSTMODEL_COSTMODEL_H

@@ -1,0 +1,58 @@
+//===- Planner.h - Choosing a parallel plan ---------------------*- C++ -*-===//
+//
+// Enumerates every legal plan of a model on a cluster, prices each with the
+// cost model, drops those that do not fit in memory and ranks the rest by
+// step time; prints the reports of `loomc --emit=plan` and `--emit=cost`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COSTMODEL_PLANNER_H
+#define LOOM_COSTMODEL_PLANNER_H
+
+#include "loom/CostModel/CostModel.h"
+
+#include <vector>
+
+namespace mlir {
+namespace loom {
+
+struct PlanSearch {
+  /// Plans that fit, fastest first.
+  std::vector<PlanEstimate> ranked;
+  /// Legal plans that do not fit in memory, least memory first.
+  std::vector<PlanEstimate> outOfMemory;
+  int64_t evaluated = 0;
+  int64_t illegal = 0;
+};
+
+/// The precisions a plan may use when the description asks for
+/// `requested` on `gpu`: fp32 stays fp32; bf16 falls back to fp16 on GPUs
+/// without bf16 tensor cores.
+llvm::SmallVector<Precision> getAllowedPrecisions(Precision requested,
+                                                  const GpuSpec &gpu);
+
+/// Prices every legal plan of `model`'s cluster.
+PlanSearch searchPlans(CostModel &model);
+
+/// "dp=8,tp=1,pp=1,zero=3,mb=16,schedule=gpipe,recompute=full,sp=0,
+/// precision=bf16", the form --plan reads.
+std::string formatPlan(const PlanConfig &plan, Precision precision);
+
+/// The report of --emit=plan for a search (`explicitPlan` null) or for one
+/// plan the user gave.
+void printPlanReport(llvm::raw_ostream &os, const CostModel &model,
+                     const PlanSearch &search,
+                     const PlanEstimate *explicitPlan);
+
+/// The per-layer breakdown of --emit=cost for `estimate`.
+void printCostReport(llvm::raw_ostream &os, const CostModel &model,
+                     const PlanEstimate &estimate);
+
+/// Records `estimate`'s plan on the module (loom.plan) and its precision in
+/// loom.training.
+void recordPlan(ModuleOp module, const PlanEstimate &estimate);
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_COSTMODEL_PLANNER_H

@@ -1,0 +1,527 @@
+//===- CostModel.cpp - Step time and memory of a parallel plan ------------===//
+//
+// See docs/cost-model.md for the model and its assumptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/CostModel/CostModel.h"
+
+#include "loom/CostModel/Utilization.h"
+#include "loom/Import/Importer.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::loom;
+
+double mlir::loom::getElementBytes(Precision precision) {
+  return precision == Precision::fp32 ? 4 : 2;
+}
+
+//===----------------------------------------------------------------------===//
+// ClusterModel
+//===----------------------------------------------------------------------===//
+
+std::optional<ClusterModel> ClusterModel::get(const ClusterConfig &config,
+                                              StringRef file,
+                                              llvm::raw_ostream &errs) {
+  const GpuSpec *gpu = lookupGpu(config.gpu);
+  if (!gpu) {
+    errs << file << ": error: cluster.gpu: unknown GPU kind '" << config.gpu
+         << "'; known kinds: " << getGpuNames() << "\n";
+    return std::nullopt;
+  }
+  ClusterModel model;
+  model.gpu = gpu;
+  model.gpusPerNode = config.gpusPerNode > 0 ? config.gpusPerNode : 8;
+  model.nodes = config.nodes > 0 ? config.nodes : 1;
+  model.intraNodeBandwidth = config.intraNodeBandwidth > 0
+                                 ? config.intraNodeBandwidth * 1e9
+                                 : gpu->nvlinkBandwidth;
+  model.interNodeBandwidth = config.interNodeBandwidth > 0
+                                 ? config.interNodeBandwidth * 1e9
+                                 : gpu->networkBandwidth;
+  return model;
+}
+
+double ClusterModel::collectiveTime(CollectiveKind kind, double bytes,
+                                    int64_t groupSize, int64_t stride) const {
+  if (groupSize <= 1 || bytes <= 0 || kind == CollectiveKind::none)
+    return 0;
+  // Ranks `stride` apart share a node while the group's span fits in one;
+  // otherwise every ring step crosses the network somewhere, and the ring
+  // runs at the speed of its slowest link.
+  bool intraNode = stride * groupSize <= gpusPerNode;
+  double bandwidth =
+      (intraNode ? intraNodeBandwidth
+                 : std::min(intraNodeBandwidth, interNodeBandwidth)) *
+      efficiency.link;
+  double alpha =
+      intraNode ? efficiency.intraNodeLatency : efficiency.interNodeLatency;
+  double n = groupSize;
+  double step = alpha + bytes / (n * bandwidth);
+  double steps = kind == CollectiveKind::allReduce ? 2 * (n - 1) : n - 1;
+  return steps * step;
+}
+
+double ClusterModel::sendTime(double bytes, int64_t stride) const {
+  if (bytes <= 0)
+    return 0;
+  bool intraNode = stride < gpusPerNode;
+  double bandwidth =
+      (intraNode ? intraNodeBandwidth : interNodeBandwidth) * efficiency.link;
+  double alpha =
+      intraNode ? efficiency.intraNodeLatency : efficiency.interNodeLatency;
+  return alpha + bytes / bandwidth;
+}
+
+//===----------------------------------------------------------------------===//
+// Rows
+//===----------------------------------------------------------------------===//
+
+TimedRow mlir::loom::priceRow(
+    const CostRow &row, const Roofline &roofline,
+    llvm::function_ref<double(CollectiveKind, double)> commTime) {
+  TimedRow timed;
+  timed.row = row;
+  double flops = !row.tensorCore      ? roofline.vectorFlops
+                 : row.attentionCore ? roofline.attentionFlops
+                                      : roofline.matrixFlops;
+  if (row.tensorCore && row.matrixWidth > 0 && roofline.matrixHalfWidth > 0)
+    flops *= row.matrixWidth / (row.matrixWidth + roofline.matrixHalfWidth);
+  timed.tCompFwd = row.flopsFwd / flops;
+  timed.tCompBwd = row.flopsBwd / flops;
+  timed.tMemFwd = row.memFwd / roofline.memoryBandwidth;
+  timed.tMemBwd = row.memBwd / roofline.memoryBandwidth;
+  if (row.commFwdKind != CollectiveKind::none)
+    timed.tCommFwd = commTime(row.commFwdKind, row.commFwd);
+  if (row.commBwdKind != CollectiveKind::none)
+    timed.tCommBwd = commTime(row.commBwdKind, row.commBwd);
+  return timed;
+}
+
+//===----------------------------------------------------------------------===//
+// CostModel
+//===----------------------------------------------------------------------===//
+
+FailureOr<CostModel> CostModel::build(ModuleOp module,
+                                      const ModelConfig &config,
+                                      const ClusterModel &cluster,
+                                      const CostModelOptions &options) {
+  auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunctionName);
+  if (!forward || forward.isExternal())
+    return module.emitError() << "the cost model needs @"
+                              << kForwardFunctionName;
+  CostModel model(config, cluster, options);
+  model.groups.push_back({"embedding", {}});
+  int64_t lastLayer = -1;
+  bool afterLayers = false;
+  for (Operation &op : forward.getBody().front()) {
+    if (isa<func::ReturnOp>(op))
+      continue;
+    auto costed = dyn_cast<CostOpInterface>(op);
+    if (!costed)
+      return op.emitError() << "the cost model cannot price '" << op.getName()
+                            << "'";
+    auto layer =
+        op.getAttrOfType<IntegerAttr>(LoomDialect::getLayerAttrName());
+    if (!layer) {
+      if (lastLayer >= 0 && !afterLayers) {
+        model.groups.push_back({"head", {}});
+        afterLayers = true;
+      }
+      model.groups.back().ops.push_back(costed);
+      continue;
+    }
+    if (afterLayers || layer.getInt() < lastLayer)
+      return op.emitError() << "layer " << layer.getInt()
+                            << " is not contiguous in @" << kForwardFunctionName;
+    if (layer.getInt() != lastLayer) {
+      lastLayer = layer.getInt();
+      model.groups.push_back({("layer " + Twine(lastLayer)).str(), {}});
+    }
+    model.groups.back().ops.push_back(costed);
+  }
+  if (!afterLayers)
+    model.groups.push_back({"head", {}});
+  model.numLayers = model.groups.size() - 2;
+  if (model.numLayers < 1)
+    return forward.emitError() << "the cost model found no transformer layer";
+
+  // Parameters: each function argument with loom.param once; the table the
+  // head shares with the embedding is counted by both groups' rows.
+  for (auto [index, arg] : llvm::enumerate(forward.getArguments())) {
+    if (!forward.getArgAttr(index, LoomDialect::getParamAttrName()))
+      continue;
+    auto type = cast<RankedTensorType>(arg.getType());
+    model.parameterCount += type.getNumElements();
+  }
+  for (CostOpInterface op : model.groups.back().ops)
+    if (auto linear = dyn_cast<LinearOp>(op.getOperation()))
+      for (CostOpInterface first : model.groups.front().ops)
+        if (auto embedding = dyn_cast<EmbeddingOp>(first.getOperation()))
+          if (embedding.getWte() == linear.getWeight())
+            model.tiedParameters = linear.getWeight().getType().getNumElements();
+  return model;
+}
+
+CostContext CostModel::getContext(const PricingKey &key) const {
+  CostContext context;
+  context.batch = key.microBatch;
+  context.tensorParallel = key.tp;
+  context.sequenceParallel = key.sequenceParallel && key.tp > 1;
+  context.elementBytes = getElementBytes(key.precision);
+  context.fusedAttention = options.fusedAttention;
+  return context;
+}
+
+SmallVector<TimedRow> CostModel::priceGroupRows(const OpGroup &group,
+                                                const PricingKey &key) const {
+  CostContext context = getContext(key);
+  const GpuSpec &gpu = *cluster.gpu;
+  const EfficiencyAssumptions &eff = cluster.efficiency;
+  Roofline roofline;
+  roofline.matrixFlops = gpu.matrixPeak(key.precision) * eff.matrix;
+  roofline.attentionFlops =
+      gpu.matrixPeak(key.precision) *
+      (options.fusedAttention ? eff.attention : eff.matrix);
+  roofline.vectorFlops = gpu.vectorPeak(key.precision) * eff.vector;
+  roofline.memoryBandwidth = gpu.hbmBandwidth * eff.memory;
+  roofline.matrixHalfWidth = eff.matrixHalfWidth;
+  auto commTime = [&](CollectiveKind kind, double bytes) {
+    return cluster.collectiveTime(kind, bytes, key.tp, 1);
+  };
+  SmallVector<CostRow> rows;
+  SmallVector<TimedRow> timed;
+  for (CostOpInterface op : group.ops) {
+    rows.clear();
+    op.estimateCost(context, rows);
+    std::string prefix;
+    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+      prefix = name.getName().str();
+    for (CostRow &row : rows) {
+      if (!prefix.empty() && row.name != prefix)
+        row.name = prefix + (row.name.empty() ? "" : ":" + row.name);
+      timed.push_back(priceRow(row, roofline, commTime));
+    }
+  }
+  return timed;
+}
+
+const GroupCost &CostModel::priceGroup(size_t index, const PricingKey &key) {
+  auto [it, inserted] = cache.try_emplace(key);
+  SmallVector<GroupCost> &costs = it->second;
+  if (inserted) {
+    costs.resize(groups.size());
+    double launch = cluster.efficiency.kernelLaunch;
+    double elementBytes = getElementBytes(key.precision);
+    for (auto [group, cost] : llvm::zip(groups, costs)) {
+      for (const TimedRow &timed : priceGroupRows(group, key)) {
+        const CostRow &row = timed.row;
+        cost.flopsFwd += row.flopsFwd;
+        cost.flopsBwd += row.flopsBwd;
+        cost.tFwd += timed.tFwd() + launch;
+        cost.tBwd += timed.tBwd() + launch;
+        cost.tCommFwd += timed.tCommFwd;
+        cost.tCommBwd += timed.tCommBwd;
+        cost.activations += row.activationBuffer;
+        if (row.attentionCore)
+          cost.tAttentionCoreFwd += timed.tFwd() + launch;
+        else
+          cost.activationsSelective += row.activationBuffer;
+        cost.parameters += row.weights / elementBytes;
+        cost.largestGradient =
+            std::max(cost.largestGradient, row.activationGrad);
+      }
+      // Selective recomputation keeps the attention core's input (the QKV
+      // projection's output, which that projection does not keep itself).
+      for (CostOpInterface op : group.ops)
+        if (auto attention = dyn_cast<CausalAttentionOp>(op.getOperation())) {
+          auto type = attention.getQkv().getType();
+          cost.activationsSelective += key.microBatch * type.getDimSize(1) *
+                                       type.getDimSize(2) / key.tp *
+                                       elementBytes;
+        }
+      if (!group.ops.empty()) {
+        auto type = cast<RankedTensorType>(
+            group.ops.front()->getOperand(0).getType());
+        double elements = key.microBatch;
+        for (int64_t dim : type.getShape().drop_front())
+          elements *= dim;
+        if (key.sequenceParallel && key.tp > 1)
+          elements /= key.tp;
+        cost.inputBytes = elements * elementBytes;
+      }
+    }
+  }
+  return costs[index];
+}
+
+std::string CostModel::checkPlan(const PlanConfig &plan) const {
+  const ArchitectureConfig &arch = config.arch;
+  int64_t world = plan.dp * plan.tp * plan.pp;
+  if (world != cluster.getWorldSize())
+    return llvm::formatv("dp*tp*pp = {0}*{1}*{2} = {3} ranks, but the cluster "
+                         "has {4} GPUs",
+                         plan.dp, plan.tp, plan.pp, world,
+                         cluster.getWorldSize())
+        .str();
+  if (arch.heads % plan.tp)
+    return llvm::formatv("tp={0} does not divide the {1} attention heads",
+                         plan.tp, arch.heads)
+        .str();
+  if (arch.hidden % plan.tp)
+    return llvm::formatv("tp={0} does not divide the MLP width {1}", plan.tp,
+                         arch.hidden)
+        .str();
+  if (arch.paddedVocab % plan.tp)
+    return llvm::formatv("tp={0} does not divide the token table's {1} rows "
+                         "(pad the vocabulary with --pad-vocab)",
+                         plan.tp, arch.paddedVocab)
+        .str();
+  if (plan.sequenceParallel && plan.tp == 1)
+    return "sequence parallelism needs tp > 1";
+  if (plan.sequenceParallel && config.training.sequenceLength % plan.tp)
+    return llvm::formatv("tp={0} does not divide the sequence length {1}",
+                         plan.tp, config.training.sequenceLength)
+        .str();
+  if (plan.pp > numLayers)
+    return llvm::formatv("pp={0} stages for {1} layers", plan.pp, numLayers)
+        .str();
+  int64_t batch = config.training.batchSize;
+  if (batch % (plan.dp * plan.microBatches))
+    return llvm::formatv("the global batch of {0} sequences does not split "
+                         "into dp={1} replicas of mb={2} equal micro-batches",
+                         batch, plan.dp, plan.microBatches)
+        .str();
+  if (plan.zero < 0 || plan.zero > 3)
+    return llvm::formatv("ZeRO stage {0} does not exist", plan.zero).str();
+  return "";
+}
+
+namespace {
+/// Splits `costs` into `parts` contiguous non-empty ranges minimizing the
+/// largest sum; returns the size of each range.
+SmallVector<int64_t> balance(ArrayRef<double> costs, int64_t parts) {
+  auto fits = [&](double limit, SmallVector<int64_t> *sizes) {
+    int64_t used = 0, count = 0;
+    double sum = 0;
+    for (auto [i, cost] : llvm::enumerate(costs)) {
+      int64_t remaining = costs.size() - i;
+      bool mustClose = remaining <= parts - used - 1 && count > 0;
+      if (count > 0 && (sum + cost > limit || mustClose)) {
+        if (sizes)
+          sizes->push_back(count);
+        ++used;
+        sum = 0;
+        count = 0;
+      }
+      if (cost > limit)
+        return false;
+      sum += cost;
+      ++count;
+    }
+    if (sizes)
+      sizes->push_back(count);
+    return used + 1 <= parts;
+  };
+  double lo = *llvm::max_element(costs), hi = 0;
+  for (double cost : costs)
+    hi += cost;
+  for (int i = 0; i < 50 && hi - lo > 1e-6 * hi; ++i) {
+    double mid = (lo + hi) / 2;
+    (fits(mid, nullptr) ? hi : lo) = mid;
+  }
+  SmallVector<int64_t> sizes;
+  fits(hi, &sizes);
+  // Fewer ranges than stages: split the largest until there are enough.
+  while (static_cast<int64_t>(sizes.size()) < parts) {
+    auto largest = llvm::max_element(sizes);
+    int64_t half = *largest / 2;
+    *largest -= half;
+    sizes.insert(largest + 1, half);
+  }
+  return sizes;
+}
+} // namespace
+
+PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
+  PlanEstimate est;
+  est.plan = plan;
+  est.precision = precision;
+  est.capacity = cluster.gpu->memoryBytes;
+  est.illegal = checkPlan(plan);
+  if (!est.illegal.empty())
+    return est;
+  const TrainingConfig &training = config.training;
+  const EfficiencyAssumptions &eff = cluster.efficiency;
+  int64_t dp = plan.dp, tp = plan.tp, pp = plan.pp, m = plan.microBatches;
+  est.microBatchSize = training.batchSize / (dp * m);
+  PricingKey key{est.microBatchSize, tp, plan.sequenceParallel, precision};
+
+  // Per micro-batch time of each layer, with the embedding and the head
+  // folded into the first and last layer for balancing.
+  int64_t layers = numLayers;
+  auto layerTime = [&](const GroupCost &g) {
+    return g.tFwd + g.tBwd + g.tCommFwd + g.tCommBwd;
+  };
+  SmallVector<double> costs;
+  for (int64_t l = 0; l < layers; ++l)
+    costs.push_back(layerTime(priceGroup(l + 1, key)));
+  costs.front() += layerTime(priceGroup(0, key));
+  costs.back() += layerTime(priceGroup(layers + 1, key));
+  est.layersPerStage = balance(costs, pp);
+
+  double elementBytes = getElementBytes(precision);
+  bool mixed = precision != Precision::fp32;
+  double gradBytes = elementBytes;
+  double optimizerBytes =
+      training.optimizer == OptimizerKind::adamw
+          ? (mixed ? 12 : 8)
+          : (training.momentum != 0 ? 4 : 0) + (mixed ? 4 : 0);
+  double activationBytesPerToken =
+      elementBytes * config.arch.width / (plan.sequenceParallel ? tp : 1);
+  double sendBytes = est.microBatchSize * training.sequenceLength *
+                     activationBytesPerToken;
+  double sendTime = pp > 1 ? cluster.sendTime(sendBytes, tp * dp) : 0;
+
+  double worstTime = -1, worstMemory = -1;
+  int64_t firstLayer = 0;
+  for (int64_t stage = 0; stage < pp; ++stage) {
+    SmallVector<size_t> members;
+    if (stage == 0)
+      members.push_back(0);
+    for (int64_t l = 0; l < est.layersPerStage[stage]; ++l)
+      members.push_back(firstLayer + l + 1);
+    if (stage == pp - 1)
+      members.push_back(layers + 1);
+    firstLayer += est.layersPerStage[stage];
+
+    double compute = 0, recompute = 0, comm = 0, backward = 0;
+    double params = 0, kept = 0, transient = 0, largestLayer = 0;
+    for (size_t index : members) {
+      const GroupCost &g = priceGroup(index, key);
+      bool isLayer = index != 0 && index != static_cast<size_t>(layers) + 1;
+      compute += g.tFwd + g.tBwd;
+      backward += g.tBwd + g.tCommBwd;
+      comm += g.tCommFwd + g.tCommBwd;
+      params += g.parameters;
+      transient = std::max(transient, g.largestGradient);
+      if (!isLayer) {
+        kept += g.activations;
+        continue;
+      }
+      largestLayer = std::max(largestLayer, g.parameters);
+      switch (plan.recompute) {
+      case Recompute::none:
+        kept += g.activations;
+        break;
+      case Recompute::selective:
+        kept += g.activationsSelective;
+        recompute += g.tAttentionCoreFwd;
+        break;
+      case Recompute::full:
+        kept += g.inputBytes;
+        // The layer being recomputed holds all its activations at once.
+        transient = std::max(transient, g.activations + g.largestGradient);
+        recompute += g.tFwd;
+        comm += g.tCommFwd;
+        break;
+      }
+    }
+    // A stage shared with the embedding keeps its own copy of a tied table.
+    if (pp == 1)
+      params -= tiedParameters / tp;
+
+    double perMicroBatch = compute + recompute + comm +
+                           (pp > 1 ? 2 * sendTime : 0);
+    // Without a pipeline, micro-batches run one after the other (gradient
+    // accumulation). GPipe runs every forward before the first backward;
+    // 1F1B holds at most as many as there are stages ahead.
+    int64_t inFlight = pp == 1 ? 1
+                       : plan.schedule == Schedule::gpipe
+                           ? m
+                           : std::min<int64_t>(m, pp - stage);
+
+    // Memory of one rank of this stage.
+    double shard = static_cast<double>(dp);
+    double weights = params * elementBytes / (plan.zero >= 3 ? shard : 1);
+    double gradients = params * gradBytes / (plan.zero >= 2 ? shard : 1);
+    double optimizer = params * optimizerBytes / (plan.zero >= 1 ? shard : 1);
+    double temporary = transient;
+    if (plan.zero >= 3) // gathered layer, and the next one prefetched
+      temporary += 2 * largestLayer * elementBytes;
+    double activations = inFlight * kept;
+    double live = weights + gradients + optimizer + activations + temporary;
+    double memory = live * (1 + eff.fragmentation) + eff.runtimeOverheadBytes;
+    est.stageMemory.push_back(memory);
+
+    // Data-parallel traffic of this stage's parameters.
+    double dpComm = 0;
+    if (plan.zero < 3) {
+      double sync = cluster.collectiveTime(CollectiveKind::allReduce,
+                                           params * gradBytes, dp, tp);
+      // Overlaps the last micro-batch's backward pass.
+      dpComm = std::max(0.0, sync - backward);
+    } else {
+      double gathers =
+          2 * cluster.collectiveTime(CollectiveKind::allGather,
+                                     params * elementBytes, dp, tp) +
+          cluster.collectiveTime(CollectiveKind::reduceScatter,
+                                 params * gradBytes, dp, tp);
+      // Prefetched: hidden behind the micro-batch's own compute.
+      dpComm = m * std::max(0.0, gathers - perMicroBatch);
+    }
+    double optimizerParams = params / (plan.zero >= 1 ? shard : 1);
+    double optimizerTraffic =
+        training.optimizer == OptimizerKind::adamw ? 28 : 16;
+    double optimizerTime = optimizerParams * (optimizerTraffic + gradBytes) /
+                           (cluster.gpu->hbmBandwidth * eff.memory);
+
+    double stageTime = (m + pp - 1) * perMicroBatch + dpComm + optimizerTime;
+    if (stageTime > worstTime) {
+      worstTime = stageTime;
+      est.computeTime = m * (compute + recompute);
+      est.recomputeTime = m * recompute;
+      est.tpCommTime = m * comm;
+      est.ppCommTime = pp > 1 ? m * 2 * sendTime : 0;
+      est.bubbleTime = (pp - 1) * perMicroBatch;
+      est.dpCommTime = dpComm;
+      est.optimizerTime = optimizerTime;
+      est.stepTime = stageTime;
+    }
+    if (memory > worstMemory) {
+      worstMemory = memory;
+      est.worstStage = stage;
+      est.weights = weights;
+      est.gradients = gradients;
+      est.optimizerState = optimizer;
+      est.activations = activations;
+      est.temporary = temporary + (live * eff.fragmentation);
+      est.overhead = eff.runtimeOverheadBytes;
+    }
+  }
+
+  double sequencesPerSecond = training.batchSize / est.stepTime;
+  est.tokensPerSecond = sequencesPerSecond * training.sequenceLength;
+  double peak = cluster.gpu->matrixPeak(precision);
+  int64_t world = dp * tp * pp;
+  FlopsPerSequence model = trainingFlopsPerSequence(
+      parameterCount, numLayers, config.arch.width, training.sequenceLength,
+      /*recompute=*/false);
+  est.mfu = flopsUtilization(model, true, sequencesPerSecond, world, peak);
+  FlopsPerSequence hardware = model;
+  if (plan.recompute == Recompute::full)
+    hardware = trainingFlopsPerSequence(parameterCount, numLayers,
+                                        config.arch.width,
+                                        training.sequenceLength, true);
+  else if (plan.recompute == Recompute::selective)
+    hardware.attention *= 1.5;
+  est.hfu = flopsUtilization(hardware, true, sequencesPerSecond, world, peak);
+  return est;
+}

@@ -1,0 +1,285 @@
+//===- Planner.cpp - Choosing a parallel plan -----------------------------===//
+
+#include "loom/CostModel/Planner.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::loom;
+
+SmallVector<Precision> mlir::loom::getAllowedPrecisions(Precision requested,
+                                                        const GpuSpec &gpu) {
+  if (requested == Precision::bf16 && gpu.tensorBf16Flops == 0)
+    return {Precision::fp16};
+  return {requested};
+}
+
+static SmallVector<int64_t> getDivisors(int64_t n) {
+  SmallVector<int64_t> divisors;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0)
+      divisors.push_back(d);
+  return divisors;
+}
+
+PlanSearch mlir::loom::searchPlans(CostModel &model) {
+  PlanSearch search;
+  const ModelConfig &config = model.getConfig();
+  int64_t world = model.getCluster().getWorldSize();
+  int64_t batch = config.training.batchSize;
+  SmallVector<Precision> precisions = getAllowedPrecisions(
+      config.training.precision, *model.getCluster().gpu);
+  const Recompute recomputes[] = {Recompute::none, Recompute::selective,
+                                  Recompute::full};
+  for (int64_t tp : getDivisors(world)) {
+    for (int64_t pp : getDivisors(world / tp)) {
+      int64_t dp = world / (tp * pp);
+      PlanConfig base;
+      base.dp = dp;
+      base.tp = tp;
+      base.pp = pp;
+      // Cheap structural checks first: a split that fails here fails for
+      // every micro-batch count.
+      base.microBatches = 1;
+      if (batch % dp) {
+        ++search.illegal;
+        continue;
+      }
+      for (int64_t m : getDivisors(batch / dp)) {
+        for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+          for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b}) {
+            if (pp == 1 && schedule != Schedule::gpipe)
+              continue;
+            for (Recompute recompute : recomputes) {
+              for (bool sp : {false, true}) {
+                if (sp && tp == 1)
+                  continue;
+                for (Precision precision : precisions) {
+                  PlanConfig plan = base;
+                  plan.microBatches = m;
+                  plan.zero = zero;
+                  plan.schedule = schedule;
+                  plan.recompute = recompute;
+                  plan.sequenceParallel = sp;
+                  ++search.evaluated;
+                  PlanEstimate est = model.estimate(plan, precision);
+                  if (!est.illegal.empty())
+                    ++search.illegal;
+                  else if (est.fits())
+                    search.ranked.push_back(std::move(est));
+                  else
+                    search.outOfMemory.push_back(std::move(est));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  llvm::stable_sort(search.ranked, [](const auto &a, const auto &b) {
+    if (a.stepTime != b.stepTime)
+      return a.stepTime < b.stepTime;
+    return a.memory() < b.memory();
+  });
+  llvm::stable_sort(search.outOfMemory, [](const auto &a, const auto &b) {
+    return a.memory() < b.memory();
+  });
+  return search;
+}
+
+std::string mlir::loom::formatPlan(const PlanConfig &plan,
+                                   Precision precision) {
+  return llvm::formatv("dp={0},tp={1},pp={2},zero={3},mb={4},schedule={5},"
+                       "recompute={6},sp={7},precision={8}",
+                       plan.dp, plan.tp, plan.pp, plan.zero, plan.microBatches,
+                       getScheduleName(plan.schedule),
+                       stringifyRecompute(plan.recompute),
+                       plan.sequenceParallel ? 1 : 0,
+                       stringifyPrecision(precision))
+      .str();
+}
+
+static constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+
+static void printTableHeader(llvm::raw_ostream &os) {
+  os << llvm::formatv("  {0,-3} {1,-78} {2,+11} {3,+12} {4,+6} {5,+10}\n", "#",
+                      "plan", "step (s)", "tokens/s", "MFU", "GiB/GPU");
+}
+
+static void printTableRow(llvm::raw_ostream &os, int64_t index,
+                          const PlanEstimate &est) {
+  os << llvm::formatv("  {0,-3} {1,-78} {2,+11} {3,+12} {4,+6} {5,+10}\n",
+                      index, formatPlan(est.plan, est.precision),
+                      llvm::formatv("{0:F4}", est.stepTime).str(),
+                      llvm::formatv("{0:F0}", est.tokensPerSecond).str(),
+                      llvm::formatv("{0:F3}", est.mfu).str(),
+                      llvm::formatv("{0:F2}", est.memory() / GiB).str());
+}
+
+static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
+                          const PlanEstimate &est) {
+  os << "plan: " << formatPlan(est.plan, est.precision) << "\n";
+  os << llvm::formatv("  micro-batch: {0} sequences; layers per stage:",
+                      est.microBatchSize);
+  for (int64_t layers : est.layersPerStage)
+    os << " " << layers;
+  os << "\n";
+  os << llvm::formatv(
+      "  step time: {0:F4} s = pipeline {1:F4} (compute {2:F4}, of which "
+      "recompute {3:F4}; tensor-parallel comm {4:F4}; stage sends {5:F4}; "
+      "bubble {6:F4}) + exposed data-parallel comm {7:F4} + optimizer "
+      "{8:F4}\n",
+      est.stepTime,
+      est.computeTime + est.tpCommTime + est.ppCommTime + est.bubbleTime,
+      est.computeTime, est.recomputeTime, est.tpCommTime, est.ppCommTime,
+      est.bubbleTime, est.dpCommTime, est.optimizerTime);
+  os << llvm::formatv("  throughput: {0:F0} tokens/s; MFU {1:F4}, HFU {2:F4} "
+                      "(peak {3:F0} TFLOP/s per GPU)\n",
+                      est.tokensPerSecond, est.mfu, est.hfu,
+                      model.getCluster().gpu->matrixPeak(est.precision) / 1e12);
+  os << llvm::formatv(
+      "  memory per GPU (stage {0}): {1:F2} GiB of {2:F2} = weights {3:F2} + "
+      "gradients {4:F2} + optimizer state {5:F2} + activations {6:F2} + "
+      "temporary {7:F2} + runtime {8:F2}\n",
+      est.worstStage, est.memory() / GiB, est.capacity / GiB, est.weights / GiB,
+      est.gradients / GiB, est.optimizerState / GiB, est.activations / GiB,
+      est.temporary / GiB, est.overhead / GiB);
+}
+
+static std::string describeOutOfMemory(const PlanEstimate &est) {
+  return llvm::formatv("out of memory by {0:F2} GiB (needs {1:F2} of {2:F2} "
+                       "GiB; activations {3:F2})",
+                       (est.memory() - est.capacity) / GiB, est.memory() / GiB,
+                       est.capacity / GiB, est.activations / GiB)
+      .str();
+}
+
+void mlir::loom::printPlanReport(llvm::raw_ostream &os, const CostModel &model,
+                                 const PlanSearch &search,
+                                 const PlanEstimate *explicitPlan) {
+  const ModelConfig &config = model.getConfig();
+  const ClusterModel &cluster = model.getCluster();
+  os << llvm::formatv("model: {0}, {1} parameters, {2} layers; global batch "
+                      "{3} x {4} tokens\n",
+                      config.name, model.getParameterCount(),
+                      model.getNumLayers(), config.training.batchSize,
+                      config.training.sequenceLength);
+  os << llvm::formatv("cluster: {0} x {1} GPUs per node x {2} nodes = {3} "
+                      "GPUs\n",
+                      cluster.gpu->name, cluster.gpusPerNode, cluster.nodes,
+                      cluster.getWorldSize());
+  if (explicitPlan) {
+    printEstimate(os, model, *explicitPlan);
+    if (!explicitPlan->fits())
+      os << "  does not fit: " << describeOutOfMemory(*explicitPlan) << "\n";
+    return;
+  }
+  os << llvm::formatv("searched {0} plans: {1} fit, {2} out of memory, {3} "
+                      "illegal\n",
+                      search.evaluated, search.ranked.size(),
+                      search.outOfMemory.size(), search.illegal);
+  if (search.ranked.empty())
+    return;
+  os << "chosen ";
+  printEstimate(os, model, search.ranked.front());
+  os << "best plans:\n";
+  printTableHeader(os);
+  for (auto [i, est] : llvm::enumerate(llvm::ArrayRef(search.ranked).take_front(8)))
+    printTableRow(os, i + 1, est);
+  // The rejected plans that would have beaten the choice, fastest first.
+  std::vector<const PlanEstimate *> faster;
+  for (const PlanEstimate &est : search.outOfMemory)
+    if (est.stepTime < search.ranked.front().stepTime)
+      faster.push_back(&est);
+  llvm::sort(faster, [](const PlanEstimate *a, const PlanEstimate *b) {
+    return a->stepTime < b->stepTime;
+  });
+  if (!faster.empty()) {
+    os << "faster plans rejected:\n";
+    for (const PlanEstimate *est : llvm::ArrayRef(faster).take_front(5))
+      os << llvm::formatv("  {0}: {1:F4} s/step, {2}\n",
+                          formatPlan(est->plan, est->precision), est->stepTime,
+                          describeOutOfMemory(*est));
+  }
+}
+
+void mlir::loom::printCostReport(llvm::raw_ostream &os, const CostModel &model,
+                                 const PlanEstimate &est) {
+  printEstimate(os, model, est);
+  PricingKey key{est.microBatchSize, est.plan.tp, est.plan.sequenceParallel,
+                 est.precision};
+  ArrayRef<OpGroup> groups = model.getGroups();
+  auto printGroup = [&](const OpGroup &group, double repeat) {
+    os << "\n" << group.name;
+    if (repeat > 1)
+      os << llvm::formatv(" (x {0} layers)", repeat);
+    os << " per micro-batch and GPU: FLOPs in TFLOP, bytes in GB, times in "
+          "ms\n";
+    os << llvm::formatv("  {0,-22} {1,+10} {2,+10} {3,+9} {4,+9} {5,+9} "
+                        "{6,+9} {7,+9} {8,+9} {9,+9} {10,+9} {11,+9} {12,+9}\n",
+                        "op", "flops_fwd", "flops_bwd", "act_buf", "weights",
+                        "mem_fwd", "mem_bwd", "t_fwd", "t_bwd", "comm_fwd",
+                        "comm_bwd", "t_tot_fwd", "t_tot_bwd");
+    TimedRow sum;
+    double tFwd = 0, tBwd = 0;
+    for (const TimedRow &t : model.priceGroupRows(group, key)) {
+      const CostRow &r = t.row;
+      os << llvm::formatv(
+          "  {0,-22} {1,+10:F6} {2,+10:F6} {3,+9:F6} {4,+9:F6} {5,+9:F6} "
+          "{6,+9:F6} {7,+9:F4} {8,+9:F4} {9,+9:F4} {10,+9:F4} {11,+9:F4} "
+          "{12,+9:F4}\n",
+          r.name, r.flopsFwd * 1e-12, r.flopsBwd * 1e-12,
+          r.activationBuffer * 1e-9, r.weights * 1e-9, r.memFwd * 1e-9,
+          r.memBwd * 1e-9, t.tFwd() * 1e3, t.tBwd() * 1e3, t.tCommFwd * 1e3,
+          t.tCommBwd * 1e3, t.tTotalFwd() * 1e3, t.tTotalBwd() * 1e3);
+      sum.row.flopsFwd += r.flopsFwd;
+      sum.row.flopsBwd += r.flopsBwd;
+      sum.row.activationBuffer += r.activationBuffer;
+      sum.row.weights += r.weights;
+      sum.tCommFwd += t.tCommFwd;
+      sum.tCommBwd += t.tCommBwd;
+      tFwd += t.tTotalFwd();
+      tBwd += t.tTotalBwd();
+    }
+    os << llvm::formatv("  {0,-22} {1,+10:F6} {2,+10:F6} {3,+9:F6} {4,+9:F6} "
+                        "{5,+9} {6,+9} {7,+9} {8,+9} {9,+9:F4} {10,+9:F4} "
+                        "{11,+9:F4} {12,+9:F4}\n",
+                        repeat > 1 ? "total (all layers)" : "total",
+                        sum.row.flopsFwd * 1e-12 * repeat,
+                        sum.row.flopsBwd * 1e-12 * repeat,
+                        sum.row.activationBuffer * 1e-9 * repeat,
+                        sum.row.weights * 1e-9 * repeat, "", "", "", "",
+                        sum.tCommFwd * 1e3 * repeat,
+                        sum.tCommBwd * 1e3 * repeat, tFwd * 1e3 * repeat,
+                        tBwd * 1e3 * repeat);
+  };
+  printGroup(groups.front(), 1);
+  // Layers are priced alike unless the model says otherwise; show the first.
+  printGroup(groups[1], model.getNumLayers());
+  printGroup(groups.back(), 1);
+}
+
+void mlir::loom::recordPlan(ModuleOp module, const PlanEstimate &est) {
+  MLIRContext *context = module.getContext();
+  const PlanConfig &plan = est.plan;
+  module->setAttr(LoomDialect::getPlanAttrName(),
+                  PlanAttr::get(context, plan.dp, plan.tp, plan.pp, plan.zero,
+                                plan.microBatches, plan.schedule,
+                                plan.recompute, plan.sequenceParallel));
+  auto training = module->getAttrOfType<TrainingAttr>(
+      LoomDialect::getTrainingAttrName());
+  if (training && training.getPrecision() != est.precision)
+    module->setAttr(
+        LoomDialect::getTrainingAttrName(),
+        TrainingAttr::get(context, training.getBatch(), training.getSequence(),
+                          training.getOptimizer(), training.getLr(),
+                          training.getBeta1(), training.getBeta2(),
+                          training.getEps(), training.getWeightDecay(),
+                          training.getMomentum(), training.getGradClip(),
+                          est.precision));
+}
