@@ -104,7 +104,7 @@ struct Roofline {
   double memoryBandwidth;
   /// See EfficiencyAssumptions::matrixHalfWidth; 0 prices every product at
   /// `matrixFlops`.
-  double matrixHalfWidth = 1000;
+  double matrixHalfWidth = 0;
 };
 
 /// Prices `row`: roofline time of each pass, and `commTime` for its
