@@ -40,8 +40,8 @@ CostRow mlir::loom::linearCost(double b, double l, double in, double out,
   double tokens = b * l, biasTerms = bias ? tokens * out : 0;
   row.flopsFwd = tokens * out * (2 * in - 1) + biasTerms;
   // Input gradient, weight gradient, bias gradient.
-  row.flopsBwd = tokens * in * (2 * out - 1) + in * out * (2 * tokens - 1) +
-                 biasTerms;
+  row.flopsBwd =
+      tokens * in * (2 * out - 1) + in * out * (2 * tokens - 1) + biasTerms;
   row.activationIn = tokens * in * elementBytes;
   row.activationOut = tokens * out * elementBytes;
   row.activationBuffer = row.activationIn;
@@ -49,8 +49,8 @@ CostRow mlir::loom::linearCost(double b, double l, double in, double out,
   row.memFwd = row.activationIn + row.activationOut + row.weights;
   row.activationGrad = row.activationIn + row.activationOut;
   row.weightsGrad = row.weights;
-  row.memBwd = row.activationBuffer + row.activationGrad + row.weights +
-               row.weightsGrad;
+  row.memBwd =
+      row.activationBuffer + row.activationGrad + row.weights + row.weightsGrad;
   return row;
 }
 
@@ -67,8 +67,8 @@ CostRow mlir::loom::attentionLogitsCost(double b, double l, double q, double h,
   row.activationOut = b * h * l * l * elementBytes;
   row.activationBuffer = row.activationIn + row.activationInOther;
   row.memFwd = row.activationIn + row.activationInOther + row.activationOut;
-  row.activationGrad = row.activationOut + row.activationIn +
-                       row.activationInOther;
+  row.activationGrad =
+      row.activationOut + row.activationIn + row.activationInOther;
   row.memBwd = row.activationBuffer + row.activationGrad;
   return row;
 }
@@ -166,8 +166,8 @@ CostRow mlir::loom::fusedAttentionCost(double b, double l, double q, double h,
   row.flopsBwd = 5 * products;
   double qkv = b * l * h * q * elementBytes;
   double statistics = b * h * l * 4; // fp32 log-sum-exp per row
-  row.activationIn = 2 * qkv;         // queries and keys
-  row.activationInOther = qkv;        // values
+  row.activationIn = 2 * qkv;        // queries and keys
+  row.activationInOther = qkv;       // values
   row.activationOut = qkv;
   row.activationBuffer = 3 * qkv + statistics;
   row.memFwd = 4 * qkv + statistics;

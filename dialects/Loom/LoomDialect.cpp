@@ -134,8 +134,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return expect(isa<ClusterAttr>(attr.getValue()), "a #loom.cluster");
   if (name == getLayerAttrName()) {
     auto layer = dyn_cast<IntegerAttr>(attr.getValue());
-    return expect(layer && layer.getType().isInteger(64) &&
-                      layer.getInt() >= 0,
+    return expect(layer && layer.getType().isInteger(64) && layer.getInt() >= 0,
                   "a non-negative i64 layer number");
   }
   return op->emitError() << "unknown loom attribute '" << name << "'";

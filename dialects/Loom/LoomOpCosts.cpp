@@ -76,9 +76,9 @@ void EmbeddingOp::estimateCost(const CostContext &context,
 void LayerNormOp::estimateCost(const CostContext &context,
                                SmallVectorImpl<CostRow> &rows) {
   auto [sequence, width] = getActivationShape(getResult());
-  CostRow row = layerNormCost(context.batch,
-                              sequence / getSequenceShard(context), width,
-                              context.elementBytes);
+  CostRow row =
+      layerNormCost(context.batch, sequence / getSequenceShard(context), width,
+                    context.elementBytes);
   row.name = "layer_norm";
   rows.push_back(row);
 }

@@ -32,8 +32,8 @@ std::optional<ClusterModel> ClusterModel::get(const ClusterConfig &config,
                                               llvm::raw_ostream &errs) {
   const GpuSpec *gpu = lookupGpu(config.gpu);
   if (!gpu) {
-    errs << file << ": error: cluster.gpu: unknown GPU kind '" << config.gpu
-         << "'; known kinds: " << getGpuNames() << "\n";
+    errs << file << ": error: field 'cluster.gpu': unknown GPU kind \""
+         << config.gpu << "\" (known: " << getGpuNames() << ")\n";
     return std::nullopt;
   }
   ClusterModel model;
@@ -89,9 +89,9 @@ TimedRow mlir::loom::priceRow(
     llvm::function_ref<double(CollectiveKind, double)> commTime) {
   TimedRow timed;
   timed.row = row;
-  double flops = !row.tensorCore      ? roofline.vectorFlops
+  double flops = !row.tensorCore     ? roofline.vectorFlops
                  : row.attentionCore ? roofline.attentionFlops
-                                      : roofline.matrixFlops;
+                                     : roofline.matrixFlops;
   if (row.tensorCore && row.matrixWidth > 0 && roofline.matrixHalfWidth > 0)
     flops *= row.matrixWidth / (row.matrixWidth + roofline.matrixHalfWidth);
   timed.tCompFwd = row.flopsFwd / flops;
@@ -115,8 +115,8 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
                                       const CostModelOptions &options) {
   auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunctionName);
   if (!forward || forward.isExternal())
-    return module.emitError() << "the cost model needs @"
-                              << kForwardFunctionName;
+    return module.emitError()
+           << "the cost model needs @" << kForwardFunctionName;
   CostModel model(config, cluster, options);
   model.groups.push_back({"embedding", {}});
   int64_t lastLayer = -1;
@@ -126,10 +126,9 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
       continue;
     auto costed = dyn_cast<CostOpInterface>(op);
     if (!costed)
-      return op.emitError() << "the cost model cannot price '" << op.getName()
-                            << "'";
-    auto layer =
-        op.getAttrOfType<IntegerAttr>(LoomDialect::getLayerAttrName());
+      return op.emitError()
+             << "the cost model cannot price '" << op.getName() << "'";
+    auto layer = op.getAttrOfType<IntegerAttr>(LoomDialect::getLayerAttrName());
     if (!layer) {
       if (lastLayer >= 0 && !afterLayers) {
         model.groups.push_back({"head", {}});
@@ -139,8 +138,9 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
       continue;
     }
     if (afterLayers || layer.getInt() < lastLayer)
-      return op.emitError() << "layer " << layer.getInt()
-                            << " is not contiguous in @" << kForwardFunctionName;
+      return op.emitError()
+             << "layer " << layer.getInt() << " is not contiguous in @"
+             << kForwardFunctionName;
     if (layer.getInt() != lastLayer) {
       lastLayer = layer.getInt();
       model.groups.push_back({("layer " + Twine(lastLayer)).str(), {}});
@@ -166,7 +166,8 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
       for (CostOpInterface first : model.groups.front().ops)
         if (auto embedding = dyn_cast<EmbeddingOp>(first.getOperation()))
           if (embedding.getWte() == linear.getWeight())
-            model.tiedParameters = linear.getWeight().getType().getNumElements();
+            model.tiedParameters =
+                linear.getWeight().getType().getNumElements();
   return model;
 }
 
@@ -205,8 +206,10 @@ SmallVector<TimedRow> CostModel::priceGroupRows(const OpGroup &group,
     if (auto name = dyn_cast<NameLoc>(op->getLoc()))
       prefix = name.getName().str();
     for (CostRow &row : rows) {
-      if (!prefix.empty() && row.name != prefix)
-        row.name = prefix + (row.name.empty() ? "" : ":" + row.name);
+      // Named after the op's location ("h.0.attn.c_attn"), with the part
+      // for ops priced as several kernels ("h.0.attn:softmax").
+      if (!prefix.empty())
+        row.name = rows.size() == 1 ? prefix : prefix + ":" + row.name;
       timed.push_back(priceRow(row, roofline, commTime));
     }
   }
@@ -248,8 +251,8 @@ const GroupCost &CostModel::priceGroup(size_t index, const PricingKey &key) {
                                        elementBytes;
         }
       if (!group.ops.empty()) {
-        auto type = cast<RankedTensorType>(
-            group.ops.front()->getOperand(0).getType());
+        auto type =
+            cast<RankedTensorType>(group.ops.front()->getOperand(0).getType());
         double elements = key.microBatch;
         for (int64_t dim : type.getShape().drop_front())
           elements *= dim;
@@ -386,8 +389,8 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
           : (training.momentum != 0 ? 4 : 0) + (mixed ? 4 : 0);
   double activationBytesPerToken =
       elementBytes * config.arch.width / (plan.sequenceParallel ? tp : 1);
-  double sendBytes = est.microBatchSize * training.sequenceLength *
-                     activationBytesPerToken;
+  double sendBytes =
+      est.microBatchSize * training.sequenceLength * activationBytesPerToken;
   double sendTime = pp > 1 ? cluster.sendTime(sendBytes, tp * dp) : 0;
 
   double worstTime = -1, worstMemory = -1;
@@ -438,8 +441,8 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     if (pp == 1)
       params -= tiedParameters / tp;
 
-    double perMicroBatch = compute + recompute + comm +
-                           (pp > 1 ? 2 * sendTime : 0);
+    double perMicroBatch =
+        compute + recompute + comm + (pp > 1 ? 2 * sendTime : 0);
     // Without a pipeline, micro-batches run one after the other (gradient
     // accumulation). GPipe runs every forward before the first backward;
     // 1F1B holds at most as many as there are stages ahead.
@@ -517,9 +520,9 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   est.mfu = flopsUtilization(model, true, sequencesPerSecond, world, peak);
   FlopsPerSequence hardware = model;
   if (plan.recompute == Recompute::full)
-    hardware = trainingFlopsPerSequence(parameterCount, numLayers,
-                                        config.arch.width,
-                                        training.sequenceLength, true);
+    hardware =
+        trainingFlopsPerSequence(parameterCount, numLayers, config.arch.width,
+                                 training.sequenceLength, true);
   else if (plan.recompute == Recompute::selective)
     hardware.attention *= 1.5;
   est.hfu = flopsUtilization(hardware, true, sequencesPerSecond, world, peak);

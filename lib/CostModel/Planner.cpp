@@ -31,8 +31,8 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
   const ModelConfig &config = model.getConfig();
   int64_t world = model.getCluster().getWorldSize();
   int64_t batch = config.training.batchSize;
-  SmallVector<Precision> precisions = getAllowedPrecisions(
-      config.training.precision, *model.getCluster().gpu);
+  SmallVector<Precision> precisions =
+      getAllowedPrecisions(config.training.precision, *model.getCluster().gpu);
   const Recompute recomputes[] = {Recompute::none, Recompute::selective,
                                   Recompute::full};
   for (int64_t tp : getDivisors(world)) {
@@ -94,13 +94,12 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
 
 std::string mlir::loom::formatPlan(const PlanConfig &plan,
                                    Precision precision) {
-  return llvm::formatv("dp={0},tp={1},pp={2},zero={3},mb={4},schedule={5},"
-                       "recompute={6},sp={7},precision={8}",
-                       plan.dp, plan.tp, plan.pp, plan.zero, plan.microBatches,
-                       getScheduleName(plan.schedule),
-                       stringifyRecompute(plan.recompute),
-                       plan.sequenceParallel ? 1 : 0,
-                       stringifyPrecision(precision))
+  return llvm::formatv(
+             "dp={0},tp={1},pp={2},zero={3},mb={4},schedule={5},"
+             "recompute={6},sp={7},precision={8}",
+             plan.dp, plan.tp, plan.pp, plan.zero, plan.microBatches,
+             getScheduleName(plan.schedule), stringifyRecompute(plan.recompute),
+             plan.sequenceParallel ? 1 : 0, stringifyPrecision(precision))
       .str();
 }
 
@@ -189,7 +188,8 @@ void mlir::loom::printPlanReport(llvm::raw_ostream &os, const CostModel &model,
   printEstimate(os, model, search.ranked.front());
   os << "best plans:\n";
   printTableHeader(os);
-  for (auto [i, est] : llvm::enumerate(llvm::ArrayRef(search.ranked).take_front(8)))
+  for (auto [i, est] :
+       llvm::enumerate(llvm::ArrayRef(search.ranked).take_front(8)))
     printTableRow(os, i + 1, est);
   // The rejected plans that would have beaten the choice, fastest first.
   std::vector<const PlanEstimate *> faster;
@@ -214,7 +214,7 @@ void mlir::loom::printCostReport(llvm::raw_ostream &os, const CostModel &model,
   PricingKey key{est.microBatchSize, est.plan.tp, est.plan.sequenceParallel,
                  est.precision};
   ArrayRef<OpGroup> groups = model.getGroups();
-  auto printGroup = [&](const OpGroup &group, double repeat) {
+  auto printGroup = [&](const OpGroup &group, int64_t repeat) {
     os << "\n" << group.name;
     if (repeat > 1)
       os << llvm::formatv(" (x {0} layers)", repeat);
@@ -246,17 +246,16 @@ void mlir::loom::printCostReport(llvm::raw_ostream &os, const CostModel &model,
       tFwd += t.tTotalFwd();
       tBwd += t.tTotalBwd();
     }
-    os << llvm::formatv("  {0,-22} {1,+10:F6} {2,+10:F6} {3,+9:F6} {4,+9:F6} "
-                        "{5,+9} {6,+9} {7,+9} {8,+9} {9,+9:F4} {10,+9:F4} "
-                        "{11,+9:F4} {12,+9:F4}\n",
-                        repeat > 1 ? "total (all layers)" : "total",
-                        sum.row.flopsFwd * 1e-12 * repeat,
-                        sum.row.flopsBwd * 1e-12 * repeat,
-                        sum.row.activationBuffer * 1e-9 * repeat,
-                        sum.row.weights * 1e-9 * repeat, "", "", "", "",
-                        sum.tCommFwd * 1e3 * repeat,
-                        sum.tCommBwd * 1e3 * repeat, tFwd * 1e3 * repeat,
-                        tBwd * 1e3 * repeat);
+    os << llvm::formatv(
+        "  {0,-22} {1,+10:F6} {2,+10:F6} {3,+9:F6} {4,+9:F6} "
+        "{5,+9} {6,+9} {7,+9} {8,+9} {9,+9:F4} {10,+9:F4} "
+        "{11,+9:F4} {12,+9:F4}\n",
+        repeat > 1 ? "total (all layers)" : "total",
+        sum.row.flopsFwd * 1e-12 * repeat, sum.row.flopsBwd * 1e-12 * repeat,
+        sum.row.activationBuffer * 1e-9 * repeat,
+        sum.row.weights * 1e-9 * repeat, "", "", "", "",
+        sum.tCommFwd * 1e3 * repeat, sum.tCommBwd * 1e3 * repeat,
+        tFwd * 1e3 * repeat, tBwd * 1e3 * repeat);
   };
   printGroup(groups.front(), 1);
   // Layers are priced alike unless the model says otherwise; show the first.
@@ -271,15 +270,14 @@ void mlir::loom::recordPlan(ModuleOp module, const PlanEstimate &est) {
                   PlanAttr::get(context, plan.dp, plan.tp, plan.pp, plan.zero,
                                 plan.microBatches, plan.schedule,
                                 plan.recompute, plan.sequenceParallel));
-  auto training = module->getAttrOfType<TrainingAttr>(
-      LoomDialect::getTrainingAttrName());
+  auto training =
+      module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
   if (training && training.getPrecision() != est.precision)
     module->setAttr(
         LoomDialect::getTrainingAttrName(),
-        TrainingAttr::get(context, training.getBatch(), training.getSequence(),
-                          training.getOptimizer(), training.getLr(),
-                          training.getBeta1(), training.getBeta2(),
-                          training.getEps(), training.getWeightDecay(),
-                          training.getMomentum(), training.getGradClip(),
-                          est.precision));
+        TrainingAttr::get(
+            context, training.getBatch(), training.getSequence(),
+            training.getOptimizer(), training.getLr(), training.getBeta1(),
+            training.getBeta2(), training.getEps(), training.getWeightDecay(),
+            training.getMomentum(), training.getGradClip(), est.precision));
 }

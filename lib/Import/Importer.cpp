@@ -136,8 +136,8 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
                                  arg(lp.fcprojw), arg(lp.fcprojb), row);
     x = AddOp::create(builder, loc(p + "mlp.residual"), x, mlp);
     auto layer = builder.getI64IntegerAttr(l);
-    for (Operation &op : llvm::make_range(std::next(layerStart->getIterator()),
-                                          body->end()))
+    for (Operation &op :
+         llvm::make_range(std::next(layerStart->getIterator()), body->end()))
       op.setAttr(LoomDialect::getLayerAttrName(), layer);
   }
   Value xf = LayerNormOp::create(builder, loc("ln_f"), xType, x, arg(lnfw),

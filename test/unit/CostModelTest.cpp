@@ -59,14 +59,14 @@ llvm::StringMap<CostRow> buildNotebookRows() {
   block = "sa/";
   add("layer_norm_1", layerNormCost(b, l / m, e, s), C::allGather, C::none);
   add("qkv_proj", linearCost(b, l, e, 3 * e / m, false, s), C::none,
-        C::reduceScatter);
+      C::reduceScatter);
   add("logits", attentionLogitsCost(b, l, q, h / m, s), C::none, C::none);
   add("softmax", softmaxCost(b, l, h / m, s), C::none, C::none);
   add("dropout_softmax", dropoutCost(b, l, l * h / m, s, mask), C::none,
-        C::none);
+      C::none);
   add("attend", attentionAttendCost(b, l, q, h / m, s), C::none, C::none);
   add("v_proj", linearCost(b, l, h * q / m, e, true, s), C::reduceScatter,
-        C::none);
+      C::none);
   add("dropout", dropoutCost(b, l / m, e, s, mask), C::none, C::allGather);
   add("layer_norm_2", layerNormCost(b, l / m, e, s), C::allGather, C::none);
   return rows;
@@ -122,8 +122,8 @@ void expectPrinted(double value, const std::string &printed,
                    const std::string &what) {
   double expected = printed.empty() ? 0.0 : std::stod(printed);
   EXPECT_LE(std::fabs(value - expected), 0.5e-6 + 1e-12 * std::fabs(expected))
-      << what << ": computed " << std::to_string(value)
-      << ", printed " << printed;
+      << what << ": computed " << std::to_string(value) << ", printed "
+      << printed;
 }
 
 TEST(CostModel, ReproducesTheNotebookTables) {
@@ -166,9 +166,8 @@ TEST(CostModel, ReproducesTheNotebookTables) {
     for (size_t i = 0; i < header.size(); ++i) {
       const std::string &column = header[i], &printed = f[i + 2];
       if (column == "comm_fwd_type" || column == "comm_bwd_type") {
-        CollectiveKind kind = column == "comm_fwd_type"
-                                  ? timed.row.commFwdKind
-                                  : timed.row.commBwdKind;
+        CollectiveKind kind = column == "comm_fwd_type" ? timed.row.commFwdKind
+                                                        : timed.row.commBwdKind;
         EXPECT_EQ(getCollectiveName(kind).str(), printed) << layer;
         continue;
       }
@@ -241,10 +240,9 @@ TEST(CostModel, PredictsMosaicGptThroughput) {
     double error = est.tokensPerSecond / row.tokensPerSecond - 1;
     errors.push_back(std::fabs(error));
     std::printf("| %s | %lld | %lld | %lld | %s | %.0f | %.0f | %+.1f%% |\n",
-                row.model.c_str(), (long long)row.sequence,
-                (long long)row.gpus, (long long)row.microBatch,
-                row.recompute ? "yes" : "no", row.tokensPerSecond,
-                est.tokensPerSecond, 100 * error);
+                row.model.c_str(), (long long)row.sequence, (long long)row.gpus,
+                (long long)row.microBatch, row.recompute ? "yes" : "no",
+                row.tokensPerSecond, est.tokensPerSecond, 100 * error);
   }
   double med = median(errors);
   std::printf("median absolute error: %.1f%% over %zu runs\n", 100 * med,

@@ -51,17 +51,17 @@ TEST(Utilization, ReproducesMosaicGptTables) {
     FlopsPerSequence hardware = trainingFlopsPerSequence(
         row.params, config->arch.layers, config->arch.width, row.sequence,
         row.recompute);
-    EXPECT_EQ(loom_test::round4(flopsUtilization(model, false, sequencesPerSecond,
-                                      row.gpus, peak)),
+    EXPECT_EQ(loom_test::round4(flopsUtilization(
+                  model, false, sequencesPerSecond, row.gpus, peak)),
               row.mfuStar);
-    EXPECT_EQ(loom_test::round4(flopsUtilization(model, true, sequencesPerSecond, row.gpus,
-                                      peak)),
+    EXPECT_EQ(loom_test::round4(flopsUtilization(
+                  model, true, sequencesPerSecond, row.gpus, peak)),
               row.mfu);
-    EXPECT_EQ(loom_test::round4(flopsUtilization(hardware, false, sequencesPerSecond,
-                                      row.gpus, peak)),
+    EXPECT_EQ(loom_test::round4(flopsUtilization(
+                  hardware, false, sequencesPerSecond, row.gpus, peak)),
               row.hfuStar);
-    EXPECT_EQ(loom_test::round4(flopsUtilization(hardware, true, sequencesPerSecond,
-                                      row.gpus, peak)),
+    EXPECT_EQ(loom_test::round4(flopsUtilization(
+                  hardware, true, sequencesPerSecond, row.gpus, peak)),
               row.hfu);
   }
 }

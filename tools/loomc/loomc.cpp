@@ -166,14 +166,14 @@ static std::optional<int> plan(ModuleOp module, const ModelConfig &config) {
                                   cluster->getWorldSize(), search.evaluated)
                         .str());
       const PlanEstimate &least = search.outOfMemory.front();
-      return fail(llvm::formatv(
-                      "no plan fits: the model needs at least {0:F2} GiB per "
-                      "GPU ({1}), and a {2} has {3:F2} GiB",
-                      least.memory() / (1024.0 * 1024 * 1024),
-                      formatPlan(least.plan, least.precision),
-                      cluster->gpu->name,
-                      cluster->gpu->memoryBytes / (1024.0 * 1024 * 1024))
-                      .str());
+      return fail(
+          llvm::formatv("no plan fits: the model needs at least {0:F2} GiB per "
+                        "GPU ({1}), and a {2} has {3:F2} GiB",
+                        least.memory() / (1024.0 * 1024 * 1024),
+                        formatPlan(least.plan, least.precision),
+                        cluster->gpu->name,
+                        cluster->gpu->memoryBytes / (1024.0 * 1024 * 1024))
+              .str());
     }
     chosen = search.ranked.front();
   }

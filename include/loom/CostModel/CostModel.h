@@ -34,7 +34,7 @@ namespace loom {
 /// Fractions of the published peaks that real kernels reach, and collective
 /// latencies. The defaults are stated in docs/cost-model.md.
 struct EfficiencyAssumptions {
-  double matrix = 0.70;    ///< Large matrix products on tensor cores.
+  double matrix = 0.70; ///< Large matrix products on tensor cores.
   /// Hockney's half-performance width of a matrix product: a product whose
   /// smallest dimension is n runs at n / (n + halfWidth) of `matrix`.
   double matrixHalfWidth = 1000;
@@ -159,12 +159,12 @@ struct PlanEstimate {
 
   // Time (seconds) of one optimizer step.
   double stepTime = 0;
-  double computeTime = 0;   ///< Critical-path stage's compute, all micro-batches.
+  double computeTime = 0; ///< Critical-path stage's compute, all micro-batches.
   double recomputeTime = 0; ///< Part of computeTime.
-  double tpCommTime = 0;    ///< Tensor-parallel collectives on the critical path.
-  double ppCommTime = 0;    ///< Activations sent between stages.
-  double bubbleTime = 0;    ///< Pipeline fill and drain.
-  double dpCommTime = 0;    ///< Exposed gradient sync and ZeRO gathers.
+  double tpCommTime = 0; ///< Tensor-parallel collectives on the critical path.
+  double ppCommTime = 0; ///< Activations sent between stages.
+  double bubbleTime = 0; ///< Pipeline fill and drain.
+  double dpCommTime = 0; ///< Exposed gradient sync and ZeRO gathers.
   double optimizerTime = 0;
   double tokensPerSecond = 0;
   double mfu = 0, hfu = 0;
