@@ -185,6 +185,24 @@ TEST(CostModel, ReproducesTheNotebookTables) {
 // Measured runs
 //===----------------------------------------------------------------------===//
 
+/// A GPT-2-style description; the padded vocabulary and MLP width are
+/// filled in by finalizeModelConfig.
+ModelConfig makeGpt(StringRef name, int64_t layers, int64_t width,
+                    int64_t heads, int64_t vocab, int64_t positions,
+                    int64_t batch, int64_t sequence, Precision precision) {
+  ModelConfig config;
+  config.name = name.str();
+  config.arch.layers = layers;
+  config.arch.width = width;
+  config.arch.heads = heads;
+  config.arch.vocab = vocab;
+  config.arch.positions = positions;
+  config.training.batchSize = batch;
+  config.training.sequenceLength = sequence;
+  config.training.precision = precision;
+  return config;
+}
+
 /// Imports `config` and builds its cost model on `cluster`.
 struct PricedModel {
   OwningOpRef<ModuleOp> module;
@@ -254,17 +272,8 @@ TEST(CostModel, PredictsMosaicGptThroughput) {
 /// vocabulary with 128 positions, which gives its 89,762,304 parameters;
 /// batch 64 of 128 tokens, fp32, Adam.
 ModelConfig getGpipeModel() {
-  ModelConfig config;
-  config.name = "gpipe-gpt2";
-  config.arch.layers = 12;
-  config.arch.width = 768;
-  config.arch.heads = 12;
-  config.arch.vocab = 6000;
-  config.arch.positions = 128;
-  config.training.batchSize = 64;
-  config.training.sequenceLength = 128;
-  config.training.precision = Precision::fp32;
-  return config;
+  return makeGpt("gpipe-gpt2", 12, 768, 12, 6000, 128, 64, 128,
+                 Precision::fp32);
 }
 
 TEST(CostModel, PredictsGpipeMemory) {
@@ -318,17 +327,9 @@ TEST(CostModel, PredictsGpipeMemory) {
 //===----------------------------------------------------------------------===//
 
 ModelConfig getGpt3() {
-  ModelConfig config;
-  config.name = "gpt3";
-  config.arch.layers = 96;
-  config.arch.width = 12288;
-  config.arch.heads = 96;
-  config.arch.vocab = 50257;
+  ModelConfig config =
+      makeGpt("gpt3", 96, 12288, 96, 50257, 2048, 1536, 2048, Precision::bf16);
   config.arch.paddedVocab = 50304;
-  config.arch.positions = 2048;
-  config.training.batchSize = 1536;
-  config.training.sequenceLength = 2048;
-  config.training.precision = Precision::bf16;
   return config;
 }
 
