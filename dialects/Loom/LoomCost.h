@@ -56,6 +56,9 @@ struct CostRow {
   /// Part of the attention core (scores, softmax, weighted sum): the
   /// activations selective recomputation drops and recomputes.
   bool attentionCore = false;
+  /// For the attention core: what selective recomputation keeps instead of
+  /// `activationBuffer` (the core's input, to recompute from).
+  double selectiveBuffer = 0;
 };
 
 /// How an op is executed when it is priced.

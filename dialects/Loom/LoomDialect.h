@@ -28,8 +28,8 @@ void printF64(AsmPrinter &printer, const llvm::APFloat &value);
 } // namespace loom
 } // namespace mlir
 
-#include "Loom/LoomDialect.h.inc"
 #include "Loom/LoomCost.h"
+#include "Loom/LoomDialect.h.inc"
 #include "Loom/LoomEnums.h"
 #include "Loom/LoomInterfaces.h.inc"
 

@@ -127,9 +127,13 @@ void CausalAttentionOp::estimateCost(const CostContext &context,
   double headWidth = width / heads;
   double localHeads = heads / context.tensorParallel;
   double b = context.batch, s = context.elementBytes;
+  // Selective recomputation keeps this rank's share of the QKV input, which
+  // the projection producing it does not keep itself.
+  double qkv = 3 * b * sequence * localHeads * headWidth * s;
   if (context.fusedAttention) {
     CostRow row = fusedAttentionCost(b, sequence, headWidth, localHeads, s);
     row.name = "attention";
+    row.selectiveBuffer = qkv;
     rows.push_back(row);
     return;
   }
@@ -139,6 +143,7 @@ void CausalAttentionOp::estimateCost(const CostContext &context,
   softmax.name = "softmax";
   CostRow attend = attentionAttendCost(b, sequence, headWidth, localHeads, s);
   attend.name = "attend";
+  logits.selectiveBuffer = qkv;
   rows.append({logits, softmax, attend});
 }
 

@@ -153,21 +153,22 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
   if (model.numLayers < 1)
     return forward.emitError() << "the cost model found no transformer layer";
 
-  // Parameters: each function argument with loom.param once; the table the
-  // head shares with the embedding is counted by both groups' rows.
+  // Parameters: each function argument with loom.param once. A parameter
+  // used by both the embedding and the head (a tied table) is priced by
+  // both groups' rows; remember how much, to count it once on one stage.
+  auto usedBy = [&](Value value, const OpGroup &group) {
+    return llvm::any_of(group.ops, [&](CostOpInterface op) {
+      return llvm::is_contained(op->getOperands(), value);
+    });
+  };
   for (auto [index, arg] : llvm::enumerate(forward.getArguments())) {
     if (!forward.getArgAttr(index, LoomDialect::getParamAttrName()))
       continue;
-    auto type = cast<RankedTensorType>(arg.getType());
-    model.parameterCount += type.getNumElements();
+    int64_t elements = cast<RankedTensorType>(arg.getType()).getNumElements();
+    model.parameterCount += elements;
+    if (usedBy(arg, model.groups.front()) && usedBy(arg, model.groups.back()))
+      model.tiedParameters += elements;
   }
-  for (CostOpInterface op : model.groups.back().ops)
-    if (auto linear = dyn_cast<LinearOp>(op.getOperation()))
-      for (CostOpInterface first : model.groups.front().ops)
-        if (auto embedding = dyn_cast<EmbeddingOp>(first.getOperation()))
-          if (embedding.getWte() == linear.getWeight())
-            model.tiedParameters =
-                linear.getWeight().getType().getNumElements();
   return model;
 }
 
@@ -216,7 +217,7 @@ SmallVector<TimedRow> CostModel::priceGroupRows(const OpGroup &group,
   return timed;
 }
 
-const GroupCost &CostModel::priceGroup(size_t index, const PricingKey &key) {
+ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
   auto [it, inserted] = cache.try_emplace(key);
   SmallVector<GroupCost> &costs = it->second;
   if (inserted) {
@@ -233,23 +234,16 @@ const GroupCost &CostModel::priceGroup(size_t index, const PricingKey &key) {
         cost.tCommFwd += timed.tCommFwd;
         cost.tCommBwd += timed.tCommBwd;
         cost.activations += row.activationBuffer;
-        if (row.attentionCore)
+        if (row.attentionCore) {
           cost.tAttentionCoreFwd += timed.tFwd() + launch;
-        else
+          cost.activationsSelective += row.selectiveBuffer;
+        } else {
           cost.activationsSelective += row.activationBuffer;
+        }
         cost.parameters += row.weights / elementBytes;
         cost.largestGradient =
             std::max(cost.largestGradient, row.activationGrad);
       }
-      // Selective recomputation keeps the attention core's input (the QKV
-      // projection's output, which that projection does not keep itself).
-      for (CostOpInterface op : group.ops)
-        if (auto attention = dyn_cast<CausalAttentionOp>(op.getOperation())) {
-          auto type = attention.getQkv().getType();
-          cost.activationsSelective += key.microBatch * type.getDimSize(1) *
-                                       type.getDimSize(2) / key.tp *
-                                       elementBytes;
-        }
       if (!group.ops.empty()) {
         auto type =
             cast<RankedTensorType>(group.ops.front()->getOperand(0).getType());
@@ -262,7 +256,7 @@ const GroupCost &CostModel::priceGroup(size_t index, const PricingKey &key) {
       }
     }
   }
-  return costs[index];
+  return costs;
 }
 
 std::string CostModel::checkPlan(const PlanConfig &plan) const {
@@ -373,11 +367,12 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   auto layerTime = [&](const GroupCost &g) {
     return g.tFwd + g.tBwd + g.tCommFwd + g.tCommBwd;
   };
+  ArrayRef<GroupCost> groupCosts = priceGroups(key);
   SmallVector<double> costs;
   for (int64_t l = 0; l < layers; ++l)
-    costs.push_back(layerTime(priceGroup(l + 1, key)));
-  costs.front() += layerTime(priceGroup(0, key));
-  costs.back() += layerTime(priceGroup(layers + 1, key));
+    costs.push_back(layerTime(groupCosts[l + 1]));
+  costs.front() += layerTime(groupCosts.front());
+  costs.back() += layerTime(groupCosts.back());
   est.layersPerStage = balance(costs, pp);
 
   double elementBytes = getElementBytes(precision);
@@ -408,7 +403,7 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     double compute = 0, recompute = 0, comm = 0, backward = 0;
     double params = 0, kept = 0, transient = 0, largestLayer = 0;
     for (size_t index : members) {
-      const GroupCost &g = priceGroup(index, key);
+      const GroupCost &g = groupCosts[index];
       bool isLayer = index != 0 && index != static_cast<size_t>(layers) + 1;
       compute += g.tFwd + g.tBwd;
       backward += g.tBwd + g.tCommBwd;

@@ -42,9 +42,7 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
       base.dp = dp;
       base.tp = tp;
       base.pp = pp;
-      // Cheap structural checks first: a split that fails here fails for
-      // every micro-batch count.
-      base.microBatches = 1;
+      // No micro-batch count splits a batch that dp does not divide.
       if (batch % dp) {
         ++search.illegal;
         continue;

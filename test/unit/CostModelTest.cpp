@@ -333,10 +333,14 @@ ModelConfig getGpt3() {
   return config;
 }
 
+/// GPT-3 priced on 128 nodes of 8 A100-80GB.
+PricedModel priceGpt3(MLIRContext &context) {
+  return priceModel(context, getGpt3(), {"A100-80GB", 8, 128, 0, 0});
+}
+
 TEST(Planner, PlansGpt3On1024Gpus) {
   MLIRContext context;
-  PricedModel priced =
-      priceModel(context, getGpt3(), {"A100-80GB", 8, 128, 0, 0});
+  PricedModel priced = priceGpt3(context);
   ASSERT_TRUE(priced.model);
   PlanSearch search = searchPlans(*priced.model);
   ASSERT_FALSE(search.ranked.empty());
@@ -355,8 +359,7 @@ TEST(Planner, PlansGpt3On1024Gpus) {
 
 TEST(Planner, ExplainsIllegalPlans) {
   MLIRContext context;
-  PricedModel priced =
-      priceModel(context, getGpt3(), {"A100-80GB", 8, 128, 0, 0});
+  PricedModel priced = priceGpt3(context);
   ASSERT_TRUE(priced.model);
   PlanConfig plan;
   plan.dp = 512;
@@ -376,8 +379,7 @@ TEST(Planner, ExplainsIllegalPlans) {
 
 TEST(CostModel, MemoryFollowsZeroStages) {
   MLIRContext context;
-  PricedModel priced =
-      priceModel(context, getGpt3(), {"A100-80GB", 8, 128, 0, 0});
+  PricedModel priced = priceGpt3(context);
   ASSERT_TRUE(priced.model);
   PlanConfig plan;
   plan.dp = 32;

@@ -15,10 +15,9 @@
 #include "loom/Import/ModelConfig.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -228,7 +227,9 @@ private:
             const CostModelOptions &options)
       : config(config), cluster(cluster), options(options) {}
 
-  const GroupCost &priceGroup(size_t index, const PricingKey &key);
+  /// The cost of every group (embedding, layers, head) under `key`,
+  /// computed once per key.
+  llvm::ArrayRef<GroupCost> priceGroups(const PricingKey &key);
 
   ModelConfig config;
   ClusterModel cluster;
@@ -237,8 +238,8 @@ private:
   llvm::SmallVector<OpGroup> groups;
   int64_t numLayers = 0;
   int64_t parameterCount = 0;
-  /// Parameters the head shares with the embedding (tied table), counted in
-  /// both groups' costs.
+  /// Elements of parameters the head shares with the embedding (a tied
+  /// table), priced by both groups' rows.
   double tiedParameters = 0;
   std::map<PricingKey, llvm::SmallVector<GroupCost>> cache;
 };
