@@ -8,6 +8,9 @@
 
 #include "loom/Conversion/Passes.h"
 
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
 namespace mlir {
 namespace loom {
 #define GEN_PASS_DEF_LOOMMATMULTOBLAS
@@ -51,6 +54,25 @@ FailureOr<Operand> describe(OpBuilder &b, Location loc, Value memref,
   return Operand{pointer, leading};
 }
 
+/// The zero fill of `op`'s output that nothing reads or writes between it and
+/// `op`, if there is one: BLAS can overwrite the output with beta = 0 instead
+/// of adding to zeros, which saves a pass over the matrix.
+linalg::FillOp findZeroFill(linalg::MatmulOp op) {
+  Value init = op.getDpsInits()[0];
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
+      if (fill.getDpsInits()[0] != init)
+        return {};
+      return matchPattern(fill.getDpsInputs()[0], m_AnyZeroFloat())
+                 ? fill
+                 : linalg::FillOp();
+    }
+    if (!isMemoryEffectFree(prev))
+      return {};
+  }
+  return {};
+}
+
 struct MatmulToBlasPass
     : public loom::impl::LoomMatmulToBlasBase<MatmulToBlasPass> {
   void runOnOperation() override {
@@ -92,6 +114,7 @@ struct MatmulToBlasPass
         op.emitOpError("has indexing maps BLAS cannot express");
         return signalPassFailure();
       }
+      linalg::FillOp zeroFill = findZeroFill(op);
       b.setInsertionPoint(op);
       Location loc = op.getLoc();
       Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
@@ -111,11 +134,16 @@ struct MatmulToBlasPass
         return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
       };
       Value one = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
+      Value beta = one;
+      if (zeroFill) {
+        beta = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+        zeroFill.erase();
+      }
       func::CallOp::create(b, loc, kSgemm, TypeRange{},
                            ValueRange{i32c(transA), i32c(transB), i64c(m),
                                       i64c(n), i64c(k), one, da->pointer,
                                       da->leading, db->pointer, db->leading,
-                                      one, dc->pointer, dc->leading});
+                                      beta, dc->pointer, dc->leading});
       op.erase();
     }
   }

@@ -81,6 +81,8 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm, EmitStage stage,
   if (stage == EmitStage::Buffers)
     return;
 
+  pm.addPass(createLoomOutlineLoopNests());
+  pm.addPass(createLoomApproximateMath());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -88,7 +90,10 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm, EmitStage stage,
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // Buffers come from the runtime's heap, which keeps them between steps.
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  memrefToLLVM.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());

@@ -355,7 +355,10 @@ loom_model *loom_model_open(const char *path) {
   return model.release();
 }
 
-void loom_model_close(loom_model *model) { delete model; }
+void loom_model_close(loom_model *model) {
+  delete model;
+  loom_release_cached_memory();
+}
 
 double loom_peak_memory_mib(void) {
   struct rusage usage;

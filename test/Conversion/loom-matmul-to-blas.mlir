@@ -6,9 +6,38 @@
 // CHECK-DAG: %[[F:.*]] = arith.constant 0 : i32
 // CHECK: call @loom_rt_sgemm(%[[F]], %[[T]], %{{.*}}) : (i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, f32, !llvm.ptr, i64) -> ()
 // CHECK-NOT: linalg.matmul
-// CHECK: func.func private @loom_rt_sgemm
 func.func @gemm(%a: memref<6x4xf32>, %b: memref<5x4xf32>, %c: memref<6x5xf32>) {
   linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
     ins(%a, %b : memref<6x4xf32>, memref<5x4xf32>) outs(%c : memref<6x5xf32>)
   return
 }
+
+// A zero fill right before the product becomes beta = 0 and goes away; one
+// with a write to the output in between stays, and so does beta = 1.
+// CHECK-LABEL: func.func @zero_fill(
+// CHECK-NOT: linalg.fill
+// CHECK: arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: call @loom_rt_sgemm({{.*}}, %[[ZERO]], %{{.*}}, %{{.*}}) :
+func.func @zero_fill(%a: memref<6x4xf32>, %b: memref<4x5xf32>, %c: memref<6x5xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<6x5xf32>)
+  linalg.matmul ins(%a, %b : memref<6x4xf32>, memref<4x5xf32>) outs(%c : memref<6x5xf32>)
+  return
+}
+
+// CHECK-LABEL: func.func @fill_then_write(
+// CHECK: linalg.fill
+// CHECK: memref.store
+// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: call @loom_rt_sgemm({{.*}}, %[[ONE]], %{{.*}}, %{{.*}}) :
+func.func @fill_then_write(%a: memref<6x4xf32>, %b: memref<4x5xf32>, %c: memref<6x5xf32>, %v: f32) {
+  %zero = arith.constant 0.0 : f32
+  %i = arith.constant 0 : index
+  linalg.fill ins(%zero : f32) outs(%c : memref<6x5xf32>)
+  memref.store %v, %c[%i, %i] : memref<6x5xf32>
+  linalg.matmul ins(%a, %b : memref<6x4xf32>, memref<4x5xf32>) outs(%c : memref<6x5xf32>)
+  return
+}
+
+// CHECK: func.func private @loom_rt_sgemm

@@ -43,9 +43,10 @@ def LoomMatmulToBlas : Pass<"loom-matmul-to-blas", "::mlir::ModuleOp"> {
   let description = [{
     Each `linalg.matmul` on f32 memrefs whose rows are contiguous becomes a
     call `loom_rt_sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb,
-    beta, C, ldc)` with row-major BLAS semantics, beta = 1 since linalg
-    accumulates into its output. Transposition is read from the op's
-    indexing maps.
+    beta, C, ldc)` with row-major BLAS semantics. Transposition is read
+    from the op's indexing maps. Beta is 1, since linalg accumulates into its
+    output, unless the output was zero-filled right before the product:
+    then the fill goes away and beta is 0.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::arith::ArithDialect",
@@ -67,6 +68,37 @@ def LoomExportEntries : Pass<"loom-export-entries", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::func::FuncDialect"];
+}
+
+def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
+  let summary = "Move each top-level loop nest into a function of its own";
+  let description = [{
+    A training step lowers to thousands of loop nests in one function, and
+    LLVM's loop passes (induction-variable simplification above all) grow
+    faster than linearly with the size of a function: a GPT-2 124M step
+    spends minutes in them. Each `scf.for` at the top level of a function
+    body becomes a call to a private function `<name>_loop<N>` that takes
+    the values the nest captures, with internal linkage and LLVM's
+    `noinline`, so that LLVM optimizes the nests one at a time.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def LoomApproximateMath : Pass<"loom-approximate-math"> {
+  let summary = "Replace transcendental functions by polynomials that vectorize";
+  let description = [{
+    Lowered to LLVM, `math.exp`, `math.tanh` and `math.log` become calls
+    into libm, one element at a time, which keeps LLVM from vectorizing the
+    loops of softmax, GELU and the loss around them. This pass replaces them
+    (and the other functions upstream MLIR approximates) on f32 by the
+    polynomial approximations of upstream MLIR, which are accurate to a few
+    units in the last place and made of arithmetic that vectorizes.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 #endif // LOOM_CONVERSION_PASSES_TD

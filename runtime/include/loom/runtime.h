@@ -90,6 +90,10 @@ int loom_dataset_batch(const loom_dataset *data, int64_t begin, int64_t end,
 /// The process's peak resident memory in MiB, for reports.
 double loom_peak_memory_mib(void);
 
+/// Returns to the system the buffers generated code has freed. The runtime
+/// keeps them for the next step otherwise (see lib/Memory.cpp).
+void loom_release_cached_memory(void);
+
 /*--- Called by generated code --------------------------------------------*/
 
 /// Row-major C = alpha op(A) op(B) + beta C.
@@ -97,6 +101,12 @@ void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                    int64_t k, float alpha, const float *a, int64_t lda,
                    const float *b, int64_t ldb, float beta, float *c,
                    int64_t ldc);
+
+/// The heap of generated code: buffers freed are kept for the next request
+/// of the same size and alignment.
+void *_mlir_memref_to_llvm_alloc(size_t size);
+void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size);
+void _mlir_memref_to_llvm_free(void *ptr);
 
 #ifdef __cplusplus
 }

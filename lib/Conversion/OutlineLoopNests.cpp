@@ -1,0 +1,107 @@
+//===- OutlineLoopNests.cpp - The loom-outline-loop-nests pass ------------===//
+//
+// Keeps the functions LLVM sees small: a step's loop nests each become a
+// function, so the cost of LLVM's per-function loop analyses grows with the
+// number of nests rather than with its square.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Conversion/Passes.h"
+
+#include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMOUTLINELOOPNESTS
+#include "loom/Conversion/Passes.h.inc"
+} // namespace loom
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+struct OutlineLoopNestsPass
+    : public loom::impl::LoomOutlineLoopNestsBase<OutlineLoopNestsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    IRRewriter rewriter(&getContext());
+    symbols.emplace(module);
+    SmallVector<func::FuncOp> functions(module.getOps<func::FuncOp>());
+    for (func::FuncOp function : functions) {
+      if (function.isExternal())
+        continue;
+      SmallVector<scf::ForOp> nests;
+      for (Block &block : function.getBody())
+        for (auto loop : block.getOps<scf::ForOp>())
+          nests.push_back(loop);
+      for (auto [index, loop] : llvm::enumerate(nests))
+        if (failed(outline(rewriter, function, loop, index)))
+          return signalPassFailure();
+    }
+  }
+
+  /// Wraps `loop` into a region of its own and outlines that region.
+  LogicalResult outline(IRRewriter &rewriter, func::FuncOp function,
+                        scf::ForOp loop, size_t index) {
+    // Loops that yield values would need the region's results threaded
+    // through; the lowering of loom ops produces none at the top level.
+    if (loop.getNumResults() != 0)
+      return success();
+    Location loc = loop.getLoc();
+    rewriter.setInsertionPoint(loop);
+    auto wrapper = scf::ExecuteRegionOp::create(rewriter, loc, TypeRange{});
+    Block *body = rewriter.createBlock(&wrapper.getRegion());
+    rewriter.setInsertionPointToEnd(body);
+    auto yield = scf::YieldOp::create(rewriter, loc);
+    rewriter.moveOpBefore(loop, yield);
+
+    // Constants the nest uses move in with it: as arguments they would hide
+    // loop bounds and scalars from LLVM.
+    SetVector<Value> captured;
+    getUsedValuesDefinedAbove(wrapper.getRegion(), captured);
+    rewriter.setInsertionPointToStart(body);
+    for (Value value : captured) {
+      Operation *def = value.getDefiningOp();
+      if (!def || !def->hasTrait<OpTrait::ConstantLike>())
+        continue;
+      Value copy = rewriter.clone(*def)->getResult(0);
+      rewriter.replaceUsesWithIf(value, copy, [&](OpOperand &use) {
+        return wrapper->isProperAncestor(use.getOwner());
+      });
+    }
+
+    std::string name = (function.getSymName() + "_loop" + Twine(index)).str();
+    for (unsigned suffix = 0; symbols->lookup(name); ++suffix)
+      name =
+          (function.getSymName() + "_loop" + Twine(index) + "_" + Twine(suffix))
+              .str();
+    func::CallOp call;
+    FailureOr<func::FuncOp> outlined = outlineSingleBlockRegion(
+        rewriter, loc, wrapper.getRegion(), name, &call);
+    if (failed(outlined))
+      return function.emitError() << "could not outline loop nest " << index;
+    outlined->setPrivate();
+    symbols->insert(*outlined);
+    // Read by the conversion to the LLVM dialect: a function local to the
+    // artifact that LLVM must not inline back into its caller.
+    MLIRContext *ctx = rewriter.getContext();
+    outlined->getOperation()->setAttr(
+        "passthrough",
+        rewriter.getArrayAttr(rewriter.getStringAttr("noinline")));
+    outlined->getOperation()->setAttr(
+        "llvm.linkage",
+        LLVM::LinkageAttr::get(ctx, LLVM::linkage::Linkage::Internal));
+
+    // The wrapper now holds only the call; put the call in its place.
+    rewriter.moveOpBefore(call, wrapper);
+    rewriter.eraseOp(wrapper);
+    return success();
+  }
+
+  std::optional<SymbolTable> symbols;
+};
+} // namespace
