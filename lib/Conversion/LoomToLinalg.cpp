@@ -274,15 +274,104 @@ Heads splitHeads(Lowering &L, Value qkv, int64_t numHeads) {
   return h;
 }
 
+/// How a 4-d attention tensor holds the matrix of one (batch, head) pair:
+/// [B, T, NH, D] tensors (queries, keys, values, outputs) hold a T x D matrix
+/// at [b, :, h, :]; [B, NH, T, T] tensors (scores, probabilities) a T x T
+/// matrix at [b, h, :, :].
+enum class HeadLayout { TokensFirst, HeadsFirst };
+
+/// The 2-d matrix of head `head` of batch `batch` in `t`.
+SmallVector<OpFoldResult> headOffsets(OpBuilder &b, HeadLayout layout,
+                                      Value batch, Value head) {
+  OpFoldResult zero = b.getIndexAttr(0);
+  if (layout == HeadLayout::HeadsFirst)
+    return {batch, head, zero, zero};
+  return {batch, zero, head, zero};
+}
+SmallVector<OpFoldResult> headSizes(OpBuilder &b, HeadLayout layout,
+                                    ArrayRef<int64_t> shape) {
+  if (layout == HeadLayout::HeadsFirst)
+    return {b.getIndexAttr(1), b.getIndexAttr(1), b.getIndexAttr(shape[2]),
+            b.getIndexAttr(shape[3])};
+  return {b.getIndexAttr(1), b.getIndexAttr(shape[1]), b.getIndexAttr(1),
+          b.getIndexAttr(shape[3])};
+}
+
+/// One attention operand: a 4-d tensor, how it holds each head's matrix,
+/// and whether the product reads that matrix transposed.
+struct HeadOperand {
+  Value tensor;
+  HeadLayout layout;
+  bool transposed = false;
+};
+
+/// For every (batch, head) pair, the product of the two operands' matrices
+/// accumulated into the matching matrix of `init`. Each product is a
+/// linalg.matmul on strided 2-d views, which becomes one BLAS call: a single
+/// 5-d contraction would run as generated loops that stride through memory
+/// along the reduction.
+Value perHeadMatmul(Lowering &L, const Heads &h, HeadOperand lhs,
+                    HeadOperand rhs, Value init, HeadLayout initLayout) {
+  OpBuilder &b = L.b;
+  Location loc = L.loc;
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value heads = c(h.heads);
+  auto loop = scf::ForOp::create(b, loc, c(0), c(h.batch * h.heads), c(1),
+                                 ValueRange{init});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value iv = loop.getInductionVar();
+  Value batch = arith::DivUIOp::create(b, loc, iv, heads);
+  Value head = arith::RemUIOp::create(b, loc, iv, heads);
+  SmallVector<OpFoldResult> unit(4, b.getIndexAttr(1));
+  auto matrix = [&](Value t, HeadLayout layout) -> Value {
+    auto type = cast<RankedTensorType>(t.getType());
+    auto shape = type.getShape();
+    int64_t rows = layout == HeadLayout::HeadsFirst ? shape[2] : shape[1];
+    return tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({rows, shape[3]}, L.f32()), t,
+        headOffsets(b, layout, batch, head),
+        headSizes(b, layout, type.getShape()), unit);
+  };
+  Value acc = loop.getRegionIterArgs()[0];
+  Value product =
+      L.matmul(matrix(lhs.tensor, lhs.layout), matrix(rhs.tensor, rhs.layout),
+               matrix(acc, initLayout), lhs.transposed, rhs.transposed);
+  Value updated = tensor::InsertSliceOp::create(
+      b, loc, product, acc, headOffsets(b, initLayout, batch, head),
+      headSizes(b, initLayout,
+                cast<RankedTensorType>(acc.getType()).getShape()),
+      unit);
+  scf::YieldOp::create(b, loc, updated);
+  return loop.getResult(0);
+}
+
+/// out[b, i, h, d] = sum_j lhs(b, h, i, j) * rhs[b, j, h, d], where lhs is
+/// indexed [b, h, i, j] or, with `transposeLhs`, [b, h, j, i]. The products
+/// of attention with its probabilities and their gradients all have this
+/// form.
+Value headContract(Lowering &L, Value lhs, Value rhs, bool transposeLhs,
+                   const Heads &h) {
+  return perHeadMatmul(L, h, {lhs, HeadLayout::HeadsFirst, transposeLhs},
+                       {rhs, HeadLayout::TokensFirst},
+                       L.zeros({h.batch, h.seq, h.heads, h.headDim}),
+                       HeadLayout::TokensFirst);
+}
+
+/// scores[b, h, t, s] = sum_d lhs[b, t, h, d] rhs[b, s, h, d]: query-key
+/// scores, and the gradient of the probabilities from the output's.
+Value headScores(Lowering &L, Value lhs, Value rhs, const Heads &h) {
+  return perHeadMatmul(L, h, {lhs, HeadLayout::TokensFirst},
+                       {rhs, HeadLayout::TokensFirst, /*transposed=*/true},
+                       L.zeros({h.batch, h.heads, h.seq, h.seq}),
+                       HeadLayout::HeadsFirst);
+}
+
 /// Causal attention probabilities P [B, NH, T, T] (zero above the diagonal).
 Value attentionProbs(Lowering &L, const Heads &h) {
   int64_t B = h.batch, NH = h.heads, T = h.seq;
   double scale = 1.0 / std::sqrt(static_cast<double>(h.headDim));
-  // Loop dimensions (b, h, t, s, d).
-  Value scores = L.generic(
-      {h.q, h.k}, L.zeros({B, NH, T, T}),
-      {L.map(5, {0, 2, 1, 4}), L.map(5, {0, 3, 1, 4}), L.map(5, {0, 1, 2, 3})},
-      {kPar, kPar, kPar, kPar, kRed}, multiplyAccumulateBody)[0];
+  Value scores = headScores(L, h.q, h.k, h);
   auto causal = [&](OpBuilder &nb) {
     return arith::CmpIOp::create(nb, L.loc, arith::CmpIPredicate::ule,
                                  L.index(nb, 3), L.index(nb, 2));
@@ -315,20 +404,6 @@ Value attentionProbs(Lowering &L, const Heads &h) {
         linalg::YieldOp::create(
             nb, l, arith::DivFOp::create(nb, l, a[0], a[1]).getResult());
       })[0];
-}
-
-/// out[b, i, h, d] = sum_j lhs(b, h, i, j) * rhs[b, j, h, d], where lhs is
-/// indexed [b, h, i, j] or, with `transposeLhs`, [b, h, j, i]. The products
-/// of attention with its probabilities and their gradients all have this
-/// form.
-Value headContract(Lowering &L, Value lhs, Value rhs, bool transposeLhs,
-                   const Heads &h) {
-  // Loop dimensions (b, i, h, d, j).
-  AffineMap lhsMap =
-      transposeLhs ? L.map(5, {0, 2, 4, 1}) : L.map(5, {0, 2, 1, 4});
-  return L.generic({lhs, rhs}, L.zeros({h.batch, h.seq, h.heads, h.headDim}),
-                   {lhsMap, L.map(5, {0, 4, 2, 3}), L.map(5, {0, 1, 2, 3})},
-                   {kPar, kPar, kPar, kPar, kRed}, multiplyAccumulateBody)[0];
 }
 
 /// GPT-2's GELU and its derivative, on scalars.
@@ -587,12 +662,7 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
         L.b, L.loc, type4, op.getGrad(),
         ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
     Value dv = headContract(L, probs, dy, /*transposeLhs=*/true, h);
-    // dP[b, h, t, s] = sum_d dy[b, t, h, d] v[b, s, h, d]; dims (b,h,t,s,d).
-    Value dprobs =
-        L.generic({dy, h.v}, L.zeros({B, NH, T, T}),
-                  {L.map(5, {0, 2, 1, 4}), L.map(5, {0, 3, 1, 4}),
-                   L.map(5, {0, 1, 2, 3})},
-                  {kPar, kPar, kPar, kPar, kRed}, multiplyAccumulateBody)[0];
+    Value dprobs = headScores(L, dy, h.v, h);
     AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
     Value rowDot =
         L.generic({probs, dprobs}, L.zeros({B, NH, T}), {all4, all4, rows4},

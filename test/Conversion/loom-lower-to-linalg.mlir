@@ -33,6 +33,25 @@ func.func @embedding_grad(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>) -> (
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
 }
 
+// Attention's products are one GEMM per (batch, head) pair on strided views:
+// scores Q K^T into [B, NH, T, T], then the probabilities times V into the
+// [B, T, NH, D] output.
+// CHECK-LABEL: func.func @attention(
+// CHECK: scf.for %[[I:.*]] = %c0 to %c4 step %c1 iter_args(%[[S:.*]] = %{{.*}}) -> (tensor<2x2x3x3xf32>)
+// CHECK: %[[B:.*]] = arith.divui %[[I]], %c2
+// CHECK: %[[H:.*]] = arith.remui %[[I]], %c2
+// CHECK: tensor.extract_slice %[[S]][%[[B]], %[[H]], 0, 0] [1, 1, 3, 3] [1, 1, 1, 1] : tensor<2x2x3x3xf32> to tensor<3x3xf32>
+// CHECK: linalg.matmul {{.*}} : tensor<3x2xf32>, tensor<3x2xf32>) outs(%{{.*}} : tensor<3x3xf32>)
+// CHECK: tensor.insert_slice %{{.*}} into %[[S]][%[[B]], %[[H]], 0, 0]
+// CHECK: math.exp
+// CHECK: scf.for {{.*}} -> (tensor<2x3x2x2xf32>)
+// CHECK: linalg.matmul {{.*}} : tensor<3x3xf32>, tensor<3x2xf32>) outs(%{{.*}} : tensor<3x2xf32>)
+// CHECK: tensor.collapse_shape %{{.*}} {{\[\[}}0], [1], [2, 3]] : tensor<2x3x2x2xf32> into tensor<2x3x4xf32>
+func.func @attention(%qkv: tensor<2x3x12xf32>) -> tensor<2x3x4xf32> {
+  %y = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x3x12xf32> -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}
+
 // -----
 
 func.func @half(%x: tensor<4xf16>) -> tensor<4xf16> {
