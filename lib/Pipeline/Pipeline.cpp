@@ -81,6 +81,10 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm, EmitStage stage,
   if (stage == EmitStage::Buffers)
     return;
 
+  buildLowerToLLVMPipeline(pm);
+}
+
+void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createLoomOutlineLoopNests());
   pm.addPass(createLoomApproximateMath());
   pm.addPass(memref::createExpandStridedMetadataPass());

@@ -52,6 +52,11 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
 /// Adds the passes that take an imported module to `stage`.
 void buildLoomPipeline(OpPassManager &pm, EmitStage stage, bool summary);
 
+/// Adds the passes from loop nests on buffers (the `buffers` stage) to the
+/// LLVM dialect: outlining, vectorizable math, and the upstream conversions.
+/// Buffers are allocated through the runtime's heap.
+void buildLowerToLLVMPipeline(OpPassManager &pm);
+
 /// Registers `loom-pipeline` for loom-opt.
 void registerLoomPipeline();
 
