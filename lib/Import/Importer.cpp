@@ -63,7 +63,11 @@ struct LayerParams {
 
 func::FuncOp ForwardBuilder::build(ModuleOp module) {
   const ArchitectureConfig &arch = config.arch;
-  int64_t B = config.training.batchSize, T = config.training.sequenceLength;
+  // @forward sees one micro-batch; the training step accumulates the plan's
+  // micro-batches over the whole batch.
+  int64_t B =
+      config.training.batchSize / (config.plan ? config.plan->microBatches : 1);
+  int64_t T = config.training.sequenceLength;
   int64_t C = arch.width, H = arch.hidden, L = arch.layers;
 
   // Parameters in the order of llm.c checkpoints' tensors within a layer.

@@ -66,6 +66,8 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm, EmitStage stage,
   pm.addPass(createLoomDestinationOutputs());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
+  // Gradient accumulation over micro-batches yields fresh sums from its loop.
+  bufferize.allowReturnAllocsFromLoops = true;
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));

@@ -44,6 +44,9 @@ struct BuildTrainStepPass
     : public loom::impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
   using LoomBuildTrainStepBase::LoomBuildTrainStepBase;
 
+  /// The micro-batches accumulated per step: the option's, else the plan's.
+  int64_t numMicroBatches = 1;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto grad = module.lookupSymbol<func::FuncOp>(kForwardGradFunctionName);
@@ -64,9 +67,15 @@ struct BuildTrainStepPass
                          << kTrainStepFunctionName;
       return signalPassFailure();
     }
-    if (microBatches < 1) {
+    // The option, when given, overrides the plan's micro-batch numMicroBatches.
+    numMicroBatches = microBatches;
+    if (!microBatches.hasValue())
+      if (auto plan =
+              module->getAttrOfType<PlanAttr>(LoomDialect::getPlanAttrName()))
+        numMicroBatches = plan.getMicroBatches();
+    if (numMicroBatches < 1) {
       module.emitError() << "micro-batches must be at least 1, got "
-                         << microBatches;
+                         << numMicroBatches;
       return signalPassFailure();
     }
     if (failed(build(module, grad, training)))
@@ -99,9 +108,15 @@ struct BuildTrainStepPass
                               "targets inputs");
     FunctionType gradType = grad.getFunctionType();
     auto microTokens = cast<RankedTensorType>(gradType.getInput(tokensArg));
-    auto tokensType = RankedTensorType::get(
-        {microTokens.getDimSize(0) * microBatches, microTokens.getDimSize(1)},
-        microTokens.getElementType());
+    if (microTokens.getDimSize(0) * numMicroBatches != training.getBatch())
+      return grad.emitOpError()
+             << "takes " << microTokens.getDimSize(0)
+             << " sequences, and the training batch of " << training.getBatch()
+             << " is not " << numMicroBatches << " micro-batches of them";
+    auto tokensType =
+        RankedTensorType::get({microTokens.getDimSize(0) * numMicroBatches,
+                               microTokens.getDimSize(1)},
+                              microTokens.getElementType());
 
     bool adam = training.getOptimizer() == OptimizerKind::adamw;
     unsigned numParams = paramArgs.size();
@@ -167,7 +182,7 @@ struct BuildTrainStepPass
       for (auto [k, i] : llvm::enumerate(paramArgs))
         operands[i] = params[k];
       auto slice = [&](Value data) -> Value {
-        if (microBatches == 1)
+        if (numMicroBatches == 1)
           return data;
         int64_t rows = microTokens.getDimSize(0);
         Value offset = arith::MulIOp::create(
@@ -186,7 +201,7 @@ struct BuildTrainStepPass
 
     // Loss and gradients, summed over the micro-batches.
     SmallVector<Value> sums;
-    if (microBatches == 1) {
+    if (numMicroBatches == 1) {
       auto call = callGrad(Value());
       sums.assign(call.getResults().begin(), call.getResults().end());
     } else {
@@ -198,7 +213,7 @@ struct BuildTrainStepPass
                                    b.getF32FloatAttr(0.0f))));
       auto loop = scf::ForOp::create(
           b, loc, arith::ConstantIndexOp::create(b, loc, 0),
-          arith::ConstantIndexOp::create(b, loc, microBatches),
+          arith::ConstantIndexOp::create(b, loc, numMicroBatches),
           arith::ConstantIndexOp::create(b, loc, 1), init,
           [&](OpBuilder &nested, Location, Value index, ValueRange acc) {
             OpBuilder::InsertionGuard guard(b);
@@ -212,7 +227,7 @@ struct BuildTrainStepPass
           });
       sums.assign(loop.getResults().begin(), loop.getResults().end());
     }
-    Value inverseCount = s.constant(1.0 / static_cast<double>(microBatches));
+    Value inverseCount = s.constant(1.0 / static_cast<double>(numMicroBatches));
     Value loss =
         s.wrap(arith::MulFOp::create(b, loc, s.extract(sums[0]), inverseCount));
     ValueRange grads = ArrayRef<Value>(sums).drop_front();

@@ -132,6 +132,10 @@ struct loom_model {
 
   bool parseManifest(const char *text);
   bool layoutParams();
+  /// Calls a per-micro-batch entry on each micro-batch of a whole batch.
+  bool callMicroBatches(const char *entryName, const int32_t *tokens,
+                        const int32_t *targets, float *lossOut,
+                        std::vector<float> *gradsOut);
   float *paramFor(const std::string &name, float *base) {
     auto it = paramIndex.find(name);
     return it == paramIndex.end() ? nullptr : base + params[it->second].offset;
@@ -205,6 +209,21 @@ bool loom_model::parseManifest(const char *text) {
   for (const char *needed : {"train_step", "forward", "forward_grad"})
     if (!entries.count(needed))
       return fail(std::string("no '") + needed + "' entry point");
+  // The step takes the whole batch; forward and forward_grad one
+  // micro-batch of it.
+  auto tokenRows = [&](const char *entryName) -> int64_t {
+    for (const Arg &arg : entries[entryName].args)
+      if (arg.kind == "input" && arg.name == "tokens" && arg.shape.size() == 2)
+        return arg.shape[0];
+    return 0;
+  };
+  int64_t stepRows = tokenRows("train_step"), microRows = tokenRows("forward");
+  if (stepRows != info.batch || microRows <= 0 || info.batch % microRows ||
+      tokenRows("forward_grad") != microRows)
+    return fail("the entry points' token shapes do not match the training "
+                "batch of " +
+                std::to_string(info.batch));
+  info.micro_batches = info.batch / microRows;
   info.name = name.c_str();
   info.optimizer = optimizer.c_str();
   return true;
@@ -241,6 +260,31 @@ bool loom_model::layoutParams() {
   grads.assign(offset, 0.0f);
   state[0].assign(offset, 0.0f);
   state[1].assign(offset, 0.0f);
+  return true;
+}
+
+bool loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
+                                  const int32_t *targets, float *lossOut,
+                                  std::vector<float> *gradsOut) {
+  // Mean over equal micro-batches is the mean over the batch: the loss and
+  // gradients are those of the whole batch, as in the training step.
+  int64_t count = info.micro_batches;
+  int64_t stride = info.batch / count * info.sequence;
+  double lossSum = 0;
+  if (gradsOut)
+    gradsOut->assign(grads.size(), 0.0f);
+  for (int64_t m = 0; m < count; ++m) {
+    if (!call(entryName, tokens + m * stride, targets + m * stride))
+      return false;
+    lossSum += loss;
+    if (gradsOut)
+      for (size_t i = 0; i < grads.size(); ++i)
+        (*gradsOut)[i] += grads[i];
+  }
+  *lossOut = static_cast<float>(lossSum / count);
+  if (gradsOut && count > 1)
+    for (float &g : *gradsOut)
+      g /= static_cast<float>(count);
   return true;
 }
 
@@ -429,19 +473,17 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
 
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss) {
-  if (!model->call("forward", tokens, targets))
-    return 1;
-  *loss = model->loss;
-  return 0;
+  return model->callMicroBatches("forward", tokens, targets, loss, nullptr) ? 0
+                                                                            : 1;
 }
 
 int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
                              const int32_t *targets, float *loss,
                              float *grads) {
-  if (!model->call("forward_grad", tokens, targets))
+  std::vector<float> sum;
+  if (!model->callMicroBatches("forward_grad", tokens, targets, loss, &sum))
     return 1;
-  *loss = model->loss;
-  std::memcpy(grads, model->grads.data(), model->grads.size() * sizeof(float));
+  std::memcpy(grads, sum.data(), sum.size() * sizeof(float));
   return 0;
 }
 

@@ -1,5 +1,4 @@
-// RUN: loom-opt %s --loom-build-train-step | FileCheck %s
-// RUN: loom-opt %s --loom-build-train-step=micro-batches=2 | FileCheck %s --check-prefix=ACCUM
+// RUN: loom-opt %s --loom-build-train-step --split-input-file --verify-diagnostics | FileCheck %s
 
 // AdamW with weight decay on the matrix only, the clip factor computed from
 // the global norm, and every new value marked with the argument it replaces.
@@ -23,12 +22,33 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // CHECK: loom.adamw %[[W]], %[[G]]#1, {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = {{.*}} : f64, epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64}
 // CHECK: loom.adamw %[[B]], %[[G]]#2, {{.*}} weight_decay = 0.000000e+00
 
-// The tokens hold both micro-batches; each call sees one slice.
-// ACCUM-LABEL: func.func @train_step(
-// ACCUM-SAME: tensor<4x3xi32> {loom.input = "tokens"}
-// ACCUM: scf.for
-// ACCUM: tensor.extract_slice %{{.*}}[%{{.*}}, 0] [2, 3] [1, 1] : tensor<4x3xi32> to tensor<2x3xi32>
-// ACCUM: call @forward_grad
-// ACCUM: loom.add
-// ACCUM: scf.yield
-// ACCUM: arith.constant 5.000000e-01 : f32
+// -----
+
+// The plan's two micro-batches: @forward_grad sees two of the batch's four
+// sequences, the tokens hold both micro-batches, and each call sees one slice.
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 4, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = fp32>} {
+  func.func @forward_grad(%w: tensor<8x4xf32> {loom.param = "w"}, %b: tensor<4xf32> {loom.param = "b"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<8x4xf32>, tensor<4xf32>) {
+    %l = arith.constant dense<1.0> : tensor<f32>
+    return %l, %w, %b : tensor<f32>, tensor<8x4xf32>, tensor<4xf32>
+  }
+}
+
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: tensor<4x3xi32> {loom.input = "tokens"}
+// CHECK: scf.for
+// CHECK: tensor.extract_slice %{{.*}}[%{{.*}}, 0] [2, 3] [1, 1] : tensor<4x3xi32> to tensor<2x3xi32>
+// CHECK: call @forward_grad
+// CHECK: loom.add
+// CHECK: scf.yield
+// CHECK: arith.constant 5.000000e-01 : f32
+
+// -----
+
+// Micro-batches that do not make up the training batch.
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = fp32>} {
+  // expected-error@+1 {{takes 2 sequences, and the training batch of 2 is not 2 micro-batches of them}}
+  func.func @forward_grad(%w: tensor<8x4xf32> {loom.param = "w"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<8x4xf32>) {
+    %l = arith.constant dense<1.0> : tensor<f32>
+    return %l, %w : tensor<f32>, tensor<8x4xf32>
+  }
+}

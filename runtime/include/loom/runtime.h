@@ -30,6 +30,8 @@ typedef struct loom_model_info {
   int64_t layers, width, heads, hidden, vocab, padded_vocab, positions;
   int tied;
   int64_t batch, sequence; /* tokens per step: batch * sequence */
+  int64_t micro_batches;   /* the step accumulates batch / micro_batches
+                              sequences at a time */
   const char *optimizer;   /* "adamw" or "sgd" */
   double lr;
   int64_t num_params; /* scalars in all parameters */
@@ -55,11 +57,13 @@ float *loom_model_params(loom_model *model);
 int loom_model_train_step(loom_model *model, const int32_t *tokens,
                           const int32_t *targets, float lr, float *loss,
                           float *grad_norm);
-/// The loss without updating anything.
+/// The loss of `batch * sequence` tokens without updating anything; the
+/// artifact's forward pass runs one micro-batch at a time.
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss);
-/// The loss and the gradient of every parameter, written to `grads` in the
-/// layout of loom_model_params (num_params floats).
+/// The loss and the gradient of every parameter for `batch * sequence`
+/// tokens (the mean over its micro-batches, as the step accumulates them),
+/// written to `grads` in the layout of loom_model_params (num_params floats).
 int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
                              const int32_t *targets, float *loss, float *grads);
 
