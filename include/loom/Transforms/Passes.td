@@ -43,7 +43,10 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
     -> (loss, grad_norm, new params, new optimizer state)` from
     `@forward_grad` and the module's `#loom.training`: the gradients of
     `micro-batches` slices of the batch are accumulated (the tokens argument
-    holds all of them, `@forward_grad` sees one), the global gradient norm
+    holds all of them, `@forward_grad` sees one; the count is the option's
+    when given, else the `micro_batches` of the module's `#loom.plan`, else
+    1, and the micro-batches must make up the training batch), the global
+    gradient norm
     is computed, gradients are scaled so that it does not exceed
     `grad_clip` (when positive), and each parameter gets one AdamW or SGD
     update. As in GPT-2, weight decay applies to the matrices (rank 2 and
@@ -53,7 +56,7 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
-           "Micro-batches accumulated per step">
+           "Micro-batches accumulated per step (default: the plan's)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
