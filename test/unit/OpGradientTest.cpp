@@ -271,89 +271,74 @@ double relativeVjpError(llvm::StringRef source, int32_t idBound) {
 // 3c in one term is off by 7e-3, a wrong VJP by order one.
 constexpr double kTolerance = 5e-4;
 
-TEST(OpGradient, Embedding) {
-  double e = relativeVjpError(R"mlir(
+struct OpCase {
+  const char *name;
+  /// @op, holding the op under test.
+  const char *source;
+  /// Integer inputs (token ids, targets) are drawn below this.
+  int32_t idBound;
+};
+
+// clang-format off
+const OpCase kCases[] = {
+    {"Embedding", R"mlir(
     func.func @op(%tokens: tensor<2x3xi32>, %wte: tensor<5x4xf32>,
                   %wpe: tensor<4x4xf32>) -> tensor<2x3x4xf32> {
       %y = loom.embedding %tokens, %wte, %wpe : (tensor<2x3xi32>, tensor<5x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
       return %y : tensor<2x3x4xf32>
-    })mlir",
-                              5);
-  EXPECT_LT(e, kTolerance);
-}
-
-TEST(OpGradient, LayerNorm) {
-  double e = relativeVjpError(R"mlir(
+    })mlir", 5},
+    {"LayerNorm", R"mlir(
     func.func @op(%x: tensor<2x3x8xf32>, %w: tensor<8xf32>,
                   %b: tensor<8xf32>) -> tensor<2x3x8xf32> {
       %y = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
       return %y : tensor<2x3x8xf32>
-    })mlir",
-                              1);
-  EXPECT_LT(e, kTolerance);
-}
-
-TEST(OpGradient, Linear) {
-  double e = relativeVjpError(R"mlir(
+    })mlir", 1},
+    {"Linear", R"mlir(
     func.func @op(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>,
                   %b: tensor<5xf32>) -> tensor<2x3x5xf32> {
       %y = loom.linear %x, %w, %b : (tensor<2x3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
       return %y : tensor<2x3x5xf32>
-    })mlir",
-                              1);
-  EXPECT_LT(e, kTolerance);
-}
-
-TEST(OpGradient, LinearWithoutBias) {
-  double e = relativeVjpError(R"mlir(
+    })mlir", 1},
+    {"LinearWithoutBias", R"mlir(
     func.func @op(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>) -> tensor<2x3x5xf32> {
       %y = loom.linear %x, %w : (tensor<2x3x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5xf32>
       return %y : tensor<2x3x5xf32>
-    })mlir",
-                              1);
-  EXPECT_LT(e, kTolerance);
-}
-
-TEST(OpGradient, CausalAttention) {
-  double e = relativeVjpError(R"mlir(
+    })mlir", 1},
+    {"CausalAttention", R"mlir(
     func.func @op(%qkv: tensor<2x4x12xf32>) -> tensor<2x4x4xf32> {
       %y = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x12xf32> -> tensor<2x4x4xf32>
       return %y : tensor<2x4x4xf32>
-    })mlir",
-                              1);
-  EXPECT_LT(e, kTolerance);
-}
-
-TEST(OpGradient, Gelu) {
-  double e = relativeVjpError(R"mlir(
+    })mlir", 1},
+    {"Gelu", R"mlir(
     func.func @op(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
       %y = loom.gelu %x : tensor<3x5xf32>
       return %y : tensor<3x5xf32>
-    })mlir",
-                              1);
-  EXPECT_LT(e, kTolerance);
-}
-
-TEST(OpGradient, Add) {
-  double e = relativeVjpError(R"mlir(
+    })mlir", 1},
+    {"Add", R"mlir(
     func.func @op(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
       %y = loom.add %a, %b : tensor<2x3xf32>
       return %y : tensor<2x3xf32>
-    })mlir",
-                              1);
-  EXPECT_LT(e, kTolerance);
-}
-
-TEST(OpGradient, CrossEntropyWithPaddedVocabulary) {
-  // Eight logits of which the first six are classes: the padding gets no
-  // probability and no gradient.
-  double e = relativeVjpError(R"mlir(
+    })mlir", 1},
+    // Eight logits of which the first six are classes: the padding gets no
+    // probability and no gradient.
+    {"CrossEntropyWithPaddedVocabulary", R"mlir(
     func.func @op(%logits: tensor<2x3x8xf32>, %targets: tensor<2x3xi32>) -> tensor<f32> {
       %y = loom.cross_entropy %logits, %targets {num_classes = 6 : i64} : (tensor<2x3x8xf32>, tensor<2x3xi32>) -> tensor<f32>
       return %y : tensor<f32>
-    })mlir",
-                              6);
-  EXPECT_LT(e, kTolerance);
+    })mlir", 6},
+};
+// clang-format on
+
+class OpGradient : public testing::TestWithParam<OpCase> {};
+
+TEST_P(OpGradient, VjpMatchesCentralDifferences) {
+  EXPECT_LT(relativeVjpError(GetParam().source, GetParam().idBound),
+            kTolerance);
 }
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpGradient, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<OpCase> &info) {
+                           return info.param.name;
+                         });
 
 } // namespace
