@@ -331,7 +331,7 @@ Value perHeadMatmul(Lowering &L, const Heads &h, HeadOperand lhs,
     return tensor::ExtractSliceOp::create(
         b, loc, RankedTensorType::get({rows, shape[3]}, L.f32()), t,
         headOffsets(b, layout, batch, head),
-        headSizes(b, layout, type.getShape()), unit);
+        headSizes(b, layout, shape), unit);
   };
   Value acc = loop.getRegionIterArgs()[0];
   Value product =

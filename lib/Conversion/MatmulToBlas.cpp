@@ -60,13 +60,10 @@ FailureOr<Operand> describe(OpBuilder &b, Location loc, Value memref,
 linalg::FillOp findZeroFill(linalg::MatmulOp op) {
   Value init = op.getDpsInits()[0];
   for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
-    if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
-      if (fill.getDpsInits()[0] != init)
-        return {};
-      return matchPattern(fill.getDpsInputs()[0], m_AnyZeroFloat())
-                 ? fill
-                 : linalg::FillOp();
-    }
+    auto fill = dyn_cast<linalg::FillOp>(prev);
+    if (fill && fill.getDpsInits()[0] == init &&
+        matchPattern(fill.getDpsInputs()[0], m_AnyZeroFloat()))
+      return fill;
     if (!isMemoryEffectFree(prev))
       return {};
   }

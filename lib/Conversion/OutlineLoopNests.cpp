@@ -74,11 +74,10 @@ struct OutlineLoopNestsPass
       });
     }
 
-    std::string name = (function.getSymName() + "_loop" + Twine(index)).str();
+    std::string base = (function.getSymName() + "_loop" + Twine(index)).str();
+    std::string name = base;
     for (unsigned suffix = 0; symbols->lookup(name); ++suffix)
-      name =
-          (function.getSymName() + "_loop" + Twine(index) + "_" + Twine(suffix))
-              .str();
+      name = base + "_" + std::to_string(suffix);
     func::CallOp call;
     FailureOr<func::FuncOp> outlined = outlineSingleBlockRegion(
         rewriter, loc, wrapper.getRegion(), name, &call);
@@ -88,13 +87,13 @@ struct OutlineLoopNestsPass
     symbols->insert(*outlined);
     // Read by the conversion to the LLVM dialect: a function local to the
     // artifact that LLVM must not inline back into its caller.
-    MLIRContext *ctx = rewriter.getContext();
     outlined->getOperation()->setAttr(
         "passthrough",
         rewriter.getArrayAttr(rewriter.getStringAttr("noinline")));
     outlined->getOperation()->setAttr(
         "llvm.linkage",
-        LLVM::LinkageAttr::get(ctx, LLVM::linkage::Linkage::Internal));
+        LLVM::LinkageAttr::get(rewriter.getContext(),
+                               LLVM::linkage::Linkage::Internal));
 
     // The wrapper now holds only the call; put the call in its place.
     rewriter.moveOpBefore(call, wrapper);

@@ -44,9 +44,6 @@ struct BuildTrainStepPass
     : public loom::impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
   using LoomBuildTrainStepBase::LoomBuildTrainStepBase;
 
-  /// The micro-batches accumulated per step: the option's, else the plan's.
-  int64_t numMicroBatches = 1;
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto grad = module.lookupSymbol<func::FuncOp>(kForwardGradFunctionName);
@@ -67,8 +64,8 @@ struct BuildTrainStepPass
                          << kTrainStepFunctionName;
       return signalPassFailure();
     }
-    // The option, when given, overrides the plan's micro-batch numMicroBatches.
-    numMicroBatches = microBatches;
+    // The option, when given, overrides the plan's micro-batch count.
+    int64_t numMicroBatches = microBatches;
     if (!microBatches.hasValue())
       if (auto plan =
               module->getAttrOfType<PlanAttr>(LoomDialect::getPlanAttrName()))
@@ -78,12 +75,12 @@ struct BuildTrainStepPass
                          << numMicroBatches;
       return signalPassFailure();
     }
-    if (failed(build(module, grad, training)))
+    if (failed(build(module, grad, training, numMicroBatches)))
       return signalPassFailure();
   }
 
-  LogicalResult build(ModuleOp module, func::FuncOp grad,
-                      TrainingAttr training) {
+  LogicalResult build(ModuleOp module, func::FuncOp grad, TrainingAttr training,
+                      int64_t numMicroBatches) {
     MLIRContext *ctx = module.getContext();
     Location loc = grad.getLoc();
     OpBuilder b(ctx);

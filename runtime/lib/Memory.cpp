@@ -12,6 +12,7 @@
 
 #include "loom/runtime.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -19,65 +20,55 @@
 #include <vector>
 
 namespace {
-/// Every block starts with a header that records its usable size and how far
-/// the caller's pointer is from the start of the allocation. Cache lines are
-/// 64 bytes, and vector loads want at least that alignment.
-constexpr size_t kHeaderAlign = 64;
+/// Cache lines are 64 bytes, and vector loads want at least that alignment.
+constexpr size_t kMinAlignment = 64;
 
+/// Sits right before the pointer handed out, in the padding of one alignment
+/// unit at the start of the allocation.
 struct Header {
-  size_t size;
-  size_t offset;
+  size_t size, alignment;
 };
+
+Header *headerOf(void *ptr) {
+  return reinterpret_cast<Header *>(static_cast<char *>(ptr) - sizeof(Header));
+}
 
 class BlockCache {
 public:
   void *allocate(size_t alignment, size_t size) {
-    if (alignment < kHeaderAlign)
-      alignment = kHeaderAlign;
+    alignment = std::max(alignment, kMinAlignment);
     {
       std::lock_guard<std::mutex> lock(mutex);
       auto it = freeBlocks.find(Key{size, alignment});
       if (it != freeBlocks.end() && !it->second.empty()) {
         void *p = it->second.back();
         it->second.pop_back();
-        cachedBytes -= size;
         return p;
       }
     }
-    // The header sits right before the returned pointer, in the padding the
-    // alignment leaves.
-    size_t offset = alignment;
-    size_t total = (offset + size + alignment - 1) / alignment * alignment;
+    size_t total = (alignment + size + alignment - 1) / alignment * alignment;
     char *base = static_cast<char *>(std::aligned_alloc(alignment, total));
     if (!base)
       return nullptr;
-    char *p = base + offset;
-    auto *header = reinterpret_cast<Header *>(p - sizeof(Header));
-    header->size = size;
-    header->offset = offset;
+    void *p = base + alignment;
+    *headerOf(p) = Header{size, alignment};
     return p;
   }
 
   void release(void *ptr) {
     if (!ptr)
       return;
-    auto *header =
-        reinterpret_cast<Header *>(static_cast<char *>(ptr) - sizeof(Header));
+    Header *header = headerOf(ptr);
     std::lock_guard<std::mutex> lock(mutex);
-    freeBlocks[Key{header->size, header->offset}].push_back(ptr);
-    cachedBytes += header->size;
+    freeBlocks[Key{header->size, header->alignment}].push_back(ptr);
   }
 
   void trim() {
     std::lock_guard<std::mutex> lock(mutex);
     for (auto &entry : freeBlocks)
-      for (void *p : entry.second) {
-        auto *header =
-            reinterpret_cast<Header *>(static_cast<char *>(p) - sizeof(Header));
-        std::free(static_cast<char *>(p) - header->offset);
-      }
+      for (void *p : entry.second)
+        std::free(static_cast<char *>(p) - headerOf(p)->alignment);
     freeBlocks.clear();
-    cachedBytes = 0;
   }
 
 private:
@@ -94,7 +85,6 @@ private:
   };
   std::mutex mutex;
   std::unordered_map<Key, std::vector<void *>, KeyHash> freeBlocks;
-  size_t cachedBytes = 0;
 };
 
 BlockCache &cache() {
@@ -108,7 +98,7 @@ extern "C" {
 
 // The names MLIR's memref-to-LLVM lowering calls with use-generic-functions.
 void *_mlir_memref_to_llvm_alloc(size_t size) {
-  return cache().allocate(kHeaderAlign, size);
+  return cache().allocate(kMinAlignment, size);
 }
 
 void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {

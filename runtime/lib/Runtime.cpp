@@ -135,7 +135,7 @@ struct loom_model {
   /// Calls a per-micro-batch entry on each micro-batch of a whole batch.
   bool callMicroBatches(const char *entryName, const int32_t *tokens,
                         const int32_t *targets, float *lossOut,
-                        std::vector<float> *gradsOut);
+                        float *gradsOut);
   float *paramFor(const std::string &name, float *base) {
     auto it = paramIndex.find(name);
     return it == paramIndex.end() ? nullptr : base + params[it->second].offset;
@@ -265,26 +265,26 @@ bool loom_model::layoutParams() {
 
 bool loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
                                   const int32_t *targets, float *lossOut,
-                                  std::vector<float> *gradsOut) {
+                                  float *gradsOut) {
   // Mean over equal micro-batches is the mean over the batch: the loss and
   // gradients are those of the whole batch, as in the training step.
   int64_t count = info.micro_batches;
   int64_t stride = info.batch / count * info.sequence;
   double lossSum = 0;
   if (gradsOut)
-    gradsOut->assign(grads.size(), 0.0f);
+    std::fill(gradsOut, gradsOut + grads.size(), 0.0f);
   for (int64_t m = 0; m < count; ++m) {
     if (!call(entryName, tokens + m * stride, targets + m * stride))
       return false;
     lossSum += loss;
     if (gradsOut)
       for (size_t i = 0; i < grads.size(); ++i)
-        (*gradsOut)[i] += grads[i];
+        gradsOut[i] += grads[i];
   }
   *lossOut = static_cast<float>(lossSum / count);
   if (gradsOut && count > 1)
-    for (float &g : *gradsOut)
-      g /= static_cast<float>(count);
+    for (size_t i = 0; i < grads.size(); ++i)
+      gradsOut[i] /= static_cast<float>(count);
   return true;
 }
 
@@ -480,11 +480,9 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
 int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
                              const int32_t *targets, float *loss,
                              float *grads) {
-  std::vector<float> sum;
-  if (!model->callMicroBatches("forward_grad", tokens, targets, loss, &sum))
-    return 1;
-  std::memcpy(grads, sum.data(), sum.size() * sizeof(float));
-  return 0;
+  return model->callMicroBatches("forward_grad", tokens, targets, loss, grads)
+             ? 0
+             : 1;
 }
 
 //===----------------------------------------------------------------------===//

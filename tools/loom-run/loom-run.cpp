@@ -158,20 +158,19 @@ int main(int argc, char **argv) {
   int64_t tokensPerStep = info.batch * info.sequence;
   std::vector<int32_t> tokens(tokensPerStep), targets(tokensPerStep);
 
+  std::string microBatches;
+  if (info.micro_batches > 1)
+    microBatches =
+        " in " + std::to_string(info.micro_batches) + " micro-batches";
   if (!o.quiet)
-    std::printf(
-        "loom-run: %s, %lld parameters, %lld x %lld tokens a step%s, "
-        "%lld %s tokens (%lld held out)\n",
-        info.name, static_cast<long long>(info.num_params),
-        static_cast<long long>(info.batch),
-        static_cast<long long>(info.sequence),
-        info.micro_batches > 1
-            ? (" in " + std::to_string(info.micro_batches) + " micro-batches")
-                  .c_str()
-            : "",
-        static_cast<long long>(size),
-        loom_dataset_is_shard(data) ? "shard" : "text",
-        static_cast<long long>(size - valBegin));
+    std::printf("loom-run: %s, %lld parameters, %lld x %lld tokens a step%s, "
+                "%lld %s tokens (%lld held out)\n",
+                info.name, static_cast<long long>(info.num_params),
+                static_cast<long long>(info.batch),
+                static_cast<long long>(info.sequence), microBatches.c_str(),
+                static_cast<long long>(size),
+                loom_dataset_is_shard(data) ? "shard" : "text",
+                static_cast<long long>(size - valBegin));
 
   auto validate = [&](long long step) -> bool {
     int64_t cursor = valBegin;

@@ -46,8 +46,7 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
     holds all of them, `@forward_grad` sees one; the count is the option's
     when given, else the `micro_batches` of the module's `#loom.plan`, else
     1, and the micro-batches must make up the training batch), the global
-    gradient norm
-    is computed, gradients are scaled so that it does not exceed
+    gradient norm is computed, gradients are scaled so that it does not exceed
     `grad_clip` (when positive), and each parameter gets one AdamW or SGD
     update. As in GPT-2, weight decay applies to the matrices (rank 2 and
     more: linear weights and embedding tables) and not to biases or
