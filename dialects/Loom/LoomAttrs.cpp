@@ -1,6 +1,7 @@
 //===- LoomAttrs.cpp - Attributes of the loom dialect ---------------------===//
 
 #include "Loom/LoomDialect.h"
+#include "Loom/LoomHardware.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -117,8 +118,9 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   int64_t nodes,
                                   llvm::APFloat intraNodeBandwidth,
                                   llvm::APFloat interNodeBandwidth) {
-  if (gpu.empty())
-    return emitError() << "'gpu' must name a GPU kind";
+  if (!lookupGpu(gpu))
+    return emitError() << "'gpu' must name a GPU kind of the catalogue ("
+                       << getGpuNames() << "), got \"" << gpu << "\"";
   if (failed(checkPositive(emitError, "gpus_per_node", gpusPerNode)) ||
       failed(checkPositive(emitError, "nodes", nodes)))
     return failure();
@@ -126,4 +128,90 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       !intraNodeBandwidth.isFinite() || !interNodeBandwidth.isFinite())
     return emitError() << "link bandwidths must not be negative";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Conversions to and from the plain values of Loom/LoomConfig.h
+//===----------------------------------------------------------------------===//
+
+ArchitectureConfig ModelAttr::getConfig() const {
+  ArchitectureConfig config;
+  config.layers = getLayers();
+  config.width = getWidth();
+  config.heads = getHeads();
+  config.hidden = getHidden();
+  config.vocab = getVocab();
+  config.paddedVocab = getPaddedVocab();
+  config.positions = getPositions();
+  config.tiedEmbeddings = getTied();
+  config.layerNormEpsilon = getEpsilon().convertToDouble();
+  return config;
+}
+
+ModelAttr ModelAttr::get(MLIRContext *context, StringRef name,
+                         const ArchitectureConfig &config) {
+  return get(context, name, config.layers, config.width, config.heads,
+             config.hidden, config.vocab, config.paddedVocab, config.positions,
+             config.tiedEmbeddings, APFloat(config.layerNormEpsilon));
+}
+
+TrainingConfig TrainingAttr::getConfig() const {
+  TrainingConfig config;
+  config.batchSize = getBatch();
+  config.sequenceLength = getSequence();
+  config.optimizer = getOptimizer();
+  config.learningRate = getLr().convertToDouble();
+  config.beta1 = getBeta1().convertToDouble();
+  config.beta2 = getBeta2().convertToDouble();
+  config.epsilon = getEps().convertToDouble();
+  config.weightDecay = getWeightDecay().convertToDouble();
+  config.momentum = getMomentum().convertToDouble();
+  config.gradClip = getGradClip().convertToDouble();
+  config.precision = getPrecision();
+  return config;
+}
+
+TrainingAttr TrainingAttr::get(MLIRContext *context,
+                               const TrainingConfig &config) {
+  return get(context, config.batchSize, config.sequenceLength, config.optimizer,
+             APFloat(config.learningRate), APFloat(config.beta1),
+             APFloat(config.beta2), APFloat(config.epsilon),
+             APFloat(config.weightDecay), APFloat(config.momentum),
+             APFloat(config.gradClip), config.precision);
+}
+
+PlanConfig PlanAttr::getConfig() const {
+  PlanConfig config;
+  config.dp = getDp();
+  config.tp = getTp();
+  config.pp = getPp();
+  config.zero = getZero();
+  config.microBatches = getMicroBatches();
+  config.schedule = getSchedule();
+  config.recompute = getRecompute();
+  config.sequenceParallel = getSequenceParallel();
+  return config;
+}
+
+PlanAttr PlanAttr::get(MLIRContext *context, const PlanConfig &config) {
+  return get(context, config.dp, config.tp, config.pp, config.zero,
+             config.microBatches, config.schedule, config.recompute,
+             config.sequenceParallel);
+}
+
+ClusterConfig ClusterAttr::getConfig() const {
+  ClusterConfig config;
+  config.gpu = getGpu().str();
+  config.gpusPerNode = getGpusPerNode();
+  config.nodes = getNodes();
+  config.intraNodeBandwidth = getIntraNodeBandwidth().convertToDouble();
+  config.interNodeBandwidth = getInterNodeBandwidth().convertToDouble();
+  return config;
+}
+
+ClusterAttr ClusterAttr::get(MLIRContext *context,
+                             const ClusterConfig &config) {
+  return get(context, config.gpu, config.gpusPerNode, config.nodes,
+             APFloat(config.intraNodeBandwidth),
+             APFloat(config.interNodeBandwidth));
 }

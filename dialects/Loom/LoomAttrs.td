@@ -111,6 +111,11 @@ def Loom_ModelAttr : Loom_Attr<"Model", "model"> {
     Loom_F64Parameter<"layer-norm epsilon">:$epsilon);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    ArchitectureConfig getConfig() const;
+    static ModelAttr get(::mlir::MLIRContext *context, ::llvm::StringRef name,
+                         const ArchitectureConfig &config);
+  }];
 }
 
 def Loom_TrainingAttr : Loom_Attr<"Training", "training"> {
@@ -135,6 +140,11 @@ def Loom_TrainingAttr : Loom_Attr<"Training", "training"> {
     "Precision":$precision);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    TrainingConfig getConfig() const;
+    static TrainingAttr get(::mlir::MLIRContext *context,
+                            const TrainingConfig &config);
+  }];
 }
 
 def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
@@ -143,7 +153,10 @@ def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
     World size is `pp * dp * tp`, tensor-parallel ranks varying fastest.
     `micro_batches` is the number of micro-batches each data-parallel
     replica splits its share of the global batch into; `zero` is the ZeRO
-    stage (0 to 3).
+    stage (0 to 3). On a module, `loom.plan` may instead be the string
+    "auto", which `loom-plan` replaces by the cost model's choice; whether a
+    plan fits the module's model, batch and cluster is checked by
+    `checkPlan` (Loom/LoomConfig.h) when the module is verified.
   }];
   let parameters = (ins
     "int64_t":$dp,
@@ -159,13 +172,16 @@ def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
   let extraClassDeclaration = [{
     /// Number of ranks the plan runs on.
     int64_t getWorldSize() const { return getDp() * getTp() * getPp(); }
+    PlanConfig getConfig() const;
+    static PlanAttr get(::mlir::MLIRContext *context, const PlanConfig &config);
   }];
 }
 
 def Loom_ClusterAttr : Loom_Attr<"Cluster", "cluster"> {
   let summary = "machines a plan runs on";
   let description = [{
-    GPU kind by name, GPUs per node and node count. Link bandwidths in GB/s
+    GPU kind by name (one of the catalogue's, Loom/LoomHardware.h), GPUs per
+    node and node count. Link bandwidths in GB/s
     per direction; 0 means the catalogue's figure for the GPU kind.
   }];
   let parameters = (ins
@@ -178,6 +194,9 @@ def Loom_ClusterAttr : Loom_Attr<"Cluster", "cluster"> {
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     int64_t getWorldSize() const { return getGpusPerNode() * getNodes(); }
+    ClusterConfig getConfig() const;
+    static ClusterAttr get(::mlir::MLIRContext *context,
+                           const ClusterConfig &config);
   }];
 }
 

@@ -68,48 +68,33 @@ void mlir::loom::printF64(AsmPrinter &printer, const llvm::APFloat &value) {
   printer << formatF64(value.convertToDouble());
 }
 
-LogicalResult verifyPlan(Operation *op, PlanAttr plan) {
+/// Checks a module's plan against its model, training setup and cluster,
+/// with the rule the description reader and the planner use.
+static LogicalResult verifyPlan(Operation *op, PlanAttr plan) {
   auto model = op->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
   auto training =
       op->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
   auto cluster =
       op->getAttrOfType<ClusterAttr>(LoomDialect::getClusterAttrName());
-  auto planError = [&](StringRef key) {
-    return op->emitError() << "plan." << key << ": ";
-  };
-  if (model) {
-    if (model.getHeads() % plan.getTp() != 0)
-      return planError("tp")
-             << "tensor parallelism " << plan.getTp() << " does not divide the "
-             << model.getHeads() << " heads (model.n_head)";
-    if (model.getHidden() % plan.getTp() != 0)
-      return planError("tp")
-             << "tensor parallelism " << plan.getTp()
-             << " does not divide the MLP width " << model.getHidden();
-    if (plan.getPp() > model.getLayers())
-      return planError("pp") << plan.getPp() << " pipeline stages exceed the "
-                             << model.getLayers() << " layers (model.n_layer)";
-  }
-  if (training) {
-    int64_t split = plan.getDp() * plan.getMicroBatches();
-    if (training.getBatch() % split != 0)
-      return planError("mb")
-             << "dp * micro_batches = " << plan.getDp() << " * "
-             << plan.getMicroBatches() << " does not divide the batch of "
-             << training.getBatch() << " sequences (training.batch_size)";
-    if (plan.getSequenceParallel() &&
-        training.getSequence() % plan.getTp() != 0)
-      return planError("sp")
-             << "tensor parallelism " << plan.getTp()
-             << " does not divide the sequence length "
-             << training.getSequence() << " (training.sequence_length)";
-  }
-  if (cluster && plan.getWorldSize() != cluster.getWorldSize())
-    return op->emitError() << "plan: dp * tp * pp = " << plan.getWorldSize()
-                           << " ranks, but the cluster has "
-                           << cluster.getWorldSize()
-                           << " GPUs (cluster.nodes * cluster.gpus_per_node)";
-  return success();
+  std::optional<ArchitectureConfig> arch;
+  std::optional<TrainingConfig> batch;
+  std::optional<ClusterConfig> world;
+  if (model)
+    arch = model.getConfig();
+  if (training)
+    batch = training.getConfig();
+  if (cluster)
+    world = cluster.getConfig();
+  SmallVector<PlanViolation> violations =
+      checkPlan(plan.getConfig(), arch ? &*arch : nullptr,
+                batch ? &*batch : nullptr, world ? &*world : nullptr);
+  if (violations.empty())
+    return success();
+  InFlightDiagnostic diag = op->emitError() << violations.front().field << ": "
+                                            << violations.front().message;
+  for (const PlanViolation &more : llvm::drop_begin(violations))
+    diag.attachNote() << more.field << ": " << more.message;
+  return diag;
 }
 
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
@@ -126,9 +111,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == getTrainingAttrName())
     return expect(isa<TrainingAttr>(attr.getValue()), "a #loom.training");
   if (name == getPlanAttrName()) {
-    if (failed(expect(isa<PlanAttr>(attr.getValue()), "a #loom.plan")))
-      return failure();
-    return verifyPlan(op, cast<PlanAttr>(attr.getValue()));
+    if (auto plan = dyn_cast<PlanAttr>(attr.getValue()))
+      return verifyPlan(op, plan);
+    auto text = dyn_cast<StringAttr>(attr.getValue());
+    return expect(text && text.getValue() == getAutoPlanName(),
+                  "a #loom.plan or \"auto\"");
   }
   if (name == getClusterAttrName())
     return expect(isa<ClusterAttr>(attr.getValue()), "a #loom.cluster");
@@ -156,4 +143,27 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
   return op->emitError() << "argument #" << argIndex
                          << ": unknown loom argument attribute '" << name
                          << "'";
+}
+
+LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == getOutputAttrName() || name == getGradAttrName()) {
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str || str.getValue().empty())
+      return op->emitError() << "result #" << resultIndex << ": '" << name
+                             << "' must be a non-empty string";
+    return success();
+  }
+  if (name == getUpdatesAttrName()) {
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!index || index.getInt() < 0)
+      return op->emitError() << "result #" << resultIndex << ": '" << name
+                             << "' must be a non-negative argument index";
+    return success();
+  }
+  return op->emitError() << "result #" << resultIndex
+                         << ": unknown loom result attribute '" << name << "'";
 }

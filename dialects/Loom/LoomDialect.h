@@ -28,6 +28,7 @@ void printF64(AsmPrinter &printer, const llvm::APFloat &value);
 } // namespace loom
 } // namespace mlir
 
+#include "Loom/LoomConfig.h"
 #include "Loom/LoomCost.h"
 #include "Loom/LoomDialect.h.inc"
 #include "Loom/LoomEnums.h"

@@ -27,6 +27,7 @@ def Loom_Dialect : Dialect {
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Adds the attributes; defined next to their storage classes.
     void registerAttributes();
@@ -45,6 +46,8 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getClusterAttrName() {
       return "loom.cluster";
     }
+    /// The value of `loom.plan` that asks `loom-plan` to choose the plan.
+    static constexpr ::llvm::StringLiteral getAutoPlanName() { return "auto"; }
     /// Op attribute numbering the transformer layer (from 0) an op of the
     /// forward pass belongs to; the cost model groups and balances by it.
     static constexpr ::llvm::StringLiteral getLayerAttrName() {
@@ -67,6 +70,28 @@ def Loom_Dialect : Dialect {
     /// argument that receives it once results are passed by destination.
     static constexpr ::llvm::StringLiteral getOutputAttrName() {
       return "loom.output";
+    }
+    /// Result attribute naming the parameter a result is the gradient of.
+    static constexpr ::llvm::StringLiteral getGradAttrName() {
+      return "loom.grad";
+    }
+    /// Result attribute of the training step: the index of the argument
+    /// (parameter or optimizer state) the result is the new value of.
+    static constexpr ::llvm::StringLiteral getUpdatesAttrName() {
+      return "loom.updates";
+    }
+
+    /// The functions the importer and the training-step passes build:
+    /// the forward pass and mean loss, the loss with every parameter's
+    /// gradient, and the whole step with the optimizer.
+    static constexpr ::llvm::StringLiteral getForwardFunctionName() {
+      return "forward";
+    }
+    static constexpr ::llvm::StringLiteral getForwardGradFunctionName() {
+      return "forward_grad";
+    }
+    static constexpr ::llvm::StringLiteral getTrainStepFunctionName() {
+      return "train_step";
     }
   }];
 }

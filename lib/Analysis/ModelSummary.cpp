@@ -3,8 +3,6 @@
 #include "loom/Analysis/ModelSummary.h"
 
 #include "Loom/LoomDialect.h"
-#include "loom/Import/Importer.h"
-#include "loom/Import/ModelConfig.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -24,10 +22,11 @@ std::string mlir::loom::formatWithCommas(int64_t value) {
 }
 
 FailureOr<ModelSummary> mlir::loom::summarizeModel(ModuleOp module) {
-  auto function = module.lookupSymbol<func::FuncOp>(kForwardFunctionName);
+  auto function =
+      module.lookupSymbol<func::FuncOp>(LoomDialect::getForwardFunctionName());
   if (!function)
-    return module.emitError()
-           << "expected a model function @" << kForwardFunctionName;
+    return module.emitError() << "expected a model function @"
+                              << LoomDialect::getForwardFunctionName();
   ModelSummary summary;
   summary.function = function;
   llvm::StringSet<> blocks;

@@ -45,8 +45,8 @@ struct DestinationOutputsPass
     SmallVector<Value> results;
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
       Value dest;
-      if (auto updates =
-              func.getResultAttrOfType<IntegerAttr>(i, "loom.updates")) {
+      if (auto updates = func.getResultAttrOfType<IntegerAttr>(
+              i, LoomDialect::getUpdatesAttrName())) {
         int64_t arg = updates.getInt();
         if (arg < 0 || arg >= func.getNumArguments() ||
             func.getArgument(arg).getType() != value.getType())
@@ -60,8 +60,8 @@ struct DestinationOutputsPass
         if (auto out = func.getResultAttrOfType<StringAttr>(
                 i, LoomDialect::getOutputAttrName()))
           name = out.getValue().str();
-        else if (auto grad =
-                     func.getResultAttrOfType<StringAttr>(i, "loom.grad"))
+        else if (auto grad = func.getResultAttrOfType<StringAttr>(
+                     i, LoomDialect::getGradAttrName()))
           name = ("grad." + grad.getValue()).str();
         else
           return func.emitOpError()

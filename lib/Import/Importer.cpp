@@ -101,9 +101,9 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
 
   builder.setInsertionPointToEnd(module.getBody());
   auto scalarLoss = RankedTensorType::get({}, builder.getF32Type());
-  auto func =
-      func::FuncOp::create(builder, fileLoc, kForwardFunctionName,
-                           builder.getFunctionType(argTypes, {scalarLoss}));
+  auto func = func::FuncOp::create(
+      builder, fileLoc, LoomDialect::getForwardFunctionName(),
+      builder.getFunctionType(argTypes, {scalarLoss}));
   func.setAllArgAttrs(argAttrs);
   func.setResultAttr(0, LoomDialect::getOutputAttrName(),
                      builder.getStringAttr("loss"));
@@ -164,34 +164,24 @@ OwningOpRef<ModuleOp> mlir::loom::importModel(MLIRContext &context,
   Location fileLoc = FileLineColLoc::get(&context, file, 1, 1);
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc, config.name);
 
-  const ArchitectureConfig &arch = config.arch;
-  const TrainingConfig &t = config.training;
   Builder b(&context);
   SmallVector<NamedAttribute> attrs;
-  attrs.push_back(b.getNamedAttr(
-      LoomDialect::getModelAttrName(),
-      ModelAttr::get(&context, config.name, arch.layers, arch.width, arch.heads,
-                     arch.hidden, arch.vocab, arch.paddedVocab, arch.positions,
-                     arch.tiedEmbeddings, APFloat(arch.layerNormEpsilon))));
-  attrs.push_back(b.getNamedAttr(
-      LoomDialect::getTrainingAttrName(),
-      TrainingAttr::get(&context, t.batchSize, t.sequenceLength, t.optimizer,
-                        APFloat(t.learningRate), APFloat(t.beta1),
-                        APFloat(t.beta2), APFloat(t.epsilon),
-                        APFloat(t.weightDecay), APFloat(t.momentum),
-                        APFloat(t.gradClip), t.precision)));
-  if (const std::optional<PlanConfig> &plan = config.plan)
-    attrs.push_back(b.getNamedAttr(
-        LoomDialect::getPlanAttrName(),
-        PlanAttr::get(&context, plan->dp, plan->tp, plan->pp, plan->zero,
-                      plan->microBatches, plan->schedule, plan->recompute,
-                      plan->sequenceParallel)));
-  if (const std::optional<ClusterConfig> &cluster = config.cluster)
-    attrs.push_back(b.getNamedAttr(
-        LoomDialect::getClusterAttrName(),
-        ClusterAttr::get(&context, cluster->gpu, cluster->gpusPerNode,
-                         cluster->nodes, APFloat(cluster->intraNodeBandwidth),
-                         APFloat(cluster->interNodeBandwidth))));
+  attrs.push_back(
+      b.getNamedAttr(LoomDialect::getModelAttrName(),
+                     ModelAttr::get(&context, config.name, config.arch)));
+  attrs.push_back(b.getNamedAttr(LoomDialect::getTrainingAttrName(),
+                                 TrainingAttr::get(&context, config.training)));
+  if (config.planAuto)
+    attrs.push_back(
+        b.getNamedAttr(LoomDialect::getPlanAttrName(),
+                       b.getStringAttr(LoomDialect::getAutoPlanName())));
+  else if (config.plan)
+    attrs.push_back(b.getNamedAttr(LoomDialect::getPlanAttrName(),
+                                   PlanAttr::get(&context, *config.plan)));
+  if (config.cluster)
+    attrs.push_back(
+        b.getNamedAttr(LoomDialect::getClusterAttrName(),
+                       ClusterAttr::get(&context, *config.cluster)));
   (*module)->setAttrs(attrs);
 
   ForwardBuilder(context, config, fileLoc).build(*module);

@@ -8,7 +8,7 @@
 
 #include "loom/Import/ModelConfig.h"
 
-#include "loom/CostModel/Hardware.h"
+#include "Loom/LoomHardware.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -387,18 +387,6 @@ std::string formatParseError(llvm::Error error) {
 
 } // namespace
 
-std::optional<Schedule> mlir::loom::parseScheduleName(StringRef name) {
-  if (name == "1f1b")
-    return Schedule::one_f_one_b;
-  if (name == "gpipe")
-    return Schedule::gpipe;
-  return std::nullopt;
-}
-
-StringRef mlir::loom::getScheduleName(Schedule schedule) {
-  return schedule == Schedule::one_f_one_b ? "1f1b" : "gpipe";
-}
-
 std::optional<ModelConfig>
 mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
   llvm::Expected<json::Value> parsed = json::parse(text);
@@ -652,6 +640,12 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
                llvm::Twine(training.sequenceLength) +
                " exceeds the model's model.n_positions (" +
                llvm::Twine(arch.positions) + ")");
+
+  if (config.plan && diag.getNumErrors() == errorsBefore)
+    for (const PlanViolation &violation :
+         checkPlan(*config.plan, &arch, &training,
+                   config.cluster ? &*config.cluster : nullptr))
+      diag.error("field '" + violation.field + "': " + violation.message);
 
   return diag.getNumErrors() == errorsBefore;
 }

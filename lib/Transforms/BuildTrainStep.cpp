@@ -6,7 +6,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "Loom/LoomDialect.h"
-#include "loom/Import/Importer.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -46,9 +45,11 @@ struct BuildTrainStepPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto grad = module.lookupSymbol<func::FuncOp>(kForwardGradFunctionName);
+    auto grad = module.lookupSymbol<func::FuncOp>(
+        LoomDialect::getForwardGradFunctionName());
     if (!grad) {
-      module.emitError() << "expected a function @" << kForwardGradFunctionName
+      module.emitError() << "expected a function @"
+                         << LoomDialect::getForwardGradFunctionName()
                          << " (run loom-differentiate first)";
       return signalPassFailure();
     }
@@ -59,9 +60,9 @@ struct BuildTrainStepPass
                          << "' attribute with the optimizer settings";
       return signalPassFailure();
     }
-    if (module.lookupSymbol(kTrainStepFunctionName)) {
+    if (module.lookupSymbol(LoomDialect::getTrainStepFunctionName())) {
       module.emitError() << "the module already has a function @"
-                         << kTrainStepFunctionName;
+                         << LoomDialect::getTrainStepFunctionName();
       return signalPassFailure();
     }
     // The option, when given, overrides the plan's micro-batch count.
@@ -130,8 +131,9 @@ struct BuildTrainStepPass
     SmallVector<Type> results = {scalarType, scalarType};
     results.append(inputs.begin(),
                    inputs.begin() + (numStates + 1) * numParams);
-    auto step = func::FuncOp::create(b, loc, kTrainStepFunctionName,
-                                     b.getFunctionType(inputs, results));
+    auto step =
+        func::FuncOp::create(b, loc, LoomDialect::getTrainStepFunctionName(),
+                             b.getFunctionType(inputs, results));
 
     // Argument and result attributes name everything for the manifest.
     static const char *const stateNames[] = {"m", "v"};
@@ -147,7 +149,8 @@ struct BuildTrainStepPass
               arg, LoomDialect::getStateAttrName(),
               b.getStringAttr(Twine(adam ? stateNames[s - 1] : "momentum") +
                               "." + name.getValue()));
-        step.setResultAttr(2 + arg, "loom.updates", b.getI64IntegerAttr(arg));
+        step.setResultAttr(2 + arg, LoomDialect::getUpdatesAttrName(),
+                           b.getI64IntegerAttr(arg));
       }
     }
     unsigned dataArg = (numStates + 1) * numParams;

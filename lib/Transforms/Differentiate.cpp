@@ -8,7 +8,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "Loom/LoomDialect.h"
-#include "loom/Import/Importer.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -50,15 +49,17 @@ struct DifferentiatePass
     : public loom::impl::LoomDifferentiateBase<DifferentiatePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunctionName);
+    auto forward = module.lookupSymbol<func::FuncOp>(
+        LoomDialect::getForwardFunctionName());
     if (!forward) {
-      module.emitError() << "expected a function @" << kForwardFunctionName
+      module.emitError() << "expected a function @"
+                         << LoomDialect::getForwardFunctionName()
                          << " to differentiate";
       return signalPassFailure();
     }
-    if (module.lookupSymbol(kForwardGradFunctionName)) {
+    if (module.lookupSymbol(LoomDialect::getForwardGradFunctionName())) {
       module.emitError() << "the module already has a function @"
-                         << kForwardGradFunctionName;
+                         << LoomDialect::getForwardGradFunctionName();
       return signalPassFailure();
     }
     FunctionType type = forward.getFunctionType();
@@ -90,14 +91,14 @@ struct DifferentiatePass
     for (unsigned i : paramIndices)
       resultTypes.push_back(forwardType.getInput(i));
     auto grad = func::FuncOp::create(
-        b, loc, kForwardGradFunctionName,
+        b, loc, LoomDialect::getForwardGradFunctionName(),
         b.getFunctionType(forwardType.getInputs(), resultTypes));
     grad.setAllArgAttrs(forward.getAllArgAttrs());
     grad.setResultAttr(0, LoomDialect::getOutputAttrName(),
                        b.getStringAttr("loss"));
     for (auto [resultIndex, argIndex] : llvm::enumerate(paramIndices))
       grad.setResultAttr(
-          resultIndex + 1, "loom.grad",
+          resultIndex + 1, LoomDialect::getGradAttrName(),
           forward.getArgAttr(argIndex, LoomDialect::getParamAttrName()));
 
     // Clone the forward computation; the backward ops follow it.

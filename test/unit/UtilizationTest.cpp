@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/CostModel/Utilization.h"
+#include "loom/Plan/Utilization.h"
 #include "Loom/LoomDialect.h"
+#include "Loom/LoomHardware.h"
 #include "loom/Analysis/ModelSummary.h"
-#include "loom/CostModel/Hardware.h"
 #include "loom/Import/Importer.h"
 
 #include "SeedTables.h"

@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/CostModel/Planner.h"
 #include "loom/Import/Importer.h"
 #include "loom/InitLoom.h"
 #include "loom/Pipeline/Pipeline.h"
+#include "loom/Plan/Planner.h"
 #include "loom/Target/Artifact.h"
 
 #include "mlir/IR/AsmState.h"
@@ -138,14 +138,12 @@ static std::optional<int> plan(ModuleOp module, const ModelConfig &config) {
   if (!config.cluster)
     return fail("planning needs a 'cluster' section (GPU kind, GPUs per "
                 "node, nodes)");
-  std::optional<ClusterModel> cluster =
-      ClusterModel::get(*config.cluster, inputFilename, llvm::errs());
+  std::optional<ClusterModel> cluster = ClusterModel::get(*config.cluster);
   if (!cluster)
     return 1;
   CostModelOptions options;
   options.fusedAttention = !materializedAttention;
-  FailureOr<CostModel> model =
-      CostModel::build(module, config, *cluster, options);
+  FailureOr<CostModel> model = CostModel::build(module, *cluster, options);
   if (failed(model))
     return 1;
 

@@ -11,13 +11,6 @@
 namespace mlir {
 namespace loom {
 
-/// Name of the function the importer builds: the forward pass and mean loss
-/// of one global batch.
-constexpr llvm::StringLiteral kForwardFunctionName = "forward";
-/// Names of the functions the training-step passes build from it.
-constexpr llvm::StringLiteral kForwardGradFunctionName = "forward_grad";
-constexpr llvm::StringLiteral kTrainStepFunctionName = "train_step";
-
 /// Builds a module holding `@forward(params..., tokens, targets) -> loss`
 /// for a finalized `config` (see finalizeModelConfig). Parameters carry
 /// their GPT-2 names in `loom.param` argument attributes; the module carries

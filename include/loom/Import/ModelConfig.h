@@ -10,7 +10,7 @@
 #ifndef LOOM_IMPORT_MODELCONFIG_H
 #define LOOM_IMPORT_MODELCONFIG_H
 
-#include "Loom/LoomEnums.h"
+#include "Loom/LoomConfig.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/raw_ostream.h"
@@ -21,51 +21,6 @@
 
 namespace mlir {
 namespace loom {
-
-struct ArchitectureConfig {
-  int64_t layers = 0;
-  int64_t width = 0;
-  int64_t heads = 0;
-  int64_t hidden = 0; ///< MLP inner width; 4 * width unless given.
-  int64_t vocab = 0;
-  int64_t paddedVocab = 0; ///< Rows of the token table; >= vocab.
-  int64_t positions = 0;
-  bool tiedEmbeddings = true;
-  double layerNormEpsilon = 1e-5;
-};
-
-struct TrainingConfig {
-  int64_t batchSize = 0;
-  int64_t sequenceLength = 0;
-  OptimizerKind optimizer = OptimizerKind::adamw;
-  double learningRate = 3e-4;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double epsilon = 1e-8;
-  double weightDecay = 0.0;
-  double momentum = 0.0;
-  double gradClip = 0.0; ///< 0: no clipping.
-  Precision precision = Precision::fp32;
-};
-
-struct PlanConfig {
-  int64_t dp = 1;
-  int64_t tp = 1;
-  int64_t pp = 1;
-  int64_t zero = 0;
-  int64_t microBatches = 1;
-  Schedule schedule = Schedule::gpipe;
-  Recompute recompute = Recompute::none;
-  bool sequenceParallel = false;
-};
-
-struct ClusterConfig {
-  std::string gpu;
-  int64_t gpusPerNode = 0;
-  int64_t nodes = 1;
-  double intraNodeBandwidth = 0; ///< GB/s; 0: the catalogue's figure.
-  double interNodeBandwidth = 0; ///< GB/s; 0: the catalogue's figure.
-};
 
 struct ModelConfig {
   std::string name;
@@ -103,10 +58,6 @@ std::optional<ModelConfig> parseModelConfig(llvm::StringRef text,
 std::optional<ModelConfig> loadModelConfig(llvm::StringRef path,
                                            llvm::raw_ostream &errs);
 
-/// Schedule names as users write them: "gpipe" and "1f1b".
-std::optional<Schedule> parseScheduleName(llvm::StringRef name);
-llvm::StringRef getScheduleName(Schedule schedule);
-
 /// Parses a plan written as "dp=2,tp=2,pp=1,zero=1,mb=8,schedule=1f1b,
 /// recompute=selective,sp=1,precision=bf16". Keys left out keep the values
 /// in `plan`; a precision is stored in `*precision`, and refused when
@@ -121,9 +72,9 @@ inline bool isAutoPlan(llvm::StringRef text) { return text.trim() == "auto"; }
 
 /// Fills the values a description may leave out (MLP width, padded
 /// vocabulary, positions as long as the sequence) and checks the model
-/// against its training setup. Reports every problem found. The plan is
-/// checked against the model when the IR is verified (LoomDialect), so that
-/// hand-written IR gets the same checks.
+/// against its training setup, and the plan against both and the cluster
+/// (with checkPlan, the rule the IR verifier applies too). Reports every
+/// problem found.
 bool finalizeModelConfig(ModelConfig &config, ConfigDiagnostics &diag);
 
 } // namespace loom

@@ -238,7 +238,7 @@ module attributes {loom.training = 1} {}
 
 // -----
 
-// expected-error @+1 {{attribute 'loom.plan' must be a #loom.plan, got "dp=2"}}
+// expected-error @+1 {{attribute 'loom.plan' must be a #loom.plan or "auto", got "dp=2"}}
 module attributes {loom.plan = "dp=2"} {}
 
 // -----
@@ -342,7 +342,8 @@ module attributes {loom.cluster = #loom.cluster<gpu = "A100-80GB", gpus_per_node
 
 // -----
 
-// expected-error @+1 {{plan.tp: tensor parallelism 4 does not divide the 6 heads (model.n_head)}}
+// expected-error @+2 {{plan.tp: tensor parallelism 4 does not divide the 6 heads (model.n_head)}}
+// expected-note @+1 {{plan.tp: tensor parallelism 4 does not divide the token table's 10 rows (model.padded_vocab_size; pad the vocabulary, e.g. with loomc --pad-vocab)}}
 module attributes {
   loom.model = #loom.model<name = "m", layers = 2, width = 12, heads = 6, hidden = 48, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 1.0e-5>,
   loom.plan = #loom.plan<dp = 1, tp = 4, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
@@ -351,7 +352,7 @@ module attributes {
 
 // expected-error @+1 {{plan.tp: tensor parallelism 4 does not divide the MLP width 30}}
 module attributes {
-  loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 4, hidden = 30, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 1.0e-5>,
+  loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 4, hidden = 30, vocab = 10, padded_vocab = 12, positions = 4, tied = true, epsilon = 1.0e-5>,
   loom.plan = #loom.plan<dp = 1, tp = 4, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
 
 // -----
@@ -377,7 +378,25 @@ module attributes {
 
 // -----
 
-// expected-error @+1 {{plan: dp * tp * pp = 2 ranks, but the cluster has 8 GPUs (cluster.nodes * cluster.gpus_per_node)}}
+// expected-error @+1 {{plan: dp * tp * pp = 2 * 1 * 1 = 2 ranks, but the cluster has 8 GPUs (cluster.nodes * cluster.gpus_per_node)}}
 module attributes {
   loom.cluster = #loom.cluster<gpu = "A100-80GB", gpus_per_node = 8, nodes = 1>,
   loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
+
+// -----
+
+// The padded vocabulary is split over tensor-parallel ranks too.
+// expected-error @+1 {{plan.tp: tensor parallelism 2 does not divide the token table's 11 rows}}
+module attributes {
+  loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 4, hidden = 32, vocab = 11, padded_vocab = 11, positions = 4, tied = true, epsilon = 1.0e-5>,
+  loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
+
+// -----
+
+// expected-error @+1 {{'gpu' must name a GPU kind of the catalogue (V100-16GB, V100-32GB, A100-40GB, A100-80GB, H100-SXM, H200), got "A100"}}
+module attributes {loom.cluster = #loom.cluster<gpu = "A100", gpus_per_node = 8, nodes = 1>} {}
+
+// -----
+
+// A plan left to the planner.
+module attributes {loom.plan = "auto"} {}

@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_COSTMODEL_PLANNER_H
-#define LOOM_COSTMODEL_PLANNER_H
+#ifndef LOOM_PLAN_PLANNER_H
+#define LOOM_PLAN_PLANNER_H
 
-#include "loom/CostModel/CostModel.h"
+#include "loom/Plan/CostModel.h"
 
 #include <vector>
 
@@ -34,10 +34,6 @@ llvm::SmallVector<Precision> getAllowedPrecisions(Precision requested,
 /// Prices every legal plan of `model`'s cluster.
 PlanSearch searchPlans(CostModel &model);
 
-/// "dp=8,tp=1,pp=1,zero=3,mb=16,schedule=gpipe,recompute=full,sp=0,
-/// precision=bf16", the form --plan reads.
-std::string formatPlan(const PlanConfig &plan, Precision precision);
-
 /// The report of --emit=plan for a search (`explicitPlan` null) or for one
 /// plan the user gave.
 void printPlanReport(llvm::raw_ostream &os, const CostModel &model,
@@ -55,4 +51,4 @@ void recordPlan(ModuleOp module, const PlanEstimate &estimate);
 } // namespace loom
 } // namespace mlir
 
-#endif // LOOM_COSTMODEL_PLANNER_H
+#endif // LOOM_PLAN_PLANNER_H

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_COSTMODEL_UTILIZATION_H
-#define LOOM_COSTMODEL_UTILIZATION_H
+#ifndef LOOM_PLAN_UTILIZATION_H
+#define LOOM_PLAN_UTILIZATION_H
 
 #include <cstdint>
 
@@ -43,4 +43,4 @@ double flopsUtilization(const FlopsPerSequence &flops, bool withAttention,
 } // namespace loom
 } // namespace mlir
 
-#endif // LOOM_COSTMODEL_UTILIZATION_H
+#endif // LOOM_PLAN_UTILIZATION_H

@@ -1,4 +1,4 @@
-//===- Hardware.cpp - The GPU catalogue -----------------------------------===//
+//===- LoomHardware.cpp - The GPU catalogue -------------------------------===//
 //
 // Figures from NVIDIA's data sheets (SXM parts, dense peaks):
 //   V100:  125 TFLOP/s fp16 tensor, 15.7 fp32, 31.4 fp16 vector, 900 GB/s,
@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/CostModel/Hardware.h"
+#include "Loom/LoomHardware.h"
 
 #include "llvm/ADT/STLExtras.h"
 

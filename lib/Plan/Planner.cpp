@@ -1,6 +1,6 @@
 //===- Planner.cpp - Choosing a parallel plan -----------------------------===//
 
-#include "loom/CostModel/Planner.h"
+#include "loom/Plan/Planner.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -28,11 +28,10 @@ static SmallVector<int64_t> getDivisors(int64_t n) {
 
 PlanSearch mlir::loom::searchPlans(CostModel &model) {
   PlanSearch search;
-  const ModelConfig &config = model.getConfig();
   int64_t world = model.getCluster().getWorldSize();
-  int64_t batch = config.training.batchSize;
-  SmallVector<Precision> precisions =
-      getAllowedPrecisions(config.training.precision, *model.getCluster().gpu);
+  int64_t batch = model.getTraining().batchSize;
+  SmallVector<Precision> precisions = getAllowedPrecisions(
+      model.getTraining().precision, *model.getCluster().gpu);
   const Recompute recomputes[] = {Recompute::none, Recompute::selective,
                                   Recompute::full};
   for (int64_t tp : getDivisors(world)) {
@@ -88,17 +87,6 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
     return a.memory() < b.memory();
   });
   return search;
-}
-
-std::string mlir::loom::formatPlan(const PlanConfig &plan,
-                                   Precision precision) {
-  return llvm::formatv(
-             "dp={0},tp={1},pp={2},zero={3},mb={4},schedule={5},"
-             "recompute={6},sp={7},precision={8}",
-             plan.dp, plan.tp, plan.pp, plan.zero, plan.microBatches,
-             getScheduleName(plan.schedule), stringifyRecompute(plan.recompute),
-             plan.sequenceParallel ? 1 : 0, stringifyPrecision(precision))
-      .str();
 }
 
 static constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
@@ -159,13 +147,13 @@ static std::string describeOutOfMemory(const PlanEstimate &est) {
 void mlir::loom::printPlanReport(llvm::raw_ostream &os, const CostModel &model,
                                  const PlanSearch &search,
                                  const PlanEstimate *explicitPlan) {
-  const ModelConfig &config = model.getConfig();
+  const TrainingConfig &training = model.getTraining();
   const ClusterModel &cluster = model.getCluster();
   os << llvm::formatv("model: {0}, {1} parameters, {2} layers; global batch "
                       "{3} x {4} tokens\n",
-                      config.name, model.getParameterCount(),
-                      model.getNumLayers(), config.training.batchSize,
-                      config.training.sequenceLength);
+                      model.getName(), model.getParameterCount(),
+                      model.getNumLayers(), training.batchSize,
+                      training.sequenceLength);
   os << llvm::formatv("cluster: {0} x {1} GPUs per node x {2} nodes = {3} "
                       "GPUs\n",
                       cluster.gpu->name, cluster.gpusPerNode, cluster.nodes,
@@ -263,19 +251,14 @@ void mlir::loom::printCostReport(llvm::raw_ostream &os, const CostModel &model,
 
 void mlir::loom::recordPlan(ModuleOp module, const PlanEstimate &est) {
   MLIRContext *context = module.getContext();
-  const PlanConfig &plan = est.plan;
   module->setAttr(LoomDialect::getPlanAttrName(),
-                  PlanAttr::get(context, plan.dp, plan.tp, plan.pp, plan.zero,
-                                plan.microBatches, plan.schedule,
-                                plan.recompute, plan.sequenceParallel));
+                  PlanAttr::get(context, est.plan));
   auto training =
       module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
-  if (training && training.getPrecision() != est.precision)
-    module->setAttr(
-        LoomDialect::getTrainingAttrName(),
-        TrainingAttr::get(
-            context, training.getBatch(), training.getSequence(),
-            training.getOptimizer(), training.getLr(), training.getBeta1(),
-            training.getBeta2(), training.getEps(), training.getWeightDecay(),
-            training.getMomentum(), training.getGradClip(), est.precision));
+  if (training && training.getPrecision() != est.precision) {
+    TrainingConfig config = training.getConfig();
+    config.precision = est.precision;
+    module->setAttr(LoomDialect::getTrainingAttrName(),
+                    TrainingAttr::get(context, config));
+  }
 }

@@ -7,12 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_COSTMODEL_COSTMODEL_H
-#define LOOM_COSTMODEL_COSTMODEL_H
+#ifndef LOOM_PLAN_COSTMODEL_H
+#define LOOM_PLAN_COSTMODEL_H
 
 #include "Loom/LoomDialect.h"
-#include "loom/CostModel/Hardware.h"
-#include "loom/Import/ModelConfig.h"
+#include "Loom/LoomHardware.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -63,11 +62,9 @@ struct ClusterModel {
 
   int64_t getWorldSize() const { return gpusPerNode * nodes; }
 
-  /// Builds the model of `config`; fails with a message naming `file` for an
-  /// unknown GPU kind.
-  static std::optional<ClusterModel> get(const ClusterConfig &config,
-                                         llvm::StringRef file,
-                                         llvm::raw_ostream &errs);
+  /// Builds the model of `config`, whose GPU kind must be the catalogue's
+  /// (ClusterAttr's verifier checks it); null for an unknown kind.
+  static std::optional<ClusterModel> get(const ClusterConfig &config);
 
   /// Time of a collective over `groupSize` ranks spaced `stride` apart in
   /// rank order, on a buffer of `bytes` (the whole, unsharded buffer):
@@ -195,13 +192,15 @@ struct CostModelOptions {
 /// priced for any plan on one cluster.
 class CostModel {
 public:
-  /// Reads @forward of `module`; fails with a diagnostic on the module when
-  /// it has no forward function or an op the model cannot price.
-  static FailureOr<CostModel> build(ModuleOp module, const ModelConfig &config,
+  /// Reads @forward and the #loom.model and #loom.training attributes of
+  /// `module`; fails with a diagnostic on the module when one is missing or
+  /// @forward holds an op the model cannot price.
+  static FailureOr<CostModel> build(ModuleOp module,
                                     const ClusterModel &cluster,
                                     const CostModelOptions &options = {});
 
-  /// Checks that `plan` can run the model on the cluster; returns why not.
+  /// Checks that `plan` can run the model on the cluster (checkPlan of
+  /// Loom/LoomConfig.h); returns why not, or an empty string.
   std::string checkPlan(const PlanConfig &plan) const;
 
   /// Prices `plan` in `precision` (bf16/fp16 mean mixed precision: fp32
@@ -213,7 +212,9 @@ public:
                                              const PricingKey &key) const;
 
   llvm::ArrayRef<OpGroup> getGroups() const { return groups; }
-  const ModelConfig &getConfig() const { return config; }
+  llvm::StringRef getName() const { return name; }
+  const ArchitectureConfig &getArchitecture() const { return arch; }
+  const TrainingConfig &getTraining() const { return training; }
   const ClusterModel &getCluster() const { return cluster; }
   int64_t getNumLayers() const { return numLayers; }
   /// Parameters of the whole model, each counted once.
@@ -223,15 +224,16 @@ public:
   CostContext getContext(const PricingKey &key) const;
 
 private:
-  CostModel(const ModelConfig &config, const ClusterModel &cluster,
-            const CostModelOptions &options)
-      : config(config), cluster(cluster), options(options) {}
+  CostModel(const ClusterModel &cluster, const CostModelOptions &options)
+      : cluster(cluster), options(options) {}
 
   /// The cost of every group (embedding, layers, head) under `key`,
   /// computed once per key.
   llvm::ArrayRef<GroupCost> priceGroups(const PricingKey &key);
 
-  ModelConfig config;
+  std::string name;
+  ArchitectureConfig arch;
+  TrainingConfig training;
   ClusterModel cluster;
   CostModelOptions options;
   /// groups[0]: embedding; groups[1..L]: layers; groups[L+1]: head and loss.
@@ -250,4 +252,4 @@ double getElementBytes(Precision precision);
 } // namespace loom
 } // namespace mlir
 
-#endif // LOOM_COSTMODEL_COSTMODEL_H
+#endif // LOOM_PLAN_COSTMODEL_H

@@ -4,10 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/CostModel/CostModel.h"
+#include "loom/Plan/CostModel.h"
 
-#include "loom/CostModel/Utilization.h"
-#include "loom/Import/Importer.h"
+#include "loom/Plan/Utilization.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -27,15 +26,10 @@ double mlir::loom::getElementBytes(Precision precision) {
 // ClusterModel
 //===----------------------------------------------------------------------===//
 
-std::optional<ClusterModel> ClusterModel::get(const ClusterConfig &config,
-                                              StringRef file,
-                                              llvm::raw_ostream &errs) {
+std::optional<ClusterModel> ClusterModel::get(const ClusterConfig &config) {
   const GpuSpec *gpu = lookupGpu(config.gpu);
-  if (!gpu) {
-    errs << file << ": error: field 'cluster.gpu': unknown GPU kind \""
-         << config.gpu << "\" (known: " << getGpuNames() << ")\n";
+  if (!gpu)
     return std::nullopt;
-  }
   ClusterModel model;
   model.gpu = gpu;
   model.gpusPerNode = config.gpusPerNode > 0 ? config.gpusPerNode : 8;
@@ -110,14 +104,26 @@ TimedRow mlir::loom::priceRow(
 //===----------------------------------------------------------------------===//
 
 FailureOr<CostModel> CostModel::build(ModuleOp module,
-                                      const ModelConfig &config,
                                       const ClusterModel &cluster,
                                       const CostModelOptions &options) {
-  auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunctionName);
+  auto forward =
+      module.lookupSymbol<func::FuncOp>(LoomDialect::getForwardFunctionName());
   if (!forward || forward.isExternal())
     return module.emitError()
-           << "the cost model needs @" << kForwardFunctionName;
-  CostModel model(config, cluster, options);
+           << "the cost model needs @" << LoomDialect::getForwardFunctionName();
+  auto modelAttr =
+      module->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
+  auto trainingAttr =
+      module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
+  if (!modelAttr || !trainingAttr)
+    return module.emitError()
+           << "the cost model needs the module's '"
+           << LoomDialect::getModelAttrName() << "' and '"
+           << LoomDialect::getTrainingAttrName() << "' attributes";
+  CostModel model(cluster, options);
+  model.name = modelAttr.getName().str();
+  model.arch = modelAttr.getConfig();
+  model.training = trainingAttr.getConfig();
   model.groups.push_back({"embedding", {}});
   int64_t lastLayer = -1;
   bool afterLayers = false;
@@ -140,7 +146,7 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
     if (afterLayers || layer.getInt() < lastLayer)
       return op.emitError()
              << "layer " << layer.getInt() << " is not contiguous in @"
-             << kForwardFunctionName;
+             << LoomDialect::getForwardFunctionName();
     if (layer.getInt() != lastLayer) {
       lastLayer = layer.getInt();
       model.groups.push_back({("layer " + Twine(lastLayer)).str(), {}});
@@ -260,45 +266,12 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
 }
 
 std::string CostModel::checkPlan(const PlanConfig &plan) const {
-  const ArchitectureConfig &arch = config.arch;
-  int64_t world = plan.dp * plan.tp * plan.pp;
-  if (world != cluster.getWorldSize())
-    return llvm::formatv("dp*tp*pp = {0}*{1}*{2} = {3} ranks, but the cluster "
-                         "has {4} GPUs",
-                         plan.dp, plan.tp, plan.pp, world,
-                         cluster.getWorldSize())
-        .str();
-  if (arch.heads % plan.tp)
-    return llvm::formatv("tp={0} does not divide the {1} attention heads",
-                         plan.tp, arch.heads)
-        .str();
-  if (arch.hidden % plan.tp)
-    return llvm::formatv("tp={0} does not divide the MLP width {1}", plan.tp,
-                         arch.hidden)
-        .str();
-  if (arch.paddedVocab % plan.tp)
-    return llvm::formatv("tp={0} does not divide the token table's {1} rows "
-                         "(pad the vocabulary with --pad-vocab)",
-                         plan.tp, arch.paddedVocab)
-        .str();
-  if (plan.sequenceParallel && plan.tp == 1)
-    return "sequence parallelism needs tp > 1";
-  if (plan.sequenceParallel && config.training.sequenceLength % plan.tp)
-    return llvm::formatv("tp={0} does not divide the sequence length {1}",
-                         plan.tp, config.training.sequenceLength)
-        .str();
-  if (plan.pp > numLayers)
-    return llvm::formatv("pp={0} stages for {1} layers", plan.pp, numLayers)
-        .str();
-  int64_t batch = config.training.batchSize;
-  if (batch % (plan.dp * plan.microBatches))
-    return llvm::formatv("the global batch of {0} sequences does not split "
-                         "into dp={1} replicas of mb={2} equal micro-batches",
-                         batch, plan.dp, plan.microBatches)
-        .str();
-  if (plan.zero < 0 || plan.zero > 3)
-    return llvm::formatv("ZeRO stage {0} does not exist", plan.zero).str();
-  return "";
+  ClusterConfig world;
+  world.gpusPerNode = cluster.gpusPerNode;
+  world.nodes = cluster.nodes;
+  SmallVector<PlanViolation> violations =
+      loom::checkPlan(plan, &arch, &training, &world);
+  return violations.empty() ? std::string() : violations.front().message;
 }
 
 namespace {
@@ -355,7 +328,6 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   est.illegal = checkPlan(plan);
   if (!est.illegal.empty())
     return est;
-  const TrainingConfig &training = config.training;
   const EfficiencyAssumptions &eff = cluster.efficiency;
   int64_t dp = plan.dp, tp = plan.tp, pp = plan.pp, m = plan.microBatches;
   est.microBatchSize = training.batchSize / (dp * m);
@@ -383,7 +355,7 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
           ? (mixed ? 12 : 8)
           : (training.momentum != 0 ? 4 : 0) + (mixed ? 4 : 0);
   double activationBytesPerToken =
-      elementBytes * config.arch.width / (plan.sequenceParallel ? tp : 1);
+      elementBytes * arch.width / (plan.sequenceParallel ? tp : 1);
   double sendBytes =
       est.microBatchSize * training.sequenceLength * activationBytesPerToken;
   double sendTime = pp > 1 ? cluster.sendTime(sendBytes, tp * dp) : 0;
@@ -510,14 +482,13 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   double peak = cluster.gpu->matrixPeak(precision);
   int64_t world = dp * tp * pp;
   FlopsPerSequence model = trainingFlopsPerSequence(
-      parameterCount, numLayers, config.arch.width, training.sequenceLength,
+      parameterCount, numLayers, arch.width, training.sequenceLength,
       /*recompute=*/false);
   est.mfu = flopsUtilization(model, true, sequencesPerSecond, world, peak);
   FlopsPerSequence hardware = model;
   if (plan.recompute == Recompute::full)
-    hardware =
-        trainingFlopsPerSequence(parameterCount, numLayers, config.arch.width,
-                                 training.sequenceLength, true);
+    hardware = trainingFlopsPerSequence(parameterCount, numLayers, arch.width,
+                                        training.sequenceLength, true);
   else if (plan.recompute == Recompute::selective)
     hardware.attention *= 1.5;
   est.hfu = flopsUtilization(hardware, true, sequencesPerSecond, world, peak);

@@ -1,12 +1,12 @@
-//===- Hardware.h - The GPU catalogue ---------------------------*- C++ -*-===//
+//===- LoomHardware.h - The GPU catalogue -----------------------*- C++ -*-===//
 //
 // Published peak figures of the GPUs Loom plans for. Units are SI: FLOP/s,
 // bytes, bytes/s. Peaks are dense (no structured sparsity).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_COSTMODEL_HARDWARE_H
-#define LOOM_COSTMODEL_HARDWARE_H
+#ifndef LOOM_DIALECT_LOOMHARDWARE_H
+#define LOOM_DIALECT_LOOMHARDWARE_H
 
 #include "Loom/LoomEnums.h"
 
@@ -51,4 +51,4 @@ std::string getGpuNames();
 } // namespace loom
 } // namespace mlir
 
-#endif // LOOM_COSTMODEL_HARDWARE_H
+#endif // LOOM_DIALECT_LOOMHARDWARE_H

@@ -1,6 +1,6 @@
 //===- Utilization.cpp - Model and hardware FLOPs utilization -------------===//
 
-#include "loom/CostModel/Utilization.h"
+#include "loom/Plan/Utilization.h"
 
 using namespace mlir::loom;
 

@@ -1,0 +1,101 @@
+//===- LoomConfig.h - Model, training, plan and cluster values --*- C++ -*-===//
+//
+// The plain values behind the module attributes #loom.model, #loom.training,
+// #loom.plan and #loom.cluster. The JSON reader fills them before any IR
+// exists, the attributes convert to and from them, and the cost model prices
+// them; the legality of a plan is decided here, once, for all three.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_LOOMCONFIG_H
+#define LOOM_DIALECT_LOOMCONFIG_H
+
+#include "Loom/LoomEnums.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mlir {
+namespace loom {
+
+struct ArchitectureConfig {
+  int64_t layers = 0;
+  int64_t width = 0;
+  int64_t heads = 0;
+  int64_t hidden = 0; ///< MLP inner width; 4 * width unless given.
+  int64_t vocab = 0;
+  int64_t paddedVocab = 0; ///< Rows of the token table; >= vocab.
+  int64_t positions = 0;
+  bool tiedEmbeddings = true;
+  double layerNormEpsilon = 1e-5;
+};
+
+struct TrainingConfig {
+  int64_t batchSize = 0; ///< The global batch, in sequences.
+  int64_t sequenceLength = 0;
+  OptimizerKind optimizer = OptimizerKind::adamw;
+  double learningRate = 3e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double epsilon = 1e-8;
+  double weightDecay = 0.0;
+  double momentum = 0.0;
+  double gradClip = 0.0; ///< 0: no clipping.
+  Precision precision = Precision::fp32;
+};
+
+struct PlanConfig {
+  int64_t dp = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t zero = 0;
+  int64_t microBatches = 1;
+  Schedule schedule = Schedule::gpipe;
+  Recompute recompute = Recompute::none;
+  bool sequenceParallel = false;
+
+  int64_t getWorldSize() const { return dp * tp * pp; }
+};
+
+struct ClusterConfig {
+  std::string gpu;
+  int64_t gpusPerNode = 0;
+  int64_t nodes = 1;
+  double intraNodeBandwidth = 0; ///< GB/s; 0: the catalogue's figure.
+  double interNodeBandwidth = 0; ///< GB/s; 0: the catalogue's figure.
+
+  int64_t getWorldSize() const { return gpusPerNode * nodes; }
+};
+
+/// Why a plan cannot run: the plan field at fault ("plan.tp") and what it
+/// contradicts, naming the model, training or cluster field involved.
+struct PlanViolation {
+  std::string field;
+  std::string message;
+};
+
+/// Every reason `plan` cannot run the model `arch` on a batch of `training`
+/// on `cluster`; empty when the plan is legal. Each of the three may be null
+/// (hand-written IR need not carry them all), and then nothing is checked
+/// against it. The IR verifier, the description reader and the planner all
+/// decide legality with this function.
+llvm::SmallVector<PlanViolation> checkPlan(const PlanConfig &plan,
+                                           const ArchitectureConfig *arch,
+                                           const TrainingConfig *training,
+                                           const ClusterConfig *cluster);
+
+/// Schedule names as users write them: "gpipe" and "1f1b".
+std::optional<Schedule> parseScheduleName(llvm::StringRef name);
+llvm::StringRef getScheduleName(Schedule schedule);
+
+/// "dp=8,tp=1,pp=1,zero=3,mb=16,schedule=gpipe,recompute=full,sp=0,
+/// precision=bf16", the form --plan reads.
+std::string formatPlan(const PlanConfig &plan, Precision precision);
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_DIALECT_LOOMCONFIG_H
