@@ -119,11 +119,10 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == getClusterAttrName())
     return expect(isa<ClusterAttr>(attr.getValue()), "a #loom.cluster");
-  if (name == getLayerAttrName()) {
-    auto layer = dyn_cast<IntegerAttr>(attr.getValue());
-    return expect(layer && layer.getType().isInteger(64) && layer.getInt() >= 0,
-                  "a non-negative i64 layer number");
-  }
+  if (name == getRecomputeAttrName())
+    return expect(isa<UnitAttr>(attr.getValue()) &&
+                      op->getParentOfType<ScanOp>(),
+                  "a unit attribute on an op inside a loom.scan body");
   return op->emitError() << "unknown loom attribute '" << name << "'";
 }
 

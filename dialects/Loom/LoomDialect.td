@@ -48,10 +48,11 @@ def Loom_Dialect : Dialect {
     }
     /// The value of `loom.plan` that asks `loom-plan` to choose the plan.
     static constexpr ::llvm::StringLiteral getAutoPlanName() { return "auto"; }
-    /// Op attribute numbering the transformer layer (from 0) an op of the
-    /// forward pass belongs to; the cost model groups and balances by it.
-    static constexpr ::llvm::StringLiteral getLayerAttrName() {
-      return "loom.layer";
+    /// Unit attribute on an op inside a loom.scan body: the backward pass
+    /// recomputes its results instead of the forward pass saving them
+    /// (activation recomputation).
+    static constexpr ::llvm::StringLiteral getRecomputeAttrName() {
+      return "loom.recompute";
     }
     /// Argument attributes naming a function argument as a model parameter
     /// (with its GPT-2 name) or as a data input (`tokens`, `targets`).

@@ -15,7 +15,13 @@ def Loom_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
     An op that reverse-mode differentiation can pass through. Given the
     cotangent of each result, the op builds the ops that compute the
     cotangent of each of its operands (its vector-Jacobian product) at the
-    builder's insertion point.
+    rewriter's insertion point.
+
+    An op whose backward pass needs values its forward pass computes but
+    does not return (a loop over layers needs each layer's activations) may
+    replace itself, through the rewriter, by a forward op that also returns
+    them. Callers therefore read the op's operands before calling and do
+    not touch the op afterwards.
   }];
   let methods = [
     InterfaceMethod<[{
@@ -27,7 +33,7 @@ def Loom_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
         differentiated in its current form.
       }],
       "::llvm::LogicalResult", "buildVJP",
-      (ins "::mlir::OpBuilder &":$builder,
+      (ins "::mlir::RewriterBase &":$rewriter,
            "::mlir::ValueRange":$resultGrads,
            "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
   ];

@@ -2,6 +2,10 @@
 
 #include "Loom/LoomDialect.h"
 
+#include "Loom/LoomAutodiff.h"
+
+#include "mlir/IR/IRMapping.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -33,36 +37,62 @@ Type elementTypeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getElementType();
 }
 
-/// All float operands and the result share one element type: precision
-/// changes are explicit casts, never implicit in an op.
-LogicalResult verifySameElementType(Operation *op, ValueRange values) {
-  Type expected = elementTypeOf(values.front());
-  for (Value v : values.drop_front())
-    if (elementTypeOf(v) != expected)
-      return op->emitOpError()
-             << "expected all float operands and results to have element "
-                "type "
-             << expected << ", got " << elementTypeOf(v);
-  return success();
-}
+/// Emits an op's diagnostics, both where the op exists (its verifier) and
+/// where only its operands do (result type inference, which checks the
+/// operands of the forward ops and reports nothing without a location).
+class Checker {
+public:
+  Checker(Operation *op) : op(op) {}
+  Checker(std::optional<Location> loc, StringRef opName)
+      : loc(loc), opName(opName) {}
 
-/// Checks that `value` has exactly the shape `expected`.
-LogicalResult checkShape(Operation *op, StringRef what, Value value,
-                         ArrayRef<int64_t> expected, StringRef why) {
-  if (dimsOf(value) == expected)
-    return success();
-  return op->emitOpError() << "expected " << what << " of shape "
-                           << ShapeStr{expected} << " (" << why << "), got "
-                           << shapeOf(value);
-}
+  InFlightDiagnostic emitError() const {
+    if (op)
+      return op->emitOpError();
+    if (!loc)
+      return InFlightDiagnostic();
+    return mlir::emitError(*loc) << "'" << opName << "' op ";
+  }
 
-/// Checks that `value` has rank `rank`.
-LogicalResult checkRank(Operation *op, StringRef what, Value value,
-                        int64_t rank, StringRef layout) {
-  if (static_cast<int64_t>(dimsOf(value).size()) == rank)
+  /// All float operands and the result share one element type: precision
+  /// changes are explicit casts, never implicit in an op.
+  LogicalResult sameElementType(ValueRange values) const {
+    Type expected = elementTypeOf(values.front());
+    for (Value v : values.drop_front())
+      if (elementTypeOf(v) != expected)
+        return emitError() << "expected all float operands and results to "
+                              "have element type "
+                           << expected << ", got " << elementTypeOf(v);
     return success();
-  return op->emitOpError() << "expected " << what << " of rank " << rank << " "
-                           << layout << ", got shape " << shapeOf(value);
+  }
+
+  /// Checks that `value` has exactly the shape `expected`.
+  LogicalResult shape(StringRef what, Value value, ArrayRef<int64_t> expected,
+                      StringRef why) const {
+    if (dimsOf(value) == expected)
+      return success();
+    return emitError() << "expected " << what << " of shape "
+                       << ShapeStr{expected} << " (" << why << "), got "
+                       << shapeOf(value);
+  }
+
+  /// Checks that `value` has rank `rank`.
+  LogicalResult rank(StringRef what, Value value, int64_t rank,
+                     StringRef layout) const {
+    if (static_cast<int64_t>(dimsOf(value).size()) == rank)
+      return success();
+    return emitError() << "expected " << what << " of rank " << rank << " "
+                       << layout << ", got shape " << shapeOf(value);
+  }
+
+private:
+  Operation *op = nullptr;
+  std::optional<Location> loc;
+  StringRef opName;
+};
+
+RankedTensorType tensorOf(ArrayRef<int64_t> shape, Value like) {
+  return RankedTensorType::get(shape, elementTypeOf(like));
 }
 } // namespace
 
@@ -72,124 +102,130 @@ LogicalResult checkRank(Operation *op, StringRef what, Value value,
 #include "Loom/LoomOps.cpp.inc"
 
 //===----------------------------------------------------------------------===//
-// EmbeddingOp
+// Forward ops: result types from operands
 //===----------------------------------------------------------------------===//
 
-LogicalResult EmbeddingOp::verify() {
-  if (failed(verifySameElementType(*this, {getWte(), getWpe(), getResult()})))
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  Checker check(loc, getOperationName());
+  Value tokens = adaptor.getTokens(), wte = adaptor.getWte(),
+        wpe = adaptor.getWpe();
+  if (failed(check.sameElementType({wte, wpe})) ||
+      failed(check.rank("tokens", tokens, 2, "[batch, sequence]")) ||
+      failed(check.rank("wte", wte, 2, "[vocab, width]")) ||
+      failed(check.rank("wpe", wpe, 2, "[positions, width]")))
     return failure();
-  if (failed(checkRank(*this, "tokens", getTokens(), 2, "[batch, sequence]")) ||
-      failed(checkRank(*this, "wte", getWte(), 2, "[vocab, width]")) ||
-      failed(checkRank(*this, "wpe", getWpe(), 2, "[positions, width]")))
-    return failure();
-  ArrayRef<int64_t> tokens = dimsOf(getTokens());
-  int64_t width = dimsOf(getWte())[1];
-  if (dimsOf(getWpe())[1] != width)
-    return emitOpError() << "expected wpe of width " << width
-                         << " to match wte " << shapeOf(getWte()) << ", got "
-                         << shapeOf(getWpe());
-  if (tokens[1] > dimsOf(getWpe())[0])
-    return emitOpError() << "sequence length " << tokens[1] << " exceeds the "
-                         << dimsOf(getWpe())[0] << " positions of wpe";
-  return checkShape(*this, "result", getResult(), {tokens[0], tokens[1], width},
-                    "[batch, sequence] of tokens and width of wte");
-}
-
-//===----------------------------------------------------------------------===//
-// LayerNormOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult LayerNormOp::verify() {
-  if (failed(verifySameElementType(
-          *this, {getInput(), getWeight(), getBias(), getResult()})))
-    return failure();
-  ArrayRef<int64_t> in = dimsOf(getInput());
-  if (in.empty())
-    return emitOpError() << "expected an input of rank at least 1";
-  int64_t channels = in.back();
-  if (failed(checkShape(*this, "weight", getWeight(), {channels},
-                        "the input's last dimension")) ||
-      failed(checkShape(*this, "bias", getBias(), {channels},
-                        "the input's last dimension")) ||
-      failed(checkShape(*this, "result", getResult(), in, "the input's")))
-    return failure();
-  if (!(getEpsilon().convertToDouble() > 0))
-    return emitOpError() << "expected a positive epsilon, got "
-                         << formatF64(getEpsilon().convertToDouble());
+  ArrayRef<int64_t> dims = dimsOf(tokens);
+  int64_t width = dimsOf(wte)[1];
+  if (dimsOf(wpe)[1] != width)
+    return check.emitError()
+           << "expected wpe of width " << width << " to match wte "
+           << shapeOf(wte) << ", got " << shapeOf(wpe);
+  if (dims[1] > dimsOf(wpe)[0])
+    return check.emitError() << "sequence length " << dims[1] << " exceeds the "
+                             << dimsOf(wpe)[0] << " positions of wpe";
+  types.push_back(tensorOf({dims[0], dims[1], width}, wte));
   return success();
 }
 
-//===----------------------------------------------------------------------===//
-// LinearOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult LinearOp::verify() {
-  SmallVector<Value> floats = {getInput(), getWeight(), getResult()};
-  if (getBias())
-    floats.push_back(getBias());
-  if (failed(verifySameElementType(*this, floats)))
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  Checker check(loc, getOperationName());
+  Value input = adaptor.getInput();
+  if (failed(check.sameElementType(
+          {input, adaptor.getWeight(), adaptor.getBias()})))
     return failure();
-  ArrayRef<int64_t> in = dimsOf(getInput());
+  ArrayRef<int64_t> in = dimsOf(input);
   if (in.empty())
-    return emitOpError() << "expected an input of rank at least 1";
-  if (failed(checkRank(*this, "weight", getWeight(), 2, "[out, in]")))
+    return check.emitError() << "expected an input of rank at least 1";
+  if (failed(check.shape("weight", adaptor.getWeight(), in.back(),
+                         "the input's last dimension")) ||
+      failed(check.shape("bias", adaptor.getBias(), in.back(),
+                         "the input's last dimension")))
     return failure();
-  ArrayRef<int64_t> weight = dimsOf(getWeight());
-  if (weight[1] != in.back())
-    return emitOpError() << "expected weight of shape [N, " << in.back()
-                         << "] ((out, in) layout, in = the input's last "
-                            "dimension), got "
-                         << ShapeStr{weight};
-  if (getBias() && failed(checkShape(*this, "bias", getBias(), {weight[0]},
-                                     "the weight's out dimension")))
-    return failure();
-  SmallVector<int64_t> expected(in.drop_back());
-  expected.push_back(weight[0]);
-  return checkShape(*this, "result", getResult(), expected,
-                    "the input's leading dimensions and the weight's out "
-                    "dimension");
+  if (!(adaptor.getEpsilon().convertToDouble() > 0))
+    return check.emitError()
+           << "expected a positive epsilon, got "
+           << formatF64(adaptor.getEpsilon().convertToDouble());
+  types.push_back(input.getType());
+  return success();
 }
 
-//===----------------------------------------------------------------------===//
-// CausalAttentionOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult CausalAttentionOp::verify() {
-  if (failed(verifySameElementType(*this, {getQkv(), getResult()})))
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  Checker check(loc, getOperationName());
+  Value input = adaptor.getInput(), weight = adaptor.getWeight(),
+        bias = adaptor.getBias();
+  SmallVector<Value> floats = {input, weight};
+  if (bias)
+    floats.push_back(bias);
+  if (failed(check.sameElementType(floats)))
     return failure();
-  if (failed(
-          checkRank(*this, "qkv", getQkv(), 3, "[batch, sequence, 3 * width]")))
+  ArrayRef<int64_t> in = dimsOf(input);
+  if (in.empty())
+    return check.emitError() << "expected an input of rank at least 1";
+  if (failed(check.rank("weight", weight, 2, "[out, in]")))
     return failure();
-  ArrayRef<int64_t> qkv = dimsOf(getQkv());
-  if (qkv[2] % 3 != 0)
-    return emitOpError() << "expected the last dimension of qkv (" << qkv[2]
-                         << ") to be 3 * width";
-  int64_t width = qkv[2] / 3;
-  int64_t heads = getNumHeads();
-  if (width % heads != 0)
-    return emitOpError() << "expected num_heads (" << heads
-                         << ") to divide the width (" << width << ")";
-  return checkShape(*this, "result", getResult(), {qkv[0], qkv[1], width},
-                    "[batch, sequence, width] with width = qkv's last / 3");
+  ArrayRef<int64_t> w = dimsOf(weight);
+  if (w[1] != in.back())
+    return check.emitError() << "expected weight of shape [N, " << in.back()
+                             << "] ((out, in) layout, in = the input's last "
+                                "dimension), got "
+                             << ShapeStr{w};
+  if (bias &&
+      failed(check.shape("bias", bias, {w[0]}, "the weight's out dimension")))
+    return failure();
+  SmallVector<int64_t> shape(in.drop_back());
+  shape.push_back(w[0]);
+  types.push_back(tensorOf(shape, input));
+  return success();
 }
 
-//===----------------------------------------------------------------------===//
-// CrossEntropyOp
-//===----------------------------------------------------------------------===//
+LogicalResult
+CausalAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                    Adaptor adaptor,
+                                    SmallVectorImpl<Type> &types) {
+  Checker check(loc, getOperationName());
+  Value qkv = adaptor.getQkv();
+  if (failed(check.rank("qkv", qkv, 3, "[batch, sequence, 3 * width]")))
+    return failure();
+  ArrayRef<int64_t> dims = dimsOf(qkv);
+  if (dims[2] % 3 != 0)
+    return check.emitError() << "expected the last dimension of qkv ("
+                             << dims[2] << ") to be 3 * width";
+  int64_t width = dims[2] / 3;
+  int64_t heads = adaptor.getNumHeads();
+  if (heads <= 0 || width % heads != 0)
+    return check.emitError() << "expected num_heads (" << heads
+                             << ") to divide the width (" << width << ")";
+  types.push_back(tensorOf({dims[0], dims[1], width}, qkv));
+  return success();
+}
 
-LogicalResult CrossEntropyOp::verify() {
-  if (failed(checkRank(*this, "logits", getLogits(), 3,
-                       "[batch, sequence, vocab]")) ||
-      failed(checkRank(*this, "targets", getTargets(), 2, "[batch, sequence]")))
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &types) {
+  Checker check(loc, getOperationName());
+  Value logits = adaptor.getLogits(), targets = adaptor.getTargets();
+  if (failed(check.rank("logits", logits, 3, "[batch, sequence, vocab]")) ||
+      failed(check.rank("targets", targets, 2, "[batch, sequence]")))
     return failure();
-  ArrayRef<int64_t> logits = dimsOf(getLogits());
-  if (failed(checkShape(*this, "targets", getTargets(), logits.take_front(2),
-                        "the batch and sequence of the logits")))
+  ArrayRef<int64_t> dims = dimsOf(logits);
+  if (failed(check.shape("targets", targets, dims.take_front(2),
+                         "the batch and sequence of the logits")))
     return failure();
-  if (static_cast<int64_t>(getNumClasses()) > logits[2])
-    return emitOpError() << "num_classes (" << getNumClasses()
-                         << ") exceeds the logits' vocabulary dimension ("
-                         << logits[2] << ")";
+  if (static_cast<int64_t>(adaptor.getNumClasses()) > dims[2])
+    return check.emitError()
+           << "num_classes (" << adaptor.getNumClasses()
+           << ") exceeds the logits' vocabulary dimension (" << dims[2] << ")";
+  types.push_back(RankedTensorType::get({}, Float32Type::get(context)));
   return success();
 }
 
@@ -211,17 +247,18 @@ LogicalResult checkSameType(Operation *op, StringRef what, Value value,
 } // namespace
 
 LogicalResult EmbeddingGradOp::verify() {
-  if (failed(verifySameElementType(*this,
-                                   {getGrad(), getWteGrad(), getWpeGrad()})) ||
+  if (failed(Checker(*this).sameElementType(
+          {getGrad(), getWteGrad(), getWpeGrad()})) ||
+      failed(Checker(*this).rank("grad", getGrad(), 3,
+                                 "[batch, sequence, width]")) ||
       failed(
-          checkRank(*this, "grad", getGrad(), 3, "[batch, sequence, width]")) ||
-      failed(checkRank(*this, "wte_grad", getWteGrad(), 2, "[vocab, width]")) ||
-      failed(
-          checkRank(*this, "wpe_grad", getWpeGrad(), 2, "[positions, width]")))
+          Checker(*this).rank("wte_grad", getWteGrad(), 2, "[vocab, width]")) ||
+      failed(Checker(*this).rank("wpe_grad", getWpeGrad(), 2,
+                                 "[positions, width]")))
     return failure();
   ArrayRef<int64_t> grad = dimsOf(getGrad());
-  if (failed(checkShape(*this, "tokens", getTokens(), grad.take_front(2),
-                        "the batch and sequence of grad")))
+  if (failed(Checker(*this).shape("tokens", getTokens(), grad.take_front(2),
+                                  "the batch and sequence of grad")))
     return failure();
   if (dimsOf(getWteGrad())[1] != grad[2] || dimsOf(getWpeGrad())[1] != grad[2])
     return emitOpError() << "expected the tables' width to be grad's ("
@@ -242,8 +279,8 @@ LogicalResult LayerNormGradOp::verify() {
                            "weight")))
     return failure();
   ArrayRef<int64_t> input = dimsOf(getInput());
-  return checkShape(*this, "weight", getWeight(), input.take_back(),
-                    "the last dimension of the input");
+  return Checker(*this).shape("weight", getWeight(), input.take_back(),
+                              "the last dimension of the input");
 }
 
 LogicalResult LinearGradOp::verify() {
@@ -251,7 +288,7 @@ LogicalResult LinearGradOp::verify() {
                            "input")) ||
       failed(checkSameType(*this, "weight_grad", getWeightGrad(), getWeight(),
                            "weight")) ||
-      failed(checkRank(*this, "weight", getWeight(), 2, "[out, in]")))
+      failed(Checker(*this).rank("weight", getWeight(), 2, "[out, in]")))
     return failure();
   ArrayRef<int64_t> input = dimsOf(getInput());
   ArrayRef<int64_t> weight = dimsOf(getWeight());
@@ -261,35 +298,36 @@ LogicalResult LinearGradOp::verify() {
                          << ", got " << ShapeStr{input};
   SmallVector<int64_t> gradShape(input.drop_back());
   gradShape.push_back(weight[0]);
-  if (failed(checkShape(*this, "grad", getGrad(), gradShape,
-                        "the input's leading dimensions and the weight's "
-                        "output dimension")))
+  if (failed(Checker(*this).shape(
+          "grad", getGrad(), gradShape,
+          "the input's leading dimensions and the weight's "
+          "output dimension")))
     return failure();
   if (Value biasGrad = getBiasGrad())
-    return checkShape(*this, "bias_grad", biasGrad, {weight[0]},
-                      "the weight's output dimension");
+    return Checker(*this).shape("bias_grad", biasGrad, {weight[0]},
+                                "the weight's output dimension");
   return success();
 }
 
 LogicalResult CausalAttentionGradOp::verify() {
   if (failed(checkSameType(*this, "qkv_grad", getQkvGrad(), getQkv(), "qkv")) ||
-      failed(
-          checkRank(*this, "qkv", getQkv(), 3, "[batch, sequence, 3 * width]")))
+      failed(Checker(*this).rank("qkv", getQkv(), 3,
+                                 "[batch, sequence, 3 * width]")))
     return failure();
   ArrayRef<int64_t> qkv = dimsOf(getQkv());
   if (qkv[2] % (3 * getNumHeads()) != 0)
     return emitOpError() << "expected 3 * num_heads (" << 3 * getNumHeads()
                          << ") to divide qkv's last dimension (" << qkv[2]
                          << ")";
-  return checkShape(*this, "grad", getGrad(), {qkv[0], qkv[1], qkv[2] / 3},
-                    "the attention result's shape");
+  return Checker(*this).shape("grad", getGrad(), {qkv[0], qkv[1], qkv[2] / 3},
+                              "the attention result's shape");
 }
 
 //===----------------------------------------------------------------------===//
 // Vector-Jacobian products
 //===----------------------------------------------------------------------===//
 
-LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+LogicalResult EmbeddingOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   auto grad =
       EmbeddingGradOp::create(b, getLoc(), getWte().getType(),
@@ -298,7 +336,7 @@ LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+LogicalResult LayerNormOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   auto grad = LayerNormGradOp::create(
       b, getLoc(), getInput().getType(), getWeight().getType(),
@@ -309,7 +347,7 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult LinearOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+LogicalResult LinearOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   Type biasType = getBias() ? getBias().getType() : Type();
   auto grad = LinearGradOp::create(b, getLoc(), getInput().getType(),
@@ -322,7 +360,7 @@ LogicalResult LinearOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
 }
 
 LogicalResult
-CausalAttentionOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+CausalAttentionOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                             SmallVectorImpl<Value> &operandGrads) {
   Value grad = CausalAttentionGradOp::create(b, getLoc(), getQkv().getType(),
                                              resultGrads[0], getQkv(),
@@ -331,7 +369,7 @@ CausalAttentionOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+LogicalResult GeluOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
   Value grad =
       GeluGradOp::create(b, getLoc(), getType(), resultGrads[0], getInput());
@@ -339,13 +377,13 @@ LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult AddOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+LogicalResult AddOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign({resultGrads[0], resultGrads[0]});
   return success();
 }
 
-LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
+LogicalResult CrossEntropyOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
   if (elementTypeOf(getLogits()) != b.getF32Type())
     return emitOpError("is differentiated only for f32 logits");
@@ -353,5 +391,266 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange resultGrads,
                                           resultGrads[0], getLogits(),
                                           getTargets(), getNumClassesAttr());
   operandGrads.assign({grad, Value()});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ScanOp
+//===----------------------------------------------------------------------===//
+
+RankedTensorType ScanOp::getStackedType(Type type, int64_t length) {
+  auto tensor = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape = {length};
+  llvm::append_range(shape, tensor.getShape());
+  return RankedTensorType::get(shape, tensor.getElementType());
+}
+
+RankedTensorType ScanOp::getSliceType(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return RankedTensorType::get(tensor.getShape().drop_front(),
+                               tensor.getElementType());
+}
+
+YieldOp ScanOp::getYield() {
+  return cast<YieldOp>(getBodyBlock().getTerminator());
+}
+
+Block::BlockArgListType ScanOp::getCarryArguments() {
+  return getBodyBlock().getArguments().take_front(getNumCarries());
+}
+
+Block::BlockArgListType ScanOp::getSliceArguments() {
+  return getBodyBlock().getArguments().drop_front(getNumCarries());
+}
+
+ResultRange ScanOp::getCarryResults() {
+  return getResults().take_front(getNumCarries());
+}
+
+ResultRange ScanOp::getStackedResults() {
+  return getResults().drop_front(getNumCarries());
+}
+
+Block &ScanOp::addBodyBlock() {
+  Block *block = new Block();
+  getBody().push_back(block);
+  for (Value init : getInits())
+    block->addArgument(init.getType(), getLoc());
+  for (Value stacked : getStacked())
+    block->addArgument(getSliceType(stacked.getType()), getLoc());
+  return *block;
+}
+
+LogicalResult ScanOp::verify() {
+  int64_t length = getLength();
+  for (auto [i, stacked] : llvm::enumerate(getStacked())) {
+    ArrayRef<int64_t> dims = dimsOf(stacked);
+    if (dims.empty() || dims.front() != length)
+      return emitOpError() << "expected stacked operand #" << i
+                           << " to have a leading dimension of the length "
+                           << length << ", got shape " << ShapeStr{dims};
+  }
+  return success();
+}
+
+LogicalResult ScanOp::verifyRegions() {
+  Block &body = getBodyBlock();
+  unsigned numCarries = getNumCarries();
+  SmallVector<Type> expected(getInits().getTypes());
+  for (Value stacked : getStacked())
+    expected.push_back(getSliceType(stacked.getType()));
+  if (body.getArgumentTypes() != ArrayRef<Type>(expected))
+    return emitOpError() << "expected the body's arguments to be the carried "
+                            "values' types then one slice per stacked "
+                            "operand, got "
+                         << body.getArgumentTypes();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError() << "expected the body to end in loom.yield";
+  if (yield.getNumOperands() != getNumResults() ||
+      yield.getNumOperands() < numCarries)
+    return emitOpError() << "yields " << yield.getNumOperands()
+                         << " values for " << getNumResults() << " results, "
+                         << "of which " << numCarries << " are carried";
+  for (auto [i, value] : llvm::enumerate(yield.getOperands())) {
+    Type type = value.getType();
+    Type result = getResult(i).getType();
+    if (i < numCarries && (type != result || type != getInits()[i].getType()))
+      return emitOpError() << "carried value #" << i << " has type "
+                           << getInits()[i].getType() << " but the body yields "
+                           << type << " and the op returns " << result;
+    if (i >= numCarries && result != getStackedType(type, getLength()))
+      return emitOpError() << "result #" << i << " must stack the yielded "
+                           << type << " over " << getLength()
+                           << " iterations, got " << result;
+  }
+  return success();
+}
+
+/// Differentiates the body into a reverse scan. The backward body starts as
+/// a copy of the forward body followed by its VJP; every forward value the
+/// VJP reads is then either kept in the backward body (constants, and ops
+/// marked `loom.recompute`, whose operands are treated the same way) or
+/// saved: the forward scan yields it, stacked over iterations, and the
+/// backward scan takes the stack as one more `over` operand. The backward
+/// scan carries the cotangents of the carried values and returns, stacked,
+/// the cotangent of each float stacked operand (the layers' weight
+/// gradients).
+LogicalResult ScanOp::buildVJP(RewriterBase &rewriter, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  unsigned numCarries = getNumCarries();
+  Block &forward = getBodyBlock();
+  YieldOp forwardYield = getYield();
+  OpBuilder::InsertPoint backwardPoint = rewriter.saveInsertionPoint();
+
+  // A value the backward body reads from the forward pass: the block
+  // argument standing for it there, and the forward value to save.
+  struct Saved {
+    BlockArgument argument;
+    Value forwardValue;
+  };
+  SmallVector<Saved> saved;
+
+  // Arguments: carried cotangents, the stacked operands' slices, the
+  // cotangents of stacked results, then the saved values; the forward
+  // carried values come first among those.
+  auto body = std::make_unique<Block>();
+  for (Value init : getInits())
+    body->addArgument(init.getType(), loc);
+  for (Value stacked : getStacked())
+    body->addArgument(getSliceType(stacked.getType()), loc);
+  SmallVector<Value> stackedGrads;
+  for (auto [result, grad] :
+       llvm::zip(getStackedResults(), resultGrads.drop_front(numCarries))) {
+    body->addArgument(getSliceType(result.getType()), loc);
+    stackedGrads.push_back(grad);
+  }
+  IRMapping mapping;
+  for (BlockArgument carry : getCarryArguments()) {
+    BlockArgument copy = body->addArgument(carry.getType(), loc);
+    mapping.map(carry, copy);
+    saved.push_back({copy, carry});
+  }
+  for (auto [slice, copy] :
+       llvm::zip(getSliceArguments(),
+                 body->getArguments().slice(numCarries, getStacked().size())))
+    mapping.map(slice, copy);
+
+  // The forward body, then its VJP.
+  rewriter.setInsertionPointToEnd(body.get());
+  DenseMap<Value, Value> original;
+  size_t numForwardOps = 0;
+  for (Operation &op : forward.without_terminator()) {
+    Operation *copy = rewriter.clone(op, mapping);
+    for (auto [from, to] : llvm::zip(op.getResults(), copy->getResults()))
+      original[to] = from;
+    ++numForwardOps;
+  }
+  SmallVector<Operation *> forwardOps;
+  for (Operation &op : *body)
+    forwardOps.push_back(&op);
+  CotangentMap cotangents;
+  for (auto [value, grad] :
+       llvm::zip(forwardYield.getOperands(),
+                 body->getArguments().take_front(numCarries)))
+    cotangents.accumulate(rewriter, loc, mapping.lookup(value), grad);
+  unsigned gradArg = numCarries + getStacked().size();
+  for (Value value : forwardYield.getOperands().drop_front(numCarries))
+    cotangents.accumulate(rewriter, loc, mapping.lookup(value),
+                          body->getArgument(gradArg++));
+  if (failed(backpropagate(rewriter, forwardOps, cotangents)))
+    return failure();
+  // Ops differentiated in turn (a nested scan) may have replaced
+  // themselves, in place: the first ops of the block are the forward ones.
+  forwardOps.clear();
+  for (Operation &op : llvm::make_range(body->begin(), body->end())) {
+    if (forwardOps.size() == numForwardOps)
+      break;
+    forwardOps.push_back(&op);
+  }
+
+  SmallVector<Value> yielded;
+  auto gradOrZeros = [&](Value value) {
+    Value g = cotangents.lookup(value);
+    return g ? g : buildZeros(rewriter, loc, value.getType());
+  };
+  for (const Saved &carry : saved)
+    yielded.push_back(gradOrZeros(carry.argument));
+  SmallVector<unsigned> floatStacked;
+  for (auto [i, stacked] : llvm::enumerate(getStacked())) {
+    if (!isa<FloatType>(elementTypeOf(stacked)))
+      continue;
+    floatStacked.push_back(i);
+    yielded.push_back(gradOrZeros(body->getArgument(numCarries + i)));
+  }
+  YieldOp::create(rewriter, loc, yielded);
+
+  // Decide what the backward body recomputes and what the forward saves.
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    if (op->use_empty()) {
+      rewriter.eraseOp(op);
+      continue;
+    }
+    if (op->hasTrait<OpTrait::ConstantLike>() ||
+        op->hasAttr(LoomDialect::getRecomputeAttrName()))
+      continue;
+    for (OpResult result : op->getResults()) {
+      if (result.use_empty())
+        continue;
+      BlockArgument argument = body->addArgument(result.getType(), loc);
+      rewriter.replaceAllUsesWith(result, argument);
+      Value from = original.lookup(result);
+      if (!from)
+        return op->emitOpError("is not a copy of a forward op of the scan");
+      saved.push_back({argument, from});
+    }
+    rewriter.eraseOp(op);
+  }
+  // Forward carried values the VJP does not read need not be saved.
+  for (int i = numCarries - 1; i >= 0; --i) {
+    if (!saved[i].argument.use_empty())
+      continue;
+    body->eraseArgument(saved[i].argument.getArgNumber());
+    saved.erase(saved.begin() + i);
+  }
+
+  // The forward scan, also returning the saved values.
+  rewriter.setInsertionPoint(*this);
+  SmallVector<Type> forwardTypes(getResultTypes());
+  for (const Saved &value : saved)
+    forwardTypes.push_back(
+        getStackedType(value.forwardValue.getType(), getLength()));
+  auto newForward = ScanOp::create(rewriter, loc, forwardTypes, getInits(),
+                                   getStacked(), getLength(), getReverse());
+  rewriter.inlineRegionBefore(getBody(), newForward.getBody(),
+                              newForward.getBody().end());
+  YieldOp newYield = newForward.getYield();
+  rewriter.modifyOpInPlace(newYield, [&] {
+    for (const Saved &value : saved)
+      newYield->insertOperands(newYield->getNumOperands(), value.forwardValue);
+  });
+  ValueRange savedStacks = newForward.getResults().drop_front(getNumResults());
+
+  // The backward scan, in the other direction.
+  rewriter.restoreInsertionPoint(backwardPoint);
+  SmallVector<Value> backwardInits(resultGrads.take_front(numCarries));
+  SmallVector<Value> backwardStacked(getStacked());
+  llvm::append_range(backwardStacked, stackedGrads);
+  llvm::append_range(backwardStacked, savedStacks);
+  SmallVector<Type> backwardTypes(getInits().getTypes());
+  for (unsigned i : floatStacked)
+    backwardTypes.push_back(getStacked()[i].getType());
+  auto backward = ScanOp::create(rewriter, loc, backwardTypes, backwardInits,
+                                 backwardStacked, getLength(), !getReverse());
+  backward.getBody().push_back(body.release());
+
+  operandGrads.assign(getNumOperands(), Value());
+  for (unsigned i = 0; i < numCarries; ++i)
+    operandGrads[i] = backward.getResult(i);
+  for (auto [k, i] : llvm::enumerate(floatStacked))
+    operandGrads[numCarries + i] = backward.getResult(numCarries + k);
+  rewriter.replaceOp(*this,
+                     newForward.getResults().take_front(getNumResults()));
   return success();
 }

@@ -13,6 +13,7 @@
 include "LoomDialect.td"
 include "LoomAttrs.td"
 include "LoomInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -30,7 +31,7 @@ def Loom_IndexTensor : StaticShapeTensorOf<[I32]>;
 def Loom_Scalar : 0DTensorOf<[F32]>,
     BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
 
-def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Costed]> {
+def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
   let summary = "token plus learned position embedding";
   let description = [{
     `result[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]` for tokens of shape
@@ -48,10 +49,9 @@ def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Cos
   let assemblyFormat = [{
     $tokens `,` $wte `,` $wpe attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
-def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable, Loom_Costed]> {
+def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` along the last
@@ -63,10 +63,9 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable, Loom_Co
   let assemblyFormat = [{
     $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
-def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable, Loom_Costed]> {
+def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
   let summary = "affine map over the last dimension";
   let description = [{
     `result[..., n] = sum_k input[..., k] * weight[n, k] + bias[n]`, with the
@@ -86,10 +85,9 @@ def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable, Loom_Costed]> 
   let assemblyFormat = [{
     $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
-def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentiable, Loom_Costed]> {
+def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
   let summary = "causal multi-head self-attention on a fused QKV tensor";
   let description = [{
     `qkv` has shape [B, T, 3C]: queries, keys and values, each [B, T, C] and
@@ -103,7 +101,6 @@ def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentia
   let assemblyFormat = [{
     $qkv attr-dict `:` type($qkv) `->` type($result)
   }];
-  let hasVerifier = 1;
 }
 
 def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, Loom_Costed, SameOperandsAndResultType]> {
@@ -123,7 +120,7 @@ def Loom_AddOp : Loom_Op<"add", [Pure, Loom_Differentiable, Loom_Costed, SameOpe
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, Loom_Costed]> {
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
   let summary = "mean softmax cross-entropy over the vocabulary";
   let description = [{
     `logits` [B, T, Vp] and integer `targets` [B, T] give the mean over all
@@ -138,7 +135,6 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, L
   let assemblyFormat = [{
     $logits `,` $targets attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
 def Loom_SumSquaresOp : Loom_Op<"sum_squares", [Pure]> {
@@ -150,6 +146,83 @@ def Loom_SumSquaresOp : Loom_Op<"sum_squares", [Pure]> {
   let arguments = (ins Loom_FloatTensor:$input);
   let results = (outs 0DTensorOf<[F32]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Structure
+//===----------------------------------------------------------------------===//
+
+def Loom_ScanOp : Loom_Op<"scan", [IsolatedFromAbove, RecursiveMemoryEffects,
+    AttrSizedOperandSegments, SingleBlock, Loom_Differentiable]> {
+  let summary = "one body applied over the leading dimension of stacked values";
+  let description = [{
+    The layers of a transformer as a loop, not a copy. The body runs
+    `length` times; iteration `l` sees the carried values (`carry`, the
+    previous iteration's first results, `inits` on the first) followed by
+    slice `l` along the leading dimension of each `over` operand (the
+    stacked `[L, ...]` parameters). It yields the next carried values, then
+    any number of per-iteration values, which the op returns stacked along a
+    new leading dimension of size `length`: slice `l` of such a result is
+    what iteration `l` yielded. With `reverse`, iterations run from
+    `length - 1` down to 0 (the backward pass of a forward scan); slices are
+    still indexed by `l`.
+
+    ```mlir
+    %x = loom.scan carry(%x0 : tensor<2x4x8xf32>)
+                   over(%w : tensor<3x8x8xf32>) length = 3
+                   -> (tensor<2x4x8xf32>) {
+    ^bb0(%xl: tensor<2x4x8xf32>, %wl: tensor<8x8xf32>):
+      %y = loom.linear %xl, %wl : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+      loom.yield %y : tensor<2x4x8xf32>
+    }
+    ```
+
+    The body is isolated from above, so that passes rewrite it as one unit
+    (tensor parallelism, recomputation, pipeline stages as sub-ranges) and
+    the compile time and code size do not depend on `length`. Its
+    differentiation is a reverse scan over the body's vector-Jacobian
+    product; the forward scan then also returns, stacked, the activations
+    the backward body reads (see docs/dialect.md).
+  }];
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$inits,
+                   Variadic<AnyStaticShapeTensor>:$stacked,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$length,
+                   UnitAttr:$reverse);
+  let results = (outs Variadic<AnyStaticShapeTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    (`carry` `(` $inits^ `:` type($inits) `)`)?
+    (`over` `(` $stacked^ `:` type($stacked) `)`)?
+    `length` `=` $length (`reverse` $reverse^)? attr-dict-with-keyword
+    (`->` `(` type($results)^ `)`)? $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    unsigned getNumCarries() { return getInits().size(); }
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    YieldOp getYield();
+    /// The body's arguments: the carried values, then one slice per
+    /// stacked operand.
+    ::mlir::Block::BlockArgListType getCarryArguments();
+    ::mlir::Block::BlockArgListType getSliceArguments();
+    /// The final carried values, then the stacked per-iteration values.
+    ::mlir::ResultRange getCarryResults();
+    ::mlir::ResultRange getStackedResults();
+    /// Adds the body block with the arguments the operands call for.
+    ::mlir::Block &addBodyBlock();
+    /// `type` with a leading dimension of `length` added or dropped.
+    static ::mlir::RankedTensorType getStackedType(::mlir::Type type,
+                                                   int64_t length);
+    static ::mlir::RankedTensorType getSliceType(::mlir::Type type);
+  }];
+}
+
+def Loom_YieldOp : Loom_Op<"yield", [Pure, ReturnLike, Terminator,
+    HasParent<"ScanOp">]> {
+  let summary = "the carried and per-iteration values of a scan body";
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 //===----------------------------------------------------------------------===//

@@ -4,7 +4,6 @@
 
 #include "Loom/LoomDialect.h"
 
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -29,7 +28,6 @@ FailureOr<ModelSummary> mlir::loom::summarizeModel(ModuleOp module) {
                               << LoomDialect::getForwardFunctionName();
   ModelSummary summary;
   summary.function = function;
-  llvm::StringSet<> blocks;
   for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
     auto name = function.getArgAttrOfType<StringAttr>(
         i, LoomDialect::getParamAttrName());
@@ -45,14 +43,13 @@ FailureOr<ModelSummary> mlir::loom::summarizeModel(ModuleOp module) {
     int64_t count = type.getNumElements();
     summary.parameters.push_back({name.getValue().str(), type, count});
     summary.totalParameters += count;
-    // GPT-2 names a block's parameters "h.<index>.<what>".
-    StringRef rest = name.getValue();
-    if (rest.consume_front("h.")) {
+    // A block's parameters are stacked over the blocks as "h.*.<what>"
+    // [blocks, ...]: slice l is GPT-2's "h.<l>.<what>".
+    if (name.getValue().starts_with("h.*.") && type.getRank() > 0) {
       summary.blockParameters += count;
-      blocks.insert(rest.split('.').first);
+      summary.numBlocks = type.getDimSize(0);
     }
   }
-  summary.numBlocks = blocks.size();
   return summary;
 }
 

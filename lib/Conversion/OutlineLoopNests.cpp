@@ -11,6 +11,8 @@
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir {
@@ -30,28 +32,81 @@ struct OutlineLoopNestsPass
     ModuleOp module = getOperation();
     IRRewriter rewriter(&getContext());
     symbols.emplace(module);
+    outlined.clear();
     SmallVector<func::FuncOp> functions(module.getOps<func::FuncOp>());
     for (func::FuncOp function : functions) {
       if (function.isExternal())
         continue;
-      SmallVector<scf::ForOp> nests;
-      for (Block &block : function.getBody())
-        for (auto loop : block.getOps<scf::ForOp>())
-          nests.push_back(loop);
+      SmallVector<Operation *> nests;
+      collectNests(function.getBody(), nests);
       for (auto [index, loop] : llvm::enumerate(nests))
         if (failed(outline(rewriter, function, loop, index)))
           return signalPassFailure();
+    }
+    mergeIdenticalNests();
+  }
+
+  /// Keeps one function of each set of outlined nests that are the same
+  /// code: the forward pass appears in @forward, @forward_grad and
+  /// @train_step, and layer norms, bias broadcasts and residual adds of one
+  /// shape recur; LLVM then optimizes and compiles each once.
+  void mergeIdenticalNests() {
+    auto flags = OperationEquivalence::IgnoreLocations;
+    DenseMap<llvm::hash_code, SmallVector<func::FuncOp>> kept;
+    for (auto [function, call] : outlined) {
+      llvm::hash_code hash = hash_value(function.getFunctionType());
+      function.getBody().walk([&](Operation *op) {
+        hash = llvm::hash_combine(
+            hash, OperationEquivalence::computeHash(
+                      op, OperationEquivalence::ignoreHashValue,
+                      OperationEquivalence::ignoreHashValue, flags));
+      });
+      SmallVector<func::FuncOp> &candidates = kept[hash];
+      auto same = llvm::find_if(candidates, [&](func::FuncOp other) {
+        return other.getFunctionType() == function.getFunctionType() &&
+               OperationEquivalence::isRegionEquivalentTo(
+                   &other.getBody(), &function.getBody(), flags);
+      });
+      if (same == candidates.end()) {
+        candidates.push_back(function);
+        continue;
+      }
+      call.setCallee(same->getSymName());
+      symbols->erase(function);
+    }
+  }
+
+  /// Collects the loop nests of `region` that call nothing: the compute
+  /// nests LLVM optimizes one at a time. Loops that call (the layer loop,
+  /// which calls BLAS; attention's loop over heads) are control structure:
+  /// the nests inside them are collected instead.
+  static void collectNests(Region &region,
+                           SmallVectorImpl<Operation *> &nests) {
+    for (Block &block : region) {
+      for (Operation &op : block) {
+        if (isa<LoopLikeOpInterface>(op)) {
+          bool calls = op.walk([](CallOpInterface) {
+                           return WalkResult::interrupt();
+                         }).wasInterrupted();
+          if (!calls) {
+            nests.push_back(&op);
+            continue;
+          }
+        }
+        for (Region &nested : op.getRegions())
+          collectNests(nested, nests);
+      }
     }
   }
 
   /// Wraps `loop` into a region of its own and outlines that region.
   LogicalResult outline(IRRewriter &rewriter, func::FuncOp function,
-                        scf::ForOp loop, size_t index) {
+                        Operation *loop, size_t index) {
     // Loops that yield values would need the region's results threaded
-    // through; the lowering of loom ops produces none at the top level.
-    if (loop.getNumResults() != 0)
+    // through; the lowering of loom ops produces none outside its nests.
+    if (loop->getNumResults() != 0)
       return success();
-    Location loc = loop.getLoc();
+    Location loc = loop->getLoc();
     rewriter.setInsertionPoint(loop);
     auto wrapper = scf::ExecuteRegionOp::create(rewriter, loc, TypeRange{});
     Block *body = rewriter.createBlock(&wrapper.getRegion());
@@ -98,9 +153,12 @@ struct OutlineLoopNestsPass
     // The wrapper now holds only the call; put the call in its place.
     rewriter.moveOpBefore(call, wrapper);
     rewriter.eraseOp(wrapper);
+    this->outlined.push_back({*outlined, call});
     return success();
   }
 
   std::optional<SymbolTable> symbols;
+  /// Each outlined nest and its only call.
+  SmallVector<std::pair<func::FuncOp, func::CallOp>> outlined;
 };
 } // namespace

@@ -56,40 +56,54 @@ private:
   SmallVector<DictionaryAttr> argAttrs;
 };
 
-struct LayerParams {
-  unsigned ln1w, ln1b, qkvw, qkvb, attprojw, attprojb;
-  unsigned ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+/// GPT-2's per-layer tensors in llm.c's checkpoint order, each stacked over
+/// the layers as `h.*.<name>` (slice l is GPT-2's `h.<l>.<name>`).
+enum LayerTensor {
+  kLn1Weight,
+  kLn1Bias,
+  kQkvWeight,
+  kQkvBias,
+  kAttnProjWeight,
+  kAttnProjBias,
+  kLn2Weight,
+  kLn2Bias,
+  kFcWeight,
+  kFcBias,
+  kFcProjWeight,
+  kFcProjBias,
+  kNumLayerTensors
 };
 
 func::FuncOp ForwardBuilder::build(ModuleOp module) {
   const ArchitectureConfig &arch = config.arch;
-  // @forward sees one micro-batch; the training step accumulates the plan's
-  // micro-batches over the whole batch.
-  int64_t B =
-      config.training.batchSize / (config.plan ? config.plan->microBatches : 1);
+  // The global batch: loom-micro-batches gives @forward the plan's
+  // micro-batch later.
+  int64_t B = config.training.batchSize;
   int64_t T = config.training.sequenceLength;
   int64_t C = arch.width, H = arch.hidden, L = arch.layers;
 
-  // Parameters in the order of llm.c checkpoints' tensors within a layer.
+  // Parameters in the order of llm.c checkpoints' tensors.
   unsigned wte = param("wte", {arch.paddedVocab, C});
   unsigned wpe = param("wpe", {arch.positions, C});
-  SmallVector<LayerParams> layers;
-  for (int64_t l = 0; l < L; ++l) {
-    std::string p = "h." + std::to_string(l) + ".";
-    LayerParams lp;
-    lp.ln1w = param(p + "ln_1.weight", {C});
-    lp.ln1b = param(p + "ln_1.bias", {C});
-    lp.qkvw = param(p + "attn.c_attn.weight", {3 * C, C});
-    lp.qkvb = param(p + "attn.c_attn.bias", {3 * C});
-    lp.attprojw = param(p + "attn.c_proj.weight", {C, C});
-    lp.attprojb = param(p + "attn.c_proj.bias", {C});
-    lp.ln2w = param(p + "ln_2.weight", {C});
-    lp.ln2b = param(p + "ln_2.bias", {C});
-    lp.fcw = param(p + "mlp.c_fc.weight", {H, C});
-    lp.fcb = param(p + "mlp.c_fc.bias", {H});
-    lp.fcprojw = param(p + "mlp.c_proj.weight", {C, H});
-    lp.fcprojb = param(p + "mlp.c_proj.bias", {C});
-    layers.push_back(lp);
+  const std::pair<const char *, SmallVector<int64_t, 2>> layerTensors[] = {
+      {"ln_1.weight", {C}},
+      {"ln_1.bias", {C}},
+      {"attn.c_attn.weight", {3 * C, C}},
+      {"attn.c_attn.bias", {3 * C}},
+      {"attn.c_proj.weight", {C, C}},
+      {"attn.c_proj.bias", {C}},
+      {"ln_2.weight", {C}},
+      {"ln_2.bias", {C}},
+      {"mlp.c_fc.weight", {H, C}},
+      {"mlp.c_fc.bias", {H}},
+      {"mlp.c_proj.weight", {C, H}},
+      {"mlp.c_proj.bias", {C}}};
+  static_assert(std::size(layerTensors) == kNumLayerTensors);
+  SmallVector<unsigned> stacked;
+  for (const auto &[name, shape] : layerTensors) {
+    SmallVector<int64_t> stackedShape = {L};
+    llvm::append_range(stackedShape, shape);
+    stacked.push_back(param((Twine("h.*.") + name).str(), stackedShape));
   }
   unsigned lnfw = param("ln_f.weight", {C});
   unsigned lnfb = param("ln_f.bias", {C});
@@ -112,38 +126,48 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   auto arg = [&](unsigned i) -> Value { return body->getArgument(i); };
 
   FloatAttr eps = builder.getF64FloatAttr(arch.layerNormEpsilon);
+  auto column = TensorSplitAttr::get(builder.getContext(), TensorSplit::column);
+  auto row = TensorSplitAttr::get(builder.getContext(), TensorSplit::row);
   auto xType = activation({B, T, C});
   Value x = EmbeddingOp::create(builder, loc("embedding"), xType, arg(tokens),
                                 arg(wte), arg(wpe));
-  auto column = TensorSplitAttr::get(builder.getContext(), TensorSplit::column);
-  auto row = TensorSplitAttr::get(builder.getContext(), TensorSplit::row);
-  for (auto [l, lp] : llvm::enumerate(layers)) {
-    std::string p = "h." + std::to_string(l) + ".";
-    Operation *layerStart = &body->back();
-    Value h = LayerNormOp::create(builder, loc(p + "ln_1"), xType, x,
-                                  arg(lp.ln1w), arg(lp.ln1b), eps);
-    Value qkv = LinearOp::create(builder, loc(p + "attn.c_attn"),
-                                 activation({B, T, 3 * C}), h, arg(lp.qkvw),
-                                 arg(lp.qkvb), column);
-    Value att = CausalAttentionOp::create(builder, loc(p + "attn"), xType, qkv,
+
+  // One layer body, applied over the stacked parameters.
+  SmallVector<Value> stackedArgs;
+  for (unsigned index : stacked)
+    stackedArgs.push_back(arg(index));
+  auto layers = ScanOp::create(builder, loc("h"), TypeRange{xType},
+                               ValueRange{x}, stackedArgs, L,
+                               /*reverse=*/false);
+  Block &layer = layers.addBodyBlock();
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(&layer);
+    Value in = layer.getArgument(0);
+    auto w = [&](LayerTensor t) -> Value { return layer.getArgument(1 + t); };
+    Value h = LayerNormOp::create(builder, loc("h.*.ln_1"), xType, in,
+                                  w(kLn1Weight), w(kLn1Bias), eps);
+    Value qkv = LinearOp::create(builder, loc("h.*.attn.c_attn"),
+                                 activation({B, T, 3 * C}), h, w(kQkvWeight),
+                                 w(kQkvBias), column);
+    Value att = CausalAttentionOp::create(builder, loc("h.*.attn"), xType, qkv,
                                           arch.heads);
-    Value proj = LinearOp::create(builder, loc(p + "attn.c_proj"), xType, att,
-                                  arg(lp.attprojw), arg(lp.attprojb), row);
-    x = AddOp::create(builder, loc(p + "attn.residual"), x, proj);
-    Value h2 = LayerNormOp::create(builder, loc(p + "ln_2"), xType, x,
-                                   arg(lp.ln2w), arg(lp.ln2b), eps);
+    Value proj = LinearOp::create(builder, loc("h.*.attn.c_proj"), xType, att,
+                                  w(kAttnProjWeight), w(kAttnProjBias), row);
+    Value x1 = AddOp::create(builder, loc("h.*.attn.residual"), in, proj);
+    Value h2 = LayerNormOp::create(builder, loc("h.*.ln_2"), xType, x1,
+                                   w(kLn2Weight), w(kLn2Bias), eps);
     Value fc =
-        LinearOp::create(builder, loc(p + "mlp.c_fc"), activation({B, T, H}),
-                         h2, arg(lp.fcw), arg(lp.fcb), column);
-    Value gelu = GeluOp::create(builder, loc(p + "mlp.gelu"), fc);
-    Value mlp = LinearOp::create(builder, loc(p + "mlp.c_proj"), xType, gelu,
-                                 arg(lp.fcprojw), arg(lp.fcprojb), row);
-    x = AddOp::create(builder, loc(p + "mlp.residual"), x, mlp);
-    auto layer = builder.getI64IntegerAttr(l);
-    for (Operation &op :
-         llvm::make_range(std::next(layerStart->getIterator()), body->end()))
-      op.setAttr(LoomDialect::getLayerAttrName(), layer);
+        LinearOp::create(builder, loc("h.*.mlp.c_fc"), activation({B, T, H}),
+                         h2, w(kFcWeight), w(kFcBias), column);
+    Value gelu = GeluOp::create(builder, loc("h.*.mlp.gelu"), fc);
+    Value mlp = LinearOp::create(builder, loc("h.*.mlp.c_proj"), xType, gelu,
+                                 w(kFcProjWeight), w(kFcProjBias), row);
+    Value out = AddOp::create(builder, loc("h.*.mlp.residual"), x1, mlp);
+    YieldOp::create(builder, loc("h"), out);
   }
+  x = layers.getResult(0);
+
   Value xf = LayerNormOp::create(builder, loc("ln_f"), xType, x, arg(lnfw),
                                  arg(lnfb), eps);
   Value logits = LinearOp::create(builder, loc("lm_head"),

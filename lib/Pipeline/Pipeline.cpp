@@ -22,7 +22,8 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
       clEnumValN(EmitStage::Loom, "loom",
                  "the imported forward pass and loss (loom IR)"),
       clEnumValN(EmitStage::Step, "step",
-                 "plus the gradient function and the training step"),
+                 "planned, in micro-batches, with the gradient function and "
+                 "the training step"),
       clEnumValN(EmitStage::Linalg, "linalg",
                  "lowered to linalg, tensor and scf on tensors"),
       clEnumValN(EmitStage::Buffers, "buffers",
@@ -38,16 +39,30 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
                  "only)"));
 }
 
-void mlir::loom::buildLoomPipeline(OpPassManager &pm, EmitStage stage,
-                                   bool summary) {
+void mlir::loom::buildLoomPipeline(OpPassManager &pm,
+                                   const LoomPipelineOptions &options) {
+  EmitStage stage = options.emit;
   // The module is verified before and after every pass by the pass manager;
   // at the `loom` stage nothing is rewritten yet.
-  if (summary)
+  if (stage == EmitStage::Loom) {
+    if (options.summary)
+      pm.addPass(createLoomPrintSummary());
+    return;
+  }
+
+  LoomPlanOptions plan;
+  if (stage == EmitStage::Plan)
+    plan.report = "plan";
+  else if (stage == EmitStage::Cost)
+    plan.report = "cost";
+  plan.materializedAttention = options.materializedAttention;
+  pm.addPass(createLoomPlan(plan));
+  if (options.summary)
     pm.addPass(createLoomPrintSummary());
-  if (stage == EmitStage::Loom || stage == EmitStage::Plan ||
-      stage == EmitStage::Cost)
+  if (stage == EmitStage::Plan || stage == EmitStage::Cost)
     return;
 
+  pm.addPass(createLoomMicroBatches());
   pm.addPass(createLoomDifferentiate());
   pm.addPass(createLoomBuildTrainStep());
   if (stage == EmitStage::Step)
@@ -111,6 +126,6 @@ void mlir::loom::registerLoomPipeline() {
       "Loom's compile pipeline up to a stage, as `loomc --emit=<stage>` runs "
       "it",
       [](OpPassManager &pm, const LoomPipelineOptions &options) {
-        buildLoomPipeline(pm, options.emit, options.summary);
+        buildLoomPipeline(pm, options);
       });
 }

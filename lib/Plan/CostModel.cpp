@@ -124,40 +124,38 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
   model.name = modelAttr.getName().str();
   model.arch = modelAttr.getConfig();
   model.training = trainingAttr.getConfig();
+  // The ops before the layer loop, one layer body, and the ops after it.
   model.groups.push_back({"embedding", {}});
-  int64_t lastLayer = -1;
-  bool afterLayers = false;
-  for (Operation &op : forward.getBody().front()) {
-    if (isa<func::ReturnOp>(op))
-      continue;
+  ScanOp layers;
+  auto add = [&](Operation &op, OpGroup &group) -> LogicalResult {
     auto costed = dyn_cast<CostOpInterface>(op);
     if (!costed)
       return op.emitError()
              << "the cost model cannot price '" << op.getName() << "'";
-    auto layer = op.getAttrOfType<IntegerAttr>(LoomDialect::getLayerAttrName());
-    if (!layer) {
-      if (lastLayer >= 0 && !afterLayers) {
-        model.groups.push_back({"head", {}});
-        afterLayers = true;
-      }
-      model.groups.back().ops.push_back(costed);
+    group.ops.push_back(costed);
+    return success();
+  };
+  for (Operation &op : forward.getBody().front().without_terminator()) {
+    if (auto scan = dyn_cast<ScanOp>(op)) {
+      if (layers)
+        return op.emitError() << "the cost model prices one layer loop, and "
+                                 "@forward has a second";
+      layers = scan;
+      model.groups.push_back({"layer", {}});
+      for (Operation &inner : scan.getBodyBlock().without_terminator())
+        if (failed(add(inner, model.groups.back())))
+          return failure();
+      model.groups.push_back({"head", {}});
       continue;
     }
-    if (afterLayers || layer.getInt() < lastLayer)
-      return op.emitError()
-             << "layer " << layer.getInt() << " is not contiguous in @"
-             << LoomDialect::getForwardFunctionName();
-    if (layer.getInt() != lastLayer) {
-      lastLayer = layer.getInt();
-      model.groups.push_back({("layer " + Twine(lastLayer)).str(), {}});
-    }
-    model.groups.back().ops.push_back(costed);
+    if (failed(add(op, model.groups.back())))
+      return failure();
   }
-  if (!afterLayers)
-    model.groups.push_back({"head", {}});
-  model.numLayers = model.groups.size() - 2;
-  if (model.numLayers < 1)
-    return forward.emitError() << "the cost model found no transformer layer";
+  if (!layers)
+    return forward.emitError()
+           << "the cost model found no layer loop (loom.scan) in @"
+           << LoomDialect::getForwardFunctionName();
+  model.numLayers = layers.getLength();
 
   // Parameters: each function argument with loom.param once. A parameter
   // used by both the embedding and the head (a tied table) is priced by
@@ -261,6 +259,8 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
         cost.inputBytes = elements * elementBytes;
       }
     }
+    // Every layer runs the one body: [embedding, layer x L, head].
+    costs.insert(costs.begin() + 2, numLayers - 1, costs[1]);
   }
   return costs;
 }

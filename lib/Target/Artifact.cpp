@@ -57,7 +57,12 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine,
 } // namespace
 
 LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
-                                        const ArtifactOptions &options) {
+                                        const ArtifactOptions &options,
+                                        TimingScope *timing) {
+  auto timer = [&](StringRef name) {
+    return timing ? timing->nest(name) : TimingScope();
+  };
+  TimingScope translateTimer = timer("translate to LLVM IR");
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
 
@@ -90,7 +95,11 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
     return module.emitError() << "cannot generate code for CPU '" << cpu << "'";
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(triple);
+  translateTimer.stop();
+  TimingScope optimizeTimer = timer("LLVM optimization");
   optimize(*llvmModule, *machine, options.optLevel);
+  optimizeTimer.stop();
+  TimingScope codegenTimer = timer("code generation");
 
   // Object file next to a temporary, then the link.
   llvm::SmallString<128> objectPath;
@@ -112,6 +121,8 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
     codegen.run(*llvmModule);
   }
 
+  codegenTimer.stop();
+  TimingScope linkTimer = timer("link");
   llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
   if (!cc)
     return module.emitError("no C compiler driver 'cc' on PATH to link the "

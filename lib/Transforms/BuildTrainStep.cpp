@@ -39,10 +39,16 @@ struct ScalarBuilder {
   }
 };
 
+/// Whether `value` is taken slice by slice by a layer loop.
+bool isStacked(Value value) {
+  return llvm::any_of(value.getUses(), [](OpOperand &use) {
+    auto scan = dyn_cast<ScanOp>(use.getOwner());
+    return scan && use.getOperandNumber() >= scan.getNumCarries();
+  });
+}
+
 struct BuildTrainStepPass
     : public loom::impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
-  using LoomBuildTrainStepBase::LoomBuildTrainStepBase;
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto grad = module.lookupSymbol<func::FuncOp>(
@@ -65,23 +71,21 @@ struct BuildTrainStepPass
                          << LoomDialect::getTrainStepFunctionName();
       return signalPassFailure();
     }
-    // The option, when given, overrides the plan's micro-batch count.
-    int64_t numMicroBatches = microBatches;
-    if (!microBatches.hasValue())
-      if (auto plan =
-              module->getAttrOfType<PlanAttr>(LoomDialect::getPlanAttrName()))
-        numMicroBatches = plan.getMicroBatches();
-    if (numMicroBatches < 1) {
-      module.emitError() << "micro-batches must be at least 1, got "
-                         << numMicroBatches;
+    PlanConfig plan;
+    Attribute planAttr = module->getAttr(LoomDialect::getPlanAttrName());
+    if (auto explicitPlan = dyn_cast_or_null<PlanAttr>(planAttr)) {
+      plan = explicitPlan.getConfig();
+    } else if (planAttr) {
+      module.emitError() << "the plan is still \"auto\": run loom-plan first";
       return signalPassFailure();
     }
-    if (failed(build(module, grad, training, numMicroBatches)))
+    if (failed(build(module, grad, training, plan)))
       return signalPassFailure();
   }
 
   LogicalResult build(ModuleOp module, func::FuncOp grad, TrainingAttr training,
-                      int64_t numMicroBatches) {
+                      const PlanConfig &plan) {
+    int64_t numMicroBatches = plan.microBatches;
     MLIRContext *ctx = module.getContext();
     Location loc = grad.getLoc();
     OpBuilder b(ctx);
@@ -106,11 +110,15 @@ struct BuildTrainStepPass
                               "targets inputs");
     FunctionType gradType = grad.getFunctionType();
     auto microTokens = cast<RankedTensorType>(gradType.getInput(tokensArg));
-    if (microTokens.getDimSize(0) * numMicroBatches != training.getBatch())
+    // Each of the dp replicas takes its share of the batch in micro-batches.
+    if (microTokens.getDimSize(0) * numMicroBatches * plan.dp !=
+        training.getBatch())
       return grad.emitOpError()
              << "takes " << microTokens.getDimSize(0)
              << " sequences, and the training batch of " << training.getBatch()
-             << " is not " << numMicroBatches << " micro-batches of them";
+             << " is not dp * micro_batches = " << plan.dp << " * "
+             << numMicroBatches
+             << " micro-batches of them (run loom-micro-batches first)";
     auto tokensType =
         RankedTensorType::get({microTokens.getDimSize(0) * numMicroBatches,
                                microTokens.getDimSize(1)},
@@ -257,9 +265,12 @@ struct BuildTrainStepPass
     auto states = entry->getArguments().drop_front(numParams);
     for (unsigned k = 0; k < numParams; ++k) {
       Value p = params[k];
-      double decay = cast<RankedTensorType>(p.getType()).getRank() >= 2
-                         ? training.getWeightDecay().convertToDouble()
-                         : 0.0;
+      // Parameters stacked over layers are matrices when each layer's is.
+      int64_t rank = cast<RankedTensorType>(p.getType()).getRank();
+      if (isStacked(grad.getArgument(paramArgs[k])))
+        --rank;
+      double decay =
+          rank >= 2 ? training.getWeightDecay().convertToDouble() : 0.0;
       if (adam) {
         auto update = AdamWOp::create(
             b, loc, p, grads[k], states[k], states[numParams + k], lr,

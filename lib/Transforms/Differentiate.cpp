@@ -7,10 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Loom/LoomAutodiff.h"
 #include "Loom/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
 
 namespace mlir {
 namespace loom {
@@ -23,28 +25,6 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-/// A zero tensor of `type`, for parameters the loss does not depend on.
-Value zerosLike(OpBuilder &b, Location loc, Type type) {
-  auto tensorType = cast<RankedTensorType>(type);
-  return arith::ConstantOp::create(
-      b, loc,
-      DenseElementsAttr::get(tensorType,
-                             b.getZeroAttr(tensorType.getElementType())));
-}
-
-/// Sums the cotangents that reach each value while walking a block backward.
-class CotangentMap {
-public:
-  void accumulate(OpBuilder &b, Location loc, Value value, Value grad) {
-    Value &slot = grads[value];
-    slot = slot ? AddOp::create(b, loc, slot, grad).getResult() : grad;
-  }
-  Value lookup(Value value) const { return grads.lookup(value); }
-
-private:
-  DenseMap<Value, Value> grads;
-};
-
 struct DifferentiatePass
     : public loom::impl::LoomDifferentiateBase<DifferentiatePass> {
   void runOnOperation() override {
@@ -106,59 +86,30 @@ struct DifferentiatePass
     forward.getBody().cloneInto(&grad.getBody(), mapping);
     Block &block = grad.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
-    Value loss = ret.getOperand(0);
-    b.setInsertionPoint(ret);
-
-    CotangentMap cotangents;
-    cotangents.accumulate(
-        b, loc, loss,
-        arith::ConstantOp::create(
-            b, loc,
-            DenseElementsAttr::get(cast<RankedTensorType>(loss.getType()),
-                                   b.getF32FloatAttr(1.0f))));
-
     SmallVector<Operation *> forwardOps;
     for (Operation &op : block.without_terminator())
       forwardOps.push_back(&op);
-    for (Operation *op : llvm::reverse(forwardOps)) {
-      SmallVector<Value> resultGrads;
-      bool anyGrad = false;
-      for (Value result : op->getResults()) {
-        Value g = cotangents.lookup(result);
-        anyGrad |= static_cast<bool>(g);
-        resultGrads.push_back(g);
-      }
-      if (!anyGrad)
-        continue;
-      auto differentiable = dyn_cast<DifferentiableOpInterface>(op);
-      if (!differentiable)
-        return op->emitOpError()
-               << "has no vector-Jacobian product (it does not implement "
-                  "DifferentiableOpInterface), so the loss cannot be "
-                  "differentiated through it";
-      for (auto [i, g] : llvm::enumerate(resultGrads))
-        if (!g)
-          g = zerosLike(b, op->getLoc(), op->getResult(i).getType());
-      SmallVector<Value> operandGrads;
-      b.setInsertionPoint(ret);
-      if (failed(differentiable.buildVJP(b, resultGrads, operandGrads)))
-        return failure();
-      if (operandGrads.size() != op->getNumOperands())
-        return op->emitOpError()
-               << "built " << operandGrads.size() << " operand cotangents for "
-               << op->getNumOperands() << " operands";
-      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
-        if (g)
-          cotangents.accumulate(b, op->getLoc(), operand, g);
-    }
+    IRRewriter rewriter(b);
+    rewriter.setInsertionPoint(ret);
+    Value loss = ret.getOperand(0);
+    CotangentMap cotangents;
+    cotangents.accumulate(
+        rewriter, loc, loss,
+        arith::ConstantOp::create(
+            rewriter, loc,
+            DenseElementsAttr::get(cast<RankedTensorType>(loss.getType()),
+                                   rewriter.getF32FloatAttr(1.0f))));
+    if (failed(backpropagate(rewriter, forwardOps, cotangents)))
+      return failure();
 
-    SmallVector<Value> results = {loss};
+    // Ops that replaced themselves updated the return's operands.
+    SmallVector<Value> results = {ret.getOperand(0)};
     for (unsigned i : paramIndices) {
       Value g = cotangents.lookup(block.getArgument(i));
-      results.push_back(g ? g
-                          : zerosLike(b, loc, block.getArgument(i).getType()));
+      results.push_back(
+          g ? g : buildZeros(rewriter, loc, block.getArgument(i).getType()));
     }
-    func::ReturnOp::create(b, ret.getLoc(), results);
+    func::ReturnOp::create(rewriter, ret.getLoc(), results);
     ret.erase();
     return success();
   }

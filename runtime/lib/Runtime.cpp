@@ -46,40 +46,28 @@ struct Param {
   std::string name;
   std::vector<int64_t> shape;
   int64_t offset = 0, size = 0;
-  int group = 0; // llm.c tensor group, or >= 16 for names llm.c lacks
-  int64_t layer = 0;
 };
 
-/// Per-layer tensors in llm.c's checkpoint order, after wte and wpe.
-const char *const kLayerTensors[] = {
-    "ln_1.weight",      "ln_1.bias",          "attn.c_attn.weight",
-    "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-    "ln_2.weight",      "ln_2.bias",          "mlp.c_fc.weight",
-    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
-constexpr int kNumGroups = 16;
-
-void classify(Param &p) {
-  if (p.name == "wte") {
-    p.group = 0;
-  } else if (p.name == "wpe") {
-    p.group = 1;
-  } else if (p.name == "ln_f.weight") {
-    p.group = 14;
-  } else if (p.name == "ln_f.bias") {
-    p.group = 15;
-  } else if (p.name.rfind("h.", 0) == 0) {
-    size_t dot = p.name.find('.', 2);
-    std::string suffix = dot == std::string::npos ? "" : p.name.substr(dot + 1);
-    p.group = kNumGroups;
-    for (int i = 0; i < 12; ++i)
-      if (suffix == kLayerTensors[i]) {
-        p.group = 2 + i;
-        p.layer = std::atoll(p.name.substr(2, dot - 2).c_str());
-      }
-  } else {
-    p.group = kNumGroups;
-  }
-}
+/// llm.c's checkpoint tensors, in its order; those of the blocks stacked
+/// over the layers ("h.*.<name>", slice l being GPT-2's "h.<l>.<name>"),
+/// which is how artifacts take them.
+const char *const kLlmcTensors[] = {"wte",
+                                    "wpe",
+                                    "h.*.ln_1.weight",
+                                    "h.*.ln_1.bias",
+                                    "h.*.attn.c_attn.weight",
+                                    "h.*.attn.c_attn.bias",
+                                    "h.*.attn.c_proj.weight",
+                                    "h.*.attn.c_proj.bias",
+                                    "h.*.ln_2.weight",
+                                    "h.*.ln_2.bias",
+                                    "h.*.mlp.c_fc.weight",
+                                    "h.*.mlp.c_fc.bias",
+                                    "h.*.mlp.c_proj.weight",
+                                    "h.*.mlp.c_proj.bias",
+                                    "ln_f.weight",
+                                    "ln_f.bias"};
+constexpr size_t kNumLlmcTensors = sizeof(kLlmcTensors) / sizeof(*kLlmcTensors);
 
 bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
   shape.clear();
@@ -230,32 +218,26 @@ bool loom_model::parseManifest(const char *text) {
 }
 
 bool loom_model::layoutParams() {
-  for (const Arg &arg : entries["train_step"].args)
-    if (arg.kind == "param") {
-      Param p;
-      p.name = arg.name;
-      p.shape = arg.shape;
-      p.size = arg.size();
-      classify(p);
-      params.push_back(p);
-    }
-  std::stable_sort(
-      params.begin(), params.end(), [](const Param &a, const Param &b) {
-        return a.group != b.group ? a.group < b.group : a.layer < b.layer;
-      });
+  // The step's parameters in the order it lists them: llm.c's order, so that
+  // a checkpoint is one read or write.
   int64_t offset = 0;
-  int perGroup[kNumGroups] = {};
-  for (size_t i = 0; i < params.size(); ++i) {
-    params[i].offset = offset;
-    offset += params[i].size;
-    paramIndex[params[i].name] = i;
-    if (params[i].group < kNumGroups)
-      ++perGroup[params[i].group];
+  for (const Arg &arg : entries["train_step"].args) {
+    if (arg.kind != "param")
+      continue;
+    Param p;
+    p.name = arg.name;
+    p.shape = arg.shape;
+    p.size = arg.size();
+    p.offset = offset;
+    offset += p.size;
+    paramIndex[p.name] = params.size();
+    params.push_back(p);
   }
   info.num_params = offset;
-  llmcLayout = info.tied && info.hidden == 4 * info.width;
-  for (int g = 0; g < kNumGroups; ++g)
-    llmcLayout &= perGroup[g] == ((g >= 2 && g < 14) ? info.layers : 1);
+  llmcLayout = info.tied && info.hidden == 4 * info.width &&
+               params.size() == kNumLlmcTensors;
+  for (size_t i = 0; llmcLayout && i < kNumLlmcTensors; ++i)
+    llmcLayout = params[i].name == kLlmcTensors[i];
   values.assign(offset, 0.0f);
   grads.assign(offset, 0.0f);
   state[0].assign(offset, 0.0f);

@@ -46,9 +46,30 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
 
 // Micro-batches that do not make up the training batch.
 module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = fp32>} {
-  // expected-error@+1 {{takes 2 sequences, and the training batch of 2 is not 2 micro-batches of them}}
+  // expected-error@+1 {{takes 2 sequences, and the training batch of 2 is not dp * micro_batches = 1 * 2 micro-batches of them (run loom-micro-batches first)}}
   func.func @forward_grad(%w: tensor<8x4xf32> {loom.param = "w"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<8x4xf32>) {
     %l = arith.constant dense<1.0> : tensor<f32>
     return %l, %w : tensor<f32>, tensor<8x4xf32>
   }
 }
+
+// -----
+
+// Parameters stacked over layers: weight decay follows the rank of each
+// layer's slice, so the stacked bias [2, 4] gets none.
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 0.0, precision = fp32>} {
+  func.func @forward_grad(%w: tensor<2x4x4xf32> {loom.param = "h.*.w"}, %b: tensor<2x4xf32> {loom.param = "h.*.b"}, %x: tensor<2x3x4xf32> {loom.param = "x"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<2x4x4xf32>, tensor<2x4xf32>, tensor<2x3x4xf32>) {
+    %y = loom.scan carry(%x : tensor<2x3x4xf32>) over(%w, %b : tensor<2x4x4xf32>, tensor<2x4xf32>) length = 2 -> (tensor<2x3x4xf32>) {
+    ^bb0(%xl: tensor<2x3x4xf32>, %wl: tensor<4x4xf32>, %bl: tensor<4xf32>):
+      %z = loom.linear %xl, %wl, %bl : (tensor<2x3x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+      loom.yield %z : tensor<2x3x4xf32>
+    }
+    %l = arith.constant dense<1.0> : tensor<f32>
+    return %l, %w, %b, %y : tensor<f32>, tensor<2x4x4xf32>, tensor<2x4xf32>, tensor<2x3x4xf32>
+  }
+}
+
+// CHECK-LABEL: func.func @train_step(
+// CHECK: loom.adamw %{{.*}} {{.*}} weight_decay = 1.000000e-01 : f64} : tensor<2x4x4xf32>
+// CHECK: loom.adamw %{{.*}} {{.*}} weight_decay = 0.000000e+00 : f64} : tensor<2x4xf32>
+// CHECK: loom.adamw %{{.*}} {{.*}} weight_decay = 1.000000e-01 : f64} : tensor<2x3x4xf32>

@@ -23,8 +23,8 @@ module attributes {
 } {
   func.func @forward(%wte: tensor<16x8xf32> {loom.param = "wte"},
                      %wpe: tensor<6x8xf32> {loom.param = "wpe"},
-                     %fc: tensor<24x8xf32> {loom.param = "h.0.mlp.c_fc.weight"},
-                     %fcb: tensor<8xf32> {loom.param = "h.0.mlp.c_fc.bias"},
+                     %fc: tensor<1x24x8xf32> {loom.param = "h.*.mlp.c_fc.weight"},
+                     %fcb: tensor<1x8xf32> {loom.param = "h.*.mlp.c_fc.bias"},
                      %head: tensor<16x8xf32> {loom.param = "lm_head.weight"},
                      %tokens: tensor<4x6xi32> {loom.input = "tokens"}) {
     return

@@ -112,8 +112,10 @@ public:
                 body->getArguments().take_front(opType.getNumInputs()));
     Operation *clone = b.clone(*target, mapping);
     SmallVector<Value> grads;
+    IRRewriter rewriter(b);
     if (failed(cast<DifferentiableOpInterface>(clone).buildVJP(
-            b, body->getArguments().drop_front(opType.getNumInputs()), grads)))
+            rewriter, body->getArguments().drop_front(opType.getNumInputs()),
+            grads)))
       return "buildVJP failed";
     SmallVector<Value> results;
     SmallVector<Type> resultTypes;

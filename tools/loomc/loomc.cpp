@@ -9,7 +9,6 @@
 #include "loom/Import/Importer.h"
 #include "loom/InitLoom.h"
 #include "loom/Pipeline/Pipeline.h"
-#include "loom/Plan/Planner.h"
 #include "loom/Target/Artifact.h"
 
 #include "mlir/IR/AsmState.h"
@@ -17,6 +16,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -121,77 +121,53 @@ static bool applyOverrides(ModelConfig &config) {
   return ok;
 }
 
+static cl::opt<bool> timing(
+    "timing",
+    cl::desc("Print where the compile's time goes (to stderr): reading and "
+             "import, each pass, and for an artifact LLVM's translation, "
+             "optimization, code generation and the link"),
+    cl::init(false), cl::cat(loomcCategory));
+
 static cl::opt<bool> materializedAttention(
     "cost-materialized-attention",
     cl::desc("Price attention as separate kernels that keep the score matrix "
              "(as eager PyTorch runs it) instead of one fused kernel"),
     cl::init(false), cl::cat(loomcCategory));
 
-/// Chooses or checks the plan with the cost model and records it on the
-/// module. Returns the exit code when loomc is done: after printing a plan
-/// or cost report, or after an error.
-static std::optional<int> plan(ModuleOp module, const ModelConfig &config) {
-  auto fail = [&](const llvm::Twine &message) {
-    llvm::errs() << inputFilename << ": error: " << message << "\n";
-    return 1;
-  };
-  if (!config.cluster)
-    return fail("planning needs a 'cluster' section (GPU kind, GPUs per "
-                "node, nodes)");
-  std::optional<ClusterModel> cluster = ClusterModel::get(*config.cluster);
-  if (!cluster)
-    return 1;
-  CostModelOptions options;
-  options.fusedAttention = !materializedAttention;
-  FailureOr<CostModel> model = CostModel::build(module, *cluster, options);
-  if (failed(model))
-    return 1;
-
-  PlanSearch search;
-  PlanEstimate chosen;
-  bool explicitPlan = config.plan && !config.planAuto;
-  if (explicitPlan) {
-    chosen = model->estimate(*config.plan, config.training.precision);
-    if (!chosen.illegal.empty())
-      return fail("plan " +
-                  formatPlan(*config.plan, config.training.precision) +
-                  " cannot run: " + chosen.illegal);
-  } else {
-    search = searchPlans(*model);
-    if (search.ranked.empty()) {
-      if (search.outOfMemory.empty())
-        return fail(llvm::formatv("no legal plan for {0} GPUs ({1} tried)",
-                                  cluster->getWorldSize(), search.evaluated)
-                        .str());
-      const PlanEstimate &least = search.outOfMemory.front();
-      return fail(
-          llvm::formatv("no plan fits: the model needs at least {0:F2} GiB per "
-                        "GPU ({1}), and a {2} has {3:F2} GiB",
-                        least.memory() / (1024.0 * 1024 * 1024),
-                        formatPlan(least.plan, least.precision),
-                        cluster->gpu->name,
-                        cluster->gpu->memoryBytes / (1024.0 * 1024 * 1024))
-              .str());
-    }
-    chosen = search.ranked.front();
+/// Prints a diagnostic as the description reader does ("model.json: error:
+/// ..."), naming the part of the model an op stands for when there is one:
+/// the IR's locations are the description file and the op's role.
+static void printDiagnostic(Diagnostic &diag) {
+  Location loc = diag.getLocation();
+  std::string file, part;
+  loc->walk([&](Location inner) {
+    if (auto fileLoc = dyn_cast<FileLineColLoc>(inner))
+      file = fileLoc.getFilename().str();
+    else if (auto name = dyn_cast<NameLoc>(inner); name && part.empty())
+      part = name.getName().str();
+    return WalkResult::advance();
+  });
+  llvm::raw_ostream &os = llvm::errs();
+  os << (file.empty() ? std::string("loomc") : file) << ": ";
+  switch (diag.getSeverity()) {
+  case DiagnosticSeverity::Error:
+    os << "error: ";
+    break;
+  case DiagnosticSeverity::Warning:
+    os << "warning: ";
+    break;
+  case DiagnosticSeverity::Note:
+    os << "note: ";
+    break;
+  case DiagnosticSeverity::Remark:
+    os << "remark: ";
+    break;
   }
-  recordPlan(module, chosen);
-  if (emit == EmitStage::Plan) {
-    printPlanReport(llvm::outs(), *model, search,
-                    explicitPlan ? &chosen : nullptr);
-    if (!chosen.fits())
-      return fail("plan " + formatPlan(chosen.plan, chosen.precision) +
-                  " does not fit in memory");
-    return 0;
-  }
-  if (emit == EmitStage::Cost) {
-    printCostReport(llvm::outs(), *model, chosen);
-    return 0;
-  }
-  if (!chosen.fits())
-    return fail("plan " + formatPlan(chosen.plan, chosen.precision) +
-                " does not fit in memory");
-  return std::nullopt;
+  if (!part.empty())
+    os << "in " << part << ": ";
+  os << diag << "\n";
+  for (Diagnostic &note : diag.getNotes())
+    printDiagnostic(note);
 }
 
 int main(int argc, char **argv) {
@@ -204,7 +180,8 @@ int main(int argc, char **argv) {
     os << "loomc (Loom) " << LOOM_VERSION << ", built with LLVM/MLIR "
        << LLVM_VERSION_STRING << "\n";
   });
-  cl::HideUnrelatedOptions({&loomcCategory, &cl::getGeneralCategory()});
+  // MLIR's and LLVM's own flags still work; --help lists loomc's.
+  cl::HideUnrelatedOptions(loomcCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
       "Loom compiler driver: a model description in, its training program "
@@ -213,6 +190,12 @@ int main(int argc, char **argv) {
       "  loomc model.json --emit=<stage> [-o out]    print the IR of a "
       "stage\n");
 
+  DefaultTimingManager timingManager;
+  timingManager.setEnabled(timing);
+  timingManager.setDisplayMode(DefaultTimingManager::DisplayMode::Tree);
+  TimingScope rootTimer = timingManager.getRootScope();
+
+  TimingScope importTimer = rootTimer.nest("read and import the description");
   std::optional<ModelConfig> config =
       loadModelConfig(inputFilename, llvm::errs());
   if (!config)
@@ -224,25 +207,33 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registerLoomDialects(registry);
   MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  // Diagnostics name the file and the field; a dump of the module (which for
+  // a large model is megabytes) would bury them.
+  context.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler diagnostics(&context, [](Diagnostic &diag) {
+    printDiagnostic(diag);
+    return success();
+  });
 
   OwningOpRef<ModuleOp> module = importModel(context, *config, inputFilename);
   if (failed(verify(*module)))
     return 1;
-
-  if (config->planAuto || emit == EmitStage::Plan || emit == EmitStage::Cost) {
-    std::optional<int> exitCode = plan(*module, *config);
-    if (exitCode)
-      return *exitCode;
-  }
+  importTimer.stop();
 
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  buildLoomPipeline(pm, emit, summary);
+  pm.enableTiming(rootTimer);
+  LoomPipelineOptions pipeline;
+  pipeline.emit = emit;
+  pipeline.summary = summary;
+  pipeline.materializedAttention = materializedAttention;
+  buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     return 1;
+  // The plan and cost reports went to stdout on the way.
+  if (emit == EmitStage::Plan || emit == EmitStage::Cost)
+    return 0;
 
   if (emit == EmitStage::Artifact) {
     std::string path = outputFilename;
@@ -253,9 +244,10 @@ int main(int argc, char **argv) {
     }
     ArtifactOptions artifact;
     artifact.cpu = targetCpu;
-    return failed(writeArtifact(*module, path, artifact)) ? 1 : 0;
+    return failed(writeArtifact(*module, path, artifact, &rootTimer)) ? 1 : 0;
   }
 
+  TimingScope printTimer = rootTimer.nest("print the IR");
   std::string errorMessage;
   std::unique_ptr<llvm::ToolOutputFile> output =
       openOutputFile(outputFilename.empty() ? std::string("-") : outputFilename,

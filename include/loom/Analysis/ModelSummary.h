@@ -26,7 +26,8 @@ struct ParameterInfo {
 struct ModelSummary {
   func::FuncOp function;
   SmallVector<ParameterInfo> parameters;
-  /// All parameters, and those of the transformer blocks ("h.<i>.*").
+  /// All parameters, and those of the transformer blocks (stacked over the
+  /// blocks as "h.*.<name>").
   int64_t totalParameters = 0;
   int64_t blockParameters = 0;
   int64_t numBlocks = 0;

@@ -73,13 +73,14 @@ def LoomExportEntries : Pass<"loom-export-entries", "::mlir::ModuleOp"> {
 def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
   let summary = "Move each top-level loop nest into a function of its own";
   let description = [{
-    A training step lowers to thousands of loop nests in one function, and
-    LLVM's loop passes (induction-variable simplification above all) grow
-    faster than linearly with the size of a function: a GPT-2 124M step
-    spends minutes in them. Each `scf.for` at the top level of a function
-    body becomes a call to a private function `<name>_loop<N>` that takes
-    the values the nest captures, with internal linkage and LLVM's
-    `noinline`, so that LLVM optimizes the nests one at a time.
+    A training step lowers to many loop nests in one function, and LLVM's
+    loop passes (induction-variable simplification above all) grow faster
+    than linearly with the size of a function. Each loop nest that calls no
+    function becomes a call to a private function `<name>_loop<N>` that
+    takes the values the nest captures, with internal linkage and LLVM's
+    `noinline`, so that LLVM optimizes the nests one at a time. Loops that
+    call functions (the layer loop, attention's loop of BLAS calls over
+    heads) stay where they are, and the nests inside them are outlined.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::func::FuncDialect",

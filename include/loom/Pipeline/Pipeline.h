@@ -1,5 +1,4 @@
-//===- Pipeline.h - The compile pipeline shared by loomc and loom-opt -*- C++
-//-*-===//
+//===- Pipeline.h - The compile pipeline of loomc and loom-opt -*- C++ -*-===//
 //
 // loomc and `loom-opt --loom-pipeline` build their passes with the same
 // function, so an experiment in loom-opt reproduces what the driver does.
@@ -17,9 +16,10 @@ namespace loom {
 
 /// Where the pipeline stops; loomc's --emit values.
 enum class EmitStage {
-  /// The imported forward pass and loss, verified.
+  /// The imported forward pass and loss over the global batch, verified.
   Loom,
-  /// Plus @forward_grad and @train_step, still in loom ops.
+  /// Planned and split into micro-batches, plus @forward_grad and
+  /// @train_step, still in loom ops.
   Step,
   /// Everything lowered to linalg, tensor and scf on tensors.
   Linalg,
@@ -47,10 +47,15 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
       *this, "summary",
       llvm::cl::desc("Print the model summary (to stderr) on the way"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> materializedAttention{
+      *this, "materialized-attention",
+      llvm::cl::desc("Let the cost model price attention as separate kernels "
+                     "that keep the score matrix"),
+      llvm::cl::init(false)};
 };
 
-/// Adds the passes that take an imported module to `stage`.
-void buildLoomPipeline(OpPassManager &pm, EmitStage stage, bool summary);
+/// Adds the passes that take an imported module to `options.emit`.
+void buildLoomPipeline(OpPassManager &pm, const LoomPipelineOptions &options);
 
 /// Adds the passes from loop nests on buffers (the `buffers` stage) to the
 /// LLVM dialect: outlining, vectorizable math, and the upstream conversions.

@@ -227,8 +227,8 @@ private:
   CostModel(const ClusterModel &cluster, const CostModelOptions &options)
       : cluster(cluster), options(options) {}
 
-  /// The cost of every group (embedding, layers, head) under `key`,
-  /// computed once per key.
+  /// The cost of the embedding, of each of the layers (all the layer
+  /// body's) and of the head under `key`, computed once per key.
   llvm::ArrayRef<GroupCost> priceGroups(const PricingKey &key);
 
   std::string name;
@@ -236,7 +236,7 @@ private:
   TrainingConfig training;
   ClusterModel cluster;
   CostModelOptions options;
-  /// groups[0]: embedding; groups[1..L]: layers; groups[L+1]: head and loss.
+  /// The embedding, the layer body (run numLayers times) and the head.
   llvm::SmallVector<OpGroup> groups;
   int64_t numLayers = 0;
   int64_t parameterCount = 0;

@@ -4,6 +4,7 @@
 #define LOOM_TARGET_ARTIFACT_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/Timing.h"
 
 namespace mlir {
 namespace loom {
@@ -18,9 +19,11 @@ struct ArtifactOptions {
 /// Translates `module` (in the LLVM dialect, with the entry points and the
 /// manifest of loom-export-entries) to LLVM IR, optimizes it, compiles it for
 /// the host and links it into the shared object at `path`: the artifact the
-/// runtime loads. Errors are emitted on the module.
+/// runtime loads. Errors are emitted on the module. Each step is timed under
+/// `timing` when given.
 LogicalResult writeArtifact(ModuleOp module, llvm::StringRef path,
-                            const ArtifactOptions &options);
+                            const ArtifactOptions &options,
+                            TimingScope *timing = nullptr);
 
 } // namespace loom
 } // namespace mlir

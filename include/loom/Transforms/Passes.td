@@ -21,6 +21,46 @@ def LoomPrintSummary : Pass<"loom-print-summary", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def LoomPlan : Pass<"loom-plan", "::mlir::ModuleOp"> {
+  let summary = "Resolve the parallel plan and attach it as #loom.plan";
+  let description = [{
+    Every later pass reads the plan from the module's `loom.plan`. This pass
+    makes sure there is one: a module without a plan gets the single-rank
+    plan (dp = tp = pp = 1, one micro-batch); `loom.plan = "auto"` is
+    replaced by the cost model's choice for the module's `#loom.cluster`
+    (the fastest legal plan that fits in memory, with the precision the GPU
+    supports; see docs/cost-model.md); an explicit `#loom.plan` is kept (the
+    verifier has checked it against the model, the batch and the cluster
+    with the rule the planner uses). With `report`, it also prints the cost
+    model's plan report (`plan`: the choice, the best alternatives and the
+    rejected ones) or per-op breakdown (`cost`) to stdout, which needs a
+    cluster; a plan that does not fit in memory is then an error.
+  }];
+  let options = [
+    Option<"report", "report", "std::string", /*default=*/"\"\"",
+           "Print the cost model's report: plan or cost">,
+    Option<"materializedAttention", "materialized-attention", "bool",
+           /*default=*/"false",
+           "Price attention as separate kernels that keep the score matrix "
+           "(as eager PyTorch runs it) instead of one fused kernel">
+  ];
+}
+
+def LoomMicroBatches : Pass<"loom-micro-batches", "::mlir::ModuleOp"> {
+  let summary = "Give @forward one micro-batch of the global batch";
+  let description = [{
+    The importer builds `@forward` over the global batch. Under the module's
+    plan, each of the `dp` replicas takes `batch / dp` sequences in
+    `micro_batches` micro-batches, so `@forward` (and everything derived from
+    it) works on `batch / (dp * micro_batches)` sequences: this pass changes
+    the batch dimension of its token and target inputs and infers the types
+    of every op after them (InferTypeOpInterface, and the body of each
+    loom.scan). The loop over micro-batches that accumulates gradients is
+    built by `loom-build-train-step`. A module already at the micro-batch
+    size is left as it is; one without a plan has one micro-batch.
+  }];
+}
+
 def LoomDifferentiate : Pass<"loom-differentiate", "::mlir::ModuleOp"> {
   let summary = "Build @forward_grad: the loss and its gradients";
   let description = [{
@@ -41,22 +81,17 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
   let description = [{
     Builds `@train_step(params, optimizer state, tokens, targets, lr, step)
     -> (loss, grad_norm, new params, new optimizer state)` from
-    `@forward_grad` and the module's `#loom.training`: the gradients of
-    `micro-batches` slices of the batch are accumulated (the tokens argument
-    holds all of them, `@forward_grad` sees one; the count is the option's
-    when given, else the `micro_batches` of the module's `#loom.plan`, else
-    1, and the micro-batches must make up the training batch), the global
+    `@forward_grad` and the module's `#loom.training`: the gradients of the
+    `micro_batches` micro-batches of the module's `#loom.plan` (1 without a
+    plan) are accumulated in a loop (the tokens argument holds all of them,
+    `@forward_grad` sees one, as `loom-micro-batches` left it), the global
     gradient norm is computed, gradients are scaled so that it does not exceed
     `grad_clip` (when positive), and each parameter gets one AdamW or SGD
-    update. As in GPT-2, weight decay applies to the matrices (rank 2 and
-    more: linear weights and embedding tables) and not to biases or
-    layer-norm weights. Results that replace an argument carry
+    update. As in GPT-2, weight decay applies to the matrices (linear
+    weights and embedding tables, stacked over layers or not) and not to
+    biases or layer-norm weights. Results that replace an argument carry
     `loom.updates` = the argument's index.
   }];
-  let options = [
-    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
-           "Micro-batches accumulated per step (default: the plan's)">
-  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::scf::SCFDialect",

@@ -1,0 +1,47 @@
+//===- LoomToLinalg.h - Lowering loom ops to linalg, by family --*- C++ -*-===//
+//
+// Patterns that rewrite loom ops on f32 tensors into linalg, tensor, arith,
+// math and scf ops on tensors, one populate function per op family, so that
+// another lowering (GPU kernels, precision variants) can take some families
+// and replace others. All of them together are the `loom-lower-to-linalg`
+// pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_CONVERSION_LOOMTOLINALG_LOOMTOLINALG_H
+#define LOOM_CONVERSION_LOOMTOLINALG_LOOMTOLINALG_H
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir {
+class ConversionTarget;
+
+namespace loom {
+
+/// loom.embedding and loom.embedding_grad.
+void populateLoomEmbeddingToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.layer_norm and loom.layer_norm_grad.
+void populateLoomLayerNormToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.linear and loom.linear_grad, as linalg.matmul.
+void populateLoomLinearToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.causal_attention and loom.causal_attention_grad.
+void populateLoomAttentionToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.gelu, loom.gelu_grad and loom.add.
+void populateLoomElementwiseToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.cross_entropy and loom.cross_entropy_grad.
+void populateLoomLossToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.adamw, loom.sgd and loom.sum_squares.
+void populateLoomOptimizerToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.scan, as an scf.for over tensor slices.
+void populateLoomScanToSCFPatterns(RewritePatternSet &patterns);
+
+/// Every family above.
+void populateLoomToLinalgPatterns(RewritePatternSet &patterns);
+
+/// The loom dialect illegal; what the patterns produce legal.
+void configureLoomToLinalgTarget(ConversionTarget &target);
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_CONVERSION_LOOMTOLINALG_LOOMTOLINALG_H

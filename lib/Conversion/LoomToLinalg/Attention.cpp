@@ -1,0 +1,247 @@
+//===- Attention.cpp - Causal multi-head attention ------------------------===//
+//
+// One linalg.matmul per (batch, head) on strided views for the five
+// contractions, and generics for the causal softmax and its gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::lowering;
+
+namespace {
+/// Query, key and value views [B, T, NH, hs] of a fused [B, T, 3C] tensor.
+struct Heads {
+  Value q, k, v;
+  int64_t batch, seq, heads, headDim;
+};
+Heads splitHeads(Lowering &L, Value qkv, int64_t numHeads) {
+  auto shape = cast<RankedTensorType>(qkv.getType()).getShape();
+  Heads h{{}, {}, {}, shape[0], shape[1], numHeads, shape[2] / 3 / numHeads};
+  auto type5 =
+      RankedTensorType::get({h.batch, h.seq, 3, h.heads, h.headDim}, L.f32());
+  Value qkv5 = tensor::ExpandShapeOp::create(
+      L.b, L.loc, type5, qkv,
+      ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3, 4}});
+  auto type4 =
+      RankedTensorType::get({h.batch, h.seq, h.heads, h.headDim}, L.f32());
+  auto slice = [&](int64_t which) -> Value {
+    SmallVector<OpFoldResult> offsets(5, L.b.getIndexAttr(0));
+    offsets[2] = L.b.getIndexAttr(which);
+    SmallVector<OpFoldResult> sizes = {
+        L.b.getIndexAttr(h.batch), L.b.getIndexAttr(h.seq), L.b.getIndexAttr(1),
+        L.b.getIndexAttr(h.heads), L.b.getIndexAttr(h.headDim)};
+    SmallVector<OpFoldResult> strides(5, L.b.getIndexAttr(1));
+    return tensor::ExtractSliceOp::create(L.b, L.loc, type4, qkv5, offsets,
+                                          sizes, strides);
+  };
+  h.q = slice(0);
+  h.k = slice(1);
+  h.v = slice(2);
+  return h;
+}
+
+/// How a 4-d attention tensor holds the matrix of one (batch, head) pair:
+/// [B, T, NH, D] tensors (queries, keys, values, outputs) hold a T x D matrix
+/// at [b, :, h, :]; [B, NH, T, T] tensors (scores, probabilities) a T x T
+/// matrix at [b, h, :, :].
+enum class HeadLayout { TokensFirst, HeadsFirst };
+
+/// The 2-d matrix of head `head` of batch `batch` in `t`.
+SmallVector<OpFoldResult> headOffsets(OpBuilder &b, HeadLayout layout,
+                                      Value batch, Value head) {
+  OpFoldResult zero = b.getIndexAttr(0);
+  if (layout == HeadLayout::HeadsFirst)
+    return {batch, head, zero, zero};
+  return {batch, zero, head, zero};
+}
+SmallVector<OpFoldResult> headSizes(OpBuilder &b, HeadLayout layout,
+                                    ArrayRef<int64_t> shape) {
+  if (layout == HeadLayout::HeadsFirst)
+    return {b.getIndexAttr(1), b.getIndexAttr(1), b.getIndexAttr(shape[2]),
+            b.getIndexAttr(shape[3])};
+  return {b.getIndexAttr(1), b.getIndexAttr(shape[1]), b.getIndexAttr(1),
+          b.getIndexAttr(shape[3])};
+}
+
+/// One attention operand: a 4-d tensor, how it holds each head's matrix,
+/// and whether the product reads that matrix transposed.
+struct HeadOperand {
+  Value tensor;
+  HeadLayout layout;
+  bool transposed = false;
+};
+
+/// For every (batch, head) pair, the product of the two operands' matrices
+/// accumulated into the matching matrix of `init`. Each product is a
+/// linalg.matmul on strided 2-d views, which becomes one BLAS call: a single
+/// 5-d contraction would run as generated loops that stride through memory
+/// along the reduction.
+Value perHeadMatmul(Lowering &L, const Heads &h, HeadOperand lhs,
+                    HeadOperand rhs, Value init, HeadLayout initLayout) {
+  OpBuilder &b = L.b;
+  Location loc = L.loc;
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value heads = c(h.heads);
+  auto loop = scf::ForOp::create(b, loc, c(0), c(h.batch * h.heads), c(1),
+                                 ValueRange{init});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value iv = loop.getInductionVar();
+  Value batch = arith::DivUIOp::create(b, loc, iv, heads);
+  Value head = arith::RemUIOp::create(b, loc, iv, heads);
+  SmallVector<OpFoldResult> unit(4, b.getIndexAttr(1));
+  auto matrix = [&](Value t, HeadLayout layout) -> Value {
+    auto type = cast<RankedTensorType>(t.getType());
+    auto shape = type.getShape();
+    int64_t rows = layout == HeadLayout::HeadsFirst ? shape[2] : shape[1];
+    return tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({rows, shape[3]}, L.f32()), t,
+        headOffsets(b, layout, batch, head), headSizes(b, layout, shape), unit);
+  };
+  Value acc = loop.getRegionIterArgs()[0];
+  Value product =
+      L.matmul(matrix(lhs.tensor, lhs.layout), matrix(rhs.tensor, rhs.layout),
+               matrix(acc, initLayout), lhs.transposed, rhs.transposed);
+  Value updated = tensor::InsertSliceOp::create(
+      b, loc, product, acc, headOffsets(b, initLayout, batch, head),
+      headSizes(b, initLayout,
+                cast<RankedTensorType>(acc.getType()).getShape()),
+      unit);
+  scf::YieldOp::create(b, loc, updated);
+  return loop.getResult(0);
+}
+
+/// out[b, i, h, d] = sum_j lhs(b, h, i, j) * rhs[b, j, h, d], where lhs is
+/// indexed [b, h, i, j] or, with `transposeLhs`, [b, h, j, i]. The products
+/// of attention with its probabilities and their gradients all have this
+/// form.
+Value headContract(Lowering &L, Value lhs, Value rhs, bool transposeLhs,
+                   const Heads &h) {
+  return perHeadMatmul(L, h, {lhs, HeadLayout::HeadsFirst, transposeLhs},
+                       {rhs, HeadLayout::TokensFirst},
+                       L.zeros({h.batch, h.seq, h.heads, h.headDim}),
+                       HeadLayout::TokensFirst);
+}
+
+/// scores[b, h, t, s] = sum_d lhs[b, t, h, d] rhs[b, s, h, d]: query-key
+/// scores, and the gradient of the probabilities from the output's.
+Value headScores(Lowering &L, Value lhs, Value rhs, const Heads &h) {
+  return perHeadMatmul(L, h, {lhs, HeadLayout::TokensFirst},
+                       {rhs, HeadLayout::TokensFirst, /*transposed=*/true},
+                       L.zeros({h.batch, h.heads, h.seq, h.seq}),
+                       HeadLayout::HeadsFirst);
+}
+
+/// Causal attention probabilities P [B, NH, T, T] (zero above the diagonal).
+Value attentionProbs(Lowering &L, const Heads &h) {
+  int64_t B = h.batch, NH = h.heads, T = h.seq;
+  double scale = 1.0 / std::sqrt(static_cast<double>(h.headDim));
+  Value scores = headScores(L, h.q, h.k, h);
+  auto causal = [&](OpBuilder &nb) {
+    return arith::CmpIOp::create(nb, L.loc, arith::CmpIPredicate::ule,
+                                 L.index(nb, 3), L.index(nb, 2));
+  };
+  AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
+  Value max = L.generic(
+      scores, L.filled({B, NH, T}, -INFINITY), {all4, rows4},
+      {kPar, kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value m = arith::MaximumFOp::create(nb, l, a[0], a[1]);
+        linalg::YieldOp::create(
+            nb, l,
+            arith::SelectOp::create(nb, l, causal(nb), m, a[1]).getResult());
+      })[0];
+  Value exps = L.generic(
+      {scores, max}, L.empty({B, NH, T, T}), {all4, rows4, all4},
+      {kPar, kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value d = arith::SubFOp::create(nb, l, a[0], a[1]);
+        Value e = math::ExpOp::create(
+            nb, l, arith::MulFOp::create(nb, l, d, L.f32(nb, scale)));
+        linalg::YieldOp::create(
+            nb, l,
+            arith::SelectOp::create(nb, l, causal(nb), e, L.f32(nb, 0.0))
+                .getResult());
+      })[0];
+  Value sums = L.generic(exps, L.zeros({B, NH, T}), {all4, rows4},
+                         {kPar, kPar, kPar, kRed}, sumBody)[0];
+  return L.generic(
+      {exps, sums}, L.empty({B, NH, T, T}), {all4, rows4, all4},
+      {kPar, kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(
+            nb, l, arith::DivFOp::create(nb, l, a[0], a[1]).getResult());
+      })[0];
+}
+
+struct CausalAttentionLowering : LoomPattern<CausalAttentionOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(CausalAttentionOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    Heads h = splitHeads(L, adaptor.getQkv(), op.getNumHeads());
+    Value probs = attentionProbs(L, h);
+    Value y4 = headContract(L, probs, h.v, /*transposeLhs=*/false, h);
+    return {tensor::CollapseShapeOp::create(
+        L.b, L.loc, op.getType(), y4,
+        ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}})};
+  }
+};
+
+struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(CausalAttentionGradOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    Heads h = splitHeads(L, adaptor.getQkv(), op.getNumHeads());
+    int64_t B = h.batch, NH = h.heads, T = h.seq;
+    double scale = 1.0 / std::sqrt(static_cast<double>(h.headDim));
+    Value probs = attentionProbs(L, h);
+    auto type4 = RankedTensorType::get({B, T, NH, h.headDim}, L.f32());
+    Value dy = tensor::ExpandShapeOp::create(
+        L.b, L.loc, type4, adaptor.getGrad(),
+        ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
+    Value dv = headContract(L, probs, dy, /*transposeLhs=*/true, h);
+    Value dprobs = headScores(L, dy, h.v, h);
+    AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
+    Value rowDot =
+        L.generic({probs, dprobs}, L.zeros({B, NH, T}), {all4, all4, rows4},
+                  {kPar, kPar, kPar, kRed}, multiplyAccumulateBody)[0];
+    // Softmax backward, with the score scale folded in.
+    Value dscores = L.generic(
+        {probs, dprobs, rowDot}, L.empty({B, NH, T, T}),
+        {all4, all4, rows4, all4}, {kPar, kPar, kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value d = arith::SubFOp::create(nb, l, a[1], a[2]);
+          Value g = arith::MulFOp::create(nb, l, a[0], d);
+          linalg::YieldOp::create(
+              nb, l,
+              arith::MulFOp::create(nb, l, g, L.f32(nb, scale)).getResult());
+        })[0];
+    Value dq = headContract(L, dscores, h.k, /*transposeLhs=*/false, h);
+    Value dk = headContract(L, dscores, h.q, /*transposeLhs=*/true, h);
+
+    auto type5 = RankedTensorType::get({B, T, 3, NH, h.headDim}, L.f32());
+    Value dqkv = tensor::EmptyOp::create(L.b, L.loc, type5.getShape(), L.f32());
+    SmallVector<Value> parts = {dq, dk, dv};
+    for (auto [which, part] : llvm::enumerate(parts)) {
+      SmallVector<OpFoldResult> offsets(5, L.b.getIndexAttr(0));
+      offsets[2] = L.b.getIndexAttr(which);
+      SmallVector<OpFoldResult> sizes = {
+          L.b.getIndexAttr(B), L.b.getIndexAttr(T), L.b.getIndexAttr(1),
+          L.b.getIndexAttr(NH), L.b.getIndexAttr(h.headDim)};
+      SmallVector<OpFoldResult> strides(5, L.b.getIndexAttr(1));
+      dqkv = tensor::InsertSliceOp::create(L.b, L.loc, part, dqkv, offsets,
+                                           sizes, strides);
+    }
+    return {tensor::CollapseShapeOp::create(
+        L.b, L.loc, op.getQkvGrad().getType(), dqkv,
+        ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3, 4}})};
+  }
+};
+
+} // namespace
+
+void mlir::loom::populateLoomAttentionToLinalgPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<CausalAttentionLowering, CausalAttentionGradLowering>(
+      patterns.getContext());
+}

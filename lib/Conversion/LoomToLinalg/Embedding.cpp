@@ -1,0 +1,110 @@
+//===- Embedding.cpp - Token and position embeddings ----------------------===//
+//
+// The embedding is a gather-add generic; its gradient sums over the batch
+// for positions and scatter-adds rows, in token order, for tokens.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::lowering;
+
+namespace {
+struct EmbeddingLowering : LoomPattern<EmbeddingOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(EmbeddingOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    auto shape = op.getType().getShape();
+    Value wte = adaptor.getWte();
+    // The first T rows of the position table.
+    Value wpe = adaptor.getWpe();
+    if (op.getWpe().getType().getDimSize(0) != shape[1])
+      wpe = tensor::ExtractSliceOp::create(
+          L.b, L.loc, wpe,
+          ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
+          ArrayRef<OpFoldResult>{L.b.getIndexAttr(shape[1]),
+                                 L.b.getIndexAttr(shape[2])},
+          ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
+    // Loop dimensions (b, t, c).
+    return {L.generic(
+        {adaptor.getTokens(), wpe}, L.empty(shape),
+        {L.map(3, {0, 1}), L.map(3, {1, 2}), L.identity(3)}, {kPar, kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value row = L.toIndex(nb, a[0]);
+          Value w = tensor::ExtractOp::create(nb, l, wte,
+                                              ValueRange{row, L.index(nb, 2)});
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, w, a[1]).getResult());
+        })[0]};
+  }
+};
+
+struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(EmbeddingGradOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    auto gradShape =
+        cast<RankedTensorType>(adaptor.getGrad().getType()).getShape();
+    int64_t T = gradShape[1], C = gradShape[2];
+    auto wpeShape = op.getWpeGrad().getType().getShape();
+    // Position gradient: the batch sum; loop dimensions (b, t, c).
+    Value wpe = L.generic(adaptor.getGrad(), L.zeros({T, C}),
+                          {L.identity(3), L.map(3, {1, 2})}, {kRed, kPar, kPar},
+                          sumBody)[0];
+    if (wpeShape[0] > T)
+      wpe = tensor::InsertSliceOp::create(
+          L.b, L.loc, wpe, L.zeros(wpeShape),
+          ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
+          ArrayRef<OpFoldResult>{L.b.getIndexAttr(T), L.b.getIndexAttr(C)},
+          ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
+
+    // Token gradient: a scatter-add of rows, in token order so that the
+    // result is deterministic.
+    Value grad2 = L.rows(adaptor.getGrad());
+    Value tokens = L.flatten(adaptor.getTokens());
+    int64_t n = cast<RankedTensorType>(grad2.getType()).getDimSize(0);
+    OpBuilder &b = L.b;
+    Location loc = L.loc;
+    auto rowType = RankedTensorType::get({C}, L.f32());
+    auto loop = scf::ForOp::create(
+        b, loc, arith::ConstantIndexOp::create(b, loc, 0),
+        arith::ConstantIndexOp::create(b, loc, n),
+        arith::ConstantIndexOp::create(b, loc, 1),
+        ValueRange{L.zeros(op.getWteGrad().getType().getShape())},
+        [&](OpBuilder &nb, Location l, Value i, ValueRange acc) {
+          Value token = arith::IndexCastOp::create(
+              nb, l, nb.getIndexType(),
+              tensor::ExtractOp::create(nb, l, tokens, ValueRange{i}));
+          SmallVector<OpFoldResult> one = {nb.getIndexAttr(1),
+                                           nb.getIndexAttr(1)};
+          SmallVector<OpFoldResult> size = {nb.getIndexAttr(1),
+                                            nb.getIndexAttr(C)};
+          Value src = tensor::ExtractSliceOp::create(
+              nb, l, rowType, grad2,
+              ArrayRef<OpFoldResult>{i, nb.getIndexAttr(0)}, size, one);
+          Value dst = tensor::ExtractSliceOp::create(
+              nb, l, rowType, acc[0],
+              ArrayRef<OpFoldResult>{token, nb.getIndexAttr(0)}, size, one);
+          AffineMap id = AffineMap::getMultiDimIdentityMap(1, nb.getContext());
+          Value row = linalg::GenericOp::create(
+                          nb, l, TypeRange{rowType}, ValueRange{src},
+                          ValueRange{dst}, ArrayRef<AffineMap>{id, id},
+                          ArrayRef<IteratorType>{kPar}, sumBody)
+                          .getResult(0);
+          Value updated = tensor::InsertSliceOp::create(
+              nb, l, row, acc[0],
+              ArrayRef<OpFoldResult>{token, nb.getIndexAttr(0)}, size, one);
+          scf::YieldOp::create(nb, l, updated);
+        });
+    return {loop.getResult(0), wpe};
+  }
+};
+
+} // namespace
+
+void mlir::loom::populateLoomEmbeddingToLinalgPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<EmbeddingLowering, EmbeddingGradLowering>(patterns.getContext());
+}

@@ -1,0 +1,133 @@
+//===- LayerNorm.cpp - Layer normalization --------------------------------===//
+//
+// Row statistics as reductions, the normalization and its gradient as
+// generics over [rows, width] views.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::lowering;
+
+namespace {
+/// Row statistics of layer normalization: per row the mean and
+/// 1 / sqrt(var + eps), both [N].
+struct RowStats {
+  Value mean, rstd;
+};
+RowStats layerNormStats(Lowering &L, Value x, double epsilon) {
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  int64_t n = shape[0];
+  double invC = 1.0 / static_cast<double>(shape[1]);
+  Value sum = L.rowSum(x, n, [](OpBuilder &, ValueRange a) { return a[0]; });
+  Value centered = L.rowSum({x, sum}, n, [&](OpBuilder &nb, ValueRange a) {
+    Value mean = arith::MulFOp::create(nb, L.loc, a[1], L.f32(nb, invC));
+    Value d = arith::SubFOp::create(nb, L.loc, a[0], mean);
+    return arith::MulFOp::create(nb, L.loc, d, d).getResult();
+  });
+  Value mean = L.generic(
+      sum, L.empty({n}), {L.identity(1), L.identity(1)}, {kPar},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(
+            nb, l,
+            arith::MulFOp::create(nb, l, a[0], L.f32(nb, invC)).getResult());
+      })[0];
+  Value rstd = L.generic(
+      centered, L.empty({n}), {L.identity(1), L.identity(1)}, {kPar},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value var = arith::MulFOp::create(nb, l, a[0], L.f32(nb, invC));
+        Value s = math::SqrtOp::create(
+            nb, l, arith::AddFOp::create(nb, l, var, L.f32(nb, epsilon)));
+        linalg::YieldOp::create(
+            nb, l, arith::DivFOp::create(nb, l, L.f32(nb, 1.0), s).getResult());
+      })[0];
+  return {mean, rstd};
+}
+
+struct LayerNormLowering : LoomPattern<LayerNormOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(LayerNormOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    Value x = L.rows(adaptor.getInput());
+    auto shape = cast<RankedTensorType>(x.getType()).getShape();
+    RowStats stats = layerNormStats(L, x, op.getEpsilon().convertToDouble());
+    AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0}), col = L.map(2, {1});
+    Value y = L.generic(
+        {x, stats.mean, stats.rstd, adaptor.getWeight(), adaptor.getBias()},
+        L.empty(shape), {all, row, row, col, col, all}, {kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value xhat = arith::MulFOp::create(
+              nb, l, arith::SubFOp::create(nb, l, a[0], a[1]), a[2]);
+          Value scaled = arith::MulFOp::create(nb, l, xhat, a[3]);
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, scaled, a[4]).getResult());
+        })[0];
+    return {L.unrows(y, op.getType())};
+  }
+};
+
+struct LayerNormGradLowering : LoomPattern<LayerNormGradOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(LayerNormGradOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    Value x = L.rows(adaptor.getInput());
+    Value dy = L.rows(adaptor.getGrad());
+    auto shape = cast<RankedTensorType>(x.getType()).getShape();
+    int64_t n = shape[0], c = shape[1];
+    RowStats stats = layerNormStats(L, x, op.getEpsilon().convertToDouble());
+    AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0}), col = L.map(2, {1});
+    // xhat and dxhat = dy * weight, materialized once.
+    ValueRange normalized =
+        L.generic({x, stats.mean, stats.rstd, dy, adaptor.getWeight()},
+                  ValueRange{L.empty(shape), L.empty(shape)},
+                  {all, row, row, all, col, all, all}, {kPar, kPar},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value xhat = arith::MulFOp::create(
+                        nb, l, arith::SubFOp::create(nb, l, a[0], a[1]), a[2]);
+                    Value dxhat = arith::MulFOp::create(nb, l, a[3], a[4]);
+                    linalg::YieldOp::create(nb, l, ValueRange{xhat, dxhat});
+                  });
+    Value xhat = normalized[0], dxhat = normalized[1];
+    // Weight and bias gradients: column sums; loop dimensions (n, c).
+    ValueRange params =
+        L.generic({dy, xhat}, ValueRange{L.zeros({c}), L.zeros({c})},
+                  {all, all, col, col}, {kRed, kPar},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value dw = arith::AddFOp::create(
+                        nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
+                    Value db = arith::AddFOp::create(nb, l, a[3], a[0]);
+                    linalg::YieldOp::create(nb, l, ValueRange{dw, db});
+                  });
+    Value sumD =
+        L.rowSum(dxhat, n, [](OpBuilder &, ValueRange a) { return a[0]; });
+    Value sumDX = L.rowSum({dxhat, xhat}, n, [&](OpBuilder &nb, ValueRange a) {
+      return arith::MulFOp::create(nb, L.loc, a[0], a[1]).getResult();
+    });
+    double invC = 1.0 / static_cast<double>(c);
+    Value dx =
+        L.generic({dxhat, xhat, stats.rstd, sumD, sumDX}, L.empty(shape),
+                  {all, all, row, row, row, all}, {kPar, kPar},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value k = L.f32(nb, invC);
+                    Value t = arith::SubFOp::create(
+                        nb, l, a[0], arith::MulFOp::create(nb, l, a[3], k));
+                    Value u = arith::MulFOp::create(
+                        nb, l, a[1], arith::MulFOp::create(nb, l, a[4], k));
+                    linalg::YieldOp::create(
+                        nb, l,
+                        arith::MulFOp::create(
+                            nb, l, arith::SubFOp::create(nb, l, t, u), a[2])
+                            .getResult());
+                  })[0];
+    return {L.unrows(dx, adaptor.getInput().getType()), params[0], params[1]};
+  }
+};
+
+} // namespace
+
+void mlir::loom::populateLoomLayerNormToLinalgPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<LayerNormLowering, LayerNormGradLowering>(patterns.getContext());
+}

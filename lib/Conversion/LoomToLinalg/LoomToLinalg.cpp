@@ -1,0 +1,75 @@
+//===- LoomToLinalg.cpp - The loom-lower-to-linalg pass -------------------===//
+//
+// Rewrites every loom op into upstream ops on tensors: linalg.matmul for the
+// matrix products (later calls into BLAS), linalg.generic for everything
+// else, tensor reshapes and slices for the views between them, scf.for for
+// layer loops and the embedding table's scatter-add. Bufferization and the
+// lowering to loops and LLVM are upstream from here on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+#include "loom/Conversion/Passes.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMLOWERTOLINALG
+#include "loom/Conversion/Passes.h.inc"
+} // namespace loom
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::loom;
+
+void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
+  populateLoomEmbeddingToLinalgPatterns(patterns);
+  populateLoomLayerNormToLinalgPatterns(patterns);
+  populateLoomLinearToLinalgPatterns(patterns);
+  populateLoomAttentionToLinalgPatterns(patterns);
+  populateLoomElementwiseToLinalgPatterns(patterns);
+  populateLoomLossToLinalgPatterns(patterns);
+  populateLoomOptimizerToLinalgPatterns(patterns);
+  populateLoomScanToSCFPatterns(patterns);
+}
+
+void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
+  target.addIllegalDialect<LoomDialect>();
+  target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
+                         math::MathDialect, scf::SCFDialect,
+                         tensor::TensorDialect>();
+}
+
+namespace {
+struct LowerToLinalgPass
+    : public loom::impl::LoomLowerToLinalgBase<LowerToLinalgPass> {
+  void runOnOperation() override {
+    // The generated loops compute in f32; lower precisions arrive with the
+    // precision pass, which inserts the casts.
+    WalkResult checked = getOperation()->walk([](Operation *op) {
+      if (!isa<LoomDialect>(op->getDialect()))
+        return WalkResult::advance();
+      for (Type t : llvm::concat<const Type>(op->getOperandTypes(),
+                                             op->getResultTypes()))
+        if (auto tensor = dyn_cast<RankedTensorType>(t))
+          if (isa<FloatType>(tensor.getElementType()) &&
+              !tensor.getElementType().isF32()) {
+            op->emitOpError() << "is lowered for f32 tensors only, got " << t;
+            return WalkResult::interrupt();
+          }
+      return WalkResult::advance();
+    });
+    if (checked.wasInterrupted())
+      return signalPassFailure();
+
+    ConversionTarget target(getContext());
+    configureLoomToLinalgTarget(target);
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(&getContext());
+    populateLoomToLinalgPatterns(patterns);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,118 @@
+//===- Loss.cpp - Softmax cross-entropy -----------------------------------===//
+//
+// The mean loss over the first `num_classes` columns of the logits, and its
+// gradient, from per-row maxima and sums of exponentials.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::lowering;
+
+namespace {
+/// Per row of [N, V] logits (the first `classes` columns): the maximum and
+/// the sum of exp(x - max).
+struct SoftmaxStats {
+  Value logits, max, sumExp;
+};
+SoftmaxStats softmaxStats(Lowering &L, Value logits2, int64_t classes) {
+  auto shape = cast<RankedTensorType>(logits2.getType()).getShape();
+  int64_t n = shape[0];
+  Value x = logits2;
+  if (classes < shape[1])
+    x = tensor::ExtractSliceOp::create(
+        L.b, L.loc, logits2,
+        ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{L.b.getIndexAttr(n), L.b.getIndexAttr(classes)},
+        ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
+  Value max = L.generic(
+      x, L.filled({n}, -INFINITY), {L.map(2, {0, 1}), L.map(2, {0})},
+      {kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(
+            nb, l, arith::MaximumFOp::create(nb, l, a[0], a[1]).getResult());
+      })[0];
+  Value sumExp = L.rowSum({x, max}, n, [&](OpBuilder &nb, ValueRange a) {
+    return math::ExpOp::create(nb, L.loc,
+                               arith::SubFOp::create(nb, L.loc, a[0], a[1]))
+        .getResult();
+  });
+  return {x, max, sumExp};
+}
+
+struct CrossEntropyLowering : LoomPattern<CrossEntropyOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(CrossEntropyOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    Value logits = L.rows(adaptor.getLogits());
+    Value targets = L.flatten(adaptor.getTargets());
+    int64_t n = cast<RankedTensorType>(logits.getType()).getDimSize(0);
+    SoftmaxStats s = softmaxStats(L, logits, op.getNumClasses());
+    double invN = 1.0 / static_cast<double>(n);
+    Value init = L.filled({}, 0.0);
+    AffineMap row = L.map(1, {0});
+    return {L.generic(
+        {s.max, s.sumExp, targets}, init,
+        {row, row, row, AffineMap::get(1, 0, {}, L.ctx)}, {kRed},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value x = tensor::ExtractOp::create(
+              nb, l, logits, ValueRange{L.index(nb, 0), L.toIndex(nb, a[2])});
+          Value lse = arith::AddFOp::create(
+              nb, l, math::LogOp::create(nb, l, a[1]), a[0]);
+          Value term = arith::SubFOp::create(nb, l, lse, x);
+          Value scaled = arith::MulFOp::create(nb, l, term, L.f32(nb, invN));
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, a[3], scaled).getResult());
+        })[0]};
+  }
+};
+
+struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(CrossEntropyGradOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    Value logits = L.rows(adaptor.getLogits());
+    Value targets = L.flatten(adaptor.getTargets());
+    auto shape = cast<RankedTensorType>(logits.getType()).getShape();
+    int64_t classes = op.getNumClasses();
+    SoftmaxStats s = softmaxStats(L, logits, classes);
+    Value dloss =
+        tensor::ExtractOp::create(L.b, L.loc, adaptor.getGrad(), ValueRange{});
+    Value factor = arith::MulFOp::create(
+        L.b, L.loc, dloss, L.f32(L.b, 1.0 / static_cast<double>(shape[0])));
+    AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0});
+    Value dlogits = L.generic(
+        {logits, s.max, s.sumExp, targets}, L.empty(shape),
+        {all, row, row, row, all}, {kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value v = L.index(nb, 1);
+          Value p = arith::DivFOp::create(
+              nb, l,
+              math::ExpOp::create(nb, l,
+                                  arith::SubFOp::create(nb, l, a[0], a[1])),
+              a[2]);
+          Value isTarget = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::eq, v, L.toIndex(nb, a[3]));
+          Value hot = arith::SelectOp::create(nb, l, isTarget, L.f32(nb, 1.0),
+                                              L.f32(nb, 0.0));
+          Value g = arith::MulFOp::create(
+              nb, l, arith::SubFOp::create(nb, l, p, hot), factor);
+          Value real = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::ult, v,
+              arith::ConstantIndexOp::create(nb, l, classes));
+          linalg::YieldOp::create(
+              nb, l,
+              arith::SelectOp::create(nb, l, real, g, L.f32(nb, 0.0))
+                  .getResult());
+        })[0];
+    return {L.unrows(dlogits, op.getType())};
+  }
+};
+
+} // namespace
+
+void mlir::loom::populateLoomLossToLinalgPatterns(RewritePatternSet &patterns) {
+  patterns.add<CrossEntropyLowering, CrossEntropyGradLowering>(
+      patterns.getContext());
+}

@@ -1,0 +1,123 @@
+//===- Optimizer.cpp - Optimizer updates and norms ------------------------===//
+//
+// AdamW and SGD as one elementwise generic per parameter; the sum of squares
+// of the global gradient norm as a full reduction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::lowering;
+
+namespace {
+struct SumSquaresLowering : LoomPattern<SumSquaresOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(SumSquaresOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    auto type = cast<RankedTensorType>(adaptor.getInput().getType());
+    unsigned rank = type.getRank();
+    SmallVector<IteratorType> iterators(rank, kRed);
+    return {L.generic(adaptor.getInput(), L.filled({}, 0.0),
+                      {L.identity(rank), AffineMap::get(rank, 0, {}, L.ctx)},
+                      iterators, [&](OpBuilder &nb, Location l, ValueRange a) {
+                        Value sq = arith::MulFOp::create(nb, l, a[0], a[0]);
+                        linalg::YieldOp::create(
+                            nb, l,
+                            arith::AddFOp::create(nb, l, a[1], sq).getResult());
+                      })[0]};
+  }
+};
+
+struct AdamWLowering : LoomPattern<AdamWOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(AdamWOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    OpBuilder &b = L.b;
+    Location loc = L.loc;
+    auto scalar = [&](Value t) -> Value {
+      return tensor::ExtractOp::create(b, loc, t, ValueRange{});
+    };
+    Value lr = scalar(adaptor.getLr()), step = scalar(adaptor.getStep()),
+          gradScale = scalar(adaptor.getGradScale());
+    double beta1 = op.getBeta1().convertToDouble();
+    double beta2 = op.getBeta2().convertToDouble();
+    double eps = op.getEpsilon().convertToDouble();
+    double decay = op.getWeightDecay().convertToDouble();
+    auto correction = [&](double beta) -> Value {
+      Value pow = math::PowFOp::create(b, loc, L.f32(b, beta), step);
+      return arith::SubFOp::create(b, loc, L.f32(b, 1.0), pow);
+    };
+    Value c1 = correction(beta1), c2 = correction(beta2);
+    auto type = cast<RankedTensorType>(adaptor.getParam().getType());
+    unsigned rank = type.getRank();
+    SmallVector<AffineMap> maps(4, L.identity(rank));
+    SmallVector<IteratorType> iterators(rank, kPar);
+    ValueRange r = L.generic(
+        adaptor.getGrad(),
+        ValueRange{adaptor.getParam(), adaptor.getM(), adaptor.getV()}, maps,
+        iterators, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value g = arith::MulFOp::create(nb, l, a[0], gradScale);
+          Value m = arith::AddFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, a[2], L.f32(nb, beta1)),
+              arith::MulFOp::create(nb, l, g, L.f32(nb, 1.0 - beta1)));
+          Value v = arith::AddFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, a[3], L.f32(nb, beta2)),
+              arith::MulFOp::create(nb, l, arith::MulFOp::create(nb, l, g, g),
+                                    L.f32(nb, 1.0 - beta2)));
+          Value mhat = arith::DivFOp::create(nb, l, m, c1);
+          Value vhat = arith::DivFOp::create(nb, l, v, c2);
+          Value denom = arith::AddFOp::create(
+              nb, l, math::SqrtOp::create(nb, l, vhat), L.f32(nb, eps));
+          Value update = arith::AddFOp::create(
+              nb, l, arith::DivFOp::create(nb, l, mhat, denom),
+              arith::MulFOp::create(nb, l, a[1], L.f32(nb, decay)));
+          Value p = arith::SubFOp::create(
+              nb, l, a[1], arith::MulFOp::create(nb, l, lr, update));
+          linalg::YieldOp::create(nb, l, ValueRange{p, m, v});
+        });
+    return {r[0], r[1], r[2]};
+  }
+};
+
+struct SGDLowering : LoomPattern<SGDOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(SGDOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    OpBuilder &b = L.b;
+    Value lr =
+        tensor::ExtractOp::create(b, L.loc, adaptor.getLr(), ValueRange{});
+    Value gradScale = tensor::ExtractOp::create(
+        b, L.loc, adaptor.getGradScale(), ValueRange{});
+    double momentum = op.getMomentum().convertToDouble();
+    double decay = op.getWeightDecay().convertToDouble();
+    auto type = cast<RankedTensorType>(adaptor.getParam().getType());
+    unsigned rank = type.getRank();
+    SmallVector<AffineMap> maps(3, L.identity(rank));
+    SmallVector<IteratorType> iterators(rank, kPar);
+    ValueRange r = L.generic(
+        adaptor.getGrad(),
+        ValueRange{adaptor.getParam(), adaptor.getMomentumBuffer()}, maps,
+        iterators, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value g = arith::AddFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, a[0], gradScale),
+              arith::MulFOp::create(nb, l, a[1], L.f32(nb, decay)));
+          Value buf = arith::AddFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, a[2], L.f32(nb, momentum)),
+              g);
+          Value p = arith::SubFOp::create(
+              nb, l, a[1], arith::MulFOp::create(nb, l, lr, buf));
+          linalg::YieldOp::create(nb, l, ValueRange{p, buf});
+        });
+    return {r[0], r[1]};
+  }
+};
+
+} // namespace
+
+void mlir::loom::populateLoomOptimizerToLinalgPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<SumSquaresLowering, AdamWLowering, SGDLowering>(
+      patterns.getContext());
+}
