@@ -39,6 +39,10 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine,
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = optLevel > 1;
   tuning.SLPVectorization = optLevel > 1;
+  // Loop bounds are static, and LLVM fully unrolls inner loops of a few
+  // thousand iterations into basic blocks whose instruction scheduling is
+  // quadratic: seconds per function. The vectorizer still interleaves.
+  tuning.LoopUnrolling = false;
   llvm::PassBuilder builder(&machine, tuning);
   builder.registerModuleAnalyses(mam);
   builder.registerCGSCCAnalyses(cgam);
