@@ -2,6 +2,7 @@
 
 #include "Loom/LoomDialect.h"
 
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/InliningUtils.h"
 
 #include <cmath>
@@ -119,6 +120,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == getClusterAttrName())
     return expect(isa<ClusterAttr>(attr.getValue()), "a #loom.cluster");
+  if (name == getParallelForAttrName())
+    return expect(isa<UnitAttr>(attr.getValue()) &&
+                      isa<FunctionOpInterface>(op) &&
+                      cast<FunctionOpInterface>(op).getNumArguments() >= 2,
+                  "a unit attribute on a function whose first two arguments "
+                  "are a range of iterations");
   if (name == getRecomputeAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) &&
                       op->getParentOfType<ScanOp>(),

@@ -72,6 +72,13 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getOutputAttrName() {
       return "loom.output";
     }
+    /// Unit attribute on a function outlined from a parallel loop nest: its
+    /// first two arguments are the range [begin, end) of the loop's
+    /// outermost iterations it runs, so the runtime can split them among
+    /// threads.
+    static constexpr ::llvm::StringLiteral getParallelForAttrName() {
+      return "loom.parallel_for";
+    }
     /// Result attribute naming the parameter a result is the gradient of.
     static constexpr ::llvm::StringLiteral getGradAttrName() {
       return "loom.grad";

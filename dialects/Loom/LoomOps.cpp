@@ -266,6 +266,10 @@ LogicalResult EmbeddingGradOp::verify() {
   if (dimsOf(getWpeGrad())[0] < grad[1])
     return emitOpError() << "expected at least " << grad[1]
                          << " positions in wpe_grad";
+  if (getWteInit() && getWteInit().getType() != getWteGrad().getType())
+    return emitOpError() << "expected wte_init of the type of wte_grad ("
+                         << getWteGrad().getType() << "), got "
+                         << getWteInit().getType();
   return success();
 }
 
@@ -329,9 +333,9 @@ LogicalResult CausalAttentionGradOp::verify() {
 
 LogicalResult EmbeddingOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  auto grad =
-      EmbeddingGradOp::create(b, getLoc(), getWte().getType(),
-                              getWpe().getType(), resultGrads[0], getTokens());
+  auto grad = EmbeddingGradOp::create(b, getLoc(), getWte().getType(),
+                                      getWpe().getType(), resultGrads[0],
+                                      getTokens(), /*wte_init=*/Value());
   operandGrads.assign({Value(), grad.getWteGrad(), grad.getWpeGrad()});
   return success();
 }
@@ -653,4 +657,39 @@ LogicalResult ScanOp::buildVJP(RewriterBase &rewriter, ValueRange resultGrads,
   rewriter.replaceOp(*this,
                      newForward.getResults().take_front(getNumResults()));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Canonicalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// add(x, embedding_grad(g, t).wte_grad) -> embedding_grad(g, t into x):
+/// the scatter starts from x instead of from a zeroed table.
+struct AddIntoEmbeddingGrad : public OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    for (auto [mine, other] : {std::pair(add.getLhs(), add.getRhs()),
+                               std::pair(add.getRhs(), add.getLhs())}) {
+      auto grad = mine.getDefiningOp<EmbeddingGradOp>();
+      if (!grad || grad.getWteInit() || mine != grad.getWteGrad() ||
+          !mine.hasOneUse())
+        continue;
+      auto fused = EmbeddingGradOp::create(
+          rewriter, grad.getLoc(), grad.getWteGrad().getType(),
+          grad.getWpeGrad().getType(), grad.getGrad(), grad.getTokens(), other);
+      rewriter.replaceAllUsesWith(grad.getWpeGrad(), fused.getWpeGrad());
+      rewriter.replaceOp(add, fused.getWteGrad());
+      rewriter.eraseOp(grad);
+      return success();
+    }
+    return failure();
+  }
+};
+} // namespace
+
+void AddOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                        MLIRContext *context) {
+  patterns.add<AddIntoEmbeddingGrad>(context);
 }

@@ -115,6 +115,7 @@ def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, Loom_Costed, SameO
 
 def Loom_AddOp : Loom_Op<"add", [Pure, Loom_Differentiable, Loom_Costed, SameOperandsAndResultType, Commutative]> {
   let summary = "residual addition";
+  let hasCanonicalizer = 1;
   let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
@@ -232,15 +233,22 @@ def Loom_YieldOp : Loom_Op<"yield", [Pure, ReturnLike, Terminator,
 def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure]> {
   let summary = "gradient of the embedding tables";
   let description = [{
-    Scatter-adds `grad` [B, T, C] into a zero token table gradient
-    (`wte_grad[tokens[b, t], :] += grad[b, t, :]`) and sums it over the batch
-    into the position table gradient (`wpe_grad[t, :] += grad[b, t, :]`).
-    Rows of the position table past T get zeros.
+    Scatter-adds `grad` [B, T, C] into the token table gradient
+    (`wte_grad[tokens[b, t], :] += grad[b, t, :]`), starting from `wte_init`
+    when given and from zeros otherwise, and sums `grad` over the batch into
+    the position table gradient (`wpe_grad[t, :] += grad[b, t, :]`). Rows of
+    the position table past T get zeros.
+
+    A tied head's weight gradient is added to the token table's: starting
+    the scatter from it (`into`) saves a pass that zeroes the table and one
+    that adds two tables, each the size of the vocabulary; the
+    canonicalization of `loom.add` does that.
   }];
-  let arguments = (ins Loom_FloatTensor:$grad, Loom_IndexTensor:$tokens);
+  let arguments = (ins Loom_FloatTensor:$grad, Loom_IndexTensor:$tokens,
+                   Optional<Loom_FloatTensor>:$wte_init);
   let results = (outs Loom_FloatTensor:$wte_grad, Loom_FloatTensor:$wpe_grad);
   let assemblyFormat = [{
-    $grad `,` $tokens attr-dict `:` functional-type(operands, results)
+    $grad `,` $tokens (`into` $wte_init^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -65,6 +66,9 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   pm.addPass(createLoomMicroBatches());
   pm.addPass(createLoomDifferentiate());
   pm.addPass(createLoomBuildTrainStep());
+  // Folds the tied head's gradient into the embedding's scatter, among
+  // others (the canonicalization patterns of loom ops).
+  pm.addPass(createCanonicalizerPass());
   if (stage == EmitStage::Step)
     return;
 
@@ -78,6 +82,11 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
 
   // No CSE before bufferization: merged zero-filled tensors would each need
   // a copy once they are written.
+  // Values a layer loop saves or stacks (activations for the backward pass,
+  // each layer's weight gradients) are computed straight into their slice
+  // of the stack instead of being copied there. Before the entry points'
+  // results become destinations, which would anchor it too.
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
   pm.addPass(createLoomDestinationOutputs());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
@@ -93,7 +102,11 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createLoomMatmulToBlas());
-  pm.addPass(createConvertLinalgToLoopsPass());
+  // Attention's loop over heads: an scf.parallel the outliner hands to the
+  // runtime's threads.
+  pm.addPass(createForallToParallelLoopPass());
+  pm.addPass(createLoomLowerReductions());
+  pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createCanonicalizerPass());
   if (stage == EmitStage::Buffers)
     return;
@@ -118,6 +131,7 @@ void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createLoomLowerParallelCalls());
 }
 
 void mlir::loom::registerLoomPipeline() {

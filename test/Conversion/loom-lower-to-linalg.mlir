@@ -33,23 +33,53 @@ func.func @embedding_grad(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>) -> (
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
 }
 
-// Attention's products are one GEMM per (batch, head) pair on strided views:
-// scores Q K^T into [B, NH, T, T], then the probabilities times V into the
-// [B, T, NH, D] output.
+// A tied head's gradient starts the scatter instead of zeros.
+// CHECK-LABEL: func.func @embedding_grad_into(
+// CHECK-SAME: %{{.*}}: tensor<2x3x4xf32>, %{{.*}}: tensor<2x3xi32>, %[[HEAD:.*]]: tensor<8x4xf32>)
+// CHECK: scf.for %{{.*}} = %c0 to %c6 step %c1 iter_args(%{{.*}} = %[[HEAD]])
+func.func @embedding_grad_into(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>, %head: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
+  %a, %b = loom.embedding_grad %dy, %tokens into %head : (tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
+  return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
+}
+
+// Attention's products are one GEMM per (batch, head) pair on strided views,
+// the pairs in parallel: scores Q K^T into [B, NH, T, T], then the
+// probabilities times V into the [B, T, NH, D] output.
 // CHECK-LABEL: func.func @attention(
-// CHECK: scf.for %[[I:.*]] = %c0 to %c4 step %c1 iter_args(%[[S:.*]] = %{{.*}}) -> (tensor<2x2x3x3xf32>)
+// CHECK: scf.forall (%[[I:.*]]) in (4) shared_outs(%[[S:.*]] = %{{.*}}) -> (tensor<2x2x3x3xf32>)
 // CHECK: %[[B:.*]] = arith.divui %[[I]], %c2
 // CHECK: %[[H:.*]] = arith.remui %[[I]], %c2
 // CHECK: tensor.extract_slice %[[S]][%[[B]], %[[H]], 0, 0] [1, 1, 3, 3] [1, 1, 1, 1] : tensor<2x2x3x3xf32> to tensor<3x3xf32>
 // CHECK: linalg.matmul {{.*}} : tensor<3x2xf32>, tensor<3x2xf32>) outs(%{{.*}} : tensor<3x3xf32>)
-// CHECK: tensor.insert_slice %{{.*}} into %[[S]][%[[B]], %[[H]], 0, 0]
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %[[S]][%[[B]], %[[H]], 0, 0]
 // CHECK: math.exp
-// CHECK: scf.for {{.*}} -> (tensor<2x3x2x2xf32>)
+// CHECK: scf.forall {{.*}} -> (tensor<2x3x2x2xf32>)
 // CHECK: linalg.matmul {{.*}} : tensor<3x3xf32>, tensor<3x2xf32>) outs(%{{.*}} : tensor<3x2xf32>)
 // CHECK: tensor.collapse_shape %{{.*}} {{\[\[}}0], [1], [2, 3]] : tensor<2x3x2x2xf32> into tensor<2x3x4xf32>
 func.func @attention(%qkv: tensor<2x3x12xf32>) -> tensor<2x3x4xf32> {
   %y = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x3x12xf32> -> tensor<2x3x4xf32>
   return %y : tensor<2x3x4xf32>
+}
+
+// A layer loop is an scf.for over the layers: slice l of each stacked
+// operand in, slice l of each stacked result out; `reverse` counts down.
+// CHECK-LABEL: func.func @scan(
+// CHECK-SAME: %[[X:.*]]: tensor<2x4xf32>, %[[W:.*]]: tensor<3x4xf32>)
+// CHECK: %[[EMPTY:.*]] = tensor.empty() : tensor<3x2x4xf32>
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[I:.*]] = %c0 to %c3 step %c1 iter_args(%[[C:.*]] = %[[X]], %[[ST:.*]] = %[[EMPTY]])
+// CHECK: %[[L:.*]] = arith.subi %c2, %[[I]] : index
+// CHECK: %[[WL:.*]] = tensor.extract_slice %[[W]][%[[L]], 0] [1, 4] [1, 1] : tensor<3x4xf32> to tensor<4xf32>
+// CHECK: linalg.generic
+// CHECK: %[[NEXT:.*]] = tensor.insert_slice %[[C]] into %[[ST]][%[[L]], 0, 0] [1, 2, 4] [1, 1, 1] : tensor<2x4xf32> into tensor<3x2x4xf32>
+// CHECK: scf.yield %{{.*}}, %[[NEXT]]
+// CHECK: return %[[LOOP]]#0, %[[LOOP]]#1
+func.func @scan(%x: tensor<2x4xf32>, %w: tensor<3x4xf32>) -> (tensor<2x4xf32>, tensor<3x2x4xf32>) {
+  %r:2 = loom.scan carry(%x : tensor<2x4xf32>) over(%w : tensor<3x4xf32>) length = 3 reverse -> (tensor<2x4xf32>, tensor<3x2x4xf32>) {
+  ^bb0(%c: tensor<2x4xf32>, %wl: tensor<4xf32>):
+    %y = loom.gelu %c : tensor<2x4xf32>
+    loom.yield %y, %c : tensor<2x4xf32>, tensor<2x4xf32>
+  }
+  return %r#0, %r#1 : tensor<2x4xf32>, tensor<3x2x4xf32>
 }
 
 // -----

@@ -31,11 +31,14 @@ const char *const kUsage =
     "  --val-every K       validation loss every K steps and at the end\n"
     "                      (default 0: never)\n"
     "  --val-batches N     batches per validation (default 4)\n"
+    "  --threads N         threads for the step's loops and BLAS (default:\n"
+    "                      every core this process may use); the same N\n"
+    "                      gives bitwise-identical losses run to run\n"
     "  --quiet             print only the summary line\n";
 
 struct Options {
   std::string artifact, data, load, save;
-  long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4;
+  long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0;
   double lr = -1, valFraction = 0.1;
   bool quiet = false;
 };
@@ -96,6 +99,8 @@ int parseArgs(int argc, char **argv, Options &o) {
         ok = parseInt(v, 0, o.valEvery);
       else if (a == "--val-batches")
         ok = parseInt(v, 1, o.valBatches);
+      else if (a == "--threads")
+        ok = parseInt(v, 1, o.threads) && o.threads <= 1024;
       else if (a == "--lr")
         ok = parseReal(v, 0.0, 1e3, o.lr);
       else if (a == "--val-fraction")
@@ -129,6 +134,8 @@ int main(int argc, char **argv) {
   if (int rc = parseArgs(argc, argv, o))
     return rc;
 
+  if (o.threads > 0)
+    loom_set_num_threads(o.threads);
   loom_model *model = loom_model_open(o.artifact.c_str());
   if (!model)
     return fail(loom_last_error());

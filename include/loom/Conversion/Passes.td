@@ -75,16 +75,56 @@ def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
   let description = [{
     A training step lowers to many loop nests in one function, and LLVM's
     loop passes (induction-variable simplification above all) grow faster
-    than linearly with the size of a function. Each loop nest that calls no
-    function becomes a call to a private function `<name>_loop<N>` that
-    takes the values the nest captures, with internal linkage and LLVM's
-    `noinline`, so that LLVM optimizes the nests one at a time. Loops that
-    call functions (the layer loop, attention's loop of BLAS calls over
-    heads) stay where they are, and the nests inside them are outlined.
+    than linearly with the size of a function. Each parallel loop nest
+    (`scf.parallel`), and each other loop nest that calls no function,
+    becomes a call to a private function `<name>_loop<N>` that takes the
+    values the nest uses (constants move in with it), with internal linkage
+    and LLVM's `noinline`, so that LLVM optimizes the nests one at a time.
+    Loops that call functions and are not parallel (the layer loop) stay
+    where they are, and the nests inside them are outlined. A parallel nest
+    whose outermost dimension has constant bounds takes the range [begin,
+    end) of its outer iterations as its first two arguments and is marked
+    `loom.parallel_for` (see `loom-lower-parallel-calls`). Outlined
+    functions that are the same code are merged: the forward pass appears
+    in three entry points, and ops of one shape recur.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect"];
+}
+
+def LoomLowerReductions : Pass<"loom-lower-reductions"> {
+  let summary = "Lower linalg reductions to loops that accumulate in registers";
+  let description = [{
+    A `linalg.generic` on buffers whose loops are parallel dimensions
+    followed by reduction dimensions, with outputs indexed by the parallel
+    dimensions only (row sums, row maxima, full sums), becomes an
+    `scf.parallel` over the parallel dimensions around `scf.for` loops over
+    the reductions that carry the outputs as iteration arguments: loaded
+    once, stored once. The operation that folds a term into an accumulator
+    gets the `reassoc` fast-math flag, so that LLVM vectorizes the
+    reduction. Upstream's lowering accumulates through memory, which keeps
+    these loops scalar. Other generics are left to it.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def LoomLowerParallelCalls
+    : Pass<"loom-lower-parallel-calls", "::mlir::ModuleOp"> {
+  let summary = "Run the outlined parallel loops through the runtime's threads";
+  let description = [{
+    Runs on the LLVM dialect, after the conversion from func. A function
+    marked `loom.parallel_for` runs iterations [begin, end) of a parallel
+    loop, its first two arguments, with the loop's values as the others.
+    Each call to it becomes a call `loom_rt_parallel_for(task, context,
+    begin, end)`: the other arguments are stored in a struct on the caller's
+    stack (`context`), and `task` is a new function `<name>_task(context,
+    from, to)` that loads them and calls the loop's function on [from, to).
+    The runtime splits the range among its threads.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 def LoomApproximateMath : Pass<"loom-approximate-math"> {

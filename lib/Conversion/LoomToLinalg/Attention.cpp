@@ -83,13 +83,15 @@ Value perHeadMatmul(Lowering &L, const Heads &h, HeadOperand lhs,
                     HeadOperand rhs, Value init, HeadLayout initLayout) {
   OpBuilder &b = L.b;
   Location loc = L.loc;
-  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
-  Value heads = c(h.heads);
-  auto loop = scf::ForOp::create(b, loc, c(0), c(h.batch * h.heads), c(1),
-                                 ValueRange{init});
+  // The pairs are independent: an scf.forall, whose iterations the runtime
+  // spreads over threads, each writing its own slice of `init` in place.
+  auto loop = scf::ForallOp::create(
+      b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(h.batch * h.heads)},
+      ValueRange{init}, /*mapping=*/std::nullopt);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  Value iv = loop.getInductionVar();
+  Value iv = loop.getInductionVar(0);
+  Value heads = arith::ConstantIndexOp::create(b, loc, h.heads);
   Value batch = arith::DivUIOp::create(b, loc, iv, heads);
   Value head = arith::RemUIOp::create(b, loc, iv, heads);
   SmallVector<OpFoldResult> unit(4, b.getIndexAttr(1));
@@ -105,12 +107,12 @@ Value perHeadMatmul(Lowering &L, const Heads &h, HeadOperand lhs,
   Value product =
       L.matmul(matrix(lhs.tensor, lhs.layout), matrix(rhs.tensor, rhs.layout),
                matrix(acc, initLayout), lhs.transposed, rhs.transposed);
-  Value updated = tensor::InsertSliceOp::create(
+  b.setInsertionPointToStart(loop.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(
       b, loc, product, acc, headOffsets(b, initLayout, batch, head),
       headSizes(b, initLayout,
                 cast<RankedTensorType>(acc.getType()).getShape()),
       unit);
-  scf::YieldOp::create(b, loc, updated);
   return loop.getResult(0);
 }
 

@@ -72,7 +72,9 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
         b, loc, arith::ConstantIndexOp::create(b, loc, 0),
         arith::ConstantIndexOp::create(b, loc, n),
         arith::ConstantIndexOp::create(b, loc, 1),
-        ValueRange{L.zeros(op.getWteGrad().getType().getShape())},
+        ValueRange{adaptor.getWteInit()
+                       ? adaptor.getWteInit()
+                       : L.zeros(op.getWteGrad().getType().getShape())},
         [&](OpBuilder &nb, Location l, Value i, ValueRange acc) {
           Value token = arith::IndexCastOp::create(
               nb, l, nb.getIndexType(),

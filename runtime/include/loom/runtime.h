@@ -98,6 +98,11 @@ double loom_peak_memory_mib(void);
 /// keeps them for the next step otherwise (see lib/Memory.cpp).
 void loom_release_cached_memory(void);
 
+/// Threads that run the generated code's parallel loops and BLAS: by
+/// default every core this process may run on.
+int64_t loom_get_num_threads(void);
+void loom_set_num_threads(int64_t threads);
+
 /*--- Called by generated code --------------------------------------------*/
 
 /// Row-major C = alpha op(A) op(B) + beta C.
@@ -105,6 +110,12 @@ void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                    int64_t k, float alpha, const float *a, int64_t lda,
                    const float *b, int64_t ldb, float beta, float *c,
                    int64_t ldc);
+
+/// Runs `fn(context, from, to)` over [begin, end) split into contiguous
+/// ranges, one per thread, and returns when all are done. The iterations
+/// must be independent.
+void loom_rt_parallel_for(void (*fn)(void *, int64_t, int64_t), void *context,
+                          int64_t begin, int64_t end);
 
 /// The heap of generated code: buffers freed are kept for the next request
 /// of the same size and alignment.

@@ -1,0 +1,185 @@
+//===- LowerReductions.cpp - The loom-lower-reductions pass ---------------===//
+//
+// Upstream's lowering of a linalg reduction loads and stores the output
+// element in every iteration of the reduction loop. Through memory, LLVM
+// sees a loop-carried dependence it cannot break (it cannot prove the
+// output does not alias the inputs), so the softmax over the vocabulary,
+// layer norm's statistics and the gradient norm run one element at a time.
+// Here the reduction loop carries the accumulator in a register instead, and
+// the combining operation may be reassociated, so that it vectorizes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Conversion/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMLOWERREDUCTIONS
+#include "loom/Conversion/Passes.h.inc"
+} // namespace loom
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// The loop dimension each result of a projected permutation reads.
+SmallVector<unsigned> dimsOf(AffineMap map) {
+  SmallVector<unsigned> dims;
+  for (AffineExpr expr : map.getResults())
+    dims.push_back(cast<AffineDimExpr>(expr).getPosition());
+  return dims;
+}
+
+/// Rewrites a linalg.generic on buffers whose loops are parallel dimensions
+/// followed by reduction dimensions, and whose outputs are indexed by the
+/// parallel dimensions alone, into an scf.parallel over the parallel
+/// dimensions around scf.for loops over the reductions that carry the
+/// outputs as iteration arguments.
+struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureBufferSemantics())
+      return rewriter.notifyMatchFailure(op, "expected buffers");
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    unsigned numLoops = iterators.size();
+    unsigned numParallel = 0;
+    while (numParallel < numLoops &&
+           iterators[numParallel] == utils::IteratorType::parallel)
+      ++numParallel;
+    if (numParallel == numLoops)
+      return rewriter.notifyMatchFailure(op, "no reduction");
+    for (unsigned d = numParallel; d < numLoops; ++d)
+      if (iterators[d] != utils::IteratorType::reduction)
+        return rewriter.notifyMatchFailure(op, "reductions are not innermost");
+    for (AffineMap map : op.getIndexingMapsArray())
+      if (!map.isProjectedPermutation())
+        return rewriter.notifyMatchFailure(op, "indexing is not a permutation");
+    for (OpOperand &init : op.getDpsInitsMutable())
+      for (unsigned d : dimsOf(op.getMatchingIndexingMap(&init)))
+        if (d >= numParallel)
+          return rewriter.notifyMatchFailure(op, "output along a reduction");
+    SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+    if (llvm::any_of(bounds, ShapedType::isDynamic))
+      return rewriter.notifyMatchFailure(op, "dynamic bounds");
+
+    Location loc = op.getLoc();
+    auto index = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, v);
+    };
+    Block &body = op.getRegion().front();
+    auto yield = cast<linalg::YieldOp>(body.getTerminator());
+    SmallVector<Value> ivs(numLoops);
+    // Loads of `operand` at the current loop indices.
+    auto load = [&](OpBuilder &b, OpOperand &operand) -> Value {
+      SmallVector<Value> indices;
+      for (unsigned d : dimsOf(op.getMatchingIndexingMap(&operand)))
+        indices.push_back(ivs[d]);
+      return memref::LoadOp::create(b, loc, operand.get(), indices);
+    };
+
+    auto buildReduction = [&](OpBuilder &b) {
+      SmallVector<Value> inits;
+      for (OpOperand &init : op.getDpsInitsMutable())
+        inits.push_back(load(b, init));
+      // One scf.for per reduction dimension, the accumulators threaded
+      // through all of them.
+      std::function<SmallVector<Value>(OpBuilder &, unsigned, ValueRange)>
+          nest = [&](OpBuilder &nb, unsigned d,
+                     ValueRange accumulators) -> SmallVector<Value> {
+        auto loop = scf::ForOp::create(
+            nb, loc, index(0), index(bounds[d]), index(1), accumulators,
+            [&](OpBuilder &lb, Location, Value iv, ValueRange carried) {
+              ivs[d] = iv;
+              if (d + 1 < numLoops) {
+                scf::YieldOp::create(lb, loc, nest(lb, d + 1, carried));
+                return;
+              }
+              IRMapping mapping;
+              for (OpOperand *input : op.getDpsInputOperands())
+                mapping.map(body.getArgument(input->getOperandNumber()),
+                            load(lb, *input));
+              for (auto [i, acc] : llvm::enumerate(carried))
+                mapping.map(body.getArgument(op.getNumDpsInputs() + i), acc);
+              for (Operation &inner : body.without_terminator()) {
+                if (auto idx = dyn_cast<linalg::IndexOp>(inner)) {
+                  mapping.map(idx.getResult(), ivs[idx.getDim()]);
+                  continue;
+                }
+                lb.clone(inner, mapping);
+              }
+              SmallVector<Value> next;
+              for (Value v : yield.getOperands())
+                next.push_back(mapping.lookupOrDefault(v));
+              allowReassociation(next, carried);
+              scf::YieldOp::create(lb, loc, next);
+            });
+        return SmallVector<Value>(loop.getResults());
+      };
+      SmallVector<Value> results = nest(b, numParallel, inits);
+      for (auto [init, result] : llvm::zip(op.getDpsInitsMutable(), results)) {
+        SmallVector<Value> indices;
+        for (unsigned d : dimsOf(op.getMatchingIndexingMap(&init)))
+          indices.push_back(ivs[d]);
+        memref::StoreOp::create(b, loc, result, init.get(), indices);
+      }
+    };
+
+    if (numParallel == 0) {
+      buildReduction(rewriter);
+    } else {
+      SmallVector<Value> lower(numParallel, index(0)),
+          steps(numParallel, index(1));
+      SmallVector<Value> upper;
+      for (unsigned d = 0; d < numParallel; ++d)
+        upper.push_back(index(bounds[d]));
+      scf::ParallelOp::create(
+          rewriter, loc, lower, upper, steps,
+          [&](OpBuilder &b, Location, ValueRange parallelIvs) {
+            for (auto [d, iv] : llvm::enumerate(parallelIvs))
+              ivs[d] = iv;
+            buildReduction(b);
+          });
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  /// Lets LLVM reassociate the float operation that folds each new term into
+  /// an accumulator, which is what vectorizing the reduction needs. The
+  /// result stays deterministic: the order is fixed when the code is
+  /// compiled.
+  static void allowReassociation(ValueRange next, ValueRange carried) {
+    for (auto [value, acc] : llvm::zip(next, carried)) {
+      auto fastmath = dyn_cast_or_null<arith::ArithFastMathInterface>(
+          value.getDefiningOp());
+      if (!fastmath ||
+          !llvm::is_contained(value.getDefiningOp()->getOperands(), acc))
+        continue;
+      Operation *combine = value.getDefiningOp();
+      combine->setAttr(fastmath.getFastMathAttrName(),
+                       arith::FastMathFlagsAttr::get(
+                           combine->getContext(),
+                           fastmath.getFastMathFlagsAttr().getValue() |
+                               arith::FastMathFlags::reassoc));
+    }
+  }
+};
+
+struct LowerReductionsPass
+    : public loom::impl::LoomLowerReductionsBase<LowerReductionsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<ReductionToLoops>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace
