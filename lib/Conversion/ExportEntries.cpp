@@ -129,6 +129,17 @@ struct ExportEntriesPass
     auto f = [](const llvm::APFloat &v) {
       return formatF64(v.convertToDouble());
     };
+    // Single-rank artifacts only, until the parallel passes exist: a plan for
+    // several ranks would compile to a program that computes one replica's
+    // share without ever communicating.
+    auto plan = module->getAttrOfType<PlanAttr>(LoomDialect::getPlanAttrName());
+    if (plan && plan.getWorldSize() > 1)
+      return module.emitError()
+             << "the plan runs on " << plan.getWorldSize()
+             << " ranks (dp * tp * pp = " << plan.getDp() << " * "
+             << plan.getTp() << " * " << plan.getPp()
+             << "); artifacts run on one rank until the data, tensor and "
+                "pipeline parallel passes exist";
     os << "training batch=" << training.getBatch()
        << " sequence=" << training.getSequence()
        << " optimizer=" << stringifyOptimizerKind(training.getOptimizer())
@@ -137,6 +148,13 @@ struct ExportEntriesPass
        << " weight_decay=" << f(training.getWeightDecay())
        << " momentum=" << f(training.getMomentum())
        << " grad_clip=" << f(training.getGradClip()) << "\n";
+    if (plan)
+      os << "plan dp=" << plan.getDp() << " tp=" << plan.getTp()
+         << " pp=" << plan.getPp() << " zero=" << plan.getZero()
+         << " micro_batches=" << plan.getMicroBatches() << "\n";
+    // Parameters stacked over the layers: h.*.<name> holds GPT-2's
+    // h.<l>.<name> as slice l of its first dimension.
+    os << "stacked h.* " << model.getLayers() << "\n";
     return success();
   }
 

@@ -112,6 +112,7 @@ struct loom_model {
   std::vector<float> values, grads, state[2];
   float lr = 0, step = 0, loss = 0, gradNorm = 0;
   bool llmcLayout = false;
+  int64_t planMicroBatches = 0, stackedLayers = 0;
 
   ~loom_model() {
     if (handle)
@@ -168,6 +169,21 @@ bool loom_model::parseManifest(const char *text) {
       info.sequence = std::atoll(f["sequence"].c_str());
       optimizer = f["optimizer"];
       info.lr = std::atof(f["lr"].c_str());
+    } else if (key == "plan") {
+      auto f = fields(line);
+      for (const char *axis : {"dp", "tp", "pp"})
+        if (std::atoll(f[axis].c_str()) != 1)
+          return setError("%s: compiled for %s=%s ranks; this runtime runs "
+                          "artifacts of one rank",
+                          path.c_str(), axis, f[axis].c_str());
+      planMicroBatches = std::atoll(f["micro_batches"].c_str());
+      if (planMicroBatches < 1)
+        return fail("bad plan line '" + lineText + "'");
+    } else if (key == "stacked") {
+      std::string prefix;
+      line >> prefix >> stackedLayers;
+      if (prefix != "h.*" || stackedLayers < 1)
+        return fail("bad stacked line '" + lineText + "'");
     } else if (key == "entry") {
       std::string entryName, symbol;
       size_t count = 0;
@@ -212,6 +228,12 @@ bool loom_model::parseManifest(const char *text) {
                 "batch of " +
                 std::to_string(info.batch));
   info.micro_batches = info.batch / microRows;
+  if (planMicroBatches && planMicroBatches != info.micro_batches)
+    return fail("the plan's " + std::to_string(planMicroBatches) +
+                " micro-batches do not match the entry points' shapes");
+  if (stackedLayers != info.layers)
+    return fail("parameters are stacked over " + std::to_string(stackedLayers) +
+                " layers, the model has " + std::to_string(info.layers));
   info.name = name.c_str();
   info.optimizer = optimizer.c_str();
   return true;

@@ -51,3 +51,63 @@ func.func @g(%a: memref<4xf32>) {
   }
   return
 }
+
+// A parallel loop with enough work takes the range of its outer iterations
+// first and is marked for the runtime's threads; one with little work stays
+// serial. Two nests that are the same code share one function.
+// CHECK-LABEL: func.func private @p_loop0(
+// CHECK-SAME: %[[BEGIN:.*]]: index, %[[END:.*]]: index, %[[A:.*]]: memref<256x256xf32>) attributes {llvm.linkage = #llvm.linkage<internal>, loom.parallel_for, passthrough = ["noinline"]}
+// CHECK: %[[UPPER:.*]] = arith.minsi %{{.*}}, %c256
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) = (%{{.*}}, %c0{{.*}}) to (%[[UPPER]], %c256{{.*}})
+// CHECK-LABEL: func.func private @p_loop2(
+// CHECK-SAME: %{{.*}}: memref<4xf32>) attributes {llvm.linkage = #llvm.linkage<internal>, passthrough = ["noinline"]}
+// CHECK-NOT: @p_loop1(
+// CHECK-LABEL: func.func @p(
+// CHECK: arith.constant 0.0
+// CHECK-NEXT: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-NEXT: %[[N:.*]] = arith.constant 256 : index
+// CHECK-NEXT: call @p_loop0(%[[C0]], %[[N]], %{{.*}})
+// CHECK: call @p_loop0(
+// CHECK: call @p_loop2(
+func.func @p(%a: memref<256x256xf32>, %b: memref<256x256xf32>, %c: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c256 = arith.constant 256 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c256, %c256) step (%c1, %c1) {
+    memref.store %zero, %a[%i, %j] : memref<256x256xf32>
+    scf.reduce
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c256, %c256) step (%c1, %c1) {
+    memref.store %zero, %b[%i, %j] : memref<256x256xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c4) step (%c1) {
+    memref.store %zero, %c[%i] : memref<4xf32>
+    scf.reduce
+  }
+  return
+}
+
+// Loops that call and are not parallel (a layer loop calling BLAS) stay,
+// and the nests inside them are outlined.
+// CHECK-LABEL: func.func private @q_loop0(
+// CHECK-LABEL: func.func @q(
+// CHECK: scf.for
+// CHECK-NEXT: call @blas()
+// CHECK-NEXT: call @q_loop0(
+func.func private @blas()
+func.func @q(%a: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %one = arith.constant 1.0 : f32
+  scf.for %l = %c0 to %c4 step %c1 {
+    func.call @blas() : () -> ()
+    scf.for %i = %c0 to %c4 step %c1 {
+      memref.store %one, %a[%i] : memref<4xf32>
+    }
+  }
+  return
+}

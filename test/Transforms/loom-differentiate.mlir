@@ -39,3 +39,66 @@ func.func @forward(%x: tensor<2xf32> {loom.param = "x"}) -> tensor<2xf32> {
 // expected-error@+1 {{expected a function @forward to differentiate}}
 module {
 }
+
+// -----
+
+// A layer loop differentiates into a loop in reverse over the body's VJP.
+// The forward loop also returns, stacked over the layers, each value the
+// backward body reads: here the layer's input (linear_grad needs it) and
+// the linear's output (gelu_grad needs it). Weights are not saved: the
+// backward loop takes their stacks again. It carries the input's cotangent
+// and returns the weights' gradients stacked.
+module {
+  func.func @forward(%x: tensor<1x2x4xf32> {loom.param = "x"}, %w: tensor<3x4x4xf32> {loom.param = "h.*.w"}, %head: tensor<5x4xf32> {loom.param = "head"}, %targets: tensor<1x2xi32> {loom.input = "targets"}) -> (tensor<f32> {loom.output = "loss"}) {
+    %y = loom.scan carry(%x : tensor<1x2x4xf32>) over(%w : tensor<3x4x4xf32>) length = 3 -> (tensor<1x2x4xf32>) {
+    ^bb0(%xl: tensor<1x2x4xf32>, %wl: tensor<4x4xf32>):
+      %z = loom.linear %xl, %wl : (tensor<1x2x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4xf32>
+      %g = loom.gelu %z : tensor<1x2x4xf32>
+      loom.yield %g : tensor<1x2x4xf32>
+    }
+    %logits = loom.linear %y, %head : (tensor<1x2x4xf32>, tensor<5x4xf32>) -> tensor<1x2x5xf32>
+    %loss = loom.cross_entropy %logits, %targets {num_classes = 5 : i64} : (tensor<1x2x5xf32>, tensor<1x2xi32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<1x2x4xf32> {loom.param = "x"}, %[[W:[a-z0-9]+]]: tensor<3x4x4xf32> {loom.param = "h.*.w"}
+// CHECK: %[[FWD:.*]]:3 = loom.scan carry(%[[X]] : tensor<1x2x4xf32>) over(%[[W]] : tensor<3x4x4xf32>) length = 3 -> (tensor<1x2x4xf32>, tensor<3x1x2x4xf32>, tensor<3x1x2x4xf32>) {
+// CHECK-NEXT: ^bb0(%[[XL:.*]]: tensor<1x2x4xf32>, %[[WL:.*]]: tensor<4x4xf32>):
+// CHECK-NEXT: %[[Z:.*]] = loom.linear %[[XL]], %[[WL]]
+// CHECK-NEXT: %[[G:.*]] = loom.gelu %[[Z]]
+// CHECK-NEXT: loom.yield %[[G]], %[[XL]], %[[Z]]
+// CHECK: %[[DY:.*]], %[[DHEAD:.*]] = loom.linear_grad %{{.*}}, %[[FWD]]#0
+// CHECK: %[[BWD:.*]]:2 = loom.scan carry(%[[DY]] : tensor<1x2x4xf32>) over(%[[W]], %[[FWD]]#1, %[[FWD]]#2 : tensor<3x4x4xf32>, tensor<3x1x2x4xf32>, tensor<3x1x2x4xf32>) length = 3 reverse -> (tensor<1x2x4xf32>, tensor<3x4x4xf32>) {
+// CHECK-NEXT: ^bb0(%[[DG:.*]]: tensor<1x2x4xf32>, %[[WL2:.*]]: tensor<4x4xf32>, %[[XL2:.*]]: tensor<1x2x4xf32>, %[[Z2:.*]]: tensor<1x2x4xf32>):
+// CHECK-NEXT: %[[DZ:.*]] = loom.gelu_grad %[[DG]], %[[Z2]]
+// CHECK-NEXT: %[[DXL:.*]], %[[DWL:.*]] = loom.linear_grad %[[DZ]], %[[XL2]], %[[WL2]]
+// CHECK-NEXT: loom.yield %[[DXL]], %[[DWL]]
+// CHECK: return %{{.*}}, %[[BWD]]#0, %[[BWD]]#1, %[[DHEAD]]
+
+// -----
+
+// An op marked loom.recompute is computed again in the backward body: the
+// forward loop saves its operand instead of its result.
+module {
+  func.func @forward(%x: tensor<1x2x4xf32> {loom.param = "x"}, %w: tensor<3x4x4xf32> {loom.param = "h.*.w"}, %head: tensor<5x4xf32> {loom.param = "head"}, %targets: tensor<1x2xi32> {loom.input = "targets"}) -> (tensor<f32> {loom.output = "loss"}) {
+    %y = loom.scan carry(%x : tensor<1x2x4xf32>) over(%w : tensor<3x4x4xf32>) length = 3 -> (tensor<1x2x4xf32>) {
+    ^bb0(%xl: tensor<1x2x4xf32>, %wl: tensor<4x4xf32>):
+      %z = loom.linear %xl, %wl {loom.recompute} : (tensor<1x2x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4xf32>
+      %g = loom.gelu %z : tensor<1x2x4xf32>
+      loom.yield %g : tensor<1x2x4xf32>
+    }
+    %logits = loom.linear %y, %head : (tensor<1x2x4xf32>, tensor<5x4xf32>) -> tensor<1x2x5xf32>
+    %loss = loom.cross_entropy %logits, %targets {num_classes = 5 : i64} : (tensor<1x2x5xf32>, tensor<1x2xi32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK: loom.scan {{.*}} length = 3 -> (tensor<1x2x4xf32>, tensor<3x1x2x4xf32>) {
+// CHECK: loom.yield %{{.*}}, %[[XIN:.*]] : tensor<1x2x4xf32>, tensor<1x2x4xf32>
+// CHECK: loom.scan {{.*}} length = 3 reverse
+// CHECK-NEXT: ^bb0(%{{.*}}: tensor<1x2x4xf32>, %[[WB:.*]]: tensor<4x4xf32>, %[[XB:.*]]: tensor<1x2x4xf32>):
+// CHECK-NEXT: %[[ZB:.*]] = loom.linear %[[XB]], %[[WB]] {loom.recompute}
+// CHECK-NEXT: loom.gelu_grad %{{.*}}, %[[ZB]]

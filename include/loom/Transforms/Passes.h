@@ -3,6 +3,8 @@
 #ifndef LOOM_TRANSFORMS_PASSES_H
 #define LOOM_TRANSFORMS_PASSES_H
 
+#include "Loom/LoomDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

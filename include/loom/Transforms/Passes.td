@@ -44,6 +44,7 @@ def LoomPlan : Pass<"loom-plan", "::mlir::ModuleOp"> {
            "Price attention as separate kernels that keep the score matrix "
            "(as eager PyTorch runs it) instead of one fused kernel">
   ];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
 def LoomMicroBatches : Pass<"loom-micro-batches", "::mlir::ModuleOp"> {
@@ -59,6 +60,7 @@ def LoomMicroBatches : Pass<"loom-micro-batches", "::mlir::ModuleOp"> {
     built by `loom-build-train-step`. A module already at the micro-batch
     size is left as it is; one without a plan has one micro-batch.
   }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
 
 def LoomDifferentiate : Pass<"loom-differentiate", "::mlir::ModuleOp"> {
@@ -73,6 +75,7 @@ def LoomDifferentiate : Pass<"loom-differentiate", "::mlir::ModuleOp"> {
     once are summed. `@forward` is kept.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::loom::LoomDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 
@@ -93,6 +96,7 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
     `loom.updates` = the argument's index.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::loom::LoomDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect",

@@ -420,3 +420,92 @@ module attributes {loom.cluster = #loom.cluster<gpu = "A100", gpus_per_node = 8,
 
 // A plan left to the planner.
 module attributes {loom.plan = "auto"} {}
+
+//===----------------------------------------------------------------------===//
+// Layer loops
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @scan_leading(%x: tensor<2xf32>, %w: tensor<4x2xf32>) {
+  // expected-error @+1 {{expected stacked operand #0 to have a leading dimension of the length 3, got shape [4, 2]}}
+  %y = loom.scan carry(%x : tensor<2xf32>) over(%w : tensor<4x2xf32>) length = 3 -> (tensor<2xf32>) {
+  ^bb0(%xl: tensor<2xf32>, %wl: tensor<2xf32>):
+    loom.yield %xl : tensor<2xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @scan_arguments(%x: tensor<2xf32>, %w: tensor<3x2xf32>) {
+  // expected-error @+1 {{expected the body's arguments to be the carried values' types then one slice per stacked operand, got 'tensor<2xf32>', 'tensor<3x2xf32>'}}
+  %y = loom.scan carry(%x : tensor<2xf32>) over(%w : tensor<3x2xf32>) length = 3 -> (tensor<2xf32>) {
+  ^bb0(%xl: tensor<2xf32>, %wl: tensor<3x2xf32>):
+    loom.yield %xl : tensor<2xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @scan_yield_count(%x: tensor<2xf32>) {
+  // expected-error @+1 {{yields 2 values for 1 results, of which 1 are carried}}
+  %y = loom.scan carry(%x : tensor<2xf32>) length = 3 -> (tensor<2xf32>) {
+  ^bb0(%xl: tensor<2xf32>):
+    loom.yield %xl, %xl : tensor<2xf32>, tensor<2xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @scan_carry_type(%x: tensor<2xf32>, %z: tensor<3xf32>) {
+  // expected-error @+1 {{carried value #0 has type 'tensor<2xf32>' but the body yields 'tensor<3xf32>' and the op returns 'tensor<2xf32>'}}
+  %y = loom.scan carry(%x : tensor<2xf32>) length = 3 -> (tensor<2xf32>) {
+  ^bb0(%xl: tensor<2xf32>):
+    %c = arith.constant dense<0.0> : tensor<3xf32>
+    loom.yield %c : tensor<3xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @scan_stacked_result(%x: tensor<2xf32>) {
+  // expected-error @+1 {{result #1 must stack the yielded 'tensor<2xf32>' over 3 iterations, got 'tensor<2x2xf32>'}}
+  %y:2 = loom.scan carry(%x : tensor<2xf32>) length = 3 -> (tensor<2xf32>, tensor<2x2xf32>) {
+  ^bb0(%xl: tensor<2xf32>):
+    loom.yield %xl, %xl : tensor<2xf32>, tensor<2xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @scan_isolated(%x: tensor<2xf32>, %w: tensor<2xf32>) {
+  // expected-note @+1 {{required by region isolation constraints}}
+  %y = loom.scan carry(%x : tensor<2xf32>) length = 3 -> (tensor<2xf32>) {
+  ^bb0(%xl: tensor<2xf32>):
+    // expected-error @+1 {{using value defined outside the region}}
+    %z = loom.add %xl, %w : tensor<2xf32>
+    loom.yield %z : tensor<2xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @recompute_outside(%x: tensor<2xf32>) {
+  // expected-error @+1 {{attribute 'loom.recompute' must be a unit attribute on an op inside a loom.scan body}}
+  %y = loom.gelu %x {loom.recompute} : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_init(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>, %head: tensor<9x4xf32>) {
+  // expected-error @+1 {{expected wte_init of the type of wte_grad ('tensor<8x4xf32>'), got 'tensor<9x4xf32>'}}
+  %a, %b = loom.embedding_grad %dy, %tokens into %head : (tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<9x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
+  return
+}

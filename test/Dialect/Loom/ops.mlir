@@ -67,4 +67,29 @@ module attributes {
     %y = loom.linear %x, %w : (tensor<2x8xbf16>, tensor<4x8xbf16>) -> tensor<2x4xbf16>
     return %y : tensor<2x4xbf16>
   }
+
+  // A layer loop: the carried value, then each stacked operand's slice;
+  // the body yields the next carried value and one value stacked over the
+  // iterations. The body is isolated: it names only its arguments.
+  // CHECK-LABEL: func.func @layers
+  // CHECK: %[[S:.*]]:2 = loom.scan carry(%{{.*}} : tensor<2x8xf32>) over(%{{.*}}, %{{.*}} : tensor<3x8x8xf32>, tensor<3x8xf32>) length = 3 reverse -> (tensor<2x8xf32>, tensor<3x2x8xf32>) {
+  // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<2x8xf32>, %[[W:.*]]: tensor<8x8xf32>, %[[B:.*]]: tensor<8xf32>):
+  // CHECK-NEXT: %[[Y:.*]] = loom.linear %[[X]], %[[W]], %[[B]] {loom.recompute}
+  // CHECK-NEXT: loom.yield %[[Y]], %[[X]] : tensor<2x8xf32>, tensor<2x8xf32>
+  func.func @layers(%x: tensor<2x8xf32>, %w: tensor<3x8x8xf32>, %b: tensor<3x8xf32>) -> (tensor<2x8xf32>, tensor<3x2x8xf32>) {
+    %y:2 = loom.scan carry(%x : tensor<2x8xf32>) over(%w, %b : tensor<3x8x8xf32>, tensor<3x8xf32>) length = 3 reverse -> (tensor<2x8xf32>, tensor<3x2x8xf32>) {
+    ^bb0(%xl: tensor<2x8xf32>, %wl: tensor<8x8xf32>, %bl: tensor<8xf32>):
+      %z = loom.linear %xl, %wl, %bl {loom.recompute} : (tensor<2x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+      loom.yield %z, %xl : tensor<2x8xf32>, tensor<2x8xf32>
+    }
+    return %y#0, %y#1 : tensor<2x8xf32>, tensor<3x2x8xf32>
+  }
+
+  // The token table's gradient may start from another gradient of it.
+  // CHECK-LABEL: func.func @embedding_grad_into
+  // CHECK: loom.embedding_grad %{{.*}}, %{{.*}} into %{{.*}} : (tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
+  func.func @embedding_grad_into(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>, %head: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
+    %a, %b = loom.embedding_grad %dy, %tokens into %head : (tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
+    return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
+  }
 }

@@ -1,0 +1,36 @@
+// RUN: loom-opt %s --loom-plan --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loomc %S/Inputs/auto-plan.json --emit=loom | loom-opt --loom-plan | FileCheck %s --check-prefix=AUTO
+// RUN: loomc %S/Inputs/auto-plan.json --emit=loom | loom-opt --loom-plan=report=plan | FileCheck %s --check-prefix=REPORT
+// RUN: loomc %S/Inputs/auto-plan.json --emit=loom | not loom-opt --loom-plan=report=memory 2>&1 | FileCheck %s --check-prefix=BADREPORT
+
+// A module without a plan gets the single-rank one.
+// CHECK-LABEL: module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>}
+module {
+}
+
+// -----
+
+// A plan given is kept.
+// CHECK-LABEL: module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false>}
+module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false>} {
+}
+
+// -----
+
+// "auto" needs a cluster to plan for.
+// expected-error @+1 {{planning needs a 'loom.cluster' attribute (a 'cluster' section in the model description: GPU kind, GPUs per node, nodes)}}
+module attributes {loom.plan = "auto"} {
+}
+
+// The cost model's choice for two GPUs replaces "auto"; the precision it
+// plans in is recorded in the training setup.
+// AUTO: module @"auto-plan" attributes {loom.cluster = #loom.cluster<gpu = "A100-80GB", gpus_per_node = 2, nodes = 1>
+// AUTO-SAME: loom.plan = #loom.plan<dp = {{[12]}}, tp = {{[12]}}, pp = {{[12]}},
+// AUTO-NOT: "auto"
+
+// REPORT: model: auto-plan, {{[0-9]+}} parameters, 2 layers; global batch 4 x 4 tokens
+// REPORT: cluster: A100-80GB x 2 GPUs per node x 1 nodes = 2 GPUs
+// REPORT: chosen plan: dp=
+// REPORT: module @"auto-plan"
+
+// BADREPORT: error: loom-plan: report must be 'plan' or 'cost', got 'memory'
