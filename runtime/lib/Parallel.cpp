@@ -13,6 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Parallel.h"
+
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -47,6 +49,11 @@ int64_t availableCores() {
 /// Set while a thread runs iterations, so that a parallel loop inside one
 /// runs inline instead of waiting for workers that are busy.
 thread_local bool inParallelLoop = false;
+} // namespace
+
+bool loom::isInParallelLoop() { return inParallelLoop; }
+
+namespace {
 
 /// The pool's state word: the loop's generation, its number of parts and
 /// the next part nobody has claimed yet. Parts are claimed with one atomic
@@ -68,19 +75,17 @@ struct State {
 
 class ThreadPool {
 public:
-  int64_t size() {
-    std::lock_guard<std::mutex> lock(configure);
-    return numThreads;
-  }
+  int64_t size() const { return numThreads.load(std::memory_order_acquire); }
 
   /// Keeps `threads` - 1 workers (the caller is the last thread).
   void resize(int64_t threads) {
     std::lock_guard<std::mutex> lock(configure);
     stopWorkers();
     // Parts are counted in 16 bits.
-    numThreads = std::clamp<int64_t>(threads, 1, 1024);
+    numThreads.store(std::clamp<int64_t>(threads, 1, 1024),
+                     std::memory_order_release);
     stop.store(false, std::memory_order_release);
-    for (int64_t i = 1; i < numThreads; ++i)
+    for (int64_t i = 1; i < size(); ++i)
       workers.emplace_back([this] { work(); });
   }
 
@@ -93,7 +98,7 @@ public:
       return;
     }
     std::lock_guard<std::mutex> lock(configure);
-    int64_t parts = std::min<int64_t>(numThreads, count);
+    int64_t parts = std::min<int64_t>(size(), count);
     if (parts == 1) {
       fn(context, begin, end);
       return;
@@ -215,7 +220,7 @@ private:
   std::atomic<int> sleeping{0};
   std::atomic<bool> stop{false};
   Task task;
-  int64_t numThreads = 1;
+  std::atomic<int64_t> numThreads{1};
   std::vector<std::thread> workers;
 };
 

@@ -82,8 +82,10 @@ def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
     and LLVM's `noinline`, so that LLVM optimizes the nests one at a time.
     Loops that call functions and are not parallel (the layer loop) stay
     where they are, and the nests inside them are outlined. A parallel nest
-    whose outermost dimension has constant bounds takes the range [begin,
-    end) of its outer iterations as its first two arguments and is marked
+    whose outermost dimension has constant bounds, and that has enough work
+    to be worth other threads (at least 32,768 iterations of its innermost
+    bodies, or calls such as BLAS), takes the range [begin, end) of its
+    outer iterations as its first two arguments and is marked
     `loom.parallel_for` (see `loom-lower-parallel-calls`). Outlined
     functions that are the same code are merged: the forward pass appears
     in three entry points, and ops of one shape recur.
