@@ -88,12 +88,18 @@ public:
         .getResults();
   }
 
+  /// Elementwise `body` over `ins` and `outs` of one shape, whose results
+  /// replace `outs` (an optimizer's update of a parameter and its state).
+  ValueRange elementwise(ValueRange ins, ValueRange outs, BodyFn body) {
+    unsigned rank = cast<RankedTensorType>(outs.front().getType()).getRank();
+    SmallVector<AffineMap> maps(ins.size() + outs.size(), identity(rank));
+    SmallVector<IteratorType> iterators(rank, kPar);
+    return generic(ins, outs, maps, iterators, body);
+  }
   /// Elementwise `body` over operands of one shape, into a new tensor.
   Value elementwise(ValueRange ins, BodyFn body) {
     auto type = cast<RankedTensorType>(ins.front().getType());
-    SmallVector<AffineMap> maps(ins.size() + 1, identity(type.getRank()));
-    SmallVector<IteratorType> iterators(type.getRank(), kPar);
-    return generic(ins, empty(type.getShape()), maps, iterators, body)[0];
+    return elementwise(ins, empty(type.getShape()), body)[0];
   }
 
   /// [d0, ..., dn-1, C] -> [d0 * ... * dn-1, C]; a rank-1 value is kept.

@@ -62,14 +62,10 @@ struct AdamWLowering : LoomPattern<AdamWOp> {
       return arith::SubFOp::create(b, loc, L.f32(b, 1.0), pow);
     };
     Value c1 = correction(beta1), c2 = correction(beta2);
-    auto type = cast<RankedTensorType>(adaptor.getParam().getType());
-    unsigned rank = type.getRank();
-    SmallVector<AffineMap> maps(4, L.identity(rank));
-    SmallVector<IteratorType> iterators(rank, kPar);
-    ValueRange r = L.generic(
+    ValueRange r = L.elementwise(
         adaptor.getGrad(),
-        ValueRange{adaptor.getParam(), adaptor.getM(), adaptor.getV()}, maps,
-        iterators, [&](OpBuilder &nb, Location l, ValueRange a) {
+        ValueRange{adaptor.getParam(), adaptor.getM(), adaptor.getV()},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
           Value g = arith::MulFOp::create(nb, l, a[0], gradScale);
           Value m = arith::AddFOp::create(
               nb, l, arith::MulFOp::create(nb, l, a[2], L.f32(nb, beta1)),
@@ -104,14 +100,10 @@ struct SGDLowering : LoomPattern<SGDOp> {
         b, L.loc, adaptor.getGradScale(), ValueRange{});
     double momentum = op.getMomentum().convertToDouble();
     double decay = op.getWeightDecay().convertToDouble();
-    auto type = cast<RankedTensorType>(adaptor.getParam().getType());
-    unsigned rank = type.getRank();
-    SmallVector<AffineMap> maps(3, L.identity(rank));
-    SmallVector<IteratorType> iterators(rank, kPar);
-    ValueRange r = L.generic(
+    ValueRange r = L.elementwise(
         adaptor.getGrad(),
-        ValueRange{adaptor.getParam(), adaptor.getMomentumBuffer()}, maps,
-        iterators, [&](OpBuilder &nb, Location l, ValueRange a) {
+        ValueRange{adaptor.getParam(), adaptor.getMomentumBuffer()},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
           Value g = arith::AddFOp::create(
               nb, l, arith::MulFOp::create(nb, l, a[0], gradScale),
               arith::MulFOp::create(nb, l, a[1], L.f32(nb, decay)));
