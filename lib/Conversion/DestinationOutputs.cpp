@@ -2,6 +2,7 @@
 
 #include "Loom/LoomDialect.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/abi.h"
 
 namespace mlir {
 namespace loom {
@@ -62,7 +63,7 @@ struct DestinationOutputsPass
           name = out.getValue().str();
         else if (auto grad = func.getResultAttrOfType<StringAttr>(
                      i, LoomDialect::getGradAttrName()))
-          name = ("grad." + grad.getValue()).str();
+          name = (LOOM_OUTPUT_GRAD_PREFIX + grad.getValue()).str();
         else
           return func.emitOpError()
                  << "result #" << i

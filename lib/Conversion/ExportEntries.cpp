@@ -9,6 +9,7 @@
 
 #include "Loom/LoomDialect.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/abi.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -23,17 +24,17 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-constexpr llvm::StringLiteral kManifestSymbol = "loom_manifest";
-constexpr llvm::StringLiteral kEntryPrefix = "loom_entry_";
+constexpr llvm::StringLiteral kManifestSymbol = LOOM_MANIFEST_SYMBOL;
+constexpr llvm::StringLiteral kEntryPrefix = LOOM_ENTRY_PREFIX;
 
 /// The kind and name of an entry point's argument, from its attributes.
 std::optional<std::pair<StringRef, StringRef>> describeArg(func::FuncOp func,
                                                            unsigned i) {
   static const std::pair<StringRef, StringRef> kinds[] = {
-      {LoomDialect::getParamAttrName(), "param"},
-      {LoomDialect::getStateAttrName(), "state"},
-      {LoomDialect::getInputAttrName(), "input"},
-      {LoomDialect::getOutputAttrName(), "output"}};
+      {LoomDialect::getParamAttrName(), LOOM_ARG_PARAM},
+      {LoomDialect::getStateAttrName(), LOOM_ARG_STATE},
+      {LoomDialect::getInputAttrName(), LOOM_ARG_INPUT},
+      {LoomDialect::getOutputAttrName(), LOOM_ARG_OUTPUT}};
   for (auto [attrName, kind] : kinds)
     if (auto name = func.getArgAttrOfType<StringAttr>(i, attrName))
       return std::make_pair(kind, name.getValue());

@@ -8,6 +8,7 @@
 #include "loom/Import/Importer.h"
 
 #include "Loom/LoomDialect.h"
+#include "loom/abi.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
@@ -110,8 +111,8 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   unsigned head = arch.tiedEmbeddings
                       ? wte
                       : param("lm_head.weight", {arch.paddedVocab, C});
-  unsigned tokens = input("tokens", {B, T});
-  unsigned targets = input("targets", {B, T});
+  unsigned tokens = input(LOOM_INPUT_TOKENS, {B, T});
+  unsigned targets = input(LOOM_INPUT_TARGETS, {B, T});
 
   builder.setInsertionPointToEnd(module.getBody());
   auto scalarLoss = RankedTensorType::get({}, builder.getF32Type());
@@ -120,7 +121,7 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
       builder.getFunctionType(argTypes, {scalarLoss}));
   func.setAllArgAttrs(argAttrs);
   func.setResultAttr(0, LoomDialect::getOutputAttrName(),
-                     builder.getStringAttr("loss"));
+                     builder.getStringAttr(LOOM_OUTPUT_LOSS));
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
   auto arg = [&](unsigned i) -> Value { return body->getArgument(i); };

@@ -7,6 +7,7 @@
 
 #include "Loom/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
+#include "loom/abi.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 
@@ -99,9 +100,9 @@ struct BuildTrainStepPass
         paramArgs.push_back(i);
       else if (auto input = grad.getArgAttrOfType<StringAttr>(
                    i, LoomDialect::getInputAttrName())) {
-        if (input.getValue() == "tokens")
+        if (input.getValue() == LOOM_INPUT_TOKENS)
           tokensArg = i;
-        else if (input.getValue() == "targets")
+        else if (input.getValue() == LOOM_INPUT_TARGETS)
           targetsArg = i;
       }
     }
@@ -144,7 +145,8 @@ struct BuildTrainStepPass
                              b.getFunctionType(inputs, results));
 
     // Argument and result attributes name everything for the manifest.
-    static const char *const stateNames[] = {"m", "v"};
+    static const char *const stateNames[] = {LOOM_STATE_ADAM_M,
+                                             LOOM_STATE_ADAM_V};
     for (unsigned s = 0; s <= numStates; ++s) {
       for (auto [k, i] : llvm::enumerate(paramArgs)) {
         auto name = grad.getArgAttrOfType<StringAttr>(
@@ -153,27 +155,27 @@ struct BuildTrainStepPass
         if (s == 0)
           step.setArgAttr(arg, LoomDialect::getParamAttrName(), name);
         else
-          step.setArgAttr(
-              arg, LoomDialect::getStateAttrName(),
-              b.getStringAttr(Twine(adam ? stateNames[s - 1] : "momentum") +
-                              "." + name.getValue()));
+          step.setArgAttr(arg, LoomDialect::getStateAttrName(),
+                          b.getStringAttr(Twine(adam ? stateNames[s - 1]
+                                                     : LOOM_STATE_MOMENTUM) +
+                                          "." + name.getValue()));
         step.setResultAttr(2 + arg, LoomDialect::getUpdatesAttrName(),
                            b.getI64IntegerAttr(arg));
       }
     }
     unsigned dataArg = (numStates + 1) * numParams;
     step.setArgAttr(dataArg, LoomDialect::getInputAttrName(),
-                    b.getStringAttr("tokens"));
+                    b.getStringAttr(LOOM_INPUT_TOKENS));
     step.setArgAttr(dataArg + 1, LoomDialect::getInputAttrName(),
-                    b.getStringAttr("targets"));
+                    b.getStringAttr(LOOM_INPUT_TARGETS));
     step.setArgAttr(dataArg + 2, LoomDialect::getInputAttrName(),
-                    b.getStringAttr("lr"));
+                    b.getStringAttr(LOOM_INPUT_LR));
     step.setArgAttr(dataArg + 3, LoomDialect::getInputAttrName(),
-                    b.getStringAttr("step"));
+                    b.getStringAttr(LOOM_INPUT_STEP));
     step.setResultAttr(0, LoomDialect::getOutputAttrName(),
-                       b.getStringAttr("loss"));
+                       b.getStringAttr(LOOM_OUTPUT_LOSS));
     step.setResultAttr(1, LoomDialect::getOutputAttrName(),
-                       b.getStringAttr("grad_norm"));
+                       b.getStringAttr(LOOM_OUTPUT_GRAD_NORM));
 
     Block *entry = step.addEntryBlock();
     b.setInsertionPointToStart(entry);

@@ -10,6 +10,7 @@
 #include "Loom/LoomAutodiff.h"
 #include "Loom/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
+#include "loom/abi.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
@@ -75,7 +76,7 @@ struct DifferentiatePass
         b.getFunctionType(forwardType.getInputs(), resultTypes));
     grad.setAllArgAttrs(forward.getAllArgAttrs());
     grad.setResultAttr(0, LoomDialect::getOutputAttrName(),
-                       b.getStringAttr("loss"));
+                       b.getStringAttr(LOOM_OUTPUT_LOSS));
     for (auto [resultIndex, argIndex] : llvm::enumerate(paramIndices))
       grad.setResultAttr(
           resultIndex + 1, LoomDialect::getGradAttrName(),

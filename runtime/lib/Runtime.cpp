@@ -1,6 +1,7 @@
 //===- Runtime.cpp - Artifacts, parameters and checkpoints ----------------===//
 
 #include "loom/runtime.h"
+#include "loom/abi.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -217,7 +218,8 @@ bool loom_model::parseManifest(const char *text) {
   // micro-batch of it.
   auto tokenRows = [&](const char *entryName) -> int64_t {
     for (const Arg &arg : entries[entryName].args)
-      if (arg.kind == "input" && arg.name == "tokens" && arg.shape.size() == 2)
+      if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TOKENS &&
+          arg.shape.size() == 2)
         return arg.shape[0];
     return 0;
   };
@@ -244,7 +246,7 @@ bool loom_model::layoutParams() {
   // a checkpoint is one read or write.
   int64_t offset = 0;
   for (const Arg &arg : entries["train_step"].args) {
-    if (arg.kind != "param")
+    if (arg.kind != LOOM_ARG_PARAM)
       continue;
     Param p;
     p.name = arg.name;
@@ -298,29 +300,34 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
   std::vector<void *> buffers;
   for (const Arg &arg : entry.args) {
     void *p = nullptr;
-    if (arg.kind == "param") {
+    if (arg.kind == LOOM_ARG_PARAM) {
       p = paramFor(arg.name, values.data());
-    } else if (arg.kind == "state") {
+    } else if (arg.kind == LOOM_ARG_STATE) {
       size_t dot = arg.name.find('.');
       std::string which = arg.name.substr(0, dot);
-      p = paramFor(arg.name.substr(dot + 1),
-                   state[which == "v" ? 1 : 0].data());
-    } else if (arg.kind == "input") {
-      if (arg.name == "tokens")
+      std::string param =
+          dot == std::string::npos ? "" : arg.name.substr(dot + 1);
+      if (which == LOOM_STATE_ADAM_M || which == LOOM_STATE_MOMENTUM)
+        p = paramFor(param, state[0].data());
+      else if (which == LOOM_STATE_ADAM_V)
+        p = paramFor(param, state[1].data());
+    } else if (arg.kind == LOOM_ARG_INPUT) {
+      if (arg.name == LOOM_INPUT_TOKENS)
         p = const_cast<int32_t *>(tokens);
-      else if (arg.name == "targets")
+      else if (arg.name == LOOM_INPUT_TARGETS)
         p = const_cast<int32_t *>(targets);
-      else if (arg.name == "lr")
+      else if (arg.name == LOOM_INPUT_LR)
         p = &lr;
-      else if (arg.name == "step")
+      else if (arg.name == LOOM_INPUT_STEP)
         p = &step;
-    } else if (arg.kind == "output") {
-      if (arg.name == "loss")
+    } else if (arg.kind == LOOM_ARG_OUTPUT) {
+      static const std::string gradPrefix = LOOM_OUTPUT_GRAD_PREFIX;
+      if (arg.name == LOOM_OUTPUT_LOSS)
         p = &loss;
-      else if (arg.name == "grad_norm")
+      else if (arg.name == LOOM_OUTPUT_GRAD_NORM)
         p = &gradNorm;
-      else if (arg.name.rfind("grad.", 0) == 0)
-        p = paramFor(arg.name.substr(5), grads.data());
+      else if (arg.name.rfind(gradPrefix, 0) == 0)
+        p = paramFor(arg.name.substr(gradPrefix.size()), grads.data());
     }
     if (!p)
       return setError("%s: entry '%s' has an argument '%s %s' this runtime "
@@ -393,7 +400,7 @@ loom_model *loom_model_open(const char *path) {
     return nullptr;
   }
   auto *manifest =
-      static_cast<const char *>(dlsym(model->handle, "loom_manifest"));
+      static_cast<const char *>(dlsym(model->handle, LOOM_MANIFEST_SYMBOL));
   if (!manifest) {
     setError("%s: not a Loom artifact (no manifest)", path);
     return nullptr;

@@ -1,0 +1,41 @@
+/*===- abi.h - Names shared by compiled artifacts and the runtime -*- C -*-===*\
+|*                                                                          *|
+|* The compiler writes these names into an artifact (symbols, and the        *|
+|* manifest's `arg <kind> <name> ...` lines, docs/artifact.md); the runtime *|
+|* finds entry points and fills their arguments by them. Both include this *|
+|* header, so that the two cannot drift apart.                               *|
+|*                                                                          *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef LOOM_ABI_H
+#define LOOM_ABI_H
+
+/* Symbols of an artifact. */
+#define LOOM_MANIFEST_SYMBOL "loom_manifest"
+#define LOOM_ENTRY_PREFIX "loom_entry_"
+
+/* Kinds of entry point arguments. */
+#define LOOM_ARG_PARAM "param"
+#define LOOM_ARG_STATE "state"
+#define LOOM_ARG_INPUT "input"
+#define LOOM_ARG_OUTPUT "output"
+
+/* Inputs: token ids and next-token targets ([batch, sequence] int32), the
+   learning rate and the step number (f32 scalars). */
+#define LOOM_INPUT_TOKENS "tokens"
+#define LOOM_INPUT_TARGETS "targets"
+#define LOOM_INPUT_LR "lr"
+#define LOOM_INPUT_STEP "step"
+
+/* Outputs: the loss, the global gradient norm, and the gradient of a
+   parameter as LOOM_OUTPUT_GRAD_PREFIX followed by its name. */
+#define LOOM_OUTPUT_LOSS "loss"
+#define LOOM_OUTPUT_GRAD_NORM "grad_norm"
+#define LOOM_OUTPUT_GRAD_PREFIX "grad."
+
+/* Optimizer state: one of these, a dot, then the parameter's name. */
+#define LOOM_STATE_ADAM_M "m"
+#define LOOM_STATE_ADAM_V "v"
+#define LOOM_STATE_MOMENTUM "momentum"
+
+#endif /* LOOM_ABI_H */
