@@ -30,8 +30,12 @@
 namespace {
 using TaskFn = void (*)(void *, int64_t, int64_t);
 
-/// Iterations a spinning thread waits before it blocks.
-constexpr int kSpinIterations = 1000;
+/// Iterations a spinning thread waits before it blocks: a few hundred
+/// microseconds, longer than most gaps between a step's loops (waking a
+/// sleeping worker takes tens of microseconds, and gpt2-tiny runs hundreds
+/// of loops a step), shorter than a large GEMM, whose OpenBLAS threads
+/// want the cores.
+constexpr int kSpinIterations = 10000;
 
 void pause() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -109,6 +110,9 @@ int main(int argc, char **argv) {
       }
       double step = seconds(start);
       double sgemm = sgemmGflops(std::min(std::max(step, 0.05), 0.5));
+      // OpenBLAS's threads spin for about 0.1 s after a GEMM before they
+      // sleep: let them, so that the burst does not slow the next step.
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
       stepTimes.push_back(step);
       sgemmRates.push_back(sgemm);
       sgemmAll.push_back(sgemm);
