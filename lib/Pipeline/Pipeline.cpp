@@ -34,10 +34,9 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
                  "the compiled artifact the runtime loads (loomc only)"),
       clEnumValN(EmitStage::Plan, "plan",
                  "the cost model's chosen plan, the best alternatives and "
-                 "the rejected ones (loomc only)"),
+                 "the rejected ones"),
       clEnumValN(EmitStage::Cost, "cost",
-                 "the cost model's per-op breakdown of the plan (loomc "
-                 "only)"));
+                 "the cost model's per-op breakdown of the plan"));
 }
 
 void mlir::loom::buildLoomPipeline(OpPassManager &pm,
