@@ -52,6 +52,13 @@ func.func @embedding_grad_into(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
 // CHECK: tensor.extract_slice %[[S]][%[[B]], %[[H]], 0, 0] [1, 1, 3, 3] [1, 1, 1, 1] : tensor<2x2x3x3xf32> to tensor<3x3xf32>
 // CHECK: linalg.matmul {{.*}} : tensor<3x2xf32>, tensor<3x2xf32>) outs(%{{.*}} : tensor<3x3xf32>)
 // CHECK: tensor.parallel_insert_slice %{{.*}} into %[[S]][%[[B]], %[[H]], 0, 0]
+// The row maximum masks the scores above the diagonal to -inf and reduces
+// with maxnumf, so that LLVM vectorizes it.
+// CHECK: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK-NEXT: ^bb0(%[[SCORE:.*]]: f32, %[[MAX:.*]]: f32):
+// CHECK-NEXT: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[MASKED:.*]] = arith.select %{{.*}}, %[[SCORE]], %[[NEGINF]] : f32
+// CHECK-NEXT: arith.maxnumf %[[MASKED]], %[[MAX]] : f32
 // CHECK: math.exp
 // CHECK: scf.forall {{.*}} -> (tensor<2x3x2x2xf32>)
 // CHECK: linalg.matmul {{.*}} : tensor<3x3xf32>, tensor<3x2xf32>) outs(%{{.*}} : tensor<3x2xf32>)

@@ -13,6 +13,7 @@
 #include "loom/runtime.h"
 
 #include <algorithm>
+#include <cblas.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,18 +31,23 @@ double seconds(std::chrono::steady_clock::time_point start) {
 
 /// GFLOP/s of C = A B^T with the shape of GPT-2 124M's first MLP GEMM at
 /// 256 tokens (the benchmark's batch 4 x sequence 64), over `duration`
-/// seconds.
+/// seconds. The reference is OpenBLAS on its own threads, one per runtime
+/// thread, whatever the runtime does with its GEMMs.
 double sgemmGflops(double duration) {
-  const int64_t m = 256, n = 3072, k = 768;
+  const int m = 256, n = 3072, k = 768;
   static std::vector<float> a(m * k, 0.5f), b(n * k, 0.25f), c(m * n, 0.0f);
+  int runtimeBlasThreads = openblas_get_num_threads();
+  openblas_set_num_threads(static_cast<int>(loom_get_num_threads()));
   int reps = 0;
   auto start = std::chrono::steady_clock::now();
   do {
-    loom_rt_sgemm(0, 1, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(),
-                  n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f,
+                a.data(), k, b.data(), k, 0.0f, c.data(), n);
     ++reps;
   } while (seconds(start) < duration);
-  return 2.0 * m * n * k * reps / seconds(start) / 1e9;
+  double gflops = 2.0 * m * n * k * reps / seconds(start) / 1e9;
+  openblas_set_num_threads(runtimeBlasThreads);
+  return gflops;
 }
 
 double median(std::vector<double> values) {

@@ -150,10 +150,11 @@ Value attentionProbs(Lowering &L, const Heads &h) {
   Value max = L.generic(
       scores, L.filled({B, NH, T}, -INFINITY), {all4, rows4},
       {kPar, kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value m = arith::MaximumFOp::create(nb, l, a[0], a[1]);
-        linalg::YieldOp::create(
-            nb, l,
-            arith::SelectOp::create(nb, l, causal(nb), m, a[1]).getResult());
+        // Masking the score rather than the running maximum keeps the
+        // reduction a plain maximum, which vectorizes.
+        Value masked = arith::SelectOp::create(nb, l, causal(nb), a[0],
+                                               L.f32(nb, -INFINITY));
+        linalg::YieldOp::create(nb, l, runningMax(nb, l, masked, a[1]));
       })[0];
   Value exps = L.generic(
       {scores, max}, L.empty({B, NH, T, T}), {all4, rows4, all4},

@@ -30,8 +30,7 @@ SoftmaxStats softmaxStats(Lowering &L, Value logits2, int64_t classes) {
   Value max = L.generic(
       x, L.filled({n}, -INFINITY), {L.map(2, {0, 1}), L.map(2, {0})},
       {kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
-        linalg::YieldOp::create(
-            nb, l, arith::MaximumFOp::create(nb, l, a[0], a[1]).getResult());
+        linalg::YieldOp::create(nb, l, runningMax(nb, l, a[0], a[1]));
       })[0];
   Value sumExp = L.rowSum({x, max}, n, [&](OpBuilder &nb, ValueRange a) {
     return math::ExpOp::create(nb, L.loc,

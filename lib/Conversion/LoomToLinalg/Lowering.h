@@ -37,6 +37,15 @@ inline void sumBody(OpBuilder &nb, Location l, ValueRange a) {
                           arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
 }
 
+/// The larger of two floats, for running maxima. `maxnumf` rather than
+/// `maximumf`: LLVM vectorizes a reduction of the former but not of the
+/// latter, whose signed-zero ordering it handles with branches. The maxima
+/// here only shift exponentials, so a NaN input still reaches the result
+/// through the exponential of its own element.
+inline Value runningMax(OpBuilder &nb, Location l, Value x, Value max) {
+  return arith::MaxNumFOp::create(nb, l, x, max);
+}
+
 /// Body of a generic accumulating the product of its two inputs into the
 /// output: the contractions of attention.
 inline void multiplyAccumulateBody(OpBuilder &nb, Location l, ValueRange a) {
