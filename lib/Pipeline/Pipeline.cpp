@@ -84,7 +84,10 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   // Values a layer loop saves or stacks (activations for the backward pass,
   // each layer's weight gradients) are computed straight into their slice
   // of the stack instead of being copied there. Before the entry points'
-  // results become destinations, which would anchor it too.
+  // results become destinations, which would anchor it too. The
+  // elimination does not look through reshapes: those move onto the stacks
+  // first.
+  pm.addPass(createLoomReshapeDestinations());
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   pm.addPass(createLoomDestinationOutputs());
   bufferization::OneShotBufferizePassOptions bufferize;

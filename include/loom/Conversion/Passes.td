@@ -21,6 +21,25 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def LoomReshapeDestinations
+    : Pass<"loom-reshape-destinations", "::mlir::ModuleOp"> {
+  let summary = "Reshape the destination of a slice insertion instead of the "
+                "value inserted";
+  let description = [{
+    `tensor.insert_slice (tensor.expand_shape %x) into %dest` (or a
+    `collapse_shape`), where the slice spans the trailing dimensions of
+    `%dest` whole, becomes `tensor.insert_slice %x` into the inverse reshape
+    of `%dest`, reshaped back. A layer loop saves activations this way: the
+    linear maps compute [tokens, features] and the stack holds
+    [layers, batch, sequence, features]. Upstream's
+    `eliminate-empty-tensors` does not look through reshapes; after this
+    pass it makes the producer of `%x` write straight into the slice
+    instead of a buffer that is then copied. The destination is reshaped
+    right after its definition, where it dominates the producer.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def LoomDestinationOutputs
     : Pass<"loom-destination-outputs", "::mlir::ModuleOp"> {
   let summary = "Turn the results of entry points into destination arguments";

@@ -27,11 +27,11 @@ SoftmaxStats softmaxStats(Lowering &L, Value logits2, int64_t classes) {
         ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{L.b.getIndexAttr(n), L.b.getIndexAttr(classes)},
         ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
-  Value max = L.generic(
-      x, L.filled({n}, -INFINITY), {L.map(2, {0, 1}), L.map(2, {0})},
-      {kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
-        linalg::YieldOp::create(nb, l, runningMax(nb, l, a[0], a[1]));
-      })[0];
+  Value max =
+      L.generic(x, L.filled({n}, -INFINITY), {L.map(2, {0, 1}), L.map(2, {0})},
+                {kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                  linalg::YieldOp::create(nb, l, runningMax(nb, l, a[0], a[1]));
+                })[0];
   Value sumExp = L.rowSum({x, max}, n, [&](OpBuilder &nb, ValueRange a) {
     return math::ExpOp::create(nb, L.loc,
                                arith::SubFOp::create(nb, L.loc, a[0], a[1]))
