@@ -50,9 +50,7 @@ void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
   if (threads > 1 && !loom::isInParallelLoop() && m >= 64 * threads &&
       static_cast<double>(m) * n * k < kSplitWork) {
     GemmRows rows{trans_a, trans_b, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
-    openblas_set_num_threads(1);
     loom_rt_parallel_for(gemmRows, &rows, 0, m);
-    openblas_set_num_threads(static_cast<int>(threads));
     return;
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,

@@ -9,7 +9,8 @@
 // Loops and GEMMs alternate many times per step, and OpenBLAS's threads want
 // the same cores; a worker therefore spins only briefly for the next loop
 // before it sleeps, and the caller runs whatever parts no worker has
-// claimed instead of waiting for one to wake.
+// claimed instead of waiting for one to wake. The pool also sets OpenBLAS's
+// threads: as many as its own for GEMMs outside its loops, one inside them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +92,8 @@ public:
     stop.store(false, std::memory_order_release);
     for (int64_t i = 1; i < size(); ++i)
       workers.emplace_back([this] { work(); });
+    // GEMMs outside parallel loops take as many threads as the loops.
+    openblas_set_num_threads(static_cast<int>(size()));
   }
 
   void run(TaskFn fn, void *context, int64_t begin, int64_t end) {
@@ -107,6 +110,10 @@ public:
       fn(context, begin, end);
       return;
     }
+    // The loop's threads are the cores: a GEMM inside it runs on the
+    // thread that calls it (OpenBLAS's threaded GEMMs, called from every
+    // part at once, would take turns on its global lock).
+    openblas_set_num_threads(1);
     task = {fn, context, begin, count, parts};
     done.store(0, std::memory_order_relaxed);
     State next{State::unpack(state.load(std::memory_order_relaxed)).generation +
@@ -131,6 +138,7 @@ public:
       finished.wait(
           guard, [&] { return done.load(std::memory_order_acquire) == parts; });
     }
+    openblas_set_num_threads(static_cast<int>(size()));
   }
 
 private:
@@ -248,9 +256,7 @@ void loom_rt_parallel_for(void (*fn)(void *, int64_t, int64_t), void *context,
 int64_t loom_get_num_threads(void) { return getPool().size(); }
 
 void loom_set_num_threads(int64_t threads) {
-  threads = std::max<int64_t>(1, threads);
-  getPool().resize(threads);
-  openblas_set_num_threads(static_cast<int>(threads));
+  getPool().resize(std::max<int64_t>(1, threads));
 }
 
 } // extern "C"

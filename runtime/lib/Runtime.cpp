@@ -40,6 +40,10 @@ struct Arg {
 struct Entry {
   EntryFn fn = nullptr;
   std::vector<Arg> args;
+  /// The argument array the entry receives, bound once at load: every
+  /// buffer is the model's but the tokens and targets of each call.
+  std::vector<void *> buffers;
+  int64_t tokensSlot = -1, targetsSlot = -1;
 };
 
 /// A parameter's place in the contiguous parameter buffer.
@@ -123,14 +127,17 @@ struct loom_model {
   bool parseManifest(const char *text);
   bool layoutParams();
   /// Calls a per-micro-batch entry on each micro-batch of a whole batch.
-  bool callMicroBatches(const char *entryName, const int32_t *tokens,
+  void callMicroBatches(const char *entryName, const int32_t *tokens,
                         const int32_t *targets, float *lossOut,
                         float *gradsOut);
   float *paramFor(const std::string &name, float *base) {
     auto it = paramIndex.find(name);
     return it == paramIndex.end() ? nullptr : base + params[it->second].offset;
   }
-  bool call(const char *entryName, const int32_t *tokens,
+  /// The model's buffer for argument `arg`; null for one it does not have.
+  void *bufferFor(const Arg &arg);
+  bool bindEntries();
+  void call(const char *entryName, const int32_t *tokens,
             const int32_t *targets);
 };
 
@@ -269,7 +276,7 @@ bool loom_model::layoutParams() {
   return true;
 }
 
-bool loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
+void loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
                                   const int32_t *targets, float *lossOut,
                                   float *gradsOut) {
   // Mean over equal micro-batches is the mean over the batch: the loss and
@@ -280,8 +287,7 @@ bool loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
   if (gradsOut)
     std::fill(gradsOut, gradsOut + grads.size(), 0.0f);
   for (int64_t m = 0; m < count; ++m) {
-    if (!call(entryName, tokens + m * stride, targets + m * stride))
-      return false;
+    call(entryName, tokens + m * stride, targets + m * stride);
     lossSum += loss;
     if (gradsOut)
       for (size_t i = 0; i < grads.size(); ++i)
@@ -291,53 +297,71 @@ bool loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
   if (gradsOut && count > 1)
     for (size_t i = 0; i < grads.size(); ++i)
       gradsOut[i] /= static_cast<float>(count);
+}
+
+void *loom_model::bufferFor(const Arg &arg) {
+  if (arg.kind == LOOM_ARG_PARAM)
+    return paramFor(arg.name, values.data());
+  if (arg.kind == LOOM_ARG_STATE) {
+    size_t dot = arg.name.find('.');
+    if (dot == std::string::npos)
+      return nullptr;
+    std::string which = arg.name.substr(0, dot),
+                param = arg.name.substr(dot + 1);
+    if (which == LOOM_STATE_ADAM_M || which == LOOM_STATE_MOMENTUM)
+      return paramFor(param, state[0].data());
+    if (which == LOOM_STATE_ADAM_V)
+      return paramFor(param, state[1].data());
+    return nullptr;
+  }
+  if (arg.kind == LOOM_ARG_INPUT) {
+    if (arg.name == LOOM_INPUT_LR)
+      return &lr;
+    if (arg.name == LOOM_INPUT_STEP)
+      return &step;
+    return nullptr;
+  }
+  if (arg.kind == LOOM_ARG_OUTPUT) {
+    static const std::string gradPrefix = LOOM_OUTPUT_GRAD_PREFIX;
+    if (arg.name == LOOM_OUTPUT_LOSS)
+      return &loss;
+    if (arg.name == LOOM_OUTPUT_GRAD_NORM)
+      return &gradNorm;
+    if (arg.name.rfind(gradPrefix, 0) == 0)
+      return paramFor(arg.name.substr(gradPrefix.size()), grads.data());
+  }
+  return nullptr;
+}
+
+bool loom_model::bindEntries() {
+  for (auto &[entryName, entry] : entries) {
+    entry.buffers.clear();
+    for (const Arg &arg : entry.args) {
+      int64_t slot = entry.buffers.size();
+      void *p = nullptr;
+      if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TOKENS)
+        entry.tokensSlot = slot;
+      else if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TARGETS)
+        entry.targetsSlot = slot;
+      else if (!(p = bufferFor(arg)))
+        return setError("%s: entry '%s' has an argument '%s %s' this runtime "
+                        "cannot provide",
+                        path.c_str(), entryName.c_str(), arg.kind.c_str(),
+                        arg.name.c_str());
+      entry.buffers.push_back(p);
+    }
+  }
   return true;
 }
 
-bool loom_model::call(const char *entryName, const int32_t *tokens,
+void loom_model::call(const char *entryName, const int32_t *tokens,
                       const int32_t *targets) {
   Entry &entry = entries[entryName];
-  std::vector<void *> buffers;
-  for (const Arg &arg : entry.args) {
-    void *p = nullptr;
-    if (arg.kind == LOOM_ARG_PARAM) {
-      p = paramFor(arg.name, values.data());
-    } else if (arg.kind == LOOM_ARG_STATE) {
-      size_t dot = arg.name.find('.');
-      std::string which = arg.name.substr(0, dot);
-      std::string param =
-          dot == std::string::npos ? "" : arg.name.substr(dot + 1);
-      if (which == LOOM_STATE_ADAM_M || which == LOOM_STATE_MOMENTUM)
-        p = paramFor(param, state[0].data());
-      else if (which == LOOM_STATE_ADAM_V)
-        p = paramFor(param, state[1].data());
-    } else if (arg.kind == LOOM_ARG_INPUT) {
-      if (arg.name == LOOM_INPUT_TOKENS)
-        p = const_cast<int32_t *>(tokens);
-      else if (arg.name == LOOM_INPUT_TARGETS)
-        p = const_cast<int32_t *>(targets);
-      else if (arg.name == LOOM_INPUT_LR)
-        p = &lr;
-      else if (arg.name == LOOM_INPUT_STEP)
-        p = &step;
-    } else if (arg.kind == LOOM_ARG_OUTPUT) {
-      static const std::string gradPrefix = LOOM_OUTPUT_GRAD_PREFIX;
-      if (arg.name == LOOM_OUTPUT_LOSS)
-        p = &loss;
-      else if (arg.name == LOOM_OUTPUT_GRAD_NORM)
-        p = &gradNorm;
-      else if (arg.name.rfind(gradPrefix, 0) == 0)
-        p = paramFor(arg.name.substr(gradPrefix.size()), grads.data());
-    }
-    if (!p)
-      return setError("%s: entry '%s' has an argument '%s %s' this runtime "
-                      "cannot provide",
-                      path.c_str(), entryName, arg.kind.c_str(),
-                      arg.name.c_str());
-    buffers.push_back(p);
-  }
-  entry.fn(buffers.data());
-  return true;
+  if (entry.tokensSlot >= 0)
+    entry.buffers[entry.tokensSlot] = const_cast<int32_t *>(tokens);
+  if (entry.targetsSlot >= 0)
+    entry.buffers[entry.targetsSlot] = const_cast<int32_t *>(targets);
+  entry.fn(entry.buffers.data());
 }
 
 /// The loader maps a shared object's segments without checking that the file
@@ -405,7 +429,8 @@ loom_model *loom_model_open(const char *path) {
     setError("%s: not a Loom artifact (no manifest)", path);
     return nullptr;
   }
-  if (!model->parseManifest(manifest) || !model->layoutParams())
+  if (!model->parseManifest(manifest) || !model->layoutParams() ||
+      !model->bindEntries())
     return nullptr;
   return model.release();
 }
@@ -474,8 +499,7 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
                           float *grad_norm) {
   model->lr = lr;
   model->step += 1;
-  if (!model->call("train_step", tokens, targets))
-    return 1;
+  model->call("train_step", tokens, targets);
   *loss = model->loss;
   if (grad_norm)
     *grad_norm = model->gradNorm;
@@ -484,16 +508,15 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
 
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss) {
-  return model->callMicroBatches("forward", tokens, targets, loss, nullptr) ? 0
-                                                                            : 1;
+  model->callMicroBatches("forward", tokens, targets, loss, nullptr);
+  return 0;
 }
 
 int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
                              const int32_t *targets, float *loss,
                              float *grads) {
-  return model->callMicroBatches("forward_grad", tokens, targets, loss, grads)
-             ? 0
-             : 1;
+  model->callMicroBatches("forward_grad", tokens, targets, loss, grads);
+  return 0;
 }
 
 //===----------------------------------------------------------------------===//
@@ -549,7 +572,9 @@ int loom_model_load_checkpoint(loom_model *model, const char *path) {
     return !setError("%s: longer than the %lld parameters the header "
                      "describes",
                      path, static_cast<long long>(scratch.size()));
-  model->values.swap(scratch);
+  // Copied, not swapped: the entry points are bound to this buffer, and
+  // loom_model_params has handed it out.
+  std::copy(scratch.begin(), scratch.end(), model->values.begin());
   std::fill(model->state[0].begin(), model->state[0].end(), 0.0f);
   std::fill(model->state[1].begin(), model->state[1].end(), 0.0f);
   model->step = 0;

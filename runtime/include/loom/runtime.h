@@ -49,7 +49,8 @@ const loom_model_info *loom_model_get_info(const loom_model *model);
 /// layer-norm weights one. Resets the optimizer state and step count.
 void loom_model_init(loom_model *model, uint64_t seed);
 
-/// All parameters, contiguous, in llm.c's checkpoint order.
+/// All parameters, contiguous, in llm.c's checkpoint order. The buffer
+/// stays where it is until the model is closed.
 float *loom_model_params(loom_model *model);
 
 /// One training step on `batch * sequence` tokens and targets: updates the
@@ -98,8 +99,10 @@ double loom_peak_memory_mib(void);
 /// keeps them for the next step otherwise (see lib/Memory.cpp).
 void loom_release_cached_memory(void);
 
-/// Threads that run the generated code's parallel loops and BLAS: by
-/// default every core this process may run on.
+/// Threads that run the generated code's parallel loops and its GEMMs: by
+/// default every core this process may run on. OpenBLAS's thread count
+/// follows it (OPENBLAS_NUM_THREADS is overridden); a GEMM called inside a
+/// parallel loop runs on the thread that calls it.
 int64_t loom_get_num_threads(void);
 void loom_set_num_threads(int64_t threads);
 
