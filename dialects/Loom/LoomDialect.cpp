@@ -1,6 +1,8 @@
 //===- LoomDialect.cpp - The loom dialect ---------------------------------===//
 
 #include "Loom/LoomDialect.h"
+#include "loom/abi.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/InliningUtils.h"
@@ -144,6 +146,25 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
     if (!str || str.getValue().empty())
       return op->emitError() << "argument #" << argIndex << ": '" << name
                              << "' must be a non-empty string";
+    // The passes and the runtime size every buffer from its type.
+    auto function = dyn_cast<FunctionOpInterface>(op);
+    if (!function || argIndex >= function.getNumArguments())
+      return success();
+    auto type = dyn_cast<ShapedType>(function.getArgumentTypes()[argIndex]);
+    if (!type || !type.hasStaticShape())
+      return op->emitError() << "argument #" << argIndex << " ('" << name
+                             << " = \"" << str.getValue()
+                             << "\"') must be a tensor or memref of static "
+                                "shape";
+    bool tokenIds =
+        name == getInputAttrName() && (str.getValue() == LOOM_INPUT_TOKENS ||
+                                       str.getValue() == LOOM_INPUT_TARGETS);
+    if (tokenIds &&
+        (type.getRank() != 2 || !isa<IntegerType>(type.getElementType())))
+      return op->emitError()
+             << "argument #" << argIndex << " ('" << name << " = \""
+             << str.getValue()
+             << "\"') must hold integer ids of shape [batch, sequence]";
     return success();
   }
   return op->emitError() << "argument #" << argIndex
@@ -172,4 +193,14 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
   }
   return op->emitError() << "result #" << resultIndex
                          << ": unknown loom result attribute '" << name << "'";
+}
+
+FailureOr<PlanConfig> mlir::loom::getResolvedPlan(ModuleOp module) {
+  Attribute attr = module->getAttr(LoomDialect::getPlanAttrName());
+  if (!attr)
+    return PlanConfig();
+  if (auto plan = dyn_cast<PlanAttr>(attr))
+    return plan.getConfig();
+  return module.emitError() << "the plan is still \"auto\": run loom-plan "
+                               "first";
 }

@@ -42,4 +42,14 @@ void printF64(AsmPrinter &printer, const llvm::APFloat &value);
 #define GET_OP_CLASSES
 #include "Loom/LoomOps.h.inc"
 
+namespace mlir {
+class ModuleOp;
+namespace loom {
+/// The plan the passes after loom-plan compile for: the module's
+/// `#loom.plan`, or the single-rank plan where it has none. Fails, with an
+/// error on the module, where the plan is still "auto".
+FailureOr<PlanConfig> getResolvedPlan(ModuleOp module);
+} // namespace loom
+} // namespace mlir
+
 #endif // LOOM_DIALECT_LOOMDIALECT_H

@@ -3,6 +3,7 @@
 #include "loom/Analysis/ModelSummary.h"
 
 #include "Loom/LoomDialect.h"
+#include "loom/abi.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -45,7 +46,8 @@ FailureOr<ModelSummary> mlir::loom::summarizeModel(ModuleOp module) {
     summary.totalParameters += count;
     // A block's parameters are stacked over the blocks as "h.*.<what>"
     // [blocks, ...]: slice l is GPT-2's "h.<l>.<what>".
-    if (name.getValue().starts_with("h.*.") && type.getRank() > 0) {
+    if (name.getValue().starts_with(LOOM_STACKED_PREFIX) &&
+        type.getRank() > 0) {
       summary.blockParameters += count;
       summary.numBlocks = type.getDimSize(0);
     }

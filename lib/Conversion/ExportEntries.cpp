@@ -80,11 +80,6 @@ struct ExportEntriesPass
                          << "' symbol";
       return signalPassFailure();
     }
-    std::string manifest;
-    llvm::raw_string_ostream os(manifest);
-    if (failed(printHeader(module, os)))
-      return signalPassFailure();
-
     SmallVector<func::FuncOp> entries;
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isPrivate() && !func.isExternal() &&
@@ -95,6 +90,11 @@ struct ExportEntriesPass
                        "whose arguments carry Loom attributes");
       return signalPassFailure();
     }
+
+    std::string manifest;
+    llvm::raw_string_ostream os(manifest);
+    if (failed(printHeader(module, entries, os)))
+      return signalPassFailure();
     for (func::FuncOp func : entries)
       if (failed(exportEntry(func, os)))
         return signalPassFailure();
@@ -109,7 +109,8 @@ struct ExportEntriesPass
                            b.getStringAttr(manifest));
   }
 
-  LogicalResult printHeader(ModuleOp module, raw_ostream &os) {
+  LogicalResult printHeader(ModuleOp module, ArrayRef<func::FuncOp> entries,
+                            raw_ostream &os) {
     auto model =
         module->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
     auto training =
@@ -133,12 +134,14 @@ struct ExportEntriesPass
     // Single-rank artifacts only, until the parallel passes exist: a plan for
     // several ranks would compile to a program that computes one replica's
     // share without ever communicating.
-    auto plan = module->getAttrOfType<PlanAttr>(LoomDialect::getPlanAttrName());
-    if (plan && plan.getWorldSize() > 1)
+    FailureOr<PlanConfig> plan = getResolvedPlan(module);
+    if (failed(plan))
+      return failure();
+    if (plan->getWorldSize() > 1)
       return module.emitError()
-             << "the plan runs on " << plan.getWorldSize()
-             << " ranks (dp * tp * pp = " << plan.getDp() << " * "
-             << plan.getTp() << " * " << plan.getPp()
+             << "the plan runs on " << plan->getWorldSize()
+             << " ranks (dp * tp * pp = " << plan->dp << " * " << plan->tp
+             << " * " << plan->pp
              << "); artifacts run on one rank until the data, tensor and "
                 "pipeline parallel passes exist";
     os << "training batch=" << training.getBatch()
@@ -149,14 +152,42 @@ struct ExportEntriesPass
        << " weight_decay=" << f(training.getWeightDecay())
        << " momentum=" << f(training.getMomentum())
        << " grad_clip=" << f(training.getGradClip()) << "\n";
-    if (plan)
-      os << "plan dp=" << plan.getDp() << " tp=" << plan.getTp()
-         << " pp=" << plan.getPp() << " zero=" << plan.getZero()
-         << " micro_batches=" << plan.getMicroBatches() << "\n";
-    // Parameters stacked over the layers: h.*.<name> holds GPT-2's
-    // h.<l>.<name> as slice l of its first dimension.
-    os << "stacked h.* " << model.getLayers() << "\n";
+    if (module->hasAttr(LoomDialect::getPlanAttrName()))
+      os << "plan dp=" << plan->dp << " tp=" << plan->tp << " pp=" << plan->pp
+         << " zero=" << plan->zero << " micro_batches=" << plan->microBatches
+         << "\n";
+    FailureOr<int64_t> layers = stackedLayers(entries);
+    if (failed(layers))
+      return failure();
+    os << "stacked " << StringRef(LOOM_STACKED_PREFIX).drop_back() << " "
+       << *layers << "\n";
     return success();
+  }
+
+  /// The leading dimension of the parameters stacked over the layers,
+  /// which the runtime checks against the model's layers.
+  FailureOr<int64_t> stackedLayers(ArrayRef<func::FuncOp> entries) {
+    std::optional<int64_t> layers;
+    for (func::FuncOp func : entries) {
+      for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+        auto name = func.getArgAttrOfType<StringAttr>(
+            i, LoomDialect::getParamAttrName());
+        auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
+        if (!name || !name.getValue().starts_with(LOOM_STACKED_PREFIX) ||
+            !type || type.getRank() == 0)
+          continue;
+        if (layers && *layers != type.getDimSize(0))
+          return func.emitOpError()
+                 << "stacks parameter '" << name.getValue() << "' over "
+                 << type.getDimSize(0) << " layers, others over " << *layers;
+        layers = type.getDimSize(0);
+      }
+    }
+    if (!layers)
+      return entries.front()->getParentOp()->emitError(
+          "no parameter is stacked over the layers ('" LOOM_STACKED_PREFIX
+          "<name>')");
+    return *layers;
   }
 
   LogicalResult exportEntry(func::FuncOp func, raw_ostream &os) {

@@ -9,6 +9,7 @@
 
 #include "Loom/LoomDialect.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/abi.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
@@ -23,7 +24,7 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-constexpr llvm::StringLiteral kParallelFor = "loom_rt_parallel_for";
+constexpr llvm::StringLiteral kParallelFor = LOOM_RT_PARALLEL_FOR;
 
 struct LowerParallelCallsPass
     : public loom::impl::LoomLowerParallelCallsBase<LowerParallelCallsPass> {
@@ -49,6 +50,13 @@ struct LowerParallelCallsPass
           if (function->hasAttr(LoomDialect::getParallelForAttrName()))
             calls.push_back(call);
     });
+    for (LLVM::CallOp call : calls) {
+      if (!call->getParentOfType<LLVM::LLVMFuncOp>()) {
+        call.emitOpError("calls a parallel loop from outside an llvm.func; "
+                         "the pass runs after the conversion to LLVM");
+        return signalPassFailure();
+      }
+    }
 
     OpBuilder b(context);
     if (!symbols.lookup(kParallelFor)) {

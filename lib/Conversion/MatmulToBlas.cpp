@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Conversion/Passes.h"
+#include "loom/abi.h"
 
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -22,7 +23,7 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-constexpr llvm::StringLiteral kSgemm = "loom_rt_sgemm";
+constexpr llvm::StringLiteral kSgemm = LOOM_RT_SGEMM;
 
 /// A matrix operand: its data pointer, leading dimension and whether it is
 /// read transposed.

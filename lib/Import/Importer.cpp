@@ -104,7 +104,8 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   for (const auto &[name, shape] : layerTensors) {
     SmallVector<int64_t> stackedShape = {L};
     llvm::append_range(stackedShape, shape);
-    stacked.push_back(param((Twine("h.*.") + name).str(), stackedShape));
+    stacked.push_back(
+        param((Twine(LOOM_STACKED_PREFIX) + name).str(), stackedShape));
   }
   unsigned lnfw = param("ln_f.weight", {C});
   unsigned lnfb = param("ln_f.bias", {C});

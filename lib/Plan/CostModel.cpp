@@ -168,7 +168,7 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
   for (auto [index, arg] : llvm::enumerate(forward.getArguments())) {
     if (!forward.getArgAttr(index, LoomDialect::getParamAttrName()))
       continue;
-    int64_t elements = cast<RankedTensorType>(arg.getType()).getNumElements();
+    int64_t elements = cast<ShapedType>(arg.getType()).getNumElements();
     model.parameterCount += elements;
     if (usedBy(arg, model.groups.front()) && usedBy(arg, model.groups.back()))
       model.tiedParameters += elements;
@@ -211,8 +211,8 @@ SmallVector<TimedRow> CostModel::priceGroupRows(const OpGroup &group,
     if (auto name = dyn_cast<NameLoc>(op->getLoc()))
       prefix = name.getName().str();
     for (CostRow &row : rows) {
-      // Named after the op's location ("h.0.attn.c_attn"), with the part
-      // for ops priced as several kernels ("h.0.attn:softmax").
+      // Named after the op's location ("h.*.attn.c_attn"), with the part
+      // for ops priced as several kernels ("h.*.attn:softmax").
       if (!prefix.empty())
         row.name = rows.size() == 1 ? prefix : prefix + ":" + row.name;
       timed.push_back(priceRow(row, roofline, commTime));

@@ -89,8 +89,6 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
   return search;
 }
 
-static constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
-
 static void printTableHeader(llvm::raw_ostream &os) {
   os << llvm::formatv("  {0,-3} {1,-78} {2,+11} {3,+12} {4,+6} {5,+10}\n", "#",
                       "plan", "step (s)", "tokens/s", "MFU", "GiB/GPU");
@@ -98,12 +96,13 @@ static void printTableHeader(llvm::raw_ostream &os) {
 
 static void printTableRow(llvm::raw_ostream &os, int64_t index,
                           const PlanEstimate &est) {
-  os << llvm::formatv("  {0,-3} {1,-78} {2,+11} {3,+12} {4,+6} {5,+10}\n",
-                      index, formatPlan(est.plan, est.precision),
-                      llvm::formatv("{0:F4}", est.stepTime).str(),
-                      llvm::formatv("{0:F0}", est.tokensPerSecond).str(),
-                      llvm::formatv("{0:F3}", est.mfu).str(),
-                      llvm::formatv("{0:F2}", est.memory() / GiB).str());
+  os << llvm::formatv(
+      "  {0,-3} {1,-78} {2,+11} {3,+12} {4,+6} {5,+10}\n", index,
+      formatPlan(est.plan, est.precision),
+      llvm::formatv("{0:F4}", est.stepTime).str(),
+      llvm::formatv("{0:F0}", est.tokensPerSecond).str(),
+      llvm::formatv("{0:F3}", est.mfu).str(),
+      llvm::formatv("{0:F2}", est.memory() / kBytesPerGiB).str());
 }
 
 static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
@@ -131,16 +130,18 @@ static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
       "  memory per GPU (stage {0}): {1:F2} GiB of {2:F2} = weights {3:F2} + "
       "gradients {4:F2} + optimizer state {5:F2} + activations {6:F2} + "
       "temporary {7:F2} + runtime {8:F2}\n",
-      est.worstStage, est.memory() / GiB, est.capacity / GiB, est.weights / GiB,
-      est.gradients / GiB, est.optimizerState / GiB, est.activations / GiB,
-      est.temporary / GiB, est.overhead / GiB);
+      est.worstStage, est.memory() / kBytesPerGiB, est.capacity / kBytesPerGiB,
+      est.weights / kBytesPerGiB, est.gradients / kBytesPerGiB,
+      est.optimizerState / kBytesPerGiB, est.activations / kBytesPerGiB,
+      est.temporary / kBytesPerGiB, est.overhead / kBytesPerGiB);
 }
 
 static std::string describeOutOfMemory(const PlanEstimate &est) {
   return llvm::formatv("out of memory by {0:F2} GiB (needs {1:F2} of {2:F2} "
                        "GiB; activations {3:F2})",
-                       (est.memory() - est.capacity) / GiB, est.memory() / GiB,
-                       est.capacity / GiB, est.activations / GiB)
+                       (est.memory() - est.capacity) / kBytesPerGiB,
+                       est.memory() / kBytesPerGiB, est.capacity / kBytesPerGiB,
+                       est.activations / kBytesPerGiB)
       .str();
 }
 
@@ -244,7 +245,7 @@ void mlir::loom::printCostReport(llvm::raw_ostream &os, const CostModel &model,
         tFwd * 1e3 * repeat, tBwd * 1e3 * repeat);
   };
   printGroup(groups.front(), 1);
-  // Layers are priced alike unless the model says otherwise; show the first.
+  // One layer body, priced once and repeated over the layers.
   printGroup(groups[1], model.getNumLayers());
   printGroup(groups.back(), 1);
 }

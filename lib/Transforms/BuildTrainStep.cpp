@@ -72,15 +72,8 @@ struct BuildTrainStepPass
                          << LoomDialect::getTrainStepFunctionName();
       return signalPassFailure();
     }
-    PlanConfig plan;
-    Attribute planAttr = module->getAttr(LoomDialect::getPlanAttrName());
-    if (auto explicitPlan = dyn_cast_or_null<PlanAttr>(planAttr)) {
-      plan = explicitPlan.getConfig();
-    } else if (planAttr) {
-      module.emitError() << "the plan is still \"auto\": run loom-plan first";
-      return signalPassFailure();
-    }
-    if (failed(build(module, grad, training, plan)))
+    FailureOr<PlanConfig> plan = getResolvedPlan(module);
+    if (failed(plan) || failed(build(module, grad, training, *plan)))
       return signalPassFailure();
   }
 
@@ -92,6 +85,9 @@ struct BuildTrainStepPass
     OpBuilder b(ctx);
     b.setInsertionPointAfter(grad);
 
+    if (!llvm::all_of(grad.getArgumentTypes(), llvm::IsaPred<RankedTensorType>))
+      return grad.emitOpError("expected tensor arguments (the training step "
+                              "is built before bufferization)");
     // Sort @forward_grad's arguments into parameters and data inputs.
     SmallVector<unsigned> paramArgs;
     int tokensArg = -1, targetsArg = -1;

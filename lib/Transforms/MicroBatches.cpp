@@ -26,12 +26,9 @@ struct MicroBatchesPass
     : public loom::impl::LoomMicroBatchesBase<MicroBatchesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    Attribute planAttr = module->getAttr(LoomDialect::getPlanAttrName());
-    auto plan = dyn_cast_or_null<PlanAttr>(planAttr);
-    if (planAttr && !plan) {
-      module.emitError() << "the plan is still \"auto\": run loom-plan first";
+    FailureOr<PlanConfig> plan = getResolvedPlan(module);
+    if (failed(plan))
       return signalPassFailure();
-    }
     auto training =
         module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
     auto forward = module.lookupSymbol<func::FuncOp>(
@@ -42,8 +39,8 @@ struct MicroBatchesPass
                          << LoomDialect::getForwardFunctionName();
       return signalPassFailure();
     }
-    int64_t replicas = plan ? plan.getDp() : 1;
-    int64_t count = plan ? plan.getMicroBatches() : 1;
+    int64_t replicas = plan->dp;
+    int64_t count = plan->microBatches;
     int64_t batch = training.getBatch();
     // The verifier has checked that the plan splits the batch evenly.
     int64_t rows = batch / (replicas * count);

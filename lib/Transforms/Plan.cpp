@@ -23,7 +23,6 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
   using LoomPlanBase::LoomPlanBase;
@@ -90,9 +89,9 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
         return module.emitError() << llvm::formatv(
                    "no plan fits: the model needs at least {0:F2} GiB per GPU "
                    "({1}), and a {2} has {3:F2} GiB",
-                   least.memory() / kGiB,
+                   least.memory() / kBytesPerGiB,
                    formatPlan(least.plan, least.precision), cluster->gpu->name,
-                   cluster->gpu->memoryBytes / kGiB);
+                   cluster->gpu->memoryBytes / kBytesPerGiB);
       }
       chosen = search.ranked.front();
     }

@@ -58,18 +58,18 @@ struct Param {
 /// which is how artifacts take them.
 const char *const kLlmcTensors[] = {"wte",
                                     "wpe",
-                                    "h.*.ln_1.weight",
-                                    "h.*.ln_1.bias",
-                                    "h.*.attn.c_attn.weight",
-                                    "h.*.attn.c_attn.bias",
-                                    "h.*.attn.c_proj.weight",
-                                    "h.*.attn.c_proj.bias",
-                                    "h.*.ln_2.weight",
-                                    "h.*.ln_2.bias",
-                                    "h.*.mlp.c_fc.weight",
-                                    "h.*.mlp.c_fc.bias",
-                                    "h.*.mlp.c_proj.weight",
-                                    "h.*.mlp.c_proj.bias",
+                                    LOOM_STACKED_PREFIX "ln_1.weight",
+                                    LOOM_STACKED_PREFIX "ln_1.bias",
+                                    LOOM_STACKED_PREFIX "attn.c_attn.weight",
+                                    LOOM_STACKED_PREFIX "attn.c_attn.bias",
+                                    LOOM_STACKED_PREFIX "attn.c_proj.weight",
+                                    LOOM_STACKED_PREFIX "attn.c_proj.bias",
+                                    LOOM_STACKED_PREFIX "ln_2.weight",
+                                    LOOM_STACKED_PREFIX "ln_2.bias",
+                                    LOOM_STACKED_PREFIX "mlp.c_fc.weight",
+                                    LOOM_STACKED_PREFIX "mlp.c_fc.bias",
+                                    LOOM_STACKED_PREFIX "mlp.c_proj.weight",
+                                    LOOM_STACKED_PREFIX "mlp.c_proj.bias",
                                     "ln_f.weight",
                                     "ln_f.bias"};
 constexpr size_t kNumLlmcTensors = sizeof(kLlmcTensors) / sizeof(*kLlmcTensors);
@@ -190,7 +190,7 @@ bool loom_model::parseManifest(const char *text) {
     } else if (key == "stacked") {
       std::string prefix;
       line >> prefix >> stackedLayers;
-      if (prefix != "h.*" || stackedLayers < 1)
+      if (prefix + "." != LOOM_STACKED_PREFIX || stackedLayers < 1)
         return fail("bad stacked line '" + lineText + "'");
     } else if (key == "entry") {
       std::string entryName, symbol;

@@ -3,7 +3,7 @@
 // The function becomes private behind a void(void**) wrapper, and the
 // manifest lists its arguments.
 module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, heads = 1, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>} {
-  func.func @forward(%w: memref<8x4xf32> {loom.param = "w"}, %t: memref<2x3xi32> {loom.input = "tokens"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
+  func.func @forward(%w: memref<8x4xf32> {loom.param = "w"}, %g: memref<1x4xf32> {loom.param = "h.*.ln_1.weight"}, %t: memref<2x3xi32> {loom.input = "tokens"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
     return %l : memref<f32>
   }
 }
@@ -12,10 +12,30 @@ module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, h
 // CHECK: func.func @loom_entry_forward(%[[ARGS:.*]]: !llvm.ptr)
 // CHECK: llvm.getelementptr %[[ARGS]][0]
 // CHECK: builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> to memref<8x4xf32>
-// CHECK: llvm.getelementptr %[[ARGS]][2]
+// CHECK: llvm.getelementptr %[[ARGS]][3]
 // CHECK: builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<(ptr, ptr, i64)> to memref<f32>
 // CHECK: call @forward(
-// CHECK: llvm.mlir.global external constant @loom_manifest("loom-artifact 1\0Aloom-version {{.*}}\0Amodel t layers=1 width=4 heads=1 hidden=16 vocab=8 padded_vocab=8 positions=3 tied=1\0Atraining batch=2 sequence=3 optimizer=sgd lr=0.1 {{.*}}\0Astacked h.* 1\0Aentry forward loom_entry_forward 3\0Aarg param w f32 8x4\0Aarg input tokens i32 2x3\0Aarg output loss f32 -\0Aend\0A\00")
+// CHECK: llvm.mlir.global external constant @loom_manifest("loom-artifact 1\0Aloom-version {{.*}}\0Amodel t layers=1 width=4 heads=1 hidden=16 vocab=8 padded_vocab=8 positions=3 tied=1\0Atraining batch=2 sequence=3 optimizer=sgd lr=0.1 {{.*}}\0Astacked h.* 1\0Aentry forward loom_entry_forward 4\0Aarg param w f32 8x4\0Aarg param h.*.ln_1.weight f32 1x4\0Aarg input tokens i32 2x3\0Aarg output loss f32 -\0Aend\0A\00")
+
+// -----
+
+// The stacked line comes from the stacked parameters' leading dimension,
+// which they must agree on.
+module attributes {loom.model = #loom.model<name = "t", layers = 2, width = 4, heads = 1, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>} {
+  // expected-error @+1 {{stacks parameter 'h.*.ln_1.bias' over 3 layers, others over 2}}
+  func.func @forward(%g: memref<2x4xf32> {loom.param = "h.*.ln_1.weight"}, %b: memref<3x4xf32> {loom.param = "h.*.ln_1.bias"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
+    return %l : memref<f32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{no parameter is stacked over the layers ('h.*.<name>')}}
+module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, heads = 1, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>} {
+  func.func @forward(%w: memref<8x4xf32> {loom.param = "w"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
+    return %l : memref<f32>
+  }
+}
 
 // -----
 
@@ -23,6 +43,15 @@ module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, h
 // expected-error @+1 {{the plan runs on 2 ranks (dp * tp * pp = 2 * 1 * 1); artifacts run on one rank until the data, tensor and pipeline parallel passes exist}}
 module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, heads = 1, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>, loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
   func.func @forward(%w: memref<8x4xf32> {loom.param = "w"}, %t: memref<1x3xi32> {loom.input = "tokens"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
+    return %l : memref<f32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{the plan is still "auto": run loom-plan first}}
+module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, heads = 1, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>, loom.plan = "auto"} {
+  func.func @forward(%g: memref<1x4xf32> {loom.param = "h.*.ln_1.weight"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
     return %l : memref<f32>
   }
 }

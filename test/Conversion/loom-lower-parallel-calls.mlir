@@ -38,3 +38,16 @@ module {
     llvm.return
   }
 }
+
+// -----
+
+module {
+  llvm.func internal @loop(%from: i64, %to: i64) attributes {loom.parallel_for} {
+    llvm.return
+  }
+  func.func @caller(%a: i64, %b: i64) {
+    // expected-error @+1 {{calls a parallel loop from outside an llvm.func}}
+    llvm.call @loop(%a, %b) : (i64, i64) -> ()
+    return
+  }
+}

@@ -55,6 +55,16 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
 
 // -----
 
+// Buffers: the step is built on tensors, before bufferization.
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = fp32>} {
+  // expected-error@+1 {{expected tensor arguments (the training step is built before bufferization)}}
+  func.func @forward_grad(%w: memref<8x4xf32> {loom.param = "w"}, %tokens: memref<2x3xi32> {loom.input = "tokens"}, %targets: memref<2x3xi32> {loom.input = "targets"}) {
+    return
+  }
+}
+
+// -----
+
 // Parameters stacked over layers: weight decay follows the rank of each
 // layer's slice, so the stacked bias [2, 4] gets none.
 module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 0.0, precision = fp32>} {

@@ -90,7 +90,7 @@ def LoomExportEntries : Pass<"loom-export-entries", "::mlir::ModuleOp"> {
 }
 
 def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
-  let summary = "Move each top-level loop nest into a function of its own";
+  let summary = "Move each loop nest into a function of its own";
   let description = [{
     A training step lowers to many loop nests in one function, and LLVM's
     loop passes (induction-variable simplification above all) grow faster

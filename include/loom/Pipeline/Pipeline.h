@@ -29,9 +29,9 @@ enum class EmitStage {
   LLVM,
   /// The artifact: LLVM dialect compiled to a shared object (loomc only).
   Artifact,
-  /// The cost model's choice of plan and the best alternatives (loomc only).
+  /// The cost model's choice of plan and the best alternatives.
   Plan,
-  /// The cost model's per-layer breakdown of the plan (loomc only).
+  /// The cost model's per-op breakdown of the plan.
   Cost,
 };
 

@@ -16,6 +16,9 @@
 namespace mlir {
 namespace loom {
 
+/// Memory figures are reported in GiB, as the cards' capacities are given.
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+
 struct PlanSearch {
   /// Plans that fit, fastest first.
   std::vector<PlanEstimate> ranked;
@@ -40,7 +43,7 @@ void printPlanReport(llvm::raw_ostream &os, const CostModel &model,
                      const PlanSearch &search,
                      const PlanEstimate *explicitPlan);
 
-/// The per-layer breakdown of --emit=cost for `estimate`.
+/// The per-op breakdown of --emit=cost for `estimate`.
 void printCostReport(llvm::raw_ostream &os, const CostModel &model,
                      const PlanEstimate &estimate);
 

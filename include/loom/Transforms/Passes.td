@@ -34,7 +34,8 @@ def LoomPlan : Pass<"loom-plan", "::mlir::ModuleOp"> {
     with the rule the planner uses). With `report`, it also prints the cost
     model's plan report (`plan`: the choice, the best alternatives and the
     rejected ones) or per-op breakdown (`cost`) to stdout, which needs a
-    cluster; a plan that does not fit in memory is then an error.
+    cluster; with `report=plan`, a plan that does not fit in memory is an
+    error.
   }];
   let options = [
     Option<"report", "report", "std::string", /*default=*/"\"\"",

@@ -17,6 +17,20 @@ struct Heads {
   Value q, k, v;
   int64_t batch, seq, heads, headDim;
 };
+/// Where part `which` (0: queries, 1: keys, 2: values) of a fused
+/// [B, T, 3, NH, hs] tensor lies.
+struct QkvPart {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  QkvPart(OpBuilder &b, int64_t which, int64_t batch, int64_t seq,
+          int64_t heads, int64_t headDim)
+      : offsets(5, b.getIndexAttr(0)),
+        sizes({b.getIndexAttr(batch), b.getIndexAttr(seq), b.getIndexAttr(1),
+               b.getIndexAttr(heads), b.getIndexAttr(headDim)}),
+        strides(5, b.getIndexAttr(1)) {
+    offsets[2] = b.getIndexAttr(which);
+  }
+};
+
 Heads splitHeads(Lowering &L, Value qkv, int64_t numHeads) {
   auto shape = cast<RankedTensorType>(qkv.getType()).getShape();
   Heads h{{}, {}, {}, shape[0], shape[1], numHeads, shape[2] / 3 / numHeads};
@@ -28,14 +42,9 @@ Heads splitHeads(Lowering &L, Value qkv, int64_t numHeads) {
   auto type4 =
       RankedTensorType::get({h.batch, h.seq, h.heads, h.headDim}, L.f32());
   auto slice = [&](int64_t which) -> Value {
-    SmallVector<OpFoldResult> offsets(5, L.b.getIndexAttr(0));
-    offsets[2] = L.b.getIndexAttr(which);
-    SmallVector<OpFoldResult> sizes = {
-        L.b.getIndexAttr(h.batch), L.b.getIndexAttr(h.seq), L.b.getIndexAttr(1),
-        L.b.getIndexAttr(h.heads), L.b.getIndexAttr(h.headDim)};
-    SmallVector<OpFoldResult> strides(5, L.b.getIndexAttr(1));
-    return tensor::ExtractSliceOp::create(L.b, L.loc, type4, qkv5, offsets,
-                                          sizes, strides);
+    QkvPart part(L.b, which, h.batch, h.seq, h.heads, h.headDim);
+    return tensor::ExtractSliceOp::create(L.b, L.loc, type4, qkv5, part.offsets,
+                                          part.sizes, part.strides);
   };
   h.q = slice(0);
   h.k = slice(1);
@@ -225,15 +234,10 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
     auto type5 = RankedTensorType::get({B, T, 3, NH, h.headDim}, L.f32());
     Value dqkv = tensor::EmptyOp::create(L.b, L.loc, type5.getShape(), L.f32());
     SmallVector<Value> parts = {dq, dk, dv};
-    for (auto [which, part] : llvm::enumerate(parts)) {
-      SmallVector<OpFoldResult> offsets(5, L.b.getIndexAttr(0));
-      offsets[2] = L.b.getIndexAttr(which);
-      SmallVector<OpFoldResult> sizes = {
-          L.b.getIndexAttr(B), L.b.getIndexAttr(T), L.b.getIndexAttr(1),
-          L.b.getIndexAttr(NH), L.b.getIndexAttr(h.headDim)};
-      SmallVector<OpFoldResult> strides(5, L.b.getIndexAttr(1));
-      dqkv = tensor::InsertSliceOp::create(L.b, L.loc, part, dqkv, offsets,
-                                           sizes, strides);
+    for (auto [which, grad] : llvm::enumerate(parts)) {
+      QkvPart part(L.b, which, B, T, NH, h.headDim);
+      dqkv = tensor::InsertSliceOp::create(L.b, L.loc, grad, dqkv, part.offsets,
+                                           part.sizes, part.strides);
     }
     return {tensor::CollapseShapeOp::create(
         L.b, L.loc, op.getQkvGrad().getType(), dqkv,

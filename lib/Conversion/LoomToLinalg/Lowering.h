@@ -1,5 +1,4 @@
-//===- Lowering.h - Shared pieces of the loom-to-linalg lowering -*- C++
-//-*-===//
+//===- Lowering.h - Shared pieces of the loom-to-linalg lowering *- C++ -*-===//
 //
 // The builder every pattern of the loom-to-linalg lowering uses: linalg
 // generics over free reshapes and slices of f32 tensors, matrix products as

@@ -14,6 +14,15 @@
 #define LOOM_MANIFEST_SYMBOL "loom_manifest"
 #define LOOM_ENTRY_PREFIX "loom_entry_"
 
+/* Functions of the runtime that generated code calls (runtime.h). */
+#define LOOM_RT_SGEMM "loom_rt_sgemm"
+#define LOOM_RT_PARALLEL_FOR "loom_rt_parallel_for"
+
+/* Parameters of the transformer's blocks are stacked over the layers and
+   named LOOM_STACKED_PREFIX followed by GPT-2's per-layer name: slice l of
+   "h.*.ln_1.weight" is GPT-2's "h.<l>.ln_1.weight". */
+#define LOOM_STACKED_PREFIX "h.*."
+
 /* Kinds of entry point arguments. */
 #define LOOM_ARG_PARAM "param"
 #define LOOM_ARG_STATE "state"

@@ -242,6 +242,20 @@ func.func @param_unknown(%w: tensor<4xf32> {loom.weight = "w"}) {
   return
 }
 
+// -----
+
+// expected-error @+1 {{argument #0 ('loom.param = "w"') must be a tensor or memref of static shape}}
+func.func @param_scalar(%w: f32 {loom.param = "w"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #1 ('loom.input = "tokens"') must hold integer ids of shape [batch, sequence]}}
+func.func @tokens_flat(%w: tensor<4xf32> {loom.param = "w"}, %t: tensor<8xi32> {loom.input = "tokens"}) {
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Module attributes
 //===----------------------------------------------------------------------===//
