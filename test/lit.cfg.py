@@ -10,7 +10,7 @@ from lit.llvm.subst import ToolSubst
 config.name = "Loom"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["Inputs", "lit", "unit", "CMakeLists.txt", "loom-check.cpp", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "lit", "unit", "CMakeLists.txt", "loom-check.cpp", "loom-comm-check.cpp", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 
@@ -20,6 +20,9 @@ config.substitutions.append(("%loom_src", config.loom_src_root))
 config.substitutions.append(
     ("%expect-exit", "%s %s" % (sys.executable, os.path.join(config.test_source_root, "lit", "expect-exit.py"))))
 
+# Several ranks on a machine with fewer cores, as root in containers.
+config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
@@ -28,5 +31,6 @@ tools = [
     ToolSubst("loomc", unresolved="fatal"),
     ToolSubst("loom-run", unresolved="fatal"),
     ToolSubst("loom-check", unresolved="fatal"),
+    ToolSubst("loom-comm-check", unresolved="fatal"),
 ]
 llvm_config.add_tool_substitutions(tools, [config.loom_tools_dir, config.llvm_tools_dir])

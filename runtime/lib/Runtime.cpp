@@ -142,6 +142,8 @@ struct loom_model {
 };
 
 bool loom_model::parseManifest(const char *text) {
+  // One rank unless the plan says otherwise; the plan line refuses more.
+  info.pp = info.dp = info.tp = 1;
   std::istringstream in(text);
   std::string lineText;
   auto fail = [&](const std::string &why) {

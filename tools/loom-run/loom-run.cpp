@@ -34,7 +34,11 @@ const char *const kUsage =
     "  --threads N         threads for the step's loops and BLAS (default:\n"
     "                      every core this process may use); the same N\n"
     "                      gives bitwise-identical losses run to run\n"
-    "  --quiet             print only the summary line\n";
+    "  --quiet             print only the summary line\n"
+    "\n"
+    "An artifact compiled for several ranks runs under mpirun, one loom-run\n"
+    "per rank: mpirun -np N loom-run ARTIFACT --data FILE. The job's size\n"
+    "must be the plan's pp * dp * tp.\n";
 
 struct Options {
   std::string artifact, data, load, save;
@@ -123,7 +127,19 @@ int parseArgs(int argc, char **argv, Options &o) {
 }
 
 int fail(const char *what) {
-  std::fprintf(stderr, "loom-run: error: %s\n", what);
+  const loom_dist_info *dist = loom_dist_get_info();
+  if (dist && dist->world_size > 1)
+    std::fprintf(stderr, "loom-run: error: rank %lld of %lld: %s\n",
+                 static_cast<long long>(dist->rank),
+                 static_cast<long long>(dist->world_size), what);
+  else
+    std::fprintf(stderr, "loom-run: error: %s\n", what);
+  // Once the ranks are laid on the plan's grid, the others may be waiting
+  // for this one in a collective: end them all. Before (a world size that
+  // is not the plan's, which every rank finds), each leaves on its own.
+  if (loom_dist_group(LOOM_GROUP_WORLD) && dist->world_size > 1)
+    loom_dist_abort(1);
+  loom_dist_finalize();
   return 1;
 }
 
@@ -140,6 +156,10 @@ int main(int argc, char **argv) {
   if (!model)
     return fail(loom_last_error());
   const loom_model_info &info = *loom_model_get_info(model);
+  if (loom_dist_init(info.pp, info.dp, info.tp)) {
+    std::string msg = o.artifact + ": " + loom_last_error();
+    return fail(msg.c_str());
+  }
   loom_dataset *data = loom_dataset_open(o.data.c_str(), info.vocab);
   if (!data)
     return fail(loom_last_error());
@@ -230,5 +250,6 @@ int main(int argc, char **argv) {
     return fail(loom_last_error());
   loom_dataset_close(data);
   loom_model_close(model);
+  loom_dist_finalize();
   return 0;
 }

@@ -32,6 +32,8 @@ typedef struct loom_model_info {
   int64_t batch, sequence; /* tokens per step: batch * sequence */
   int64_t micro_batches;   /* the step accumulates batch / micro_batches
                               sequences at a time */
+  int64_t pp, dp, tp;      /* the grid of ranks it was compiled for (with
+                              loom_dist_init) */
   const char *optimizer;   /* "adamw" or "sgd" */
   double lr;
   int64_t num_params; /* scalars in all parameters */
@@ -105,6 +107,78 @@ void loom_release_cached_memory(void);
 /// parallel loop runs on the thread that calls it.
 int64_t loom_get_num_threads(void);
 void loom_set_num_threads(int64_t threads);
+
+/*--- Distribution --------------------------------------------------------*/
+
+/// A group of ranks that communicate: all of them, or those of one
+/// parallel dimension.
+typedef struct loom_comm loom_comm;
+
+/// Element types of communicated buffers. Sums are computed in f32 only;
+/// bf16 and f16 buffers can be gathered, broadcast, sent and received.
+typedef enum loom_dtype {
+  LOOM_DTYPE_F32 = 0,
+  LOOM_DTYPE_BF16 = 1,
+  LOOM_DTYPE_F16 = 2
+} loom_dtype;
+
+/// The groups of a rank on the grid pp x dp x tp: the ranks that share its
+/// pipeline stage and tensor-parallel rank (dp), its stage and replica
+/// (tp), its replica and tensor-parallel rank (pp), or all of them.
+typedef enum loom_group {
+  LOOM_GROUP_WORLD = 0,
+  LOOM_GROUP_DP = 1,
+  LOOM_GROUP_TP = 2,
+  LOOM_GROUP_PP = 3,
+  LOOM_GROUP_COUNT = 4
+} loom_group;
+
+typedef struct loom_dist_info {
+  int64_t rank, world_size;
+  int64_t pp, dp, tp;                /* the grid; tp varies fastest */
+  int64_t pp_rank, dp_rank, tp_rank; /* this rank's coordinate on it */
+  int launched;                      /* 1 when started by an MPI launcher */
+} loom_dist_info;
+
+/// Joins the job this process was launched in by mpirun (or a job of one
+/// rank when it was started alone, without MPI) and lays its ranks on the
+/// grid pp x dp x tp, rank = (pp_rank * dp + dp_rank) * tp + tp_rank, with
+/// one communicator per group. Fails, naming both, when the job's size is
+/// not pp * dp * tp; loom_dist_get_info then still tells the rank and the
+/// job's size. Once per process (a second call with the same grid does
+/// nothing).
+int loom_dist_init(int64_t pp, int64_t dp, int64_t tp);
+/// Null before loom_dist_init.
+const loom_dist_info *loom_dist_get_info(void);
+/// Null before a successful loom_dist_init.
+loom_comm *loom_dist_group(loom_group group);
+int64_t loom_comm_size(const loom_comm *comm);
+int64_t loom_comm_rank(const loom_comm *comm);
+/// Leaves the job (MPI_Finalize); every rank calls it before it exits.
+void loom_dist_finalize(void);
+/// Ends every rank of the job with `code`, after a failure on this one
+/// that the others could wait on forever.
+void loom_dist_abort(int code);
+
+/// Collectives over `comm`, `count` elements of `dtype` per rank. All ranks
+/// of the group call them in the same order. Sums, not means.
+/// recv = the sum of every rank's send; send == recv works in place.
+int loom_rt_all_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
+                       void *recv, int64_t count);
+/// send holds size * count elements; recv gets slice `rank` of their sum.
+int loom_rt_reduce_scatter(loom_comm *comm, loom_dtype dtype, const void *send,
+                           void *recv, int64_t count);
+/// recv (size * count elements) gets every rank's send, in rank order.
+int loom_rt_all_gather(loom_comm *comm, loom_dtype dtype, const void *send,
+                       void *recv, int64_t count);
+/// Every rank's buffer gets rank `root`'s.
+int loom_rt_broadcast(loom_comm *comm, loom_dtype dtype, void *buffer,
+                      int64_t count, int64_t root);
+/// Point to point with another rank of `comm`; each send has its receive.
+int loom_rt_send(loom_comm *comm, loom_dtype dtype, const void *buffer,
+                 int64_t count, int64_t peer);
+int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer,
+                 int64_t count, int64_t peer);
 
 /*--- Called by generated code --------------------------------------------*/
 

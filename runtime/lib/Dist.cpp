@@ -1,0 +1,311 @@
+//===- Dist.cpp - The distributed context and its MPI backend -------------===//
+//
+// A process joins the job it was launched in (mpirun sets the environment
+// MPI reads) or, started alone, a job of one rank that needs no MPI at all.
+// Its ranks are laid on the grid pp x dp x tp, tp fastest (neighbouring
+// ranks share a tensor-parallel group, as in Megatron-LM), and one
+// communicator per group is made once, here. Collectives on a group of one
+// rank are copies, so single-rank runs take the same code path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Error.h"
+#include "loom/runtime.h"
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <mpi.h>
+
+using loom::setError;
+
+struct loom_comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int64_t size = 1, rank = 0;
+  const char *name = "";
+};
+
+namespace {
+struct Context {
+  loom_dist_info info{};
+  bool initialized = false;
+  /// MPI_Init ran: the job was launched by an MPI launcher.
+  bool mpi = false;
+  loom_comm groups[LOOM_GROUP_COUNT];
+};
+
+Context &context() {
+  static Context c;
+  return c;
+}
+
+/// Whether an MPI launcher started this process: OpenMPI's mpirun and the
+/// PMI(x) process managers others use set one of these.
+bool launchedByMpi() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+    if (std::getenv(name))
+      return true;
+  return false;
+}
+
+bool mpiFailed(int code, const char *what, const loom_comm *comm) {
+  if (code == MPI_SUCCESS)
+    return false;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  setError("%s over the %s group (%lld ranks) failed: %s", what, comm->name,
+           static_cast<long long>(comm->size), text);
+  return true;
+}
+
+int64_t elementSize(loom_dtype dtype) {
+  return dtype == LOOM_DTYPE_F32 ? 4 : 2;
+}
+
+/// The MPI type that moves `dtype`; bf16 and f16 move as 16-bit words.
+MPI_Datatype moveType(loom_dtype dtype) {
+  return dtype == LOOM_DTYPE_F32 ? MPI_FLOAT : MPI_UINT16_T;
+}
+
+/// Checks what every collective needs; `sum` for those that add.
+bool checkCall(const char *what, const loom_comm *comm, loom_dtype dtype,
+               int64_t count, bool sum) {
+  if (!comm)
+    return setError("%s: no communicator (call loom_dist_init first)", what);
+  if (dtype != LOOM_DTYPE_F32 && dtype != LOOM_DTYPE_BF16 &&
+      dtype != LOOM_DTYPE_F16)
+    return setError("%s: unknown element type %d", what,
+                    static_cast<int>(dtype));
+  if (sum && dtype != LOOM_DTYPE_F32)
+    return setError("%s: sums are computed in f32 only; convert %s buffers "
+                    "first",
+                    what, dtype == LOOM_DTYPE_BF16 ? "bf16" : "f16");
+  if (count < 0 || count * comm->size > INT_MAX)
+    return setError("%s: %lld elements over %lld ranks is more than one "
+                    "call moves; split it into buckets",
+                    what, static_cast<long long>(count),
+                    static_cast<long long>(comm->size));
+  return true;
+}
+
+void copyIfApart(void *to, const void *from, int64_t bytes) {
+  if (to != from)
+    std::memmove(to, from, bytes);
+}
+
+bool makeGroup(loom_comm &group, const char *name, int color, int key) {
+  group.name = name;
+  Context &c = context();
+  if (!c.mpi) {
+    group = loom_comm{MPI_COMM_NULL, 1, 0, name};
+    return true;
+  }
+  if (mpiFailed(MPI_Comm_split(MPI_COMM_WORLD, color, key, &group.comm),
+                "creating the communicator", &group))
+    return false;
+  MPI_Comm_set_errhandler(group.comm, MPI_ERRORS_RETURN);
+  int size = 1, rank = 0;
+  MPI_Comm_size(group.comm, &size);
+  MPI_Comm_rank(group.comm, &rank);
+  group.size = size;
+  group.rank = rank;
+  return true;
+}
+} // namespace
+
+extern "C" {
+
+int loom_dist_init(int64_t pp, int64_t dp, int64_t tp) {
+  Context &c = context();
+  if (pp < 1 || dp < 1 || tp < 1)
+    return !setError("the grid pp x dp x tp = %lld x %lld x %lld has an "
+                     "empty side",
+                     static_cast<long long>(pp), static_cast<long long>(dp),
+                     static_cast<long long>(tp));
+  if (c.initialized) {
+    if (c.info.pp == pp && c.info.dp == dp && c.info.tp == tp)
+      return 0;
+    return !setError("the job is already laid on the grid pp x dp x tp = "
+                     "%lld x %lld x %lld",
+                     static_cast<long long>(c.info.pp),
+                     static_cast<long long>(c.info.dp),
+                     static_cast<long long>(c.info.tp));
+  }
+  int rank = 0, world = 1;
+  if (launchedByMpi()) {
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) !=
+        MPI_SUCCESS)
+      return !setError("cannot join the MPI job this process was launched "
+                       "in");
+    c.mpi = true;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+  }
+  c.initialized = true;
+  c.info.rank = rank;
+  c.info.world_size = world;
+  c.info.launched = c.mpi ? 1 : 0;
+  int64_t needed = pp * dp * tp;
+  if (world != needed) {
+    c.info.pp = c.info.dp = c.info.tp = 0;
+    const char *plural = needed == 1 ? "" : "s";
+    if (!c.mpi)
+      return !setError("the plan runs on %lld rank%s (pp x dp x tp = %lld x "
+                       "%lld x %lld); launch them with mpirun -np %lld",
+                       static_cast<long long>(needed), plural,
+                       static_cast<long long>(pp), static_cast<long long>(dp),
+                       static_cast<long long>(tp),
+                       static_cast<long long>(needed));
+    return !setError("the plan runs on %lld rank%s (pp x dp x tp = %lld x "
+                     "%lld x %lld), and the job has %d",
+                     static_cast<long long>(needed), plural,
+                     static_cast<long long>(pp), static_cast<long long>(dp),
+                     static_cast<long long>(tp), world);
+  }
+  c.info.pp = pp;
+  c.info.dp = dp;
+  c.info.tp = tp;
+  c.info.tp_rank = rank % tp;
+  c.info.dp_rank = rank / tp % dp;
+  c.info.pp_rank = rank / (tp * dp);
+  int p = static_cast<int>(c.info.pp_rank),
+      d = static_cast<int>(c.info.dp_rank),
+      t = static_cast<int>(c.info.tp_rank);
+  int D = static_cast<int>(dp), T = static_cast<int>(tp);
+  // Ranks of one group share the other two coordinates (the color) and are
+  // ordered by their own (the key).
+  if (!makeGroup(c.groups[LOOM_GROUP_WORLD], "world", 0, rank) ||
+      !makeGroup(c.groups[LOOM_GROUP_DP], "dp", p * T + t, d) ||
+      !makeGroup(c.groups[LOOM_GROUP_TP], "tp", p * D + d, t) ||
+      !makeGroup(c.groups[LOOM_GROUP_PP], "pp", d * T + t, p))
+    return 1;
+  return 0;
+}
+
+const loom_dist_info *loom_dist_get_info(void) {
+  Context &c = context();
+  return c.initialized ? &c.info : nullptr;
+}
+
+loom_comm *loom_dist_group(loom_group group) {
+  Context &c = context();
+  if (!c.initialized || c.info.pp == 0 || group < 0 ||
+      group >= LOOM_GROUP_COUNT)
+    return nullptr;
+  return &c.groups[group];
+}
+
+int64_t loom_comm_size(const loom_comm *comm) { return comm->size; }
+int64_t loom_comm_rank(const loom_comm *comm) { return comm->rank; }
+
+void loom_dist_finalize(void) {
+  Context &c = context();
+  if (!c.mpi)
+    return;
+  for (loom_comm &group : c.groups)
+    if (group.comm != MPI_COMM_NULL)
+      MPI_Comm_free(&group.comm);
+  MPI_Finalize();
+  c.mpi = false;
+}
+
+void loom_dist_abort(int code) {
+  if (context().mpi)
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+int loom_rt_all_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
+                       void *recv, int64_t count) {
+  if (!checkCall("all-reduce", comm, dtype, count, /*sum=*/true))
+    return 1;
+  if (comm->size == 1) {
+    copyIfApart(recv, send, count * elementSize(dtype));
+    return 0;
+  }
+  return mpiFailed(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv,
+                                 static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                 comm->comm),
+                   "all-reduce", comm);
+}
+
+int loom_rt_reduce_scatter(loom_comm *comm, loom_dtype dtype, const void *send,
+                           void *recv, int64_t count) {
+  if (!checkCall("reduce-scatter", comm, dtype, count, /*sum=*/true))
+    return 1;
+  if (comm->size == 1) {
+    copyIfApart(recv, send, count * elementSize(dtype));
+    return 0;
+  }
+  return mpiFailed(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count),
+                                            MPI_FLOAT, MPI_SUM, comm->comm),
+                   "reduce-scatter", comm);
+}
+
+int loom_rt_all_gather(loom_comm *comm, loom_dtype dtype, const void *send,
+                       void *recv, int64_t count) {
+  if (!checkCall("all-gather", comm, dtype, count, /*sum=*/false))
+    return 1;
+  if (comm->size == 1) {
+    copyIfApart(recv, send, count * elementSize(dtype));
+    return 0;
+  }
+  MPI_Datatype type = moveType(dtype);
+  return mpiFailed(MPI_Allgather(send, static_cast<int>(count), type, recv,
+                                 static_cast<int>(count), type, comm->comm),
+                   "all-gather", comm);
+}
+
+int loom_rt_broadcast(loom_comm *comm, loom_dtype dtype, void *buffer,
+                      int64_t count, int64_t root) {
+  if (!checkCall("broadcast", comm, dtype, count, /*sum=*/false))
+    return 1;
+  if (root < 0 || root >= comm->size)
+    return !setError("broadcast: root %lld is not a rank of the %s group "
+                     "(%lld ranks)",
+                     static_cast<long long>(root), comm->name,
+                     static_cast<long long>(comm->size));
+  if (comm->size == 1)
+    return 0;
+  return mpiFailed(MPI_Bcast(buffer, static_cast<int>(count), moveType(dtype),
+                             static_cast<int>(root), comm->comm),
+                   "broadcast", comm);
+}
+
+/// Point to point: `peer` is a rank of `comm`, never this one.
+static bool checkPeer(const char *what, const loom_comm *comm, int64_t peer) {
+  if (peer < 0 || peer >= comm->size || peer == comm->rank)
+    return setError("%s: rank %lld of the %s group (%lld ranks) is not "
+                    "another rank",
+                    what, static_cast<long long>(peer), comm->name,
+                    static_cast<long long>(comm->size));
+  return true;
+}
+
+int loom_rt_send(loom_comm *comm, loom_dtype dtype, const void *buffer,
+                 int64_t count, int64_t peer) {
+  if (!checkCall("send", comm, dtype, count, /*sum=*/false) ||
+      !checkPeer("send", comm, peer))
+    return 1;
+  return mpiFailed(MPI_Send(buffer, static_cast<int>(count), moveType(dtype),
+                            static_cast<int>(peer), 0, comm->comm),
+                   "send", comm);
+}
+
+int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
+                 int64_t peer) {
+  if (!checkCall("receive", comm, dtype, count, /*sum=*/false) ||
+      !checkPeer("receive", comm, peer))
+    return 1;
+  return mpiFailed(MPI_Recv(buffer, static_cast<int>(count), moveType(dtype),
+                            static_cast<int>(peer), 0, comm->comm,
+                            MPI_STATUS_IGNORE),
+                   "receive", comm);
+}
+
+} // extern "C"
