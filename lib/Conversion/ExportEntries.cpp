@@ -131,19 +131,18 @@ struct ExportEntriesPass
     auto f = [](const llvm::APFloat &v) {
       return formatF64(v.convertToDouble());
     };
-    // Single-rank artifacts only, until the parallel passes exist: a plan for
-    // several ranks would compile to a program that computes one replica's
-    // share without ever communicating.
+    // Data parallelism without ZeRO is what the parallel passes compile so
+    // far: any other plan of several ranks would compile to a program that
+    // computes one rank's share without the communication that completes it.
     FailureOr<PlanConfig> plan = getResolvedPlan(module);
     if (failed(plan))
       return failure();
-    if (plan->getWorldSize() > 1)
+    if (plan->tp > 1 || plan->pp > 1 || (plan->dp > 1 && plan->zero > 0))
       return module.emitError()
-             << "the plan runs on " << plan->getWorldSize()
-             << " ranks (dp * tp * pp = " << plan->dp << " * " << plan->tp
-             << " * " << plan->pp
-             << "); artifacts run on one rank until the data, tensor and "
-                "pipeline parallel passes exist";
+             << "the plan (dp * tp * pp = " << plan->dp << " * " << plan->tp
+             << " * " << plan->pp << ", zero = " << plan->zero
+             << ") needs passes that do not exist yet; artifacts run data "
+                "parallel plans with zero=0 only";
     os << "training batch=" << training.getBatch()
        << " sequence=" << training.getSequence()
        << " optimizer=" << stringifyOptimizerKind(training.getOptimizer())

@@ -3,6 +3,7 @@
 #include "loom/InitLoom.h"
 
 #include "Loom/LoomDialect.h"
+#include "loom/Conversion/Collectives.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Pipeline/Pipeline.h"
 #include "loom/Transforms/Passes.h"
@@ -17,6 +18,7 @@ void mlir::loom::registerLoomDialects(DialectRegistry &registry) {
   // through these extensions.
   registerAllDialects(registry);
   registerAllExtensions(registry);
+  registerCollectiveBufferizationModels(registry);
 }
 
 void mlir::loom::registerLoomPasses() {

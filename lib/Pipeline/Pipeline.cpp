@@ -25,6 +25,8 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
       clEnumValN(EmitStage::Step, "step",
                  "planned, in micro-batches, with the gradient function and "
                  "the training step"),
+      clEnumValN(EmitStage::Parallel, "parallel",
+                 "one rank's step, with the collectives of the plan"),
       clEnumValN(EmitStage::Linalg, "linalg",
                  "lowered to linalg, tensor and scf on tensors"),
       clEnumValN(EmitStage::Buffers, "buffers",
@@ -71,6 +73,10 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   if (stage == EmitStage::Step)
     return;
 
+  pm.addPass(createLoomDataParallel());
+  if (stage == EmitStage::Parallel)
+    return;
+
   // Inlining @forward_grad into @train_step lets bufferization see the
   // whole step and update parameters in place.
   pm.addPass(createInlinerPass());
@@ -97,6 +103,8 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // The shard grid, which the collectives' runtime calls no longer name.
+  pm.addPass(createSymbolDCEPass());
   pm.addPass(createLoomExportEntries());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -233,7 +233,10 @@ struct BuildTrainStepPass
           });
       sums.assign(loop.getResults().begin(), loop.getResults().end());
     }
-    Value inverseCount = s.constant(1.0 / static_cast<double>(numMicroBatches));
+    // The mean over the global batch: dp replicas of numMicroBatches
+    // micro-batches each (loom-data-parallel sums over the replicas).
+    Value inverseCount =
+        s.constant(1.0 / static_cast<double>(numMicroBatches * plan.dp));
     Value loss =
         s.wrap(arith::MulFOp::create(b, loc, s.extract(sums[0]), inverseCount));
     ValueRange grads = ArrayRef<Value>(sums).drop_front();

@@ -13,6 +13,7 @@
 #include "loom/runtime.h"
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -306,6 +307,23 @@ int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
                             static_cast<int>(peer), 0, comm->comm,
                             MPI_STATUS_IGNORE),
                    "receive", comm);
+}
+
+void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
+                              int64_t count) {
+  loom_comm *comm = loom_dist_group(static_cast<loom_group>(group));
+  if (comm && !loom_rt_all_reduce(comm, static_cast<loom_dtype>(dtype), buffer,
+                                  buffer, count))
+    return;
+  if (!comm)
+    setError("the step communicates, and this process has not joined a job "
+             "laid on the plan's grid (loom_dist_init)");
+  const loom_dist_info *info = loom_dist_get_info();
+  std::fprintf(stderr, "loom: error: rank %lld: %s\n",
+               static_cast<long long>(info ? info->rank : 0),
+               loom_last_error());
+  std::fflush(stderr);
+  loom_dist_abort(1);
 }
 
 } // extern "C"

@@ -118,6 +118,9 @@ struct loom_model {
   float lr = 0, step = 0, loss = 0, gradNorm = 0;
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
+  /// Micro-batches in the whole batch: forward and forward_grad run on
+  /// every one of them, on every rank, without communicating.
+  int64_t forwardChunks = 1;
 
   ~loom_model() {
     if (handle)
@@ -181,11 +184,15 @@ bool loom_model::parseManifest(const char *text) {
       info.lr = std::atof(f["lr"].c_str());
     } else if (key == "plan") {
       auto f = fields(line);
-      for (const char *axis : {"dp", "tp", "pp"})
+      for (const char *axis : {"tp", "pp"})
         if (std::atoll(f[axis].c_str()) != 1)
           return setError("%s: compiled for %s=%s ranks; this runtime runs "
-                          "artifacts of one rank",
+                          "data parallel artifacts only",
                           path.c_str(), axis, f[axis].c_str());
+      info.dp = std::atoll(f["dp"].c_str());
+      if (info.dp < 1 || (info.dp > 1 && std::atoll(f["zero"].c_str()) != 0))
+        return fail("bad plan line '" + lineText +
+                    "' (this runtime runs zero=0 with dp > 1)");
       planMicroBatches = std::atoll(f["micro_batches"].c_str());
       if (planMicroBatches < 1)
         return fail("bad plan line '" + lineText + "'");
@@ -223,8 +230,8 @@ bool loom_model::parseManifest(const char *text) {
   for (const char *needed : {"train_step", "forward", "forward_grad"})
     if (!entries.count(needed))
       return fail(std::string("no '") + needed + "' entry point");
-  // The step takes the whole batch; forward and forward_grad one
-  // micro-batch of it.
+  // The step takes one replica's share of the batch, forward and
+  // forward_grad one micro-batch of it.
   auto tokenRows = [&](const char *entryName) -> int64_t {
     for (const Arg &arg : entries[entryName].args)
       if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TOKENS &&
@@ -233,12 +240,15 @@ bool loom_model::parseManifest(const char *text) {
     return 0;
   };
   int64_t stepRows = tokenRows("train_step"), microRows = tokenRows("forward");
-  if (stepRows != info.batch || microRows <= 0 || info.batch % microRows ||
+  if (info.batch % info.dp || stepRows != info.batch / info.dp ||
+      microRows <= 0 || stepRows % microRows ||
       tokenRows("forward_grad") != microRows)
     return fail("the entry points' token shapes do not match the training "
                 "batch of " +
-                std::to_string(info.batch));
-  info.micro_batches = info.batch / microRows;
+                std::to_string(info.batch) +
+                " over dp = " + std::to_string(info.dp) + " replicas");
+  info.micro_batches = stepRows / microRows;
+  forwardChunks = info.batch / microRows;
   if (planMicroBatches && planMicroBatches != info.micro_batches)
     return fail("the plan's " + std::to_string(planMicroBatches) +
                 " micro-batches do not match the entry points' shapes");
@@ -283,7 +293,7 @@ void loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
                                   float *gradsOut) {
   // Mean over equal micro-batches is the mean over the batch: the loss and
   // gradients are those of the whole batch, as in the training step.
-  int64_t count = info.micro_batches;
+  int64_t count = forwardChunks;
   int64_t stride = info.batch / count * info.sequence;
   double lossSum = 0;
   if (gradsOut)
@@ -499,9 +509,27 @@ void loom_model_init(loom_model *model, uint64_t seed) {
 int loom_model_train_step(loom_model *model, const int32_t *tokens,
                           const int32_t *targets, float lr, float *loss,
                           float *grad_norm) {
+  const loom_model_info &info = model->info;
+  int64_t share = info.batch / info.dp * info.sequence;
+  int64_t replica = 0;
+  if (info.dp > 1) {
+    // This rank's share of the batch: replica d takes sequences
+    // [d * batch / dp, (d + 1) * batch / dp).
+    const loom_dist_info *dist = loom_dist_get_info();
+    if (!dist || dist->dp != info.dp || dist->tp != info.tp ||
+        dist->pp != info.pp)
+      return !setError("%s: compiled for dp = %lld ranks; call "
+                       "loom_dist_init(%lld, %lld, %lld) first",
+                       model->path.c_str(), static_cast<long long>(info.dp),
+                       static_cast<long long>(info.pp),
+                       static_cast<long long>(info.dp),
+                       static_cast<long long>(info.tp));
+    replica = dist->dp_rank;
+  }
   model->lr = lr;
   model->step += 1;
-  model->call("train_step", tokens, targets);
+  model->call("train_step", tokens + replica * share,
+              targets + replica * share);
   *loss = model->loss;
   if (grad_norm)
     *grad_norm = model->gradNorm;

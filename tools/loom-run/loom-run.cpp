@@ -8,6 +8,7 @@
 #include "loom/runtime.h"
 
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,8 @@ const char *const kUsage =
     "                      every core this process may use); the same N\n"
     "                      gives bitwise-identical losses run to run\n"
     "  --quiet             print only the summary line\n"
+    "  --verbose-ranks     under mpirun, every rank prints (prefixed with its\n"
+    "                      rank), not only rank 0\n"
     "\n"
     "An artifact compiled for several ranks runs under mpirun, one loom-run\n"
     "per rank: mpirun -np N loom-run ARTIFACT --data FILE. The job's size\n"
@@ -44,7 +47,7 @@ struct Options {
   std::string artifact, data, load, save;
   long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0;
   double lr = -1, valFraction = 0.1;
-  bool quiet = false;
+  bool quiet = false, verboseRanks = false;
 };
 
 int usageError(const char *format, const char *arg) {
@@ -82,6 +85,10 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--quiet") {
       o.quiet = true;
+      continue;
+    }
+    if (a == "--verbose-ranks") {
+      o.verboseRanks = true;
       continue;
     }
     if (a.rfind("--", 0) == 0) {
@@ -126,6 +133,21 @@ int parseArgs(int argc, char **argv, Options &o) {
   return 0;
 }
 
+/// Standard output of the run: rank 0's, or every rank's with
+/// --verbose-ranks, each line then prefixed with its rank.
+bool printing = true;
+std::string rankPrefix;
+
+__attribute__((format(printf, 1, 2))) void report(const char *format, ...) {
+  if (!printing)
+    return;
+  std::fputs(rankPrefix.c_str(), stdout);
+  va_list args;
+  va_start(args, format);
+  std::vprintf(format, args);
+  va_end(args);
+}
+
 int fail(const char *what) {
   const loom_dist_info *dist = loom_dist_get_info();
   if (dist && dist->world_size > 1)
@@ -160,6 +182,10 @@ int main(int argc, char **argv) {
     std::string msg = o.artifact + ": " + loom_last_error();
     return fail(msg.c_str());
   }
+  const loom_dist_info &dist = *loom_dist_get_info();
+  printing = dist.rank == 0 || o.verboseRanks;
+  if (o.verboseRanks && dist.world_size > 1)
+    rankPrefix = "[rank " + std::to_string(dist.rank) + "] ";
   loom_dataset *data = loom_dataset_open(o.data.c_str(), info.vocab);
   if (!data)
     return fail(loom_last_error());
@@ -186,18 +212,22 @@ int main(int argc, char **argv) {
   std::vector<int32_t> tokens(tokensPerStep), targets(tokensPerStep);
 
   std::string microBatches;
+  if (info.dp > 1)
+    microBatches = ", " + std::to_string(info.batch / info.dp) +
+                   " sequences on each of " + std::to_string(info.dp) +
+                   " replicas";
   if (info.micro_batches > 1)
-    microBatches =
+    microBatches +=
         " in " + std::to_string(info.micro_batches) + " micro-batches";
   if (!o.quiet)
-    std::printf("loom-run: %s, %lld parameters, %lld x %lld tokens a step%s, "
-                "%lld %s tokens (%lld held out)\n",
-                info.name, static_cast<long long>(info.num_params),
-                static_cast<long long>(info.batch),
-                static_cast<long long>(info.sequence), microBatches.c_str(),
-                static_cast<long long>(size),
-                loom_dataset_is_shard(data) ? "shard" : "text",
-                static_cast<long long>(size - valBegin));
+    report("loom-run: %s, %lld parameters, %lld x %lld tokens a step%s, "
+           "%lld %s tokens (%lld held out)\n",
+           info.name, static_cast<long long>(info.num_params),
+           static_cast<long long>(info.batch),
+           static_cast<long long>(info.sequence), microBatches.c_str(),
+           static_cast<long long>(size),
+           loom_dataset_is_shard(data) ? "shard" : "text",
+           static_cast<long long>(size - valBegin));
 
   auto validate = [&](long long step) -> bool {
     int64_t cursor = valBegin;
@@ -210,7 +240,7 @@ int main(int argc, char **argv) {
         return false;
       sum += loss;
     }
-    std::printf("step %5lld | val loss %.6f\n", step, sum / o.valBatches);
+    report("step %5lld | val loss %.6f\n", step, sum / o.valBatches);
     return true;
   };
 
@@ -231,22 +261,23 @@ int main(int argc, char **argv) {
     totalMs += ms;
     lastLoss = loss;
     if (!o.quiet)
-      std::printf("step %5lld/%lld | loss %.6f | norm %.4f | %8.2f ms | "
-                  "%9.0f tok/s\n",
-                  step, o.steps, loss, norm, ms, tokensPerStep / ms * 1e3);
+      report("step %5lld/%lld | loss %.6f | norm %.4f | %8.2f ms | "
+             "%9.0f tok/s\n",
+             step, o.steps, loss, norm, ms, tokensPerStep / ms * 1e3);
     if (o.valEvery > 0 && (step % o.valEvery == 0 || step == o.steps) &&
         !validate(step))
       return fail(loom_last_error());
   }
   if (o.steps > 0)
-    std::printf("loom-run: %lld steps, final loss %.6f, %.2f ms/step, %.0f "
-                "tok/s, peak memory %.1f MiB\n",
-                o.steps, lastLoss, totalMs / o.steps,
-                tokensPerStep * o.steps / totalMs * 1e3,
-                loom_peak_memory_mib());
+    report("loom-run: %lld steps, final loss %.6f, %.2f ms/step, %.0f "
+           "tok/s, peak memory %.1f MiB\n",
+           o.steps, lastLoss, totalMs / o.steps,
+           tokensPerStep * o.steps / totalMs * 1e3, loom_peak_memory_mib());
   std::fflush(stdout);
 
-  if (!o.save.empty() && loom_model_save_checkpoint(model, o.save.c_str()))
+  // Every replica holds the same parameters: rank 0 writes them, once.
+  if (!o.save.empty() && dist.rank == 0 &&
+      loom_model_save_checkpoint(model, o.save.c_str()))
     return fail(loom_last_error());
   loom_dataset_close(data);
   loom_model_close(model);

@@ -21,6 +21,9 @@ enum class EmitStage {
   /// Planned and split into micro-batches, plus @forward_grad and
   /// @train_step, still in loom ops.
   Step,
+  /// The step after the parallel passes: one rank's program, with the
+  /// collectives (upstream shard ops) that join it to the others.
+  Parallel,
   /// Everything lowered to linalg, tensor and scf on tensors.
   Linalg,
   /// Bufferized, with BLAS calls and entry points: the last portable IR.

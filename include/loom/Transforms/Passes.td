@@ -104,4 +104,23 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "Sum the step's loss and gradients over the data-parallel "
+                "replicas";
+  let description = [{
+    For a `#loom.plan` with dp > 1, adds the device grid `shard.grid
+    @loom_grid(shape = pp x dp x tp)` and, in `@train_step`, a
+    `shard.all_reduce` (sum over grid axis 1, the replicas) of the loss and
+    of every gradient, right after the op that produces them from
+    `@forward_grad` (its call, or the loop that accumulates the
+    micro-batches), before the norm, the clipping and the optimizer read
+    them. Each replica has taken its own `batch / dp` sequences;
+    `loom-build-train-step` divides by dp x micro_batches, so the step
+    sees the gradient of the global batch, as with dp = 1. Plans with ZeRO
+    (zero > 0) are refused: their sharded optimizer is not compiled yet.
+    A module without such a plan is left as it is.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

@@ -17,6 +17,7 @@
 /* Functions of the runtime that generated code calls (runtime.h). */
 #define LOOM_RT_SGEMM "loom_rt_sgemm"
 #define LOOM_RT_PARALLEL_FOR "loom_rt_parallel_for"
+#define LOOM_RT_GROUP_ALL_REDUCE "loom_rt_group_all_reduce"
 
 /* Parameters of the transformer's blocks are stacked over the layers and
    named LOOM_STACKED_PREFIX followed by GPT-2's per-layer name: slice l of

@@ -57,6 +57,9 @@ float *loom_model_params(loom_model *model);
 
 /// One training step on `batch * sequence` tokens and targets: updates the
 /// parameters; returns the loss before the update and the gradient norm.
+/// A data parallel artifact (dp > 1) takes the same whole batch on every
+/// rank, runs the step on the rank's share, and needs loom_dist_init with
+/// its grid first.
 int loom_model_train_step(loom_model *model, const int32_t *tokens,
                           const int32_t *targets, float lr, float *loss,
                           float *grad_norm);
@@ -193,6 +196,12 @@ void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
 /// must be independent.
 void loom_rt_parallel_for(void (*fn)(void *, int64_t, int64_t), void *context,
                           int64_t begin, int64_t end);
+
+/// Sums `buffer` in place over the ranks of `group` (a loom_group) of the
+/// context loom_dist_init made. A failure, here or on another rank, ends
+/// every rank of the job: the step cannot go on with a partial sum.
+void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
+                              int64_t count);
 
 /// The heap of generated code: buffers freed are kept for the next request
 /// of the same size and alignment.
