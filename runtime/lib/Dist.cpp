@@ -92,9 +92,18 @@ bool checkCall(const char *what, const loom_comm *comm, loom_dtype dtype,
   return true;
 }
 
-void copyIfApart(void *to, const void *from, int64_t bytes) {
-  if (to != from)
-    std::memmove(to, from, bytes);
+/// Starts a collective that turns `send` into `recv`: checks the call and,
+/// on a group of one rank, where it is a copy, does it. 1 on failure, 0 when
+/// that was all, -1 when the ranks must communicate.
+int begin(const char *what, const loom_comm *comm, loom_dtype dtype,
+          const void *send, void *recv, int64_t count, bool sum) {
+  if (!checkCall(what, comm, dtype, count, sum))
+    return 1;
+  if (comm->size > 1)
+    return -1;
+  if (recv != send)
+    std::memmove(recv, send, count * elementSize(dtype));
+  return 0;
 }
 
 bool makeGroup(loom_comm &group, const char *name, int color, int key) {
@@ -223,12 +232,10 @@ void loom_dist_abort(int code) {
 
 int loom_rt_all_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
                        void *recv, int64_t count) {
-  if (!checkCall("all-reduce", comm, dtype, count, /*sum=*/true))
-    return 1;
-  if (comm->size == 1) {
-    copyIfApart(recv, send, count * elementSize(dtype));
-    return 0;
-  }
+  if (int rc = begin("all-reduce", comm, dtype, send, recv, count,
+                     /*sum=*/true);
+      rc >= 0)
+    return rc;
   return mpiFailed(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv,
                                  static_cast<int>(count), MPI_FLOAT, MPI_SUM,
                                  comm->comm),
@@ -237,12 +244,10 @@ int loom_rt_all_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
 
 int loom_rt_reduce_scatter(loom_comm *comm, loom_dtype dtype, const void *send,
                            void *recv, int64_t count) {
-  if (!checkCall("reduce-scatter", comm, dtype, count, /*sum=*/true))
-    return 1;
-  if (comm->size == 1) {
-    copyIfApart(recv, send, count * elementSize(dtype));
-    return 0;
-  }
+  if (int rc = begin("reduce-scatter", comm, dtype, send, recv, count,
+                     /*sum=*/true);
+      rc >= 0)
+    return rc;
   return mpiFailed(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count),
                                             MPI_FLOAT, MPI_SUM, comm->comm),
                    "reduce-scatter", comm);
@@ -250,12 +255,10 @@ int loom_rt_reduce_scatter(loom_comm *comm, loom_dtype dtype, const void *send,
 
 int loom_rt_all_gather(loom_comm *comm, loom_dtype dtype, const void *send,
                        void *recv, int64_t count) {
-  if (!checkCall("all-gather", comm, dtype, count, /*sum=*/false))
-    return 1;
-  if (comm->size == 1) {
-    copyIfApart(recv, send, count * elementSize(dtype));
-    return 0;
-  }
+  if (int rc = begin("all-gather", comm, dtype, send, recv, count,
+                     /*sum=*/false);
+      rc >= 0)
+    return rc;
   MPI_Datatype type = moveType(dtype);
   return mpiFailed(MPI_Allgather(send, static_cast<int>(count), type, recv,
                                  static_cast<int>(count), type, comm->comm),
