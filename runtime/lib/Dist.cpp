@@ -12,6 +12,7 @@
 #include "Error.h"
 #include "loom/runtime.h"
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,8 @@ struct Context {
   bool initialized = false;
   /// MPI_Init ran: the job was launched by an MPI launcher.
   bool mpi = false;
+  /// Time in the compiled steps' collectives.
+  double commSeconds = 0;
   loom_comm groups[LOOM_GROUP_COUNT];
 };
 
@@ -312,12 +315,19 @@ int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
                    "receive", comm);
 }
 
+double loom_dist_comm_seconds(void) { return context().commSeconds; }
+
 void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
                               int64_t count) {
+  auto start = std::chrono::steady_clock::now();
   loom_comm *comm = loom_dist_group(static_cast<loom_group>(group));
   if (comm && !loom_rt_all_reduce(comm, static_cast<loom_dtype>(dtype), buffer,
-                                  buffer, count))
+                                  buffer, count)) {
+    context().commSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     return;
+  }
   if (!comm)
     setError("the step communicates, and this process has not joined a job "
              "laid on the plan's grid (loom_dist_init)");

@@ -268,11 +268,19 @@ int main(int argc, char **argv) {
         !validate(step))
       return fail(loom_last_error());
   }
-  if (o.steps > 0)
+  if (o.steps > 0) {
+    // Under several ranks, the part of the step spent in its collectives
+    // (waiting for the slowest rank included).
+    char comm[64] = "";
+    if (dist.world_size > 1)
+      std::snprintf(comm, sizeof(comm), ", communication %.2f ms/step",
+                    loom_dist_comm_seconds() * 1e3 / o.steps);
     report("loom-run: %lld steps, final loss %.6f, %.2f ms/step, %.0f "
-           "tok/s, peak memory %.1f MiB\n",
+           "tok/s, peak memory %.1f MiB%s\n",
            o.steps, lastLoss, totalMs / o.steps,
-           tokensPerStep * o.steps / totalMs * 1e3, loom_peak_memory_mib());
+           tokensPerStep * o.steps / totalMs * 1e3, loom_peak_memory_mib(),
+           comm);
+  }
   std::fflush(stdout);
 
   // Every replica holds the same parameters: rank 0 writes them, once.

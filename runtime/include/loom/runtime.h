@@ -157,6 +157,9 @@ const loom_dist_info *loom_dist_get_info(void);
 loom_comm *loom_dist_group(loom_group group);
 int64_t loom_comm_size(const loom_comm *comm);
 int64_t loom_comm_rank(const loom_comm *comm);
+/// Seconds this process has spent in the compiled steps' collectives
+/// (loom_rt_group_all_reduce), waiting for the other ranks included.
+double loom_dist_comm_seconds(void);
 /// Leaves the job (MPI_Finalize); every rank calls it before it exits.
 void loom_dist_finalize(void);
 /// Ends every rank of the job with `code`, after a failure on this one
