@@ -26,6 +26,8 @@ constexpr shard::GridAxis kDataAxis = 1;
 
 struct DataParallelPass
     : public loom::impl::LoomDataParallelBase<DataParallelPass> {
+  using LoomDataParallelBase::LoomDataParallelBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<PlanConfig> plan = getResolvedPlan(module);
@@ -64,12 +66,98 @@ struct DataParallelPass
     SymbolTable::setSymbolVisibility(grid, SymbolTable::Visibility::Private);
 
     b.setInsertionPointAfter(producer);
-    for (Value sum : producer->getResults()) {
-      auto reduced = shard::AllReduceOp::create(
-          b, producer->getLoc(), sum, gridName,
-          ArrayRef<shard::GridAxis>{kDataAxis}, shard::ReductionKind::Sum);
-      sum.replaceAllUsesExcept(reduced.getResult(), reduced);
+    for (MutableArrayRef<Value> bucket : makeBuckets(producer->getResults()))
+      sumOverReplicas(b, producer->getLoc(), gridName, bucket);
+  }
+
+  /// Consecutive values of at most `bucketBytes` together; a value of that
+  /// size or more alone.
+  SmallVector<SmallVector<Value>> makeBuckets(ValueRange values) {
+    SmallVector<SmallVector<Value>> buckets;
+    int64_t filled = 0;
+    for (Value v : values) {
+      auto type = cast<RankedTensorType>(v.getType());
+      int64_t bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8;
+      if (buckets.empty() || filled + bytes > bucketBytes) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(v);
+      filled += bytes;
     }
+    return buckets;
+  }
+
+  /// Replaces the uses of `bucket`'s values by their sums over the
+  /// replicas, with one collective.
+  static void sumOverReplicas(OpBuilder &b, Location loc, StringRef grid,
+                              MutableArrayRef<Value> bucket) {
+    auto allReduce = [&](Value v) -> Value {
+      return shard::AllReduceOp::create(b, loc, v, grid,
+                                        ArrayRef<shard::GridAxis>{kDataAxis},
+                                        shard::ReductionKind::Sum);
+    };
+    if (bucket.size() == 1) {
+      Value sum = allReduce(bucket[0]);
+      bucket[0].replaceAllUsesExcept(sum, sum.getDefiningOp());
+      return;
+    }
+    // Packed into one flat tensor, summed, and taken apart as views of it.
+    Type element = cast<RankedTensorType>(bucket[0].getType()).getElementType();
+    int64_t total = 0;
+    for (Value v : bucket)
+      total += cast<RankedTensorType>(v.getType()).getNumElements();
+    Value flat = tensor::EmptyOp::create(b, loc, {total}, element);
+    SmallVector<Operation *> packing;
+    int64_t offset = 0;
+    auto slice = [&](int64_t size) {
+      return std::make_tuple(SmallVector<OpFoldResult>{b.getIndexAttr(offset)},
+                             SmallVector<OpFoldResult>{b.getIndexAttr(size)},
+                             SmallVector<OpFoldResult>{b.getIndexAttr(1)});
+    };
+    for (Value v : bucket) {
+      auto type = cast<RankedTensorType>(v.getType());
+      auto vector = RankedTensorType::get({type.getNumElements()}, element);
+      Value row = reshape(b, loc, v, vector);
+      packing.push_back(row.getDefiningOp());
+      auto [offsets, sizes, strides] = slice(type.getNumElements());
+      auto insert = tensor::InsertSliceOp::create(b, loc, row, flat, offsets,
+                                                  sizes, strides);
+      packing.push_back(insert);
+      flat = insert;
+      offset += type.getNumElements();
+    }
+    Value sums = allReduce(flat);
+    offset = 0;
+    for (Value v : bucket) {
+      auto type = cast<RankedTensorType>(v.getType());
+      auto vector = RankedTensorType::get({type.getNumElements()}, element);
+      auto [offsets, sizes, strides] = slice(type.getNumElements());
+      Value part = tensor::ExtractSliceOp::create(b, loc, vector, sums, offsets,
+                                                  sizes, strides);
+      Value sum = reshape(b, loc, part, type);
+      SmallPtrSet<Operation *, 8> except(packing.begin(), packing.end());
+      v.replaceAllUsesExcept(sum, except);
+      offset += type.getNumElements();
+    }
+  }
+
+  /// `v` reshaped to `type`, of the same number of elements, where one of
+  /// the two is a vector and the other has any rank (0 included).
+  static Value reshape(OpBuilder &b, Location loc, Value v,
+                       RankedTensorType type) {
+    auto from = cast<RankedTensorType>(v.getType());
+    if (from == type)
+      return v;
+    bool expand = type.getRank() > from.getRank();
+    RankedTensorType low = expand ? from : type, high = expand ? type : from;
+    // One group of all the higher rank's dimensions, or none from a 0-d one.
+    SmallVector<ReassociationIndices> groups;
+    if (low.getRank() == 1)
+      groups.push_back(llvm::to_vector(llvm::seq<int64_t>(0, high.getRank())));
+    if (expand)
+      return tensor::ExpandShapeOp::create(b, loc, type, v, groups);
+    return tensor::CollapseShapeOp::create(b, loc, type, v, groups);
   }
 
   static StringRef getGridName() { return "loom_grid"; }

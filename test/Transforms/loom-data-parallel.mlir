@@ -1,4 +1,5 @@
-// RUN: loom-opt %s --loom-build-train-step --loom-data-parallel --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-build-train-step --loom-data-parallel=bucket-bytes=0 --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-build-train-step --loom-data-parallel --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=BUCKET
 
 // Two replicas of two micro-batches: the loop that accumulates the
 // micro-batches' loss and gradients is followed by their sum over the
@@ -24,6 +25,24 @@ module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 0, micr
 // CHECK: tensor.extract %[[LOSS]]
 // CHECK: loom.sum_squares %[[GRAD]]
 // CHECK: loom.sgd %{{.*}}, %[[GRAD]]
+
+// With buckets (25 MiB by default), the loss and the gradient are packed
+// into one flat tensor, summed by one collective and taken apart as slices.
+// BUCKET-LABEL: func.func @train_step(
+// BUCKET: %[[SUMS:.*]]:2 = scf.for
+// BUCKET: %[[FLAT:.*]] = tensor.empty() : tensor<33xf32>
+// BUCKET: %[[L:.*]] = tensor.expand_shape %[[SUMS]]#0 [] output_shape [1] : tensor<f32> into tensor<1xf32>
+// BUCKET: %[[P0:.*]] = tensor.insert_slice %[[L]] into %[[FLAT]][0] [1] [1]
+// BUCKET: %[[G:.*]] = tensor.collapse_shape %[[SUMS]]#1 {{\[\[}}0, 1]] : tensor<8x4xf32> into tensor<32xf32>
+// BUCKET: %[[P1:.*]] = tensor.insert_slice %[[G]] into %[[P0]][1] [32] [1]
+// BUCKET: %[[R:.*]] = shard.all_reduce %[[P1]] on @loom_grid grid_axes = [1] : tensor<33xf32> -> tensor<33xf32>
+// BUCKET: %[[RL:.*]] = tensor.extract_slice %[[R]][0] [1] [1]
+// BUCKET: %[[LOSS:.*]] = tensor.collapse_shape %[[RL]] [] : tensor<1xf32> into tensor<f32>
+// BUCKET: %[[RG:.*]] = tensor.extract_slice %[[R]][1] [32] [1]
+// BUCKET: %[[GRAD:.*]] = tensor.expand_shape %[[RG]] {{\[\[}}0, 1]] output_shape [8, 4]
+// BUCKET-NOT: shard.all_reduce
+// BUCKET: tensor.extract %[[LOSS]]
+// BUCKET: loom.sgd %{{.*}}, %[[GRAD]]
 
 // -----
 

@@ -119,8 +119,20 @@ def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
     sees the gradient of the global batch, as with dp = 1. Plans with ZeRO
     (zero > 0) are refused: their sharded optimizer is not compiled yet.
     A module without such a plan is left as it is.
+
+    The values are summed in buckets of at most `bucket-bytes`, in the
+    order @forward_grad returns them: consecutive small ones (the loss,
+    biases, layer-norm parameters) are packed into one flat tensor and
+    summed with one collective, then taken apart again; a value as large as
+    a bucket is summed alone, in place, without the copy.
   }];
-  let dependentDialects = ["::mlir::shard::ShardDialect"];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t",
+           /*default=*/"25 * 1024 * 1024",
+           "Largest bucket of values summed by one collective, in bytes">,
+  ];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 #endif // LOOM_TRANSFORMS_PASSES_TD
