@@ -12,6 +12,7 @@
 #include "Error.h"
 #include "loom/runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -19,6 +20,8 @@
 #include <cstring>
 #include <initializer_list>
 #include <mpi.h>
+#include <sched.h>
+#include <vector>
 
 using loom::setError;
 
@@ -109,6 +112,30 @@ int begin(const char *what, const loom_comm *comm, loom_dtype dtype,
   return 0;
 }
 
+/// The ranks on this machine whose affinity is this rank's: they compete
+/// for the same cores, unless the launcher bound each to its own.
+int64_t countCoreSharers(int rank) {
+  MPI_Comm local;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                          MPI_INFO_NULL, &local) != MPI_SUCCESS)
+    return 1;
+  int size = 1;
+  MPI_Comm_size(local, &size);
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  sched_getaffinity(0, sizeof(mine), &mine);
+  std::vector<cpu_set_t> all(size);
+  int64_t sharers = 1;
+  if (MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all.data(), sizeof(mine),
+                    MPI_BYTE, local) == MPI_SUCCESS) {
+    sharers = 0;
+    for (const cpu_set_t &other : all)
+      sharers += CPU_EQUAL(&other, &mine) ? 1 : 0;
+  }
+  MPI_Comm_free(&local);
+  return std::max<int64_t>(1, sharers);
+}
+
 bool makeGroup(loom_comm &group, const char *name, int color, int key) {
   group.name = name;
   Context &c = context();
@@ -163,6 +190,9 @@ int loom_dist_init(int64_t pp, int64_t dp, int64_t tp) {
   c.info.rank = rank;
   c.info.world_size = world;
   c.info.launched = c.mpi ? 1 : 0;
+  c.info.core_sharers = 1;
+  if (c.mpi)
+    c.info.core_sharers = countCoreSharers(rank);
   int64_t needed = pp * dp * tp;
   if (world != needed) {
     c.info.pp = c.info.dp = c.info.tp = 0;

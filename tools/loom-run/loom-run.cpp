@@ -7,6 +7,7 @@
 
 #include "loom/runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -33,8 +34,9 @@ const char *const kUsage =
     "                      (default 0: never)\n"
     "  --val-batches N     batches per validation (default 4)\n"
     "  --threads N         threads for the step's loops and BLAS (default:\n"
-    "                      every core this process may use); the same N\n"
-    "                      gives bitwise-identical losses run to run\n"
+    "                      every core this process may use, shared among\n"
+    "                      the ranks on this machine); the same N gives\n"
+    "                      bitwise-identical losses run to run\n"
     "  --quiet             print only the summary line\n"
     "  --verbose-ranks     under mpirun, every rank prints (prefixed with its\n"
     "                      rank), not only rank 0\n"
@@ -183,6 +185,11 @@ int main(int argc, char **argv) {
     return fail(msg.c_str());
   }
   const loom_dist_info &dist = *loom_dist_get_info();
+  // Ranks allowed on the same cores share them: without --threads, each
+  // takes its part rather than all of them.
+  if (o.threads == 0 && dist.core_sharers > 1)
+    loom_set_num_threads(
+        std::max<int64_t>(1, loom_get_num_threads() / dist.core_sharers));
   printing = dist.rank == 0 || o.verboseRanks;
   if (o.verboseRanks && dist.world_size > 1)
     rankPrefix = "[rank " + std::to_string(dist.rank) + "] ";
@@ -215,7 +222,8 @@ int main(int argc, char **argv) {
   if (info.dp > 1)
     microBatches = ", " + std::to_string(info.batch / info.dp) +
                    " sequences on each of " + std::to_string(info.dp) +
-                   " replicas";
+                   " replicas (" + std::to_string(loom_get_num_threads()) +
+                   " threads each)";
   if (info.micro_batches > 1)
     microBatches +=
         " in " + std::to_string(info.micro_batches) + " micro-batches";

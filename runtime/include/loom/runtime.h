@@ -141,6 +141,9 @@ typedef struct loom_dist_info {
   int64_t pp, dp, tp;                /* the grid; tp varies fastest */
   int64_t pp_rank, dp_rank, tp_rank; /* this rank's coordinate on it */
   int launched;                      /* 1 when started by an MPI launcher */
+  int64_t core_sharers; /* ranks of the job allowed on exactly this rank's
+                           cores, this one included (1 when the launcher
+                           bound each rank to cores of its own) */
 } loom_dist_info;
 
 /// Joins the job this process was launched in by mpirun (or a job of one
