@@ -57,23 +57,45 @@ private:
   SmallVector<DictionaryAttr> argAttrs;
 };
 
-/// GPT-2's per-layer tensors in llm.c's checkpoint order, each stacked over
-/// the layers as `h.*.<name>` (slice l is GPT-2's `h.<l>.<name>`).
+/// GPT-2's per-layer tensors in llm.c's checkpoint order (abi.h), each
+/// stacked over the layers as `h.*.<name>` (slice l is GPT-2's
+/// `h.<l>.<name>`).
+// clang-format off
 enum LayerTensor {
-  kLn1Weight,
-  kLn1Bias,
-  kQkvWeight,
-  kQkvBias,
-  kAttnProjWeight,
-  kAttnProjBias,
-  kLn2Weight,
-  kLn2Bias,
-  kFcWeight,
-  kFcBias,
-  kFcProjWeight,
-  kFcProjBias,
+#define LOOM_LAYER_TENSOR(id, name) k##id,
+  LOOM_LLMC_BLOCK_TENSORS(LOOM_LAYER_TENSOR)
+#undef LOOM_LAYER_TENSOR
   kNumLayerTensors
 };
+// clang-format on
+
+/// The shape of one layer's tensor `t`, for width C and MLP width H.
+SmallVector<int64_t, 2> layerTensorShape(LayerTensor t, int64_t C, int64_t H) {
+  switch (t) {
+  case kQkvWeight:
+    return {3 * C, C};
+  case kQkvBias:
+    return {3 * C};
+  case kAttnProjWeight:
+    return {C, C};
+  case kFcWeight:
+    return {H, C};
+  case kFcBias:
+    return {H};
+  case kFcProjWeight:
+    return {C, H};
+  case kLn1Weight:
+  case kLn1Bias:
+  case kAttnProjBias:
+  case kLn2Weight:
+  case kLn2Bias:
+  case kFcProjBias:
+    return {C};
+  case kNumLayerTensors:
+    break;
+  }
+  llvm_unreachable("not a layer tensor");
+}
 
 func::FuncOp ForwardBuilder::build(ModuleOp module) {
   const ArchitectureConfig &arch = config.arch;
@@ -86,26 +108,19 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   // Parameters in the order of llm.c checkpoints' tensors.
   unsigned wte = param("wte", {arch.paddedVocab, C});
   unsigned wpe = param("wpe", {arch.positions, C});
-  const std::pair<const char *, SmallVector<int64_t, 2>> layerTensors[] = {
-      {"ln_1.weight", {C}},
-      {"ln_1.bias", {C}},
-      {"attn.c_attn.weight", {3 * C, C}},
-      {"attn.c_attn.bias", {3 * C}},
-      {"attn.c_proj.weight", {C, C}},
-      {"attn.c_proj.bias", {C}},
-      {"ln_2.weight", {C}},
-      {"ln_2.bias", {C}},
-      {"mlp.c_fc.weight", {H, C}},
-      {"mlp.c_fc.bias", {H}},
-      {"mlp.c_proj.weight", {C, H}},
-      {"mlp.c_proj.bias", {C}}};
-  static_assert(std::size(layerTensors) == kNumLayerTensors);
+  const char *const layerTensorNames[] = {
+#define LOOM_LAYER_TENSOR(id, name) name,
+      LOOM_LLMC_BLOCK_TENSORS(LOOM_LAYER_TENSOR)
+#undef LOOM_LAYER_TENSOR
+  };
   SmallVector<unsigned> stacked;
-  for (const auto &[name, shape] : layerTensors) {
+  for (int t = 0; t < kNumLayerTensors; ++t) {
     SmallVector<int64_t> stackedShape = {L};
-    llvm::append_range(stackedShape, shape);
+    llvm::append_range(stackedShape,
+                       layerTensorShape(static_cast<LayerTensor>(t), C, H));
     stacked.push_back(
-        param((Twine(LOOM_STACKED_PREFIX) + name).str(), stackedShape));
+        param((Twine(LOOM_STACKED_PREFIX) + layerTensorNames[t]).str(),
+              stackedShape));
   }
   unsigned lnfw = param("ln_f.weight", {C});
   unsigned lnfb = param("ln_f.bias", {C});

@@ -56,22 +56,16 @@ struct Param {
 /// llm.c's checkpoint tensors, in its order; those of the blocks stacked
 /// over the layers ("h.*.<name>", slice l being GPT-2's "h.<l>.<name>"),
 /// which is how artifacts take them.
-const char *const kLlmcTensors[] = {"wte",
-                                    "wpe",
-                                    LOOM_STACKED_PREFIX "ln_1.weight",
-                                    LOOM_STACKED_PREFIX "ln_1.bias",
-                                    LOOM_STACKED_PREFIX "attn.c_attn.weight",
-                                    LOOM_STACKED_PREFIX "attn.c_attn.bias",
-                                    LOOM_STACKED_PREFIX "attn.c_proj.weight",
-                                    LOOM_STACKED_PREFIX "attn.c_proj.bias",
-                                    LOOM_STACKED_PREFIX "ln_2.weight",
-                                    LOOM_STACKED_PREFIX "ln_2.bias",
-                                    LOOM_STACKED_PREFIX "mlp.c_fc.weight",
-                                    LOOM_STACKED_PREFIX "mlp.c_fc.bias",
-                                    LOOM_STACKED_PREFIX "mlp.c_proj.weight",
-                                    LOOM_STACKED_PREFIX "mlp.c_proj.bias",
-                                    "ln_f.weight",
-                                    "ln_f.bias"};
+// clang-format off
+const char *const kLlmcTensors[] = {
+    "wte",
+    "wpe",
+#define LOOM_STACKED_TENSOR(id, name) LOOM_STACKED_PREFIX name,
+    LOOM_LLMC_BLOCK_TENSORS(LOOM_STACKED_TENSOR)
+#undef LOOM_STACKED_TENSOR
+    "ln_f.weight",
+    "ln_f.bias"};
+// clang-format on
 constexpr size_t kNumLlmcTensors = sizeof(kLlmcTensors) / sizeof(*kLlmcTensors);
 
 bool parseShape(const std::string &text, std::vector<int64_t> &shape) {

@@ -24,6 +24,23 @@
    "h.*.ln_1.weight" is GPT-2's "h.<l>.ln_1.weight". */
 #define LOOM_STACKED_PREFIX "h.*."
 
+/* GPT-2's per-layer tensors in llm.c's checkpoint order, X(id, name) for
+   each: the importer stacks them in this order, and the runtime reads and
+   writes checkpoints in it. */
+#define LOOM_LLMC_BLOCK_TENSORS(X)                                             \
+  X(Ln1Weight, "ln_1.weight")                                                  \
+  X(Ln1Bias, "ln_1.bias")                                                      \
+  X(QkvWeight, "attn.c_attn.weight")                                           \
+  X(QkvBias, "attn.c_attn.bias")                                               \
+  X(AttnProjWeight, "attn.c_proj.weight")                                      \
+  X(AttnProjBias, "attn.c_proj.bias")                                          \
+  X(Ln2Weight, "ln_2.weight")                                                  \
+  X(Ln2Bias, "ln_2.bias")                                                      \
+  X(FcWeight, "mlp.c_fc.weight")                                               \
+  X(FcBias, "mlp.c_fc.bias")                                                   \
+  X(FcProjWeight, "mlp.c_proj.weight")                                         \
+  X(FcProjBias, "mlp.c_proj.bias")
+
 /* Kinds of entry point arguments. */
 #define LOOM_ARG_PARAM "param"
 #define LOOM_ARG_STATE "state"
