@@ -52,6 +52,14 @@ struct DataParallelPass
     Operation *producer = findGradientProducer(step);
     if (!producer)
       return signalPassFailure();
+    for (Type type : producer->getResultTypes()) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      if (!tensor || !tensor.hasStaticShape()) {
+        producer->emitOpError("yields ")
+            << type << "; the sums over the replicas take static tensors";
+        return signalPassFailure();
+      }
+    }
 
     StringRef gridName = getGridName();
     if (module.lookupSymbol(gridName)) {

@@ -82,3 +82,4 @@ module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1, micr
     return %l, %w : tensor<f32>, tensor<8x4xf32>
   }
 }
+
