@@ -90,11 +90,11 @@ bool checkCall(const char *what, const loom_comm *comm, loom_dtype dtype,
     return setError("%s: sums are computed in f32 only; convert %s buffers "
                     "first",
                     what, dtype == LOOM_DTYPE_BF16 ? "bf16" : "f16");
-  if (count < 0 || count * comm->size > INT_MAX)
-    return setError("%s: %lld elements over %lld ranks is more than one "
-                    "call moves; split it into buckets",
-                    what, static_cast<long long>(count),
-                    static_cast<long long>(comm->size));
+  // MPI counts a rank's elements in an int.
+  if (count < 0 || count > INT_MAX)
+    return setError("%s: %lld elements per rank is more than one call moves; "
+                    "split it into buckets",
+                    what, static_cast<long long>(count));
   return true;
 }
 

@@ -131,6 +131,9 @@ struct loom_model {
     auto it = paramIndex.find(name);
     return it == paramIndex.end() ? nullptr : base + params[it->second].offset;
   }
+  /// This rank's replica (0 for an artifact of one); false, with the error
+  /// set, when a data parallel artifact's process has not joined its grid.
+  bool replica(int64_t &index) const;
   /// The model's buffer for argument `arg`; null for one it does not have.
   void *bufferFor(const Arg &arg);
   bool bindEntries();
@@ -303,6 +306,23 @@ void loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
   if (gradsOut && count > 1)
     for (size_t i = 0; i < grads.size(); ++i)
       gradsOut[i] /= static_cast<float>(count);
+}
+
+bool loom_model::replica(int64_t &index) const {
+  index = 0;
+  if (info.dp == 1)
+    return true;
+  const loom_dist_info *dist = loom_dist_get_info();
+  if (!dist || dist->dp != info.dp || dist->tp != info.tp ||
+      dist->pp != info.pp)
+    return setError("%s: compiled for dp = %lld ranks; call "
+                    "loom_dist_init(%lld, %lld, %lld) first",
+                    path.c_str(), static_cast<long long>(info.dp),
+                    static_cast<long long>(info.pp),
+                    static_cast<long long>(info.dp),
+                    static_cast<long long>(info.tp));
+  index = dist->dp_rank;
+  return true;
 }
 
 void *loom_model::bufferFor(const Arg &arg) {
@@ -504,22 +524,11 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
                           const int32_t *targets, float lr, float *loss,
                           float *grad_norm) {
   const loom_model_info &info = model->info;
+  int64_t replica;
+  if (!model->replica(replica))
+    return 1;
+  // Replica d takes sequences [d * batch / dp, (d + 1) * batch / dp).
   int64_t share = info.batch / info.dp * info.sequence;
-  int64_t replica = 0;
-  if (info.dp > 1) {
-    // This rank's share of the batch: replica d takes sequences
-    // [d * batch / dp, (d + 1) * batch / dp).
-    const loom_dist_info *dist = loom_dist_get_info();
-    if (!dist || dist->dp != info.dp || dist->tp != info.tp ||
-        dist->pp != info.pp)
-      return !setError("%s: compiled for dp = %lld ranks; call "
-                       "loom_dist_init(%lld, %lld, %lld) first",
-                       model->path.c_str(), static_cast<long long>(info.dp),
-                       static_cast<long long>(info.pp),
-                       static_cast<long long>(info.dp),
-                       static_cast<long long>(info.tp));
-    replica = dist->dp_rank;
-  }
   model->lr = lr;
   model->step += 1;
   model->call("train_step", tokens + replica * share,
@@ -532,7 +541,27 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
 
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss) {
-  model->callMicroBatches("forward", tokens, targets, loss, nullptr);
+  const loom_model_info &info = model->info;
+  if (info.dp == 1) {
+    model->callMicroBatches("forward", tokens, targets, loss, nullptr);
+    return 0;
+  }
+  // Each replica evaluates its share of the micro-batches; the mean is
+  // taken over all of them.
+  int64_t replica;
+  if (!model->replica(replica))
+    return 1;
+  int64_t perReplica = model->forwardChunks / info.dp;
+  int64_t stride = info.batch / model->forwardChunks * info.sequence;
+  float sum = 0;
+  for (int64_t m = replica * perReplica; m < (replica + 1) * perReplica; ++m) {
+    model->call("forward", tokens + m * stride, targets + m * stride);
+    sum += model->loss;
+  }
+  if (loom_rt_all_reduce(loom_dist_group(LOOM_GROUP_DP), LOOM_DTYPE_F32, &sum,
+                         &sum, 1))
+    return 1;
+  *loss = sum / static_cast<float>(model->forwardChunks);
   return 0;
 }
 

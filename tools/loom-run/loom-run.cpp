@@ -34,9 +34,9 @@ const char *const kUsage =
     "                      (default 0: never)\n"
     "  --val-batches N     batches per validation (default 4)\n"
     "  --threads N         threads for the step's loops and BLAS (default:\n"
-    "                      every core this process may use, shared among\n"
-    "                      the ranks on this machine); the same N gives\n"
-    "                      bitwise-identical losses run to run\n"
+    "                      every core this process may use, divided among\n"
+    "                      the ranks allowed on the same cores); the same\n"
+    "                      N gives bitwise-identical losses run to run\n"
     "  --quiet             print only the summary line\n"
     "  --verbose-ranks     under mpirun, every rank prints (prefixed with its\n"
     "                      rank), not only rank 0\n"
@@ -218,21 +218,23 @@ int main(int argc, char **argv) {
   int64_t tokensPerStep = info.batch * info.sequence;
   std::vector<int32_t> tokens(tokensPerStep), targets(tokensPerStep);
 
-  std::string microBatches;
-  if (info.dp > 1)
-    microBatches = ", " + std::to_string(info.batch / info.dp) +
-                   " sequences on each of " + std::to_string(info.dp) +
-                   " replicas (" + std::to_string(loom_get_num_threads()) +
-                   " threads each)";
+  // How the step's batch is split: over replicas, then micro-batches.
+  std::string split;
+  if (info.dp > 1) {
+    int64_t threads = loom_get_num_threads();
+    split = ", " + std::to_string(info.batch / info.dp) +
+            " sequences on each of " + std::to_string(info.dp) +
+            " replicas of " + std::to_string(threads) +
+            (threads == 1 ? " thread" : " threads");
+  }
   if (info.micro_batches > 1)
-    microBatches +=
-        " in " + std::to_string(info.micro_batches) + " micro-batches";
+    split += " in " + std::to_string(info.micro_batches) + " micro-batches";
   if (!o.quiet)
     report("loom-run: %s, %lld parameters, %lld x %lld tokens a step%s, "
            "%lld %s tokens (%lld held out)\n",
            info.name, static_cast<long long>(info.num_params),
            static_cast<long long>(info.batch),
-           static_cast<long long>(info.sequence), microBatches.c_str(),
+           static_cast<long long>(info.sequence), split.c_str(),
            static_cast<long long>(size),
            loom_dataset_is_shard(data) ? "shard" : "text",
            static_cast<long long>(size - valBegin));

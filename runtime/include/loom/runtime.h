@@ -64,7 +64,9 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
                           const int32_t *targets, float lr, float *loss,
                           float *grad_norm);
 /// The loss of `batch * sequence` tokens without updating anything; the
-/// artifact's forward pass runs one micro-batch at a time.
+/// artifact's forward pass runs one micro-batch at a time. A data parallel
+/// artifact's ranks (all of them call it, with the same batch) each run
+/// their share of the micro-batches and sum the losses.
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss);
 /// The loss and the gradient of every parameter for `batch * sequence`
@@ -186,8 +188,8 @@ int loom_rt_broadcast(loom_comm *comm, loom_dtype dtype, void *buffer,
 /// Point to point with another rank of `comm`; each send has its receive.
 int loom_rt_send(loom_comm *comm, loom_dtype dtype, const void *buffer,
                  int64_t count, int64_t peer);
-int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer,
-                 int64_t count, int64_t peer);
+int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
+                 int64_t peer);
 
 /*--- Called by generated code --------------------------------------------*/
 

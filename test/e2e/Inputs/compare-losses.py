@@ -1,17 +1,28 @@
 """Fails unless two loom-run logs have the same number of steps and training
-losses that agree to a relative tolerance."""
+losses that agree to a relative tolerance, and the same number of validation
+losses, agreeing to it too."""
 import re
 import sys
 
 
-def losses(path):
+def losses(path, pattern):
     text = open(path).read()
-    return [float(m.group(1)) for m in re.finditer(r"^step +\d+/\d+ \| loss ([0-9.]+)", text, re.M)]
+    return [float(m.group(1)) for m in re.finditer(pattern, text, re.M)]
 
 
-a, b, tolerance = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+def worst(a, b):
+    return max((abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b)), default=0.0)
+
+
+train = r"^step +\d+/\d+ \| loss ([0-9.]+)"
+val = r"^step +\d+ \| val loss ([0-9.]+)"
+tolerance = float(sys.argv[3])
+a, b = losses(sys.argv[1], train), losses(sys.argv[2], train)
+va, vb = losses(sys.argv[1], val), losses(sys.argv[2], val)
 if not a or len(a) != len(b):
     sys.exit(f"{len(a)} and {len(b)} training steps")
-worst = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b))
-print(f"{len(a)} steps, largest relative difference of the losses {worst:.2e}")
-sys.exit(0 if worst <= tolerance else 1)
+if len(va) != len(vb):
+    sys.exit(f"{len(va)} and {len(vb)} validations")
+print(f"{len(a)} steps, largest relative difference of the losses {worst(a, b):.2e}"
+      + (f"; {len(va)} validations, {worst(va, vb):.2e}" if va else ""))
+sys.exit(0 if max(worst(a, b), worst(va, vb)) <= tolerance else 1)
