@@ -122,6 +122,17 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == getClusterAttrName())
     return expect(isa<ClusterAttr>(attr.getValue()), "a #loom.cluster");
+  if (name == getMemoryAttrName()) {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    return expect(dict && dict.size() == getMemoryKeys().size() &&
+                      llvm::all_of(getMemoryKeys(),
+                                   [&](StringRef key) {
+                                     auto v = dict.getAs<IntegerAttr>(key);
+                                     return v && v.getInt() >= 0;
+                                   }),
+                  "a dictionary of byte counts (parameters, gradients, "
+                  "optimizer)");
+  }
   if (name == getParallelForAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) &&
                       isa<FunctionOpInterface>(op) &&
@@ -165,6 +176,20 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
              << "argument #" << argIndex << " ('" << name << " = \""
              << str.getValue()
              << "\"') must hold integer ids of shape [batch, sequence]";
+    return success();
+  }
+  if (name == getShardAttrName()) {
+    auto dim = dyn_cast<IntegerAttr>(attr.getValue());
+    auto function = dyn_cast<FunctionOpInterface>(op);
+    auto type =
+        function && argIndex < function.getNumArguments()
+            ? dyn_cast<ShapedType>(function.getArgumentTypes()[argIndex])
+            : ShapedType();
+    if (!dim || !type || !type.hasRank() || dim.getInt() < 0 ||
+        dim.getInt() >= type.getRank())
+      return op->emitError() << "argument #" << argIndex << ": '" << name
+                             << "' must be an integer dimension of the "
+                                "argument's shaped type";
     return success();
   }
   return op->emitError() << "argument #" << argIndex

@@ -46,6 +46,17 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getClusterAttrName() {
       return "loom.cluster";
     }
+    /// Module attribute: a rank's bytes of parameters, gradients and
+    /// optimizer state as compiled (loom-memory-report), a dictionary of
+    /// i64 named by getMemoryKeys().
+    static constexpr ::llvm::StringLiteral getMemoryAttrName() {
+      return "loom.memory";
+    }
+    static ::llvm::ArrayRef<::llvm::StringLiteral> getMemoryKeys() {
+      static constexpr ::llvm::StringLiteral keys[] = {
+          "parameters", "gradients", "optimizer"};
+      return keys;
+    }
     /// The value of `loom.plan` that asks `loom-plan` to choose the plan.
     static constexpr ::llvm::StringLiteral getAutoPlanName() { return "auto"; }
     /// Unit attribute on an op inside a loom.scan body: the backward pass
@@ -66,6 +77,13 @@ def Loom_Dialect : Dialect {
     /// "momentum.wte") of the training step.
     static constexpr ::llvm::StringLiteral getStateAttrName() {
       return "loom.state";
+    }
+    /// Argument attribute of a parameter that each data-parallel replica
+    /// holds only part of (ZeRO-3): the i64 dimension of the whole tensor
+    /// whose extent the argument's type holds 1/dp of, this rank's part
+    /// being the slice at its index on the replica axis.
+    static constexpr ::llvm::StringLiteral getShardAttrName() {
+      return "loom.shard";
     }
     /// Names an output of an entry point: on a result ("loss"), and on the
     /// argument that receives it once results are passed by destination.

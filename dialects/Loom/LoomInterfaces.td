@@ -60,4 +60,28 @@ def Loom_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def Loom_OptimizerUpdateOpInterface
+    : OpInterface<"OptimizerUpdateOpInterface"> {
+  let cppNamespace = "::mlir::loom";
+  let description = [{
+    One optimizer update of one parameter, element by element: the new
+    parameter and the new optimizer state at each position depend only on
+    the parameter, its gradient and the state at that position (and on
+    scalar operands such as the learning rate). The update of any slice is
+    therefore the same op on the slices of all of them, which is how ZeRO
+    updates each rank's shard (loom-data-parallel).
+  }];
+  let methods = [
+    InterfaceMethod<"The parameter before the update.", "::mlir::Value",
+      "getUpdatedParam">,
+    InterfaceMethod<"Its gradient.", "::mlir::Value", "getUpdateGrad">,
+    InterfaceMethod<"The optimizer state read, in the order of the new "
+      "state results.", "::mlir::OperandRange", "getUpdateStates">,
+    InterfaceMethod<"The new parameter.", "::mlir::Value", "getNewParamValue",
+      (ins), [{ return $_op->getResult(0); }]>,
+    InterfaceMethod<"The new optimizer state.", "::mlir::ResultRange",
+      "getNewStateValues", (ins), [{ return $_op->getResults().drop_front(); }]>
+  ];
+}
+
 #endif // LOOM_INTERFACES_TD

@@ -693,3 +693,19 @@ void AddOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                         MLIRContext *context) {
   patterns.add<AddIntoEmbeddingGrad>(context);
 }
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+Value AdamWOp::getUpdatedParam() { return getParam(); }
+Value AdamWOp::getUpdateGrad() { return getGrad(); }
+OperandRange AdamWOp::getUpdateStates() {
+  return getOperation()->getOperands().slice(2, 2);
+}
+
+Value SGDOp::getUpdatedParam() { return getParam(); }
+Value SGDOp::getUpdateGrad() { return getGrad(); }
+OperandRange SGDOp::getUpdateStates() {
+  return getOperation()->getOperands().slice(2, 1);
+}

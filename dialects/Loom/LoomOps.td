@@ -334,6 +334,8 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Pure, AllTypesMatch
 //===----------------------------------------------------------------------===//
 
 def Loom_AdamWOp : Loom_Op<"adamw", [Pure,
+    DeclareOpInterfaceMethods<Loom_OptimizerUpdateOpInterface,
+      ["getUpdatedParam", "getUpdateGrad", "getUpdateStates"]>,
     AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
   let summary = "one AdamW update of a parameter";
   let description = [{
@@ -357,6 +359,8 @@ def Loom_AdamWOp : Loom_Op<"adamw", [Pure,
 }
 
 def Loom_SGDOp : Loom_Op<"sgd", [Pure,
+    DeclareOpInterfaceMethods<Loom_OptimizerUpdateOpInterface,
+      ["getUpdatedParam", "getUpdateGrad", "getUpdateStates"]>,
     AllTypesMatch<["param", "grad", "momentum_buffer", "new_param",
                    "new_momentum_buffer"]>]> {
   let summary = "one SGD update with momentum of a parameter";

@@ -1,11 +1,12 @@
 //===- BufferizeCollectives.cpp - Collectives on buffers: runtime calls ---===//
 //
 // Upstream's shard collectives have value semantics and no bufferization.
-// Loom gives shard.all_reduce one: it reduces its operand's buffer in place
-// (one-shot bufferization copies the operand first where it is read again),
-// through the runtime's loom_rt_group_all_reduce on the communicator of the
-// grid axis it reduces over. The runtime ends the whole job if it fails, so
-// the generated code has no error path to take.
+// Loom gives them one, as calls of the runtime on the communicator of the
+// grid axes they communicate over: shard.all_reduce reduces its operand's
+// buffer in place (one-shot bufferization copies the operand first where
+// it is read again); shard.all_gather and shard.reduce_scatter write a new
+// buffer. The runtime ends the whole job if a collective fails, so the
+// generated code has no error path to take.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -28,19 +30,22 @@ using namespace mlir::bufferization;
 namespace {
 /// The runtime's group of ranks that share every coordinate but those of
 /// `axes` on a pp x dp x tp grid.
-FailureOr<int32_t> groupOf(shard::AllReduceOp op) {
-  auto grid =
-      SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, op.getGridAttr());
-  ArrayRef<shard::GridAxis> axes = op.getGridAxes();
+FailureOr<int32_t> groupOf(Operation *op, FlatSymbolRefAttr gridName,
+                           ArrayRef<shard::GridAxis> axes) {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridName);
   if (!grid || grid.getRank() != 3)
-    return op.emitOpError("needs a grid of shape pp x dp x tp");
+    return op->emitOpError("needs a grid of shape pp x dp x tp");
   if (axes.size() == 3)
     return LOOM_GROUP_WORLD;
   if (axes.size() == 1 && axes[0] >= 0 && axes[0] < 3)
     return std::array<int32_t, 3>{LOOM_GROUP_PP, LOOM_GROUP_DP,
                                   LOOM_GROUP_TP}[axes[0]];
-  return op.emitOpError("reduces over grid axes the runtime has no group "
-                        "for: one axis, or all three");
+  return op->emitOpError("communicates over grid axes the runtime has no "
+                         "group for: one axis, or all three");
+}
+
+template <typename CollectiveOp> FailureOr<int32_t> groupOf(CollectiveOp op) {
+  return groupOf(op, op.getGridAttr(), op.getGridAxes());
 }
 
 LLVM::LLVMFuncOp declare(OpBuilder &b, ModuleOp module, StringRef name,
@@ -50,6 +55,43 @@ LLVM::LLVMFuncOp declare(OpBuilder &b, ModuleOp module, StringRef name,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(module.getBody());
   return LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
+}
+
+/// The address of the first element of a contiguous f32 buffer, as an LLVM
+/// pointer: the aligned base pointer plus the view's offset.
+Value elementAddress(OpBuilder &b, Location loc, Value buffer) {
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+  Value offset = arith::MulIOp::create(
+      b, loc, metadata.getOffset(), arith::ConstantIndexOp::create(b, loc, 4));
+  Value address = arith::IndexCastOp::create(
+      b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, offset));
+  return LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
+}
+
+Value llvmConstant(OpBuilder &b, Location loc, Type type, int64_t value) {
+  return LLVM::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, value));
+}
+
+/// The operand's buffer, checked to be one the runtime can take whole.
+FailureOr<Value> contiguousBuffer(RewriterBase &rewriter, Operation *op,
+                                  Value tensor,
+                                  const BufferizationOptions &options,
+                                  BufferizationState &state) {
+  FailureOr<Value> buffer = getBuffer(rewriter, tensor, options, state);
+  if (failed(buffer))
+    return failure();
+  if (!memref::isStaticShapeAndContiguousRowMajor(
+          cast<MemRefType>(buffer->getType())))
+    return op->emitOpError("communicates a buffer that may not be "
+                           "contiguous; the runtime takes contiguous buffers");
+  return buffer;
+}
+
+bool isF32(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.getElementType().isF32();
 }
 
 struct AllReduceBufferization
@@ -72,9 +114,8 @@ struct AllReduceBufferization
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
     auto op = cast<shard::AllReduceOp>(rawOp);
-    auto type = dyn_cast<RankedTensorType>(op.getInput().getType());
-    if (!type || !type.getElementType().isF32() ||
-        op.getResult().getType() != type ||
+    auto type = cast<RankedTensorType>(op.getInput().getType());
+    if (!isF32(type) || op.getResult().getType() != type ||
         op.getReduction() != shard::ReductionKind::Sum)
       return op.emitOpError("only f32 sums into the same type run on the "
                             "runtime's communicators");
@@ -82,13 +123,9 @@ struct AllReduceBufferization
     if (failed(group))
       return failure();
     FailureOr<Value> buffer =
-        getBuffer(rewriter, op.getInput(), options, state);
+        contiguousBuffer(rewriter, op, op.getInput(), options, state);
     if (failed(buffer))
       return failure();
-    if (!memref::isStaticShapeAndContiguousRowMajor(
-            cast<MemRefType>(buffer->getType())))
-      return op.emitOpError("reduces a buffer that may not be contiguous; "
-                            "the runtime takes contiguous buffers");
 
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
@@ -98,37 +135,197 @@ struct AllReduceBufferization
         rewriter, op->getParentOfType<ModuleOp>(), LOOM_RT_GROUP_ALL_REDUCE,
         LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx),
                                     {i32, i32, ptr, i64}));
-    // The aligned pointer is that of the base buffer; add the view's offset.
-    auto metadata =
-        memref::ExtractStridedMetadataOp::create(rewriter, loc, *buffer);
-    Value base =
-        memref::ExtractAlignedPointerAsIndexOp::create(rewriter, loc, *buffer);
-    Value offset =
-        arith::MulIOp::create(rewriter, loc, metadata.getOffset(),
-                              arith::ConstantIndexOp::create(rewriter, loc, 4));
-    Value address = arith::IndexCastOp::create(
-        rewriter, loc, i64, arith::AddIOp::create(rewriter, loc, base, offset));
-    Value pointer = LLVM::IntToPtrOp::create(rewriter, loc, ptr, address);
-    auto constant = [&](Type t, int64_t v) -> Value {
-      return LLVM::ConstantOp::create(rewriter, loc, t,
-                                      rewriter.getIntegerAttr(t, v));
-    };
-    LLVM::CallOp::create(rewriter, loc, function,
-                         ValueRange{constant(i32, *group),
-                                    constant(i32, LOOM_DTYPE_F32), pointer,
-                                    constant(i64, type.getNumElements())});
+    LLVM::CallOp::create(
+        rewriter, loc, function,
+        ValueRange{llvmConstant(rewriter, loc, i32, *group),
+                   llvmConstant(rewriter, loc, i32, LOOM_DTYPE_F32),
+                   elementAddress(rewriter, loc, *buffer),
+                   llvmConstant(rewriter, loc, i64, type.getNumElements())});
     replaceOpWithBufferizedValues(rewriter, op, *buffer);
+    return success();
+  }
+};
+
+/// The number of ranks that communicate over `axes` of the op's grid.
+int64_t groupSize(Operation *op, FlatSymbolRefAttr gridName,
+                  ArrayRef<shard::GridAxis> axes) {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridName);
+  int64_t size = 1;
+  for (shard::GridAxis axis : axes)
+    size *= grid.getShape()[axis];
+  return size;
+}
+
+/// `buffer` of shape [..., parts * n, ...] (dimension `axis`) viewed as
+/// [..., parts, n, ...].
+Value splitDim(OpBuilder &b, Location loc, Value buffer, int64_t axis,
+               int64_t parts) {
+  auto type = cast<MemRefType>(buffer.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[axis] /= parts;
+  shape.insert(shape.begin() + axis, parts);
+  SmallVector<ReassociationIndices> groups;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (d < axis)
+      groups.push_back({d});
+    else if (d == axis)
+      groups.push_back({d, d + 1});
+    else
+      groups.push_back({d + 1});
+  }
+  return memref::ExpandShapeOp::create(
+      b, loc, MemRefType::get(shape, type.getElementType()), buffer, groups);
+}
+
+/// The permutation that moves dimension `from` of a tensor to `to`.
+SmallVector<int64_t> moveDim(int64_t rank, int64_t from, int64_t to) {
+  SmallVector<int64_t> order = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  order.erase(order.begin() + from);
+  order.insert(order.begin() + to, from);
+  return order;
+}
+
+/// Gathers and reduce-scatters read their operand and write a new buffer,
+/// through the runtime function `Callee`, which takes the group, the
+/// dtype, both buffers and the count of elements per rank. Along the
+/// leading dimension (or one that only ones precede), concatenating the
+/// ranks' blocks in rank order is what MPI does with contiguous buffers;
+/// along another, the blocks go through a buffer of shape [ranks, block]
+/// and a transpose.
+template <typename CollectiveOp>
+struct ResultBufferCollective
+    : public BufferizableOpInterface::ExternalModel<
+          ResultBufferCollective<CollectiveOp>, CollectiveOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+
+  LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto op = cast<CollectiveOp>(rawOp);
+    auto input = cast<RankedTensorType>(op.getInput().getType());
+    auto result = cast<RankedTensorType>(op.getResult().getType());
+    constexpr bool gather = std::is_same_v<CollectiveOp, shard::AllGatherOp>;
+    int64_t axis;
+    StringRef callee;
+    int64_t count;
+    if constexpr (gather) {
+      axis = op.getGatherAxis().getSExtValue();
+      callee = LOOM_RT_GROUP_ALL_GATHER;
+      count = input.getNumElements();
+    } else {
+      if (op.getReduction() != shard::ReductionKind::Sum)
+        return op.emitOpError("only sums run on the runtime's communicators");
+      axis = op.getScatterAxis().getSExtValue();
+      callee = LOOM_RT_GROUP_REDUCE_SCATTER;
+      count = result.getNumElements();
+    }
+    if (!isF32(input) || !isF32(result) || !result.hasStaticShape())
+      return op.emitOpError("only static f32 tensors run on the runtime's "
+                            "communicators");
+    bool leading = llvm::all_of(input.getShape().take_front(axis),
+                                [](int64_t d) { return d == 1; });
+    FailureOr<int32_t> group = groupOf(op);
+    if (failed(group))
+      return failure();
+    FailureOr<Value> send =
+        contiguousBuffer(rewriter, op, op.getInput(), options, state);
+    if (failed(send))
+      return failure();
+
+    Location loc = op.getLoc();
+    auto resultType =
+        MemRefType::get(result.getShape(), result.getElementType());
+    FailureOr<Value> recv =
+        options.createAlloc(rewriter, loc, resultType, ValueRange{});
+    if (failed(recv))
+      return failure();
+    // Blocks of the ranks, [ranks, block], where they are not contiguous in
+    // the gathered or scattered tensor.
+    Value blocks;
+    int64_t ranks = groupSize(op, op.getGridAttr(), op.getGridAxes());
+    if (!leading) {
+      RankedTensorType block = gather ? input : result;
+      SmallVector<int64_t> shape = {ranks};
+      llvm::append_range(shape, block.getShape());
+      FailureOr<Value> buffer = options.createAlloc(
+          rewriter, loc, MemRefType::get(shape, block.getElementType()),
+          ValueRange{});
+      if (failed(buffer))
+        return failure();
+      blocks = *buffer;
+    }
+    if (!gather && blocks)
+      linalg::TransposeOp::create(
+          rewriter, loc, splitDim(rewriter, loc, *send, axis, ranks), blocks,
+          moveDim(input.getRank() + 1, axis, 0));
+    MLIRContext *ctx = op.getContext();
+    auto ptr = LLVM::LLVMPointerType::get(ctx);
+    Type i32 = rewriter.getI32Type(), i64 = rewriter.getI64Type();
+    auto function =
+        declare(rewriter, op->template getParentOfType<ModuleOp>(), callee,
+                LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx),
+                                            {i32, i32, ptr, ptr, i64}));
+    LLVM::CallOp::create(
+        rewriter, loc, function,
+        ValueRange{
+            llvmConstant(rewriter, loc, i32, *group),
+            llvmConstant(rewriter, loc, i32, LOOM_DTYPE_F32),
+            elementAddress(rewriter, loc, gather || !blocks ? *send : blocks),
+            elementAddress(rewriter, loc, !gather || !blocks ? *recv : blocks),
+            llvmConstant(rewriter, loc, i64, count)});
+    if (gather && blocks)
+      linalg::TransposeOp::create(rewriter, loc, blocks,
+                                  splitDim(rewriter, loc, *recv, axis, ranks),
+                                  moveDim(input.getRank() + 1, 0, axis));
+    replaceOpWithBufferizedValues(rewriter, op, *recv);
     return success();
   }
 };
 } // namespace
 
+FailureOr<Value> mlir::loom::buildGroupRank(OpBuilder &b,
+                                            shard::ProcessMultiIndexOp op) {
+  if (op.getNumResults() != 1)
+    return op.emitOpError("the runtime tells one grid axis at a time");
+  FailureOr<int32_t> group = groupOf(op, op.getGridAttr(), op.getAxes());
+  if (failed(group))
+    return failure();
+  if (*group == LOOM_GROUP_WORLD)
+    return op.emitOpError("the runtime tells one grid axis at a time");
+  Location loc = op.getLoc();
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  auto function =
+      declare(b, op->getParentOfType<ModuleOp>(), LOOM_RT_GROUP_RANK,
+              LLVM::LLVMFunctionType::get(i64, {i32}));
+  Value rank =
+      LLVM::CallOp::create(b, loc, function,
+                           ValueRange{llvmConstant(b, loc, i32, *group)})
+          .getResult();
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), rank).getResult();
+}
+
 void mlir::loom::registerCollectiveBufferizationModels(
     DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     shard::AllReduceOp::attachInterface<AllReduceBufferization>(*ctx);
+    shard::AllGatherOp::attachInterface<
+        ResultBufferCollective<shard::AllGatherOp>>(*ctx);
+    shard::ReduceScatterOp::attachInterface<
+        ResultBufferCollective<shard::ReduceScatterOp>>(*ctx);
     // The dialects of the ops its bufferization creates.
     ctx->loadDialect<arith::ArithDialect, LLVM::LLVMDialect,
-                     memref::MemRefDialect>();
+                     linalg::LinalgDialect, memref::MemRefDialect>();
   });
 }

@@ -131,18 +131,19 @@ struct ExportEntriesPass
     auto f = [](const llvm::APFloat &v) {
       return formatF64(v.convertToDouble());
     };
-    // Data parallelism without ZeRO is what the parallel passes compile so
-    // far: any other plan of several ranks would compile to a program that
-    // computes one rank's share without the communication that completes it.
+    // Data parallelism (with any ZeRO stage) is what the parallel passes
+    // compile so far: any other plan of several ranks would compile to a
+    // program that computes one rank's share without the communication that
+    // completes it.
     FailureOr<PlanConfig> plan = getResolvedPlan(module);
     if (failed(plan))
       return failure();
-    if (plan->tp > 1 || plan->pp > 1 || (plan->dp > 1 && plan->zero > 0))
+    if (plan->tp > 1 || plan->pp > 1)
       return module.emitError()
              << "the plan (dp * tp * pp = " << plan->dp << " * " << plan->tp
-             << " * " << plan->pp << ", zero = " << plan->zero
+             << " * " << plan->pp
              << ") needs passes that do not exist yet; artifacts run data "
-                "parallel plans with zero=0 only";
+                "parallel plans only";
     os << "training batch=" << training.getBatch()
        << " sequence=" << training.getSequence()
        << " optimizer=" << stringifyOptimizerKind(training.getOptimizer())
@@ -155,6 +156,13 @@ struct ExportEntriesPass
       os << "plan dp=" << plan->dp << " tp=" << plan->tp << " pp=" << plan->pp
          << " zero=" << plan->zero << " micro_batches=" << plan->microBatches
          << "\n";
+    if (auto memory = module->getAttrOfType<DictionaryAttr>(
+            LoomDialect::getMemoryAttrName())) {
+      os << "memory";
+      for (StringRef key : LoomDialect::getMemoryKeys())
+        os << " " << key << "=" << memory.getAs<IntegerAttr>(key).getInt();
+      os << "\n";
+    }
     FailureOr<int64_t> layers = stackedLayers(entries);
     if (failed(layers))
       return failure();
@@ -206,6 +214,9 @@ struct ExportEntriesPass
       os << "arg " << desc->first << " " << desc->second << " "
          << type.getElementType() << " ";
       printShape(os, type);
+      if (auto shard = func.getArgAttrOfType<IntegerAttr>(
+              i, LoomDialect::getShardAttrName()))
+        os << " shard=" << shard.getInt();
       os << "\n";
     }
 

@@ -19,6 +19,7 @@ void mlir::loom::registerLoomDialects(DialectRegistry &registry) {
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registerCollectiveBufferizationModels(registry);
+  registerCollectiveDifferentiationModels(registry);
 }
 
 void mlir::loom::registerLoomPasses() {

@@ -38,7 +38,10 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
                  "the cost model's chosen plan, the best alternatives and "
                  "the rejected ones"),
       clEnumValN(EmitStage::Cost, "cost",
-                 "the cost model's per-op breakdown of the plan"));
+                 "the cost model's per-op breakdown of the plan"),
+      clEnumValN(EmitStage::Memory, "memory",
+                 "a rank's bytes of parameters, gradients and optimizer "
+                 "state: the cost model's and the compiled step's"));
 }
 
 void mlir::loom::buildLoomPipeline(OpPassManager &pm,
@@ -57,6 +60,8 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     plan.report = "plan";
   else if (stage == EmitStage::Cost)
     plan.report = "cost";
+  else if (stage == EmitStage::Memory)
+    plan.report = "memory";
   plan.materializedAttention = options.materializedAttention;
   pm.addPass(createLoomPlan(plan));
   if (options.summary)
@@ -65,6 +70,7 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     return;
 
   pm.addPass(createLoomMicroBatches());
+  pm.addPass(createLoomShardParameters());
   pm.addPass(createLoomDifferentiate());
   pm.addPass(createLoomBuildTrainStep());
   // Folds the tied head's gradient into the embedding's scatter, among
@@ -74,7 +80,10 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     return;
 
   pm.addPass(createLoomDataParallel());
-  if (stage == EmitStage::Parallel)
+  LoomMemoryReportOptions memory;
+  memory.print = stage == EmitStage::Memory;
+  pm.addPass(createLoomMemoryReport(memory));
+  if (stage == EmitStage::Parallel || stage == EmitStage::Memory)
     return;
 
   // Inlining @forward_grad into @train_step lets bufferization see the
@@ -103,6 +112,7 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(createLoomLowerGridIndices());
   // The shard grid, which the collectives' runtime calls no longer name.
   pm.addPass(createSymbolDCEPass());
   pm.addPass(createLoomExportEntries());

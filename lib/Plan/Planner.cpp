@@ -263,3 +263,12 @@ void mlir::loom::recordPlan(ModuleOp module, const PlanEstimate &est) {
                     TrainingAttr::get(context, config));
   }
 }
+
+void mlir::loom::printStateMemory(llvm::raw_ostream &os, StringRef source,
+                                  double parameters, double gradients,
+                                  double optimizer) {
+  os << llvm::formatv("{0,-11} per rank: parameters {1:F0} B, gradients "
+                      "{2:F0} B, optimizer state {3:F0} B ({4:F2} MiB)\n",
+                      source, parameters, gradients, optimizer,
+                      (parameters + gradients + optimizer) / (1 << 20));
+}

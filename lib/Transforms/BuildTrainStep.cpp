@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Replicas.h"
+
 #include "Loom/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
 #include "loom/abi.h"
@@ -39,14 +41,6 @@ struct ScalarBuilder {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
   }
 };
-
-/// Whether `value` is taken slice by slice by a layer loop.
-bool isStacked(Value value) {
-  return llvm::any_of(value.getUses(), [](OpOperand &use) {
-    auto scan = dyn_cast<ScanOp>(use.getOwner());
-    return scan && use.getOperandNumber() >= scan.getNumCarries();
-  });
-}
 
 struct BuildTrainStepPass
     : public loom::impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
@@ -148,9 +142,12 @@ struct BuildTrainStepPass
         auto name = grad.getArgAttrOfType<StringAttr>(
             i, LoomDialect::getParamAttrName());
         unsigned arg = s * numParams + k;
-        if (s == 0)
+        if (s == 0) {
           step.setArgAttr(arg, LoomDialect::getParamAttrName(), name);
-        else
+          if (Attribute shard =
+                  grad.getArgAttr(i, LoomDialect::getShardAttrName()))
+            step.setArgAttr(arg, LoomDialect::getShardAttrName(), shard);
+        } else
           step.setArgAttr(arg, LoomDialect::getStateAttrName(),
                           b.getStringAttr(Twine(adam ? stateNames[s - 1]
                                                      : LOOM_STATE_MOMENTUM) +

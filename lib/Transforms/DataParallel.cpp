@@ -1,14 +1,17 @@
 //===- DataParallel.cpp - The loom-data-parallel pass ---------------------===//
 //
 // Data parallelism as a rewrite of the training step: each replica computes
-// the loss and gradients of its share of the batch, and a sum over the
-// replicas, on the shard dialect's device grid, makes them the global
-// batch's. The collectives stay upstream shard ops until Loom lowers them to
-// runtime calls after bufferization.
+// the loss and gradients of its share of the batch, and collectives over
+// the replicas, on the shard dialect's device grid, make them the global
+// batch's. With ZeRO, each replica updates only its shard of the
+// parameters and keeps only that shard's optimizer state (and, from
+// ZeRO-2, gradient), and the updated shards are gathered. The collectives
+// stay upstream shard ops until Loom lowers them to runtime calls after
+// bufferization.
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Transforms/Passes.h"
+#include "Replicas.h"
 
 namespace mlir {
 namespace loom {
@@ -21,12 +24,32 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-/// The grid's axes, as the plan lays the ranks out (tp fastest).
-constexpr shard::GridAxis kDataAxis = 1;
+RankedTensorType vectorType(int64_t size, Type element) {
+  return RankedTensorType::get({size}, element);
+}
+
+int64_t numElements(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+/// Offsets, sizes and unit strides of a static slice.
+struct Slice {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  Slice(OpBuilder &b, ArrayRef<OpFoldResult> offsets, ArrayRef<int64_t> sizes)
+      : offsets(offsets) {
+    for (int64_t size : sizes) {
+      this->sizes.push_back(b.getIndexAttr(size));
+      strides.push_back(b.getIndexAttr(1));
+    }
+  }
+};
 
 struct DataParallelPass
     : public loom::impl::LoomDataParallelBase<DataParallelPass> {
   using LoomDataParallelBase::LoomDataParallelBase;
+
+  FlatSymbolRefAttr grid;
+  int64_t dp = 1;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -35,12 +58,7 @@ struct DataParallelPass
       return signalPassFailure();
     if (plan->dp == 1)
       return;
-    if (plan->zero > 0) {
-      module.emitError() << "ZeRO-" << plan->zero
-                         << " is not compiled yet: data parallelism runs "
-                            "with zero=0";
-      return signalPassFailure();
-    }
+    dp = plan->dp;
     auto step = module.lookupSymbol<func::FuncOp>(
         LoomDialect::getTrainStepFunctionName());
     if (!step || step.isExternal()) {
@@ -56,26 +74,44 @@ struct DataParallelPass
       auto tensor = dyn_cast<RankedTensorType>(type);
       if (!tensor || !tensor.hasStaticShape()) {
         producer->emitOpError("yields ")
-            << type << "; the sums over the replicas take static tensors";
+            << type
+            << "; the collectives over the replicas take static "
+               "tensors";
         return signalPassFailure();
       }
     }
-
-    StringRef gridName = getGridName();
-    if (module.lookupSymbol(gridName)) {
-      module.emitError() << "the module already has a symbol @" << gridName;
+    FailureOr<shard::GridOp> gridOp = getOrCreateGrid(module, *plan);
+    if (failed(gridOp))
       return signalPassFailure();
-    }
-    OpBuilder b(module.getBodyRegion());
-    auto grid =
-        shard::GridOp::create(b, module.getLoc(), gridName,
-                              ArrayRef<int64_t>{plan->pp, plan->dp, plan->tp});
-    // Private: once the collectives are runtime calls, symbol-dce drops it.
-    SymbolTable::setSymbolVisibility(grid, SymbolTable::Visibility::Private);
+    grid = FlatSymbolRefAttr::get(gridOp->getSymNameAttr());
 
+    OpBuilder b(producer->getContext());
     b.setInsertionPointAfter(producer);
-    for (MutableArrayRef<Value> bucket : makeBuckets(producer->getResults()))
-      sumOverReplicas(b, producer->getLoc(), gridName, bucket);
+    Location loc = producer->getLoc();
+    Value loss = producer->getResult(0);
+    ValueRange grads = producer->getResults().drop_front();
+    // The loss alone: the gradients' buckets then hold gradients only,
+    // which is what the memory report counts.
+    sumOverReplicas(b, loc, {loss});
+    // Each gradient as the optimizer reads it, where that is a shard.
+    DenseMap<Value, Value> shardOf;
+    if (plan->zero <= 1) {
+      for (ArrayRef<Value> bucket : makeBuckets(grads))
+        sumOverReplicas(b, loc, bucket);
+    } else if (plan->zero == 2) {
+      for (ArrayRef<Value> bucket : makeBuckets(grads))
+        if (failed(scatterOverReplicas(b, loc, bucket, shardOf)))
+          return signalPassFailure();
+    } else {
+      // loom-shard-parameters made them shards, summed over the replicas.
+      for (Value g : grads)
+        shardOf[g] = g;
+    }
+    if (plan->zero >= 2)
+      sumSquaresOverReplicas(b, loc, step, shardOf);
+    if (plan->zero == 1 || plan->zero == 2)
+      if (failed(shardUpdates(b, step, shardOf)))
+        return signalPassFailure();
   }
 
   /// Consecutive values of at most `bucketBytes` together; a value of that
@@ -98,77 +134,256 @@ struct DataParallelPass
 
   /// Replaces the uses of `bucket`'s values by their sums over the
   /// replicas, with one collective.
-  static void sumOverReplicas(OpBuilder &b, Location loc, StringRef grid,
-                              MutableArrayRef<Value> bucket) {
+  void sumOverReplicas(OpBuilder &b, Location loc, ArrayRef<Value> bucket) {
     auto allReduce = [&](Value v) -> Value {
-      return shard::AllReduceOp::create(b, loc, v, grid,
-                                        ArrayRef<shard::GridAxis>{kDataAxis},
+      return shard::AllReduceOp::create(b, loc, v, grid.getValue(),
+                                        ArrayRef<shard::GridAxis>{kReplicaAxis},
                                         shard::ReductionKind::Sum);
     };
     if (bucket.size() == 1) {
       Value sum = allReduce(bucket[0]);
-      bucket[0].replaceAllUsesExcept(sum, sum.getDefiningOp());
+      Value(bucket[0]).replaceAllUsesExcept(sum, sum.getDefiningOp());
       return;
     }
     // Packed into one flat tensor, summed, and taken apart as views of it.
     Type element = cast<RankedTensorType>(bucket[0].getType()).getElementType();
     int64_t total = 0;
     for (Value v : bucket)
-      total += cast<RankedTensorType>(v.getType()).getNumElements();
+      total += numElements(v);
     Value flat = tensor::EmptyOp::create(b, loc, {total}, element);
-    SmallVector<Operation *> packing;
+    SmallPtrSet<Operation *, 8> packing;
     int64_t offset = 0;
-    auto slice = [&](int64_t size) {
-      return std::make_tuple(SmallVector<OpFoldResult>{b.getIndexAttr(offset)},
-                             SmallVector<OpFoldResult>{b.getIndexAttr(size)},
-                             SmallVector<OpFoldResult>{b.getIndexAttr(1)});
-    };
     for (Value v : bucket) {
-      auto type = cast<RankedTensorType>(v.getType());
-      auto vector = RankedTensorType::get({type.getNumElements()}, element);
-      Value row = reshape(b, loc, v, vector);
-      packing.push_back(row.getDefiningOp());
-      auto [offsets, sizes, strides] = slice(type.getNumElements());
-      auto insert = tensor::InsertSliceOp::create(b, loc, row, flat, offsets,
-                                                  sizes, strides);
-      packing.push_back(insert);
-      flat = insert;
-      offset += type.getNumElements();
+      int64_t size = numElements(v);
+      Value row = reshape(b, loc, v, vectorType(size, element));
+      if (Operation *op = row.getDefiningOp(); op && row != v)
+        packing.insert(op);
+      Slice slice(b, {b.getIndexAttr(offset)}, {size});
+      flat = tensor::InsertSliceOp::create(b, loc, row, flat, slice.offsets,
+                                           slice.sizes, slice.strides);
+      packing.insert(flat.getDefiningOp());
+      offset += size;
     }
     Value sums = allReduce(flat);
     offset = 0;
     for (Value v : bucket) {
-      auto type = cast<RankedTensorType>(v.getType());
-      auto vector = RankedTensorType::get({type.getNumElements()}, element);
-      auto [offsets, sizes, strides] = slice(type.getNumElements());
-      Value part = tensor::ExtractSliceOp::create(b, loc, vector, sums, offsets,
-                                                  sizes, strides);
-      Value sum = reshape(b, loc, part, type);
-      SmallPtrSet<Operation *, 8> except(packing.begin(), packing.end());
-      v.replaceAllUsesExcept(sum, except);
-      offset += type.getNumElements();
+      int64_t size = numElements(v);
+      Slice slice(b, {b.getIndexAttr(offset)}, {size});
+      Value part = tensor::ExtractSliceOp::create(
+          b, loc, vectorType(size, element), sums, slice.offsets, slice.sizes,
+          slice.strides);
+      Value sum = reshape(b, loc, part, cast<RankedTensorType>(v.getType()));
+      v.replaceAllUsesExcept(sum, packing);
+      offset += size;
     }
   }
 
-  /// `v` reshaped to `type`, of the same number of elements, where one of
-  /// the two is a vector and the other has any rank (0 included).
-  static Value reshape(OpBuilder &b, Location loc, Value v,
-                       RankedTensorType type) {
-    auto from = cast<RankedTensorType>(v.getType());
-    if (from == type)
-      return v;
-    bool expand = type.getRank() > from.getRank();
-    RankedTensorType low = expand ? from : type, high = expand ? type : from;
-    // One group of all the higher rank's dimensions, or none from a 0-d one.
-    SmallVector<ReassociationIndices> groups;
-    if (low.getRank() == 1)
-      groups.push_back(llvm::to_vector(llvm::seq<int64_t>(0, high.getRank())));
-    if (expand)
-      return tensor::ExpandShapeOp::create(b, loc, type, v, groups);
-    return tensor::CollapseShapeOp::create(b, loc, type, v, groups);
+  /// The size of a rank's shard of `v`: 1/dp of its elements.
+  FailureOr<int64_t> shardSize(Value v, Operation *user) {
+    int64_t size = numElements(v);
+    if (size % dp) {
+      user->emitOpError("reads a tensor of ")
+          << size << " elements, which the " << dp
+          << " replicas cannot share equally";
+      return failure();
+    }
+    return size / dp;
   }
 
-  static StringRef getGridName() { return "loom_grid"; }
+  /// ZeRO-2: each gradient of `bucket` reduce-scattered over the replicas,
+  /// with one collective: rank r receives the sum of the r-th contiguous
+  /// 1/dp of the flattened gradient, recorded in `shardOf`.
+  LogicalResult scatterOverReplicas(OpBuilder &b, Location loc,
+                                    ArrayRef<Value> bucket,
+                                    DenseMap<Value, Value> &shardOf) {
+    Type element = cast<RankedTensorType>(bucket[0].getType()).getElementType();
+    SmallVector<int64_t> sizes;
+    int64_t total = 0;
+    for (Value v : bucket) {
+      FailureOr<int64_t> size = shardSize(v, v.getDefiningOp());
+      if (failed(size))
+        return failure();
+      sizes.push_back(*size);
+      total += *size;
+    }
+    // Row r of [dp, total] holds what rank r receives, gradient after
+    // gradient.
+    auto packedType = RankedTensorType::get({dp, total}, element);
+    Value packed;
+    if (bucket.size() == 1) {
+      packed = reshape(b, loc, bucket[0], packedType);
+    } else {
+      packed = tensor::EmptyOp::create(b, loc, packedType.getShape(), element);
+      int64_t offset = 0;
+      for (auto [v, size] : llvm::zip(bucket, sizes)) {
+        Value rows =
+            reshape(b, loc, v, RankedTensorType::get({dp, size}, element));
+        Slice slice(b, {b.getIndexAttr(0), b.getIndexAttr(offset)}, {dp, size});
+        packed = tensor::InsertSliceOp::create(
+            b, loc, rows, packed, slice.offsets, slice.sizes, slice.strides);
+        offset += size;
+      }
+    }
+    Value mine = shard::ReduceScatterOp::create(
+        b, loc, RankedTensorType::get({1, total}, element), grid.getValue(),
+        ArrayRef<shard::GridAxis>{kReplicaAxis}, packed,
+        shard::ReductionKind::Sum, APInt(64, 0));
+    int64_t offset = 0;
+    for (auto [v, size] : llvm::zip(bucket, sizes)) {
+      Slice slice(b, {b.getIndexAttr(0), b.getIndexAttr(offset)}, {1, size});
+      Value part = tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get({1, size}, element), mine,
+          slice.offsets, slice.sizes, slice.strides);
+      shardOf[v] = reshape(b, loc, part, vectorType(size, element));
+      offset += size;
+    }
+    return success();
+  }
+
+  /// ZeRO-2/3: the global norm's sums of squares, each over a shard, summed
+  /// over the replicas (one collective for all of them).
+  void sumSquaresOverReplicas(OpBuilder &b, Location loc, func::FuncOp step,
+                              const DenseMap<Value, Value> &shardOf) {
+    SmallVector<SumSquaresOp> squares;
+    step.walk([&](SumSquaresOp op) {
+      if (shardOf.count(op.getInput()))
+        squares.push_back(op);
+    });
+    SmallVector<Value> partial;
+    for (SumSquaresOp op : squares) {
+      auto mine = SumSquaresOp::create(b, op.getLoc(), op.getType(),
+                                       shardOf.lookup(op.getInput()));
+      op.replaceAllUsesWith(mine.getResult());
+      op.erase();
+      partial.push_back(mine);
+    }
+    if (!partial.empty())
+      sumOverReplicas(b, loc, partial);
+  }
+
+  /// ZeRO-1/2: every optimizer update runs on this rank's shard of its
+  /// parameter, gradient and state; the state arguments become shards, and
+  /// the updated parameter shards are gathered into whole parameters.
+  LogicalResult shardUpdates(OpBuilder &b, func::FuncOp step,
+                             const DenseMap<Value, Value> &shardOf) {
+    Block &body = step.getBody().front();
+    Value index = shard::ProcessMultiIndexOp::create(
+                      b, step.getLoc(), grid.getValue(),
+                      ArrayRef<shard::GridAxis>{kReplicaAxis})
+                      .getResult()
+                      .front();
+    SmallVector<OptimizerUpdateOpInterface> updates;
+    step.walk([&](OptimizerUpdateOpInterface op) { updates.push_back(op); });
+    SmallVector<Value> newShards, oldParams;
+    for (OptimizerUpdateOpInterface update : updates) {
+      Value param = update.getUpdatedParam();
+      Type element = cast<RankedTensorType>(param.getType()).getElementType();
+      FailureOr<int64_t> size = shardSize(param, update);
+      if (failed(size))
+        return failure();
+      auto shardType = vectorType(*size, element);
+      b.setInsertionPoint(update);
+      Location loc = update.getLoc();
+      // This rank's contiguous 1/dp of a whole tensor, flattened.
+      auto mine = [&](Value whole) -> Value {
+        Value flat =
+            reshape(b, loc, whole, vectorType(numElements(whole), element));
+        Value offset = arith::MulIOp::create(
+            b, loc, index, arith::ConstantIndexOp::create(b, loc, *size));
+        Slice slice(b, {offset}, {*size});
+        return tensor::ExtractSliceOp::create(
+            b, loc, shardType, flat, slice.offsets, slice.sizes, slice.strides);
+      };
+      IRMapping mapping;
+      mapping.map(param, mine(param));
+      Value grad = update.getUpdateGrad();
+      mapping.map(grad,
+                  shardOf.count(grad) ? shardOf.lookup(grad) : mine(grad));
+      for (Value state : update.getUpdateStates()) {
+        auto arg = dyn_cast<BlockArgument>(state);
+        if (!arg || arg.getOwner() != &body || !state.hasOneUse())
+          return update.emitOpError("expected optimizer state that is an "
+                                    "argument of @")
+                 << step.getName() << " read by this update only";
+        arg.setType(shardType);
+      }
+      Operation *sharded = b.clone(*update, mapping);
+      for (OpResult result : sharded->getResults())
+        result.setType(shardType);
+      auto shardedUpdate = cast<OptimizerUpdateOpInterface>(sharded);
+      for (auto [from, to] : llvm::zip(update.getNewStateValues(),
+                                       shardedUpdate.getNewStateValues()))
+        from.replaceAllUsesWith(to);
+      newShards.push_back(shardedUpdate.getNewParamValue());
+      oldParams.push_back(update.getNewParamValue());
+    }
+    // The whole parameters, once every shard is updated.
+    b.setInsertionPoint(body.getTerminator());
+    int64_t first = 0;
+    for (ArrayRef<Value> bucket : makeBuckets(newShards)) {
+      SmallVector<Value> wholes =
+          gatherOverReplicas(b, step.getLoc(), bucket,
+                             ArrayRef(oldParams).slice(first, bucket.size()));
+      for (auto [old, whole] :
+           llvm::zip(ArrayRef(oldParams).slice(first, bucket.size()), wholes))
+        Value(old).replaceAllUsesWith(whole);
+      first += bucket.size();
+    }
+    for (OptimizerUpdateOpInterface update : updates)
+      update->erase();
+    step.setFunctionType(
+        FunctionType::get(step.getContext(), body.getArgumentTypes(),
+                          body.getTerminator()->getOperandTypes()));
+    return success();
+  }
+
+  /// The whole tensors (of the types of `like`) of which `bucket` holds
+  /// this rank's shards, gathered over the replicas with one collective.
+  SmallVector<Value> gatherOverReplicas(OpBuilder &b, Location loc,
+                                        ArrayRef<Value> bucket,
+                                        ArrayRef<Value> like) {
+    Type element = cast<RankedTensorType>(bucket[0].getType()).getElementType();
+    int64_t total = 0;
+    for (Value v : bucket)
+      total += numElements(v);
+    auto rowType = RankedTensorType::get({1, total}, element);
+    Value row;
+    if (bucket.size() == 1) {
+      row = reshape(b, loc, bucket[0], rowType);
+    } else {
+      row = tensor::EmptyOp::create(b, loc, rowType.getShape(), element);
+      int64_t offset = 0;
+      for (Value v : bucket) {
+        int64_t size = numElements(v);
+        Slice slice(b, {b.getIndexAttr(0), b.getIndexAttr(offset)}, {1, size});
+        row = tensor::InsertSliceOp::create(
+            b, loc,
+            reshape(b, loc, v, RankedTensorType::get({1, size}, element)), row,
+            slice.offsets, slice.sizes, slice.strides);
+        offset += size;
+      }
+    }
+    // Row r: rank r's shards, in the bucket's order.
+    Value rows = shard::AllGatherOp::create(
+        b, loc, RankedTensorType::get({dp, total}, element), grid.getValue(),
+        ArrayRef<shard::GridAxis>{kReplicaAxis}, row, APInt(64, 0));
+    SmallVector<Value> wholes;
+    int64_t offset = 0;
+    for (auto [v, target] : llvm::zip(bucket, like)) {
+      int64_t size = numElements(v);
+      auto partType = RankedTensorType::get({dp, size}, element);
+      Value part = rows;
+      if (bucket.size() > 1) {
+        Slice slice(b, {b.getIndexAttr(0), b.getIndexAttr(offset)}, {dp, size});
+        part = tensor::ExtractSliceOp::create(
+            b, loc, partType, rows, slice.offsets, slice.sizes, slice.strides);
+      }
+      wholes.push_back(
+          reshape(b, loc, part, cast<RankedTensorType>(target.getType())));
+      offset += size;
+    }
+    return wholes;
+  }
 
   /// The op of the step's body whose results are the loss and the
   /// gradients: the call of @forward_grad, or the loop over micro-batches

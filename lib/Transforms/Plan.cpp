@@ -29,18 +29,21 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!report.empty() && report != "plan" && report != "cost") {
-      module.emitError() << "loom-plan: report must be 'plan' or 'cost', got '"
+    if (!report.empty() && report != "plan" && report != "cost" &&
+        report != "memory") {
+      module.emitError() << "loom-plan: report must be 'plan', 'cost' or "
+                            "'memory', got '"
                          << report << "'";
       return signalPassFailure();
     }
     Attribute planAttr = module->getAttr(LoomDialect::getPlanAttrName());
     bool isAuto = planAttr && isa<StringAttr>(planAttr);
+    // Nothing to choose: keep the user's plan or take the single-rank one.
+    if (!planAttr && report != "plan" && report != "cost") {
+      planAttr = PlanAttr::get(&getContext(), PlanConfig());
+      module->setAttr(LoomDialect::getPlanAttrName(), planAttr);
+    }
     if (!isAuto && report.empty()) {
-      // Nothing to choose: keep the user's plan or take the single-rank one.
-      if (!planAttr)
-        module->setAttr(LoomDialect::getPlanAttrName(),
-                        PlanAttr::get(&getContext(), PlanConfig()));
       markAllAnalysesPreserved();
       return;
     }
@@ -53,16 +56,25 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
   LogicalResult planWithCostModel(ModuleOp module, PlanAttr given) {
     auto clusterAttr =
         module->getAttrOfType<ClusterAttr>(LoomDialect::getClusterAttrName());
-    if (!clusterAttr)
+    ClusterConfig clusterConfig;
+    if (clusterAttr) {
+      clusterConfig = clusterAttr.getConfig();
+    } else if (report == "memory" && given) {
+      // The state's bytes per rank do not depend on the device: any
+      // cluster on which the plan is legal prices them.
+      const PlanConfig &plan = given.getConfig();
+      clusterConfig.gpu = "A100-80GB";
+      clusterConfig.gpusPerNode = plan.pp * plan.dp * plan.tp;
+    } else {
       return module.emitError()
              << "planning needs a '" << LoomDialect::getClusterAttrName()
              << "' attribute (a 'cluster' section in the model description: "
                 "GPU kind, GPUs per node, nodes)";
-    std::optional<ClusterModel> cluster =
-        ClusterModel::get(clusterAttr.getConfig());
+    }
+    std::optional<ClusterModel> cluster = ClusterModel::get(clusterConfig);
     if (!cluster)
       return module.emitError()
-             << "unknown GPU kind '" << clusterAttr.getGpu() << "'";
+             << "unknown GPU kind '" << clusterConfig.gpu << "'";
     CostModelOptions options;
     options.fusedAttention = !materializedAttention;
     FailureOr<CostModel> model = CostModel::build(module, *cluster, options);
@@ -100,7 +112,10 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
       printPlanReport(llvm::outs(), *model, search, given ? &chosen : nullptr);
     else if (report == "cost")
       printCostReport(llvm::outs(), *model, chosen);
-    if (report != "cost" && !chosen.fits())
+    else if (report == "memory")
+      printStateMemory(llvm::outs(), "cost model", chosen.weights,
+                       chosen.gradients, chosen.optimizerState);
+    if (report != "cost" && report != "memory" && !chosen.fits())
       return module.emitError()
              << "plan " << formatPlan(chosen.plan, chosen.precision)
              << " does not fit in memory";

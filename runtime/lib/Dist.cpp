@@ -156,6 +156,31 @@ bool makeGroup(loom_comm &group, const char *name, int color, int key) {
 }
 } // namespace
 
+namespace {
+/// Runs one collective of generated code on `group`, timing it. A failure
+/// ends the whole job: the step cannot go on with a partial result.
+template <typename Collective>
+void groupCollective(int32_t group, Collective &&collective) {
+  auto start = std::chrono::steady_clock::now();
+  loom_comm *comm = loom_dist_group(static_cast<loom_group>(group));
+  if (comm && !collective(comm)) {
+    context().commSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    return;
+  }
+  if (!comm)
+    setError("the step communicates, and this process has not joined a job "
+             "laid on the plan's grid (loom_dist_init)");
+  const loom_dist_info *info = loom_dist_get_info();
+  std::fprintf(stderr, "loom: error: rank %lld: %s\n",
+               static_cast<long long>(info ? info->rank : 0),
+               loom_last_error());
+  std::fflush(stderr);
+  loom_dist_abort(1);
+}
+} // namespace
+
 extern "C" {
 
 int loom_dist_init(int64_t pp, int64_t dp, int64_t tp) {
@@ -349,24 +374,35 @@ double loom_dist_comm_seconds(void) { return context().commSeconds; }
 
 void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
                               int64_t count) {
-  auto start = std::chrono::steady_clock::now();
+  groupCollective(group, [&](loom_comm *comm) {
+    return loom_rt_all_reduce(comm, static_cast<loom_dtype>(dtype), buffer,
+                              buffer, count);
+  });
+}
+
+void loom_rt_group_all_gather(int32_t group, int32_t dtype, const void *send,
+                              void *recv, int64_t count) {
+  groupCollective(group, [&](loom_comm *comm) {
+    return loom_rt_all_gather(comm, static_cast<loom_dtype>(dtype), send, recv,
+                              count);
+  });
+}
+
+void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
+                                  const void *send, void *recv, int64_t count) {
+  groupCollective(group, [&](loom_comm *comm) {
+    return loom_rt_reduce_scatter(comm, static_cast<loom_dtype>(dtype), send,
+                                  recv, count);
+  });
+}
+
+int64_t loom_rt_group_rank(int32_t group) {
   loom_comm *comm = loom_dist_group(static_cast<loom_group>(group));
-  if (comm && !loom_rt_all_reduce(comm, static_cast<loom_dtype>(dtype), buffer,
-                                  buffer, count)) {
-    context().commSeconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    return;
-  }
-  if (!comm)
-    setError("the step communicates, and this process has not joined a job "
-             "laid on the plan's grid (loom_dist_init)");
-  const loom_dist_info *info = loom_dist_get_info();
-  std::fprintf(stderr, "loom: error: rank %lld: %s\n",
-               static_cast<long long>(info ? info->rank : 0),
-               loom_last_error());
-  std::fflush(stderr);
-  loom_dist_abort(1);
+  if (comm)
+    return loom_comm_rank(comm);
+  // Without a job the step would compute some other rank's share.
+  groupCollective(group, [](loom_comm *) { return 1; });
+  return 0;
 }
 
 } // extern "C"

@@ -29,6 +29,9 @@ using EntryFn = void (*)(void **);
 struct Arg {
   std::string kind, name, dtype;
   std::vector<int64_t> shape;
+  /// The dimension of the whole tensor this argument holds 1/dp of (this
+  /// replica's slice of it, ZeRO-3), or -1 for the whole tensor.
+  int64_t shard = -1;
   int64_t size() const {
     int64_t n = 1;
     for (int64_t d : shape)
@@ -46,11 +49,23 @@ struct Entry {
   int64_t tokensSlot = -1, targetsSlot = -1;
 };
 
-/// A parameter's place in the contiguous parameter buffer.
+/// A parameter: its place in the whole model (llm.c's order, as
+/// checkpoints hold it) and in this rank's buffer, which holds its slice
+/// along dimension `shard` when the plan shards it over the replicas.
 struct Param {
   std::string name;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape; ///< The whole tensor's.
   int64_t offset = 0, size = 0;
+  int64_t shard = -1;
+  int64_t localOffset = 0, localSize = 0;
+  /// Elements before `shard` (the slices this rank takes one part of) and
+  /// from it on (one slice).
+  int64_t outer() const {
+    int64_t n = 1;
+    for (int64_t d = 0; d < shard; ++d)
+      n *= shape[d];
+    return n;
+  }
 };
 
 /// llm.c's checkpoint tensors, in its order; those of the blocks stacked
@@ -108,7 +123,11 @@ struct loom_model {
   std::map<std::string, Entry> entries;
   std::vector<Param> params;
   std::map<std::string, size_t> paramIndex;
-  std::vector<float> values, grads, state[2];
+  /// This rank's parameters and gradients (Param::localOffset), and its
+  /// optimizer state, each tensor as the step's argument has it (a shard
+  /// under ZeRO).
+  std::vector<float> values, grads, state;
+  std::map<std::string, int64_t> stateOffset;
   float lr = 0, step = 0, loss = 0, gradNorm = 0;
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
@@ -129,7 +148,23 @@ struct loom_model {
                         float *gradsOut);
   float *paramFor(const std::string &name, float *base) {
     auto it = paramIndex.find(name);
-    return it == paramIndex.end() ? nullptr : base + params[it->second].offset;
+    return it == paramIndex.end() ? nullptr
+                                  : base + params[it->second].localOffset;
+  }
+  bool sharded() const {
+    return std::any_of(params.begin(), params.end(),
+                       [](const Param &p) { return p.shard >= 0; });
+  }
+  /// Copies this rank's part of every parameter of `whole` (the model in
+  /// llm.c's order) into its buffer.
+  void scatter(const float *whole);
+  /// The whole model into `whole`, from every replica's part: a collective
+  /// of the replicas when the plan shards the parameters.
+  bool gather(std::vector<float> &whole) const;
+  /// Resets the optimizer and the step count.
+  void resetOptimizer() {
+    std::fill(state.begin(), state.end(), 0.0f);
+    step = 0;
   }
   /// This rank's replica (0 for an artifact of one); false, with the error
   /// set, when a data parallel artifact's process has not joined its grid.
@@ -187,12 +222,17 @@ bool loom_model::parseManifest(const char *text) {
                           "data parallel artifacts only",
                           path.c_str(), axis, f[axis].c_str());
       info.dp = std::atoll(f["dp"].c_str());
-      if (info.dp < 1 || (info.dp > 1 && std::atoll(f["zero"].c_str()) != 0))
-        return fail("bad plan line '" + lineText +
-                    "' (this runtime runs zero=0 with dp > 1)");
+      info.zero = std::atoll(f["zero"].c_str());
+      if (info.dp < 1 || info.zero < 0 || info.zero > 3)
+        return fail("bad plan line '" + lineText + "'");
       planMicroBatches = std::atoll(f["micro_batches"].c_str());
       if (planMicroBatches < 1)
         return fail("bad plan line '" + lineText + "'");
+    } else if (key == "memory") {
+      auto f = fields(line);
+      info.param_bytes = std::atoll(f["parameters"].c_str());
+      info.grad_bytes = std::atoll(f["gradients"].c_str());
+      info.state_bytes = std::atoll(f["optimizer"].c_str());
     } else if (key == "stacked") {
       std::string prefix;
       line >> prefix >> stackedLayers;
@@ -214,6 +254,16 @@ bool loom_model::parseManifest(const char *text) {
       line >> arg.kind >> arg.name >> arg.dtype >> shape;
       if (!parseShape(shape, arg.shape))
         return fail("bad shape '" + shape + "' of " + arg.name);
+      auto f = fields(line);
+      if (f.count("shard")) {
+        char *end = nullptr;
+        arg.shard = std::strtoll(f["shard"].c_str(), &end, 10);
+        if (*end || arg.shard < 0 ||
+            arg.shard >= static_cast<int64_t>(arg.shape.size()) ||
+            arg.kind != LOOM_ARG_PARAM)
+          return fail("bad shard dimension of " + arg.name + ": '" + lineText +
+                      "'");
+      }
       current->args.push_back(arg);
     } else if (key == "end") {
       break;
@@ -260,28 +310,83 @@ bool loom_model::parseManifest(const char *text) {
 bool loom_model::layoutParams() {
   // The step's parameters in the order it lists them: llm.c's order, so that
   // a checkpoint is one read or write.
-  int64_t offset = 0;
+  int64_t offset = 0, localOffset = 0, stateSize = 0;
   for (const Arg &arg : entries["train_step"].args) {
+    if (arg.kind == LOOM_ARG_STATE) {
+      stateOffset[arg.name] = stateSize;
+      stateSize += arg.size();
+    }
     if (arg.kind != LOOM_ARG_PARAM)
       continue;
     Param p;
     p.name = arg.name;
     p.shape = arg.shape;
-    p.size = arg.size();
+    p.shard = arg.shard;
+    p.localSize = arg.size();
+    if (p.shard >= 0)
+      p.shape[p.shard] *= info.dp;
+    p.size = p.localSize * (p.shard >= 0 ? info.dp : 1);
     p.offset = offset;
+    p.localOffset = localOffset;
     offset += p.size;
+    localOffset += p.localSize;
     paramIndex[p.name] = params.size();
     params.push_back(p);
   }
   info.num_params = offset;
+  info.local_params = localOffset;
+  info.state_floats = stateSize;
   llmcLayout = info.tied && info.hidden == 4 * info.width &&
                params.size() == kNumLlmcTensors;
   for (size_t i = 0; llmcLayout && i < kNumLlmcTensors; ++i)
     llmcLayout = params[i].name == kLlmcTensors[i];
-  values.assign(offset, 0.0f);
-  grads.assign(offset, 0.0f);
-  state[0].assign(offset, 0.0f);
-  state[1].assign(offset, 0.0f);
+  values.assign(localOffset, 0.0f);
+  grads.assign(localOffset, 0.0f);
+  state.assign(stateSize, 0.0f);
+  return true;
+}
+
+void loom_model::scatter(const float *whole) {
+  int64_t replica = 0;
+  if (const loom_dist_info *dist = loom_dist_get_info())
+    replica = dist->dp_rank;
+  for (const Param &p : params) {
+    float *local = values.data() + p.localOffset;
+    if (p.shard < 0) {
+      std::copy(whole + p.offset, whole + p.offset + p.size, local);
+      continue;
+    }
+    // Each of the outer slices of the whole is dp parts, this rank's the
+    // replica-th.
+    int64_t outer = p.outer(), part = p.localSize / outer;
+    for (int64_t o = 0; o < outer; ++o) {
+      const float *from = whole + p.offset + (o * info.dp + replica) * part;
+      std::copy(from, from + part, local + o * part);
+    }
+  }
+}
+
+bool loom_model::gather(std::vector<float> &whole) const {
+  whole.resize(info.num_params);
+  std::vector<float> parts;
+  for (const Param &p : params) {
+    const float *local = values.data() + p.localOffset;
+    if (p.shard < 0) {
+      std::copy(local, local + p.size, whole.data() + p.offset);
+      continue;
+    }
+    // Gathered in rank order, [dp][outer][part]; the whole is
+    // [outer][dp][part].
+    parts.resize(p.size);
+    if (loom_rt_all_gather(loom_dist_group(LOOM_GROUP_DP), LOOM_DTYPE_F32,
+                           local, parts.data(), p.localSize))
+      return false;
+    int64_t outer = p.outer(), part = p.localSize / outer;
+    for (int64_t r = 0; r < info.dp; ++r)
+      for (int64_t o = 0; o < outer; ++o)
+        std::copy_n(parts.data() + (r * outer + o) * part, part,
+                    whole.data() + p.offset + (o * info.dp + r) * part);
+  }
   return true;
 }
 
@@ -334,11 +439,12 @@ void *loom_model::bufferFor(const Arg &arg) {
       return nullptr;
     std::string which = arg.name.substr(0, dot),
                 param = arg.name.substr(dot + 1);
-    if (which == LOOM_STATE_ADAM_M || which == LOOM_STATE_MOMENTUM)
-      return paramFor(param, state[0].data());
-    if (which == LOOM_STATE_ADAM_V)
-      return paramFor(param, state[1].data());
-    return nullptr;
+    auto it = stateOffset.find(arg.name);
+    if (!paramIndex.count(param) || it == stateOffset.end() ||
+        (which != LOOM_STATE_ADAM_M && which != LOOM_STATE_ADAM_V &&
+         which != LOOM_STATE_MOMENTUM))
+      return nullptr;
+    return state.data() + it->second;
   }
   if (arg.kind == LOOM_ARG_INPUT) {
     if (arg.name == LOOM_INPUT_LR)
@@ -490,8 +596,11 @@ void loom_model_init(loom_model *model, uint64_t seed) {
   };
   auto uniform = [&]() { return ((next() >> 11) + 0.5) * 0x1.0p-53; };
   double residualStd = 0.02 / std::sqrt(2.0 * model->info.layers);
+  // Every rank draws the whole model and keeps its part, so that the
+  // weights do not depend on the plan.
+  std::vector<float> whole(model->info.num_params);
   for (const Param &p : model->params) {
-    float *data = model->values.data() + p.offset;
+    float *data = whole.data() + p.offset;
     const std::string &n = p.name;
     auto endsWith = [&](const char *suffix) {
       size_t len = std::strlen(suffix);
@@ -515,9 +624,8 @@ void loom_model_init(loom_model *model, uint64_t seed) {
         data[i + 1] = static_cast<float>(std * r * std::sin(t));
     }
   }
-  std::fill(model->state[0].begin(), model->state[0].end(), 0.0f);
-  std::fill(model->state[1].begin(), model->state[1].end(), 0.0f);
-  model->step = 0;
+  model->scatter(whole.data());
+  model->resetOptimizer();
 }
 
 int loom_model_train_step(loom_model *model, const int32_t *tokens,
@@ -568,6 +676,12 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
 int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
                              const int32_t *targets, float *loss,
                              float *grads) {
+  if (model->info.dp > 1)
+    return !setError("%s: the loss and gradients of a whole batch come from "
+                     "single-rank artifacts; this one is compiled for dp = "
+                     "%lld",
+                     model->path.c_str(),
+                     static_cast<long long>(model->info.dp));
   model->callMicroBatches("forward_grad", tokens, targets, loss, grads);
   return 0;
 }
@@ -578,12 +692,37 @@ int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
 
 static constexpr int32_t kCheckpointMagic = 20240326;
 
-int loom_model_load_checkpoint(loom_model *model, const char *path) {
-  const loom_model_info &info = model->info;
-  if (!model->llmcLayout)
-    return !setError("%s: this model (%s) has no llm.c checkpoint layout, "
-                     "which needs a tied head and hidden = 4 * width",
-                     path, info.name);
+namespace {
+/// Whether this process is rank 0 of its job (or in no job).
+bool isFirstRank() {
+  const loom_dist_info *dist = loom_dist_get_info();
+  return !dist || dist->rank == 0;
+}
+
+/// The job's communicator when it has several ranks, else null.
+loom_comm *jobComm() {
+  loom_comm *world = loom_dist_group(LOOM_GROUP_WORLD);
+  return world && loom_comm_size(world) > 1 ? world : nullptr;
+}
+
+/// Rank 0's outcome of work only it did, on every rank: 0 on success. The
+/// others report that rank 0 failed; rank 0 has the reason.
+int shareOutcome(int failed, const char *what, const char *path) {
+  loom_comm *world = jobComm();
+  if (!world)
+    return failed;
+  float flag = failed ? 1.0f : 0.0f;
+  if (loom_rt_broadcast(world, LOOM_DTYPE_F32, &flag, 1, 0))
+    return 1;
+  if (flag != 0 && !failed)
+    return !setError("%s: rank 0 could not %s it (rank 0 says why)", path,
+                     what);
+  return flag != 0;
+}
+
+/// Reads an llm.c checkpoint of `model`'s dimensions into `whole`.
+int readCheckpoint(const loom_model_info &info, const char *path,
+                   std::vector<float> &whole) {
   FILE *file = std::fopen(path, "rb");
   if (!file)
     return !setError("%s: cannot open: %s", path, std::strerror(errno));
@@ -613,33 +752,21 @@ int loom_model_load_checkpoint(loom_model *model, const char *path) {
                        "the checkpoint is for another model",
                        path, d.field, static_cast<long long>(d.got),
                        static_cast<long long>(d.want));
-  // Read into a scratch buffer first so a short file leaves the
-  // parameters as they were.
-  std::vector<float> scratch(model->values.size());
-  if (std::fread(scratch.data(), sizeof(float), scratch.size(), file) !=
-      scratch.size())
+  whole.resize(info.num_params);
+  if (std::fread(whole.data(), sizeof(float), whole.size(), file) !=
+      whole.size())
     return !setError("%s: truncated: expected %lld parameters after the "
                      "header",
-                     path, static_cast<long long>(scratch.size()));
+                     path, static_cast<long long>(whole.size()));
   if (std::fgetc(file) != EOF)
     return !setError("%s: longer than the %lld parameters the header "
                      "describes",
-                     path, static_cast<long long>(scratch.size()));
-  // Copied, not swapped: the entry points are bound to this buffer, and
-  // loom_model_params has handed it out.
-  std::copy(scratch.begin(), scratch.end(), model->values.begin());
-  std::fill(model->state[0].begin(), model->state[0].end(), 0.0f);
-  std::fill(model->state[1].begin(), model->state[1].end(), 0.0f);
-  model->step = 0;
+                     path, static_cast<long long>(whole.size()));
   return 0;
 }
 
-int loom_model_save_checkpoint(const loom_model *model, const char *path) {
-  const loom_model_info &info = model->info;
-  if (!model->llmcLayout)
-    return !setError("%s: this model (%s) has no llm.c checkpoint layout, "
-                     "which needs a tied head and hidden = 4 * width",
-                     path, info.name);
+int writeCheckpoint(const loom_model_info &info, const char *path,
+                    const std::vector<float> &whole) {
   int32_t header[256] = {};
   header[0] = kCheckpointMagic;
   header[1] = 3;
@@ -655,14 +782,69 @@ int loom_model_save_checkpoint(const loom_model *model, const char *path) {
     return !setError("%s: cannot write: %s", partial.c_str(),
                      std::strerror(errno));
   bool ok = std::fwrite(header, sizeof(int32_t), 256, file) == 256 &&
-            std::fwrite(model->values.data(), sizeof(float),
-                        model->values.size(), file) == model->values.size();
+            std::fwrite(whole.data(), sizeof(float), whole.size(), file) ==
+                whole.size();
   ok &= std::fclose(file) == 0;
   if (!ok || std::rename(partial.c_str(), path) != 0) {
     std::remove(partial.c_str());
     return !setError("%s: cannot write: %s", path, std::strerror(errno));
   }
   return 0;
+}
+
+bool checkLlmcLayout(const loom_model *model, const char *path) {
+  if (model->llmcLayout)
+    return true;
+  return setError("%s: this model (%s) has no llm.c checkpoint layout, which "
+                  "needs a tied head and hidden = 4 * width",
+                  path, model->info.name);
+}
+} // namespace
+
+int loom_model_load_checkpoint(loom_model *model, const char *path) {
+  if (!checkLlmcLayout(model, path))
+    return 1;
+  // Rank 0 reads the file; every rank gets the whole model and keeps its
+  // part. Nothing changes before the whole file has been read and checked.
+  std::vector<float> whole;
+  int failed = isFirstRank() ? readCheckpoint(model->info, path, whole) : 0;
+  if (shareOutcome(failed, "read", path))
+    return 1;
+  if (loom_comm *world = jobComm()) {
+    whole.resize(model->info.num_params);
+    for (int64_t done = 0; done < model->info.num_params;) {
+      int64_t count = std::min<int64_t>(model->info.num_params - done, 1 << 30);
+      if (loom_rt_broadcast(world, LOOM_DTYPE_F32, whole.data() + done, count,
+                            0))
+        return 1;
+      done += count;
+    }
+  }
+  // Copied, not swapped: the entry points are bound to this buffer, and
+  // loom_model_params has handed it out.
+  model->scatter(whole.data());
+  model->resetOptimizer();
+  return 0;
+}
+
+int loom_model_gather_params(const loom_model *model, float *whole) {
+  std::vector<float> gathered;
+  if (!model->gather(gathered))
+    return 1;
+  std::copy(gathered.begin(), gathered.end(), whole);
+  return 0;
+}
+
+int loom_model_save_checkpoint(const loom_model *model, const char *path) {
+  if (!checkLlmcLayout(model, path))
+    return 1;
+  // Every replica holds its part: they gather the whole model, rank 0
+  // writes it, once.
+  std::vector<float> whole;
+  if (!model->gather(whole))
+    return 1;
+  int failed = isFirstRank() ? writeCheckpoint(model->info, path, whole) : 0;
+  return shareOutcome(failed, "write", path);
 }
 
 } // extern "C"

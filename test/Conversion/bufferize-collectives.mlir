@@ -6,14 +6,14 @@
 shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
 // CHECK-LABEL: func.func @sum(
 // CHECK-SAME: %[[G:.*]]: memref<8x4xf32
+// CHECK-DAG: %[[GROUP:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK: %[[BASE:.*]], %[[OFFSET:.*]], %{{.*}}:2, %{{.*}}:2 = memref.extract_strided_metadata %[[G]]
 // CHECK: %[[ALIGNED:.*]] = memref.extract_aligned_pointer_as_index %[[G]]
 // CHECK: %[[BYTES:.*]] = arith.muli %[[OFFSET]], %c4
 // CHECK: %[[SUM:.*]] = arith.addi %[[ALIGNED]], %[[BYTES]]
 // CHECK: %[[ADDRESS:.*]] = arith.index_cast %[[SUM]] : index to i64
 // CHECK: %[[P:.*]] = llvm.inttoptr %[[ADDRESS]] : i64 to !llvm.ptr
-// CHECK: %[[GROUP:.*]] = llvm.mlir.constant(1 : i32) : i32
-// CHECK: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
 // CHECK: llvm.call @loom_rt_group_all_reduce(%[[GROUP]], %[[F32]], %[[P]], %[[N]])
 // CHECK: return %[[G]]
@@ -30,8 +30,8 @@ shard.grid @grid(shape = 2x2x2) {sym_visibility = "private"}
 // CHECK-LABEL: func.func @copy(
 // CHECK: %[[COPY:.*]] = memref.alloc
 // CHECK: memref.copy %{{.*}}, %[[COPY]]
-// CHECK: memref.extract_aligned_pointer_as_index %[[COPY]]
 // CHECK: llvm.mlir.constant(2 : i32) : i32
+// CHECK: memref.extract_aligned_pointer_as_index %[[COPY]]
 // CHECK: llvm.call @loom_rt_group_all_reduce
 func.func @copy(%g: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %r = shard.all_reduce %g on @grid grid_axes = [2] : tensor<4xf32> -> tensor<4xf32>
@@ -42,7 +42,7 @@ func.func @copy(%g: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 
 shard.grid @grid(shape = 2x2x2) {sym_visibility = "private"}
 func.func @two_axes(%g: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+2 {{reduces over grid axes the runtime has no group for: one axis, or all three}}
+  // expected-error @+2 {{communicates over grid axes the runtime has no group for: one axis, or all three}}
   // expected-error @+1 {{failed to bufferize op}}
   %r = shard.all_reduce %g on @grid grid_axes = [0, 1] : tensor<4xf32> -> tensor<4xf32>
   return %r : tensor<4xf32>
@@ -56,4 +56,72 @@ func.func @max(%g: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{failed to bufferize op}}
   %r = shard.all_reduce %g on @grid grid_axes = [1] reduction = max : tensor<4xf32> -> tensor<4xf32>
   return %r : tensor<4xf32>
+}
+
+// -----
+
+// Gathers along the leading dimension: the runtime writes the ranks'
+// blocks, in rank order, into the new buffer; 8 elements per rank.
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+// CHECK-LABEL: func.func @gather_rows(
+// CHECK-DAG: %[[GROUP:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-DAG: %[[ALL:.*]] = memref.alloc() {{.*}} : memref<4x4xf32>
+// CHECK: %[[N:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK: llvm.call @loom_rt_group_all_gather(%[[GROUP]], %[[F32]], %{{.*}}, %{{.*}}, %[[N]])
+// CHECK: return %[[ALL]]
+// CHECK: llvm.func @loom_rt_group_all_gather(i32, i32, !llvm.ptr, !llvm.ptr, i64)
+func.func @gather_rows(%x: tensor<2x4xf32>) -> tensor<4x4xf32> {
+  %r = shard.all_gather %x on @grid grid_axes = [1] gather_axis = 0 : tensor<2x4xf32> -> tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
+
+// -----
+
+// Along another dimension, the blocks arrive in a [ranks, block] buffer
+// and are transposed into place.
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+// CHECK-LABEL: func.func @gather_columns(
+// CHECK-DAG: %[[ALL:.*]] = memref.alloc() {{.*}} : memref<3x4xf32>
+// CHECK-DAG: %[[BLOCKS:.*]] = memref.alloc() {{.*}} : memref<2x3x2xf32>
+// CHECK: llvm.call @loom_rt_group_all_gather
+// CHECK: %[[VIEW:.*]] = memref.expand_shape %[[ALL]] {{\[\[}}0], [1, 2]] output_shape [3, 2, 2]
+// CHECK: linalg.transpose ins(%[[BLOCKS]] : memref<2x3x2xf32>) outs(%[[VIEW]] : memref<3x2x2xf32>) permutation = [1, 0, 2]
+// CHECK: return %[[ALL]]
+func.func @gather_columns(%x: tensor<3x2xf32>) -> tensor<3x4xf32> {
+  %r = shard.all_gather %x on @grid grid_axes = [1] gather_axis = 1 : tensor<3x2xf32> -> tensor<3x4xf32>
+  return %r : tensor<3x4xf32>
+}
+
+// -----
+
+// A reduce-scatter: rank r receives the sum of block r, 4 elements.
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+// CHECK-LABEL: func.func @scatter_rows(
+// CHECK: %[[MINE:.*]] = memref.alloc() {{.*}} : memref<1x4xf32>
+// CHECK: %[[N:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK: llvm.call @loom_rt_group_reduce_scatter(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[N]])
+// CHECK: return %[[MINE]]
+// CHECK: llvm.func @loom_rt_group_reduce_scatter(i32, i32, !llvm.ptr, !llvm.ptr, i64)
+func.func @scatter_rows(%x: tensor<2x4xf32>) -> tensor<1x4xf32> {
+  %r = shard.reduce_scatter %x on @grid grid_axes = [1] scatter_axis = 0 : tensor<2x4xf32> -> tensor<1x4xf32>
+  return %r : tensor<1x4xf32>
+}
+
+// -----
+
+// Along another dimension, the blocks are transposed into a [ranks, block]
+// buffer first.
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+// CHECK-LABEL: func.func @scatter_columns(
+// CHECK-SAME: %[[X:.*]]: memref<3x4xf32>
+// CHECK-DAG: %[[MINE:.*]] = memref.alloc() {{.*}} : memref<3x2xf32>
+// CHECK-DAG: %[[BLOCKS:.*]] = memref.alloc() {{.*}} : memref<2x3x2xf32>
+// CHECK: %[[VIEW:.*]] = memref.expand_shape %[[X]] {{\[\[}}0], [1, 2]] output_shape [3, 2, 2]
+// CHECK: linalg.transpose ins(%[[VIEW]] : memref<3x2x2xf32>) outs(%[[BLOCKS]] : memref<2x3x2xf32>) permutation = [1, 0, 2]
+// CHECK: llvm.call @loom_rt_group_reduce_scatter
+// CHECK: return %[[MINE]]
+func.func @scatter_columns(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
+  %r = shard.reduce_scatter %x on @grid grid_axes = [1] scatter_axis = 1 : tensor<3x4xf32> -> tensor<3x2xf32>
+  return %r : tensor<3x2xf32>
 }

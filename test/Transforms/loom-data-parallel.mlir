@@ -26,20 +26,13 @@ module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 0, micr
 // CHECK: loom.sum_squares %[[GRAD]]
 // CHECK: loom.sgd %{{.*}}, %[[GRAD]]
 
-// With buckets (25 MiB by default), the loss and the gradient are packed
-// into one flat tensor, summed by one collective and taken apart as slices.
-// BUCKET-LABEL: func.func @train_step(
+// With buckets (25 MiB by default), the loss is summed on its own, so that
+// the gradients' buckets hold gradients only; a bucket of one gradient is
+// summed in place, without packing.
+// BUCKET: func.func @train_step(
 // BUCKET: %[[SUMS:.*]]:2 = scf.for
-// BUCKET: %[[FLAT:.*]] = tensor.empty() : tensor<33xf32>
-// BUCKET: %[[L:.*]] = tensor.expand_shape %[[SUMS]]#0 [] output_shape [1] : tensor<f32> into tensor<1xf32>
-// BUCKET: %[[P0:.*]] = tensor.insert_slice %[[L]] into %[[FLAT]][0] [1] [1]
-// BUCKET: %[[G:.*]] = tensor.collapse_shape %[[SUMS]]#1 {{\[\[}}0, 1]] : tensor<8x4xf32> into tensor<32xf32>
-// BUCKET: %[[P1:.*]] = tensor.insert_slice %[[G]] into %[[P0]][1] [32] [1]
-// BUCKET: %[[R:.*]] = shard.all_reduce %[[P1]] on @loom_grid grid_axes = [1] : tensor<33xf32> -> tensor<33xf32>
-// BUCKET: %[[RL:.*]] = tensor.extract_slice %[[R]][0] [1] [1]
-// BUCKET: %[[LOSS:.*]] = tensor.collapse_shape %[[RL]] [] : tensor<1xf32> into tensor<f32>
-// BUCKET: %[[RG:.*]] = tensor.extract_slice %[[R]][1] [32] [1]
-// BUCKET: %[[GRAD:.*]] = tensor.expand_shape %[[RG]] {{\[\[}}0, 1]] output_shape [8, 4]
+// BUCKET: %[[LOSS:.*]] = shard.all_reduce %[[SUMS]]#0 on @loom_grid grid_axes = [1] : tensor<f32> -> tensor<f32>
+// BUCKET-NEXT: %[[GRAD:.*]] = shard.all_reduce %[[SUMS]]#1 on @loom_grid grid_axes = [1] : tensor<8x4xf32> -> tensor<8x4xf32>
 // BUCKET-NOT: shard.all_reduce
 // BUCKET: tensor.extract %[[LOSS]]
 // BUCKET: loom.sgd %{{.*}}, %[[GRAD]]
@@ -71,15 +64,85 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // CHECK-NOT: shard.
 // CHECK-LABEL: func.func @train_step(
 // CHECK-NOT: shard.
+// CHECK: module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1
 
 // -----
 
-// ZeRO's sharded optimizer is not compiled yet.
-// expected-error @+1 {{ZeRO-1 is not compiled yet: data parallelism runs with zero=0}}
-module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 4, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>} {
-  func.func @forward_grad(%w: tensor<8x4xf32> {loom.param = "w"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<8x4xf32>) {
+// ZeRO-1: the gradients are summed whole; each replica updates the
+// contiguous 1/dp of each flattened parameter at its index on the replica
+// axis, with optimizer state of that size, and the updated shards are
+// gathered (one collective per bucket) into the whole parameters.
+module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 4, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, grad_clip = 1.0, precision = fp32>} {
+  func.func @forward_grad(%w: tensor<8x4xf32> {loom.param = "w"}, %b: tensor<4xf32> {loom.param = "b"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<8x4xf32>, tensor<4xf32>) {
     %l = arith.constant dense<1.0> : tensor<f32>
-    return %l, %w : tensor<f32>, tensor<8x4xf32>
+    return %l, %w, %b : tensor<f32>, tensor<8x4xf32>, tensor<4xf32>
   }
 }
+// BUCKET: module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1
+// BUCKET: func.func @train_step(
+// BUCKET-SAME: %[[W:[^:]*]]: tensor<8x4xf32> {loom.param = "w"}, %[[B:[^:]*]]: tensor<4xf32> {loom.param = "b"}, %[[MW:[^:]*]]: tensor<16xf32> {loom.state = "momentum.w"}, %[[MB:[^:]*]]: tensor<2xf32> {loom.state = "momentum.b"}
+// BUCKET: %[[G:.*]]:3 = call @forward_grad
+// BUCKET: shard.all_reduce %[[G]]#0 on @loom_grid grid_axes = [1] : tensor<f32> -> tensor<f32>
+// BUCKET: %[[SUMS:.*]] = shard.all_reduce %{{.*}} on @loom_grid grid_axes = [1] : tensor<36xf32> -> tensor<36xf32>
+// BUCKET: %[[GWS:.*]] = tensor.extract_slice %[[SUMS]][0] [32] [1]
+// BUCKET: %[[GW:.*]] = tensor.expand_shape %[[GWS]]
+// BUCKET: %[[GB:.*]] = tensor.extract_slice %[[SUMS]][32] [4] [1]
+// BUCKET: %[[R:.*]] = shard.process_multi_index on @loom_grid axes = [1] : index
+// The global norm is the whole gradients'.
+// BUCKET: loom.sum_squares %[[GW]] : tensor<8x4xf32>
+// BUCKET: loom.sum_squares %[[GB]] : tensor<4xf32>
+// BUCKET: %[[FW:.*]] = tensor.collapse_shape %[[W]]
+// BUCKET: %[[OW:.*]] = arith.muli %[[R]], %c16
+// BUCKET: %[[SW:.*]] = tensor.extract_slice %[[FW]][%[[OW]]] [16] [1]
+// BUCKET: %[[FGW:.*]] = tensor.collapse_shape %[[GW]]
+// BUCKET: %[[SGW:.*]] = tensor.extract_slice %[[FGW]][%{{.*}}] [16] [1]
+// BUCKET: %[[NW:.*]], %[[NMW:.*]] = loom.sgd %[[SW]], %[[SGW]], %[[MW]], {{.*}} : tensor<16xf32>
+// BUCKET: %[[NB:.*]], %[[NMB:.*]] = loom.sgd %{{.*}}, %{{.*}}, %[[MB]], {{.*}} : tensor<2xf32>
+// BUCKET: %[[ROW:.*]] = tensor.insert_slice %{{.*}} into %{{.*}}[0, 16] [1, 2] [1, 1] : tensor<1x2xf32> into tensor<1x18xf32>
+// BUCKET: %[[ALL:.*]] = shard.all_gather %[[ROW]] on @loom_grid grid_axes = [1] gather_axis = 0 : tensor<1x18xf32> -> tensor<2x18xf32>
+// BUCKET: tensor.extract_slice %[[ALL]][0, 0] [2, 16] [1, 1]
+// BUCKET: %[[NEWW:.*]] = tensor.expand_shape %{{.*}} output_shape [8, 4]
+// BUCKET: tensor.extract_slice %[[ALL]][0, 16] [2, 2] [1, 1]
+// BUCKET: %[[NEWB:.*]] = tensor.collapse_shape
+// BUCKET: return %{{.*}}, %{{.*}}, %[[NEWW]], %[[NEWB]], %[[NMW]], %[[NMB]]
 
+// -----
+
+// ZeRO-2: the gradients are reduce-scattered instead, row r of the bucket
+// holding rank r's shard of each; the global norm sums each rank's squares
+// over the replicas with one more collective.
+module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 2, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 4, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, grad_clip = 1.0, precision = fp32>} {
+  func.func @forward_grad(%w: tensor<8x4xf32> {loom.param = "w"}, %b: tensor<4xf32> {loom.param = "b"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<8x4xf32>, tensor<4xf32>) {
+    %l = arith.constant dense<1.0> : tensor<f32>
+    return %l, %w, %b : tensor<f32>, tensor<8x4xf32>, tensor<4xf32>
+  }
+}
+// BUCKET: module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 2
+// BUCKET: func.func @train_step(
+// BUCKET: %[[G:.*]]:3 = call @forward_grad
+// BUCKET: %[[RW:.*]] = tensor.expand_shape %{{.*}} output_shape [2, 16] : tensor<32xf32> into tensor<2x16xf32>
+// BUCKET: %[[P:.*]] = tensor.insert_slice %[[RW]] into %{{.*}}[0, 0] [2, 16] [1, 1]
+// BUCKET: %[[RB:.*]] = tensor.expand_shape %[[G]]#2 {{\[\[}}0, 1]] output_shape [2, 2]
+// BUCKET: %[[P2:.*]] = tensor.insert_slice %[[RB]] into %[[P]][0, 16] [2, 2] [1, 1]
+// BUCKET: %[[MINE:.*]] = shard.reduce_scatter %[[P2]] on @loom_grid grid_axes = [1] scatter_axis = 0 : tensor<2x18xf32> -> tensor<1x18xf32>
+// BUCKET: tensor.extract_slice %[[MINE]][0, 0] [1, 16] [1, 1]
+// BUCKET: %[[GW:.*]] = tensor.collapse_shape
+// BUCKET: tensor.extract_slice %[[MINE]][0, 16] [1, 2] [1, 1]
+// BUCKET: %[[GB:.*]] = tensor.collapse_shape
+// BUCKET: loom.sum_squares %[[GW]] : tensor<16xf32>
+// BUCKET: loom.sum_squares %[[GB]] : tensor<2xf32>
+// BUCKET: shard.all_reduce %{{.*}} on @loom_grid grid_axes = [1] : tensor<2xf32> -> tensor<2xf32>
+// BUCKET: loom.sgd %{{.*}}, %[[GW]], {{.*}} : tensor<16xf32>
+// BUCKET: loom.sgd %{{.*}}, %[[GB]], {{.*}} : tensor<2xf32>
+// BUCKET: shard.all_gather %{{.*}} on @loom_grid grid_axes = [1] gather_axis = 0 : tensor<1x18xf32> -> tensor<2x18xf32>
+
+// -----
+
+// ZeRO-1 needs each parameter's elements to divide among the replicas.
+// expected-error @+2 {{reads a tensor of 6 elements, which the 4 replicas cannot share equally}}
+module attributes {loom.plan = #loom.plan<dp = 4, tp = 1, pp = 1, zero = 1, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 8, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>} {
+  func.func @forward_grad(%w: tensor<3x2xf32> {loom.param = "w"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<3x2xf32>) {
+    %l = arith.constant dense<1.0> : tensor<f32>
+    return %l, %w : tensor<f32>, tensor<3x2xf32>
+  }
+}

@@ -1,7 +1,8 @@
 // RUN: loom-opt %s --loom-plan --split-input-file --verify-diagnostics | FileCheck %s
 // RUN: loomc %S/Inputs/auto-plan.json --emit=loom | loom-opt --loom-plan | FileCheck %s --check-prefix=AUTO
 // RUN: loomc %S/Inputs/auto-plan.json --emit=loom | loom-opt --loom-plan=report=plan | FileCheck %s --check-prefix=REPORT
-// RUN: loomc %S/Inputs/auto-plan.json --emit=loom | not loom-opt --loom-plan=report=memory 2>&1 | FileCheck %s --check-prefix=BADREPORT
+// RUN: loomc %S/Inputs/auto-plan.json --emit=loom | not loom-opt --loom-plan=report=speed 2>&1 | FileCheck %s --check-prefix=BADREPORT
+// RUN: loomc %S/Inputs/auto-plan.json --plan dp=2,zero=1 --emit=loom | loom-opt --loom-plan=report=memory | FileCheck %s --check-prefix=MEMORY
 
 // A module without a plan gets the single-rank one.
 // CHECK-LABEL: module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>}
@@ -33,4 +34,8 @@ module attributes {loom.plan = "auto"} {
 // REPORT: chosen plan: dp=
 // REPORT: module @"auto-plan"
 
-// BADREPORT: error: loom-plan: report must be 'plan' or 'cost', got 'memory'
+// BADREPORT: error: loom-plan: report must be 'plan', 'cost' or 'memory', got 'speed'
+
+// The state's bytes per rank under the plan: ZeRO-1 shards the optimizer
+// state (AdamW's two moments) over the two replicas.
+// MEMORY: cost model  per rank: parameters 7680 B, gradients 7680 B, optimizer state 7680 B (0.02 MiB)

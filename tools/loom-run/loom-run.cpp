@@ -226,6 +226,8 @@ int main(int argc, char **argv) {
             " sequences on each of " + std::to_string(info.dp) +
             " replicas of " + std::to_string(threads) +
             (threads == 1 ? " thread" : " threads");
+    if (info.zero > 0)
+      split += " (ZeRO-" + std::to_string(info.zero) + ")";
   }
   if (info.micro_batches > 1)
     split += " in " + std::to_string(info.micro_batches) + " micro-batches";
@@ -238,6 +240,13 @@ int main(int argc, char **argv) {
            static_cast<long long>(size),
            loom_dataset_is_shard(data) ? "shard" : "text",
            static_cast<long long>(size - valBegin));
+  if (!o.quiet && info.param_bytes > 0)
+    report("loom-run: per rank: parameters %lld B, gradients %lld B, "
+           "optimizer state %lld B (%.2f MiB), as compiled\n",
+           static_cast<long long>(info.param_bytes),
+           static_cast<long long>(info.grad_bytes),
+           static_cast<long long>(info.state_bytes),
+           (info.param_bytes + info.grad_bytes + info.state_bytes) / 1048576.0);
 
   auto validate = [&](long long step) -> bool {
     int64_t cursor = valBegin;
@@ -271,7 +280,7 @@ int main(int argc, char **argv) {
     totalMs += ms;
     lastLoss = loss;
     if (!o.quiet)
-      report("step %5lld/%lld | loss %.6f | norm %.4f | %8.2f ms | "
+      report("step %5lld/%lld | loss %.6f | norm %.6f | %8.2f ms | "
              "%9.0f tok/s\n",
              step, o.steps, loss, norm, ms, tokensPerStep / ms * 1e3);
     if (o.valEvery > 0 && (step % o.valEvery == 0 || step == o.steps) &&
@@ -293,9 +302,9 @@ int main(int argc, char **argv) {
   }
   std::fflush(stdout);
 
-  // Every replica holds the same parameters: rank 0 writes them, once.
-  if (!o.save.empty() && dist.rank == 0 &&
-      loom_model_save_checkpoint(model, o.save.c_str()))
+  // The ranks gather the whole model (under ZeRO-3, each holds a part of
+  // it) and rank 0 writes it, once.
+  if (!o.save.empty() && loom_model_save_checkpoint(model, o.save.c_str()))
     return fail(loom_last_error());
   loom_dataset_close(data);
   loom_model_close(model);

@@ -231,8 +231,9 @@ int main(int argc, char **argv) {
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     return 1;
-  // The plan and cost reports went to stdout on the way.
-  if (emit == EmitStage::Plan || emit == EmitStage::Cost)
+  // The plan, cost and memory reports went to stdout on the way.
+  if (emit == EmitStage::Plan || emit == EmitStage::Cost ||
+      emit == EmitStage::Memory)
     return 0;
 
   if (emit == EmitStage::Artifact) {

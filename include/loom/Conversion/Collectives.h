@@ -3,12 +3,19 @@
 #ifndef LOOM_CONVERSION_COLLECTIVES_H
 #define LOOM_CONVERSION_COLLECTIVES_H
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
 namespace mlir {
 class DialectRegistry;
 namespace loom {
-/// Gives shard.all_reduce a bufferization: an in-place reduction through the
-/// runtime's communicators (lib/Conversion/BufferizeCollectives.cpp).
+/// Gives shard.all_reduce, shard.all_gather and shard.reduce_scatter a
+/// bufferization: calls of the runtime's collectives on its communicators
+/// (lib/Conversion/BufferizeCollectives.cpp).
 void registerCollectiveBufferizationModels(DialectRegistry &registry);
+
+/// Builds, at `b`'s insertion point, the runtime call that tells this
+/// rank's index on the one grid axis `op` asks for.
+FailureOr<Value> buildGroupRank(OpBuilder &b, shard::ProcessMultiIndexOp op);
 } // namespace loom
 } // namespace mlir
 

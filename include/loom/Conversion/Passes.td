@@ -73,6 +73,20 @@ def LoomMatmulToBlas : Pass<"loom-matmul-to-blas", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def LoomLowerGridIndices : Pass<"loom-lower-grid-indices", "::mlir::ModuleOp"> {
+  let summary = "Lower a rank's index on a grid axis to a runtime call";
+  let description = [{
+    `shard.process_multi_index on @grid axes = [a]`, with which a ZeRO
+    step finds its shard, becomes a call of the runtime's
+    `loom_rt_group_rank` for the communicator of axis `a` (pp, dp or tp of
+    the pp x dp x tp grid). Runs after bufferization, like the lowering of
+    the collectives, so that `--emit=parallel` and `--emit=linalg` keep the
+    upstream op.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
 def LoomExportEntries : Pass<"loom-export-entries", "::mlir::ModuleOp"> {
   let summary = "Add the C entry points and the manifest the runtime reads";
   let description = [{

@@ -36,6 +36,9 @@ enum class EmitStage {
   Plan,
   /// The cost model's per-op breakdown of the plan.
   Cost,
+  /// A rank's bytes of parameters, gradients and optimizer state, predicted
+  /// by the cost model and read off the compiled step.
+  Memory,
 };
 
 /// The --emit names and what each prints, for loomc's flag and the

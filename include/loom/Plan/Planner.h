@@ -44,6 +44,12 @@ void printPlanReport(llvm::raw_ostream &os, const CostModel &model,
                      const PlanEstimate *explicitPlan);
 
 /// The per-op breakdown of --emit=cost for `estimate`.
+/// One line of a rank's bytes of parameters, gradients and optimizer
+/// state, from `source` (the cost model, or the compiled step), so that
+/// both read alike in `loomc --emit=memory`.
+void printStateMemory(llvm::raw_ostream &os, llvm::StringRef source,
+                      double parameters, double gradients, double optimizer);
+
 void printCostReport(llvm::raw_ostream &os, const CostModel &model,
                      const PlanEstimate &estimate);
 

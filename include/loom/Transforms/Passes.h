@@ -26,6 +26,11 @@ namespace loom {
 #define GEN_PASS_REGISTRATION
 #include "loom/Transforms/Passes.h.inc"
 
+/// Gives shard.all_gather a vector-Jacobian product, the reduce-scatter of
+/// its cotangent, with which ZeRO-3's gathers of parameters are
+/// differentiated (lib/Transforms/ShardParameters.cpp).
+void registerCollectiveDifferentiationModels(DialectRegistry &registry);
+
 } // namespace loom
 } // namespace mlir
 

@@ -35,11 +35,15 @@ def LoomPlan : Pass<"loom-plan", "::mlir::ModuleOp"> {
     model's plan report (`plan`: the choice, the best alternatives and the
     rejected ones) or per-op breakdown (`cost`) to stdout, which needs a
     cluster; with `report=plan`, a plan that does not fit in memory is an
-    error.
+    error. `report=memory` prints the cost model's per-rank bytes of
+    parameters, gradients and optimizer state for the plan, which
+    `loom-memory-report` sets next to the compiled step's; these do not
+    depend on the GPU, and a module without a cluster is priced on one
+    node of A100-80GB GPUs as large as the plan.
   }];
   let options = [
     Option<"report", "report", "std::string", /*default=*/"\"\"",
-           "Print the cost model's report: plan or cost">,
+           "Print the cost model's report: plan, cost or memory">,
     Option<"materializedAttention", "materialized-attention", "bool",
            /*default=*/"false",
            "Price attention as separate kernels that keep the score matrix "
@@ -104,27 +108,84 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def LoomShardParameters : Pass<"loom-shard-parameters", "::mlir::ModuleOp"> {
+  let summary = "ZeRO-3: keep 1/dp of each parameter, gather it where used";
+  let description = [{
+    For a `#loom.plan` with dp > 1 and zero = 3, before differentiation:
+    every `loom.param` argument of `@forward` becomes this rank's shard of
+    the parameter, 1/dp of its first dimension that dp divides (of each
+    layer's slice, for the parameters stacked over the layers:
+    `[L, d0 / dp, ...]`), marked with `loom.shard = <dimension>`, and a
+    `shard.all_gather` over the replicas (grid axis 1 of `@loom_grid`)
+    rebuilds the whole parameter where it is read: once at the top of the
+    function for the embedding, the final norm and the tied head, and in
+    the layer loop's body for each layer's parameters. The gathers in the
+    body carry `loom.recompute`, so differentiation gathers each layer's
+    parameters again in the backward pass instead of saving them, and the
+    gathered copies live for one layer only. The vector-Jacobian product
+    of an all-gather is a `shard.reduce_scatter` of the cotangent, so the
+    gradients leave `@forward_grad` as shards already summed over the
+    replicas. Refuses a parameter none of whose dimensions dp divides.
+    Other plans are left as they are.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def LoomMemoryReport : Pass<"loom-memory-report", "::mlir::ModuleOp"> {
+  let summary = "Per-rank bytes of parameters, gradients and optimizer state";
+  let description = [{
+    Reads, from `@train_step` after the parallel passes, what one rank holds
+    between steps: its parameter arguments, its optimizer state arguments,
+    and the gradients its optimizer updates read slices of (the reduced
+    gradients, whole even under ZeRO-1, where each rank updates a shard; the
+    rank's shards of them under ZeRO-2 and ZeRO-3). Records them on the
+    module as `loom.memory = {parameters, gradients, optimizer}` (bytes),
+    which the artifact's manifest carries to the runtime, and with `print`
+    prints them to stdout (`loomc --emit=memory`). Under ZeRO-2 the
+    gradients are reduce-scattered after the backward pass, so the whole
+    gradients exist for a while during the step; they are transient and not
+    counted here.
+  }];
+  let options = [
+    Option<"print", "print", "bool", /*default=*/"false",
+           "Print the figures to stdout">
+  ];
+}
+
 def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
   let summary = "Sum the step's loss and gradients over the data-parallel "
-                "replicas";
+                "replicas, and shard the optimizer (ZeRO-1/2/3)";
   let description = [{
     For a `#loom.plan` with dp > 1, adds the device grid `shard.grid
-    @loom_grid(shape = pp x dp x tp)` and, in `@train_step`, a
-    `shard.all_reduce` (sum over grid axis 1, the replicas) of the loss and
-    of every gradient, right after the op that produces them from
-    `@forward_grad` (its call, or the loop that accumulates the
-    micro-batches), before the norm, the clipping and the optimizer read
-    them. Each replica has taken its own `batch / dp` sequences;
+    @loom_grid(shape = pp x dp x tp)` (unless `loom-shard-parameters` has)
+    and, in `@train_step`, right after the op that produces the loss and
+    the gradients from `@forward_grad` (its call, or the loop that
+    accumulates the micro-batches), the collectives over grid axis 1, the
+    replicas. Each replica has taken its own `batch / dp` sequences;
     `loom-build-train-step` divides by dp x micro_batches, so the step
-    sees the gradient of the global batch, as with dp = 1. Plans with ZeRO
-    (zero > 0) are refused: their sharded optimizer is not compiled yet.
-    A module without such a plan is left as it is.
+    sees the gradient of the global batch, as with dp = 1.
 
-    The values are summed in buckets of at most `bucket-bytes`, in the
-    order @forward_grad returns them: consecutive small ones (the loss,
-    biases, layer-norm parameters) are packed into one flat tensor and
-    summed with one collective, then taken apart again; a value as large as
-    a bucket is summed alone, in place, without the copy.
+    - zero = 0: `shard.all_reduce` of the loss and of every gradient.
+    - zero = 1: the same; then each rank updates only its shard, the
+      contiguous 1/dp of each flattened parameter at its index on the
+      replica axis (`shard.process_multi_index`): the optimizer state
+      arguments become those shards, and a `shard.all_gather` of the
+      updated shards rebuilds every parameter.
+    - zero = 2: as zero = 1, but the gradients are reduce-scattered
+      (`shard.reduce_scatter`): each rank receives only the sum of its
+      shard. The global norm for clipping sums each rank's squares with one
+      more all-reduce.
+    - zero = 3: parameters, gradients and optimizer state are shards
+      already (`loom-shard-parameters`); the loss and the squares of the
+      norm are all-reduced.
+
+    Gradients are reduced, and updated shards gathered, in buckets of at
+    most `bucket-bytes`, in the order @forward_grad returns them:
+    consecutive small values are packed into one tensor and communicated
+    with one collective, then taken apart again; a value as large as a
+    bucket is communicated alone. The first dimension of each parameter
+    (its flattened size, for zero = 1 and 2) must divide by dp.
+    A module without such a plan is left as it is.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t",

@@ -64,6 +64,13 @@ struct ScanLowering : public OpConversionPattern<ScanOp> {
                 rewriter, loc, ScanOp::getSliceType(type), stacked,
                 slice.offsets, slice.sizes, slice.strides));
           }
+          // How the body was differentiated no longer matters, and outside
+          // a scan the attribute is not valid.
+          for (Operation &inner : body)
+            if (inner.hasAttr(LoomDialect::getRecomputeAttrName()))
+              rewriter.modifyOpInPlace(&inner, [&] {
+                inner.removeAttr(LoomDialect::getRecomputeAttrName());
+              });
           Block *loopBody = rewriter.getInsertionBlock();
           rewriter.inlineBlockBefore(&body, loopBody, loopBody->end(),
                                      arguments);

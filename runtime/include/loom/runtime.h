@@ -34,9 +34,17 @@ typedef struct loom_model_info {
                               sequences at a time */
   int64_t pp, dp, tp;      /* the grid of ranks it was compiled for (with
                               loom_dist_init) */
+  int64_t zero;            /* its ZeRO stage over the dp replicas, 0-3 */
   const char *optimizer;   /* "adamw" or "sgd" */
   double lr;
-  int64_t num_params; /* scalars in all parameters */
+  int64_t num_params;   /* scalars in all parameters */
+  int64_t local_params; /* scalars of parameters this rank holds: num_params,
+                           or its shards under ZeRO-3 */
+  int64_t state_floats; /* scalars of optimizer state this rank holds */
+  /* Bytes per rank as compiled (the manifest's memory line; 0 for an
+     artifact without one): parameters, the gradients the optimizer reads,
+     optimizer state. */
+  int64_t param_bytes, grad_bytes, state_bytes;
 } loom_model_info;
 
 /// Opens an artifact and allocates its parameters, optimizer state and
@@ -51,9 +59,15 @@ const loom_model_info *loom_model_get_info(const loom_model *model);
 /// layer-norm weights one. Resets the optimizer state and step count.
 void loom_model_init(loom_model *model, uint64_t seed);
 
-/// All parameters, contiguous, in llm.c's checkpoint order. The buffer
+/// This rank's parameters, contiguous, in llm.c's checkpoint order:
+/// local_params floats, all of them unless the plan shards them over the
+/// replicas (ZeRO-3), when each tensor is this rank's slice. The buffer
 /// stays where it is until the model is closed.
 float *loom_model_params(loom_model *model);
+/// The whole model's parameters (num_params floats, llm.c's order) into
+/// `whole`, whatever the plan: under ZeRO-3 a collective of the replicas,
+/// which all call it.
+int loom_model_gather_params(const loom_model *model, float *whole);
 
 /// One training step on `batch * sequence` tokens and targets: updates the
 /// parameters; returns the loss before the update and the gradient norm.
@@ -75,9 +89,13 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
 int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
                              const int32_t *targets, float *loss, float *grads);
 
-/// llm.c checkpoints (fp32, version 3). Loading checks every dimension
-/// against the artifact before it touches the parameters; saving writes a
-/// temporary file and renames it, so a failure never leaves a partial file.
+/// llm.c checkpoints (fp32, version 3), whole tensors whatever the plan.
+/// Loading checks every dimension against the artifact before it touches
+/// the parameters; saving writes a temporary file and renames it, so a
+/// failure never leaves a partial file. Under several ranks every rank
+/// calls them: rank 0 reads the file and each rank keeps its part, or the
+/// ranks gather the model and rank 0 writes it; every rank returns rank 0's
+/// outcome.
 int loom_model_load_checkpoint(loom_model *model, const char *path);
 int loom_model_save_checkpoint(const loom_model *model, const char *path);
 
@@ -210,6 +228,17 @@ void loom_rt_parallel_for(void (*fn)(void *, int64_t, int64_t), void *context,
 /// every rank of the job: the step cannot go on with a partial sum.
 void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
                               int64_t count);
+
+/// Gathers `count` elements of `send` from every rank of `group` into
+/// `recv`, in rank order; ends the job on failure, as above.
+void loom_rt_group_all_gather(int32_t group, int32_t dtype, const void *send,
+                              void *recv, int64_t count);
+/// Sums `send` (size * count elements) over `group`; `recv` gets this
+/// rank's slice of `count`. Ends the job on failure, as above.
+void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
+                                  const void *send, void *recv, int64_t count);
+/// This rank's index in `group`; ends the job when there is no context.
+int64_t loom_rt_group_rank(int32_t group);
 
 /// The heap of generated code: buffers freed are kept for the next request
 /// of the same size and alignment.

@@ -1,0 +1,57 @@
+//===- Replicas.cpp - What the data-parallel passes share -----------------===//
+
+#include "Replicas.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+FailureOr<shard::GridOp> mlir::loom::getOrCreateGrid(ModuleOp module,
+                                                     const PlanConfig &plan) {
+  constexpr StringLiteral name = "loom_grid";
+  SmallVector<int64_t> shape = {plan.pp, plan.dp, plan.tp};
+  if (Operation *existing = module.lookupSymbol(name)) {
+    auto grid = dyn_cast<shard::GridOp>(existing);
+    if (!grid || grid.getShape() != ArrayRef<int64_t>(shape))
+      return module.emitError() << "the module already has a symbol @" << name
+                                << " that is not the plan's grid pp x dp x tp";
+    return grid;
+  }
+  OpBuilder b(module.getBodyRegion());
+  auto grid = shard::GridOp::create(b, module.getLoc(), name, shape);
+  SymbolTable::setSymbolVisibility(grid, SymbolTable::Visibility::Private);
+  return grid;
+}
+
+bool mlir::loom::isStacked(Value value) {
+  return llvm::any_of(value.getUses(), [](OpOperand &use) {
+    auto scan = dyn_cast<ScanOp>(use.getOwner());
+    return scan && use.getOperandNumber() >= scan.getNumCarries();
+  });
+}
+
+Value mlir::loom::reshape(OpBuilder &b, Location loc, Value v,
+                          RankedTensorType type) {
+  auto from = cast<RankedTensorType>(v.getType());
+  if (from == type)
+    return v;
+  // Through a vector: one group of all the other side's dimensions (none
+  // for a 0-d tensor).
+  auto vector =
+      RankedTensorType::get({type.getNumElements()}, type.getElementType());
+  auto allOf = [](RankedTensorType t) {
+    SmallVector<ReassociationIndices> groups;
+    if (t.getRank() > 0)
+      groups.push_back(llvm::to_vector(llvm::seq<int64_t>(0, t.getRank())));
+    return groups;
+  };
+  // A 0-d tensor and a vector of one element: reshapes with no groups.
+  if (from.getRank() == 0)
+    v = tensor::ExpandShapeOp::create(b, loc, vector, v, allOf(from));
+  else if (from.getRank() > 1)
+    v = tensor::CollapseShapeOp::create(b, loc, vector, v, allOf(from));
+  if (type.getRank() == 0)
+    v = tensor::CollapseShapeOp::create(b, loc, type, v, allOf(type));
+  else if (type.getRank() > 1)
+    v = tensor::ExpandShapeOp::create(b, loc, type, v, allOf(type));
+  return v;
+}

@@ -1,0 +1,30 @@
+//===- Replicas.h - What the data-parallel passes share ---------*- C++ -*-===//
+
+#ifndef LOOM_LIB_TRANSFORMS_REPLICAS_H
+#define LOOM_LIB_TRANSFORMS_REPLICAS_H
+
+#include "loom/Transforms/Passes.h"
+
+namespace mlir {
+namespace loom {
+
+/// The grid's axis of the replicas, as the plan lays the ranks out
+/// (pp x dp x tp, tp fastest).
+constexpr shard::GridAxis kReplicaAxis = 1;
+
+/// The module's `@loom_grid`, created (private: once the collectives are
+/// runtime calls, symbol-dce drops it) with the plan's shape when missing.
+/// Fails on a symbol of that name that is not such a grid.
+FailureOr<shard::GridOp> getOrCreateGrid(ModuleOp module,
+                                         const PlanConfig &plan);
+
+/// Whether `value` is taken slice by slice by a layer loop.
+bool isStacked(Value value);
+
+/// `v` reshaped to `type`, of the same number of elements.
+Value reshape(OpBuilder &b, Location loc, Value v, RankedTensorType type);
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_LIB_TRANSFORMS_REPLICAS_H

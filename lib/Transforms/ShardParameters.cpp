@@ -1,0 +1,149 @@
+//===- ShardParameters.cpp - The loom-shard-parameters pass ---------------===//
+//
+// ZeRO-3 before differentiation: parameters become shards gathered where
+// they are read. Differentiation then does the rest: the gathers in the
+// layer loop are recomputed in its backward pass, and the cotangent of a
+// gather is reduce-scattered back to the shards.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Replicas.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMSHARDPARAMETERS
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// `type` with dimension `dim` divided by `parts`.
+RankedTensorType divided(RankedTensorType type, int64_t dim, int64_t parts) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] /= parts;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// The vector-Jacobian product of gathering shards: each rank's shard
+/// receives the sum, over the ranks, of the cotangent's slice it gathered
+/// from.
+struct AllGatherVJP
+    : public DifferentiableOpInterface::ExternalModel<AllGatherVJP,
+                                                      shard::AllGatherOp> {
+  LogicalResult buildVJP(Operation *rawOp, RewriterBase &rewriter,
+                         ValueRange resultGrads,
+                         SmallVectorImpl<Value> &operandGrads) const {
+    auto op = cast<shard::AllGatherOp>(rawOp);
+    Value grad = shard::ReduceScatterOp::create(
+        rewriter, op.getLoc(), op.getInput().getType(), op.getGrid(),
+        op.getGridAxes(), resultGrads[0], shard::ReductionKind::Sum,
+        op.getGatherAxis());
+    operandGrads.assign({grad});
+    return success();
+  }
+};
+
+struct ShardParametersPass
+    : public loom::impl::LoomShardParametersBase<ShardParametersPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<PlanConfig> plan = getResolvedPlan(module);
+    if (failed(plan))
+      return signalPassFailure();
+    if (plan->dp == 1 || plan->zero < 3)
+      return;
+    auto forward = module.lookupSymbol<func::FuncOp>(
+        LoomDialect::getForwardFunctionName());
+    if (!forward || forward.isExternal()) {
+      module.emitError() << "expected @"
+                         << LoomDialect::getForwardFunctionName();
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol(LoomDialect::getForwardGradFunctionName())) {
+      module.emitError() << "ZeRO-3 shards the parameters before "
+                            "differentiation, and @"
+                         << LoomDialect::getForwardGradFunctionName()
+                         << " exists already";
+      return signalPassFailure();
+    }
+    FailureOr<shard::GridOp> grid = getOrCreateGrid(module, *plan);
+    if (failed(grid))
+      return signalPassFailure();
+    StringRef gridName = grid->getSymName();
+
+    Block &entry = forward.getBody().front();
+    OpBuilder b(&getContext());
+    auto gather = [&](Location loc, Value shard, RankedTensorType whole,
+                      int64_t axis, bool recompute) {
+      auto op = shard::AllGatherOp::create(
+          b, loc, whole, gridName, ArrayRef<shard::GridAxis>{kReplicaAxis},
+          shard, APInt(64, axis));
+      if (recompute)
+        op->setAttr(LoomDialect::getRecomputeAttrName(), b.getUnitAttr());
+      return op.getResult();
+    };
+    for (BlockArgument arg : entry.getArguments()) {
+      auto name = forward.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), LoomDialect::getParamAttrName());
+      if (!name)
+        continue;
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      // Each layer's slice of a stacked parameter is sharded on its own,
+      // along its first dimension that the replicas divide (the gathers
+      // along the leading one need no reordering).
+      int64_t first = isStacked(arg) ? 1 : 0, dim = first;
+      while (type && dim < type.getRank() && type.getDimSize(dim) % plan->dp)
+        ++dim;
+      if (!type || dim >= type.getRank()) {
+        forward.emitOpError()
+            << "cannot shard parameter '" << name.getValue() << "' of type "
+            << arg.getType() << " over dp = " << plan->dp
+            << " replicas: ZeRO-3 splits a dimension"
+            << (first ? " of each layer's slice" : "")
+            << ", and dp divides none";
+        return signalPassFailure();
+      }
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : arg.getUses())
+        uses.push_back(&use);
+      arg.setType(divided(type, dim, plan->dp));
+      forward.setArgAttr(arg.getArgNumber(), LoomDialect::getShardAttrName(),
+                         b.getI64IntegerAttr(dim));
+      Value whole;
+      for (OpOperand *use : uses) {
+        auto scan = dyn_cast<ScanOp>(use->getOwner());
+        if (scan && use->getOperandNumber() >= scan.getNumCarries()) {
+          // Gathered at the top of each iteration, for that layer only.
+          BlockArgument slice =
+              scan.getBodyBlock().getArgument(use->getOperandNumber());
+          auto sliceType = cast<RankedTensorType>(slice.getType());
+          slice.setType(divided(sliceType, dim - 1, plan->dp));
+          b.setInsertionPointToStart(&scan.getBodyBlock());
+          Value gathered = gather(slice.getLoc(), slice, sliceType, dim - 1,
+                                  /*recompute=*/true);
+          slice.replaceAllUsesExcept(gathered, gathered.getDefiningOp());
+          continue;
+        }
+        if (!whole) {
+          b.setInsertionPointToStart(&entry);
+          whole = gather(arg.getLoc(), arg, type, dim, /*recompute=*/false);
+        }
+        use->set(whole);
+      }
+    }
+    forward.setFunctionType(
+        FunctionType::get(&getContext(), entry.getArgumentTypes(),
+                          forward.getFunctionType().getResults()));
+  }
+};
+} // namespace
+
+void mlir::loom::registerCollectiveDifferentiationModels(
+    DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
+    shard::AllGatherOp::attachInterface<AllGatherVJP>(*ctx);
+  });
+}
