@@ -13,6 +13,8 @@
 
 #include "Replicas.h"
 
+#include "mlir/IR/Dominance.h"
+
 namespace mlir {
 namespace loom {
 #define GEN_PASS_DEF_LOOMDATAPARALLEL
@@ -106,12 +108,118 @@ struct DataParallelPass
       // loom-shard-parameters made them shards, summed over the replicas.
       for (Value g : grads)
         shardOf[g] = g;
+      bucketShardCollectives(module);
     }
     if (plan->zero >= 2)
       sumSquaresOverReplicas(b, loc, step, shardOf);
     if (plan->zero == 1 || plan->zero == 2)
       if (failed(shardUpdates(b, step, shardOf)))
         return signalPassFailure();
+  }
+
+  /// Whether a result of `op` is used before `point`, an op of its block.
+  static bool usedBefore(Operation *op, Operation *point) {
+    return llvm::any_of(op->getUsers(), [&](Operation *user) {
+      Operation *there = op->getBlock()->findAncestorOpInBlock(*user);
+      return !there || !point->isBeforeInBlock(there);
+    });
+  }
+
+  static int64_t bytesOf(Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  }
+
+  /// Whether `op` communicates along the leading dimension over the
+  /// replica axis of the grid, so that a rank's block is contiguous.
+  template <typename CollectiveOp>
+  bool isReplicaCollective(CollectiveOp op, const APInt &axis) {
+    return op.getGrid() == grid.getValue() && axis.isZero() &&
+           op.getGridAxes() == ArrayRef<shard::GridAxis>{kReplicaAxis};
+  }
+
+  /// ZeRO-3: loom-shard-parameters gathers, and differentiation
+  /// reduce-scatters, one tensor at a time, where the layer needs it.
+  /// Block by block, consecutive ones along the leading dimension become
+  /// one collective per bucket: gathers at the place of the first of the
+  /// bucket (their shards are arguments there), reduce-scatters at the
+  /// place of the last (their sums are read after it).
+  void bucketShardCollectives(ModuleOp module) {
+    SmallVector<Block *> blocks;
+    module.walk([&](Block *block) { blocks.push_back(block); });
+    DominanceInfo dominance(module);
+    OpBuilder b(module.getContext());
+    for (Block *block : blocks) {
+      SmallVector<shard::AllGatherOp> gathers;
+      int64_t gathered = 0, scattered = 0;
+      auto flushGathers = [&] {
+        if (gathers.size() > 1) {
+          b.setInsertionPoint(gathers.front());
+          SmallVector<Value> shards, wholes;
+          for (shard::AllGatherOp op : gathers) {
+            shards.push_back(op.getInput());
+            wholes.push_back(op.getResult());
+          }
+          for (auto [op, whole] : llvm::zip(
+                   gathers, gatherOverReplicas(b, gathers.front().getLoc(),
+                                               shards, wholes)))
+            op.replaceAllUsesWith(whole);
+          for (shard::AllGatherOp op : gathers)
+            op.erase();
+        }
+        gathers.clear();
+        gathered = 0;
+      };
+      SmallVector<shard::ReduceScatterOp> scatters;
+      auto flushScatters = [&] {
+        if (scatters.size() > 1) {
+          b.setInsertionPoint(scatters.back());
+          SmallVector<Value> grads;
+          for (shard::ReduceScatterOp op : scatters)
+            grads.push_back(op.getInput());
+          DenseMap<Value, Value> shardOf;
+          (void)scatterOverReplicas(b, scatters.back().getLoc(), grads,
+                                    shardOf);
+          for (shard::ReduceScatterOp op : scatters) {
+            Value mine =
+                reshape(b, op.getLoc(), shardOf.lookup(op.getInput()),
+                        cast<RankedTensorType>(op.getResult().getType()));
+            op.replaceAllUsesWith(mine);
+          }
+          for (shard::ReduceScatterOp op : scatters)
+            op.erase();
+        }
+        scatters.clear();
+        scattered = 0;
+      };
+      for (Operation &op : llvm::make_early_inc_range(*block)) {
+        if (auto gather = dyn_cast<shard::AllGatherOp>(op);
+            gather && isReplicaCollective(gather, gather.getGatherAxis())) {
+          int64_t bytes = bytesOf(gather.getResult());
+          if (!gathers.empty() && (gathered + bytes > bucketBytes ||
+                                   !dominance.properlyDominates(
+                                       gather.getInput(), gathers.front())))
+            flushGathers();
+          gathers.push_back(gather);
+          gathered += bytes;
+        } else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op);
+                   scatter &&
+                   isReplicaCollective(scatter, scatter.getScatterAxis()) &&
+                   scatter.getReduction() == shard::ReductionKind::Sum) {
+          int64_t bytes = bytesOf(scatter.getInput());
+          if (!scatters.empty() &&
+              (scattered + bytes > bucketBytes ||
+               llvm::any_of(scatters, [&](shard::ReduceScatterOp earlier) {
+                 return usedBefore(earlier, scatter);
+               })))
+            flushScatters();
+          scatters.push_back(scatter);
+          scattered += bytes;
+        }
+      }
+      flushGathers();
+      flushScatters();
+    }
   }
 
   /// Consecutive values of at most `bucketBytes` together; a value of that

@@ -1,5 +1,6 @@
 // RUN: loom-opt %s --loom-build-train-step --loom-data-parallel=bucket-bytes=0 --split-input-file --verify-diagnostics | FileCheck %s
 // RUN: loom-opt %s --loom-build-train-step --loom-data-parallel --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=BUCKET
+// RUN: loomc %S/Inputs/auto-plan.json --plan dp=2,zero=3 --emit=parallel | FileCheck %s --check-prefix=ZERO3
 
 // Two replicas of two micro-batches: the loop that accumulates the
 // micro-batches' loss and gradients is followed by their sum over the
@@ -146,3 +147,23 @@ module attributes {loom.plan = #loom.plan<dp = 4, tp = 1, pp = 1, zero = 1, micr
     return %l, %w : tensor<f32>, tensor<3x2xf32>
   }
 }
+
+// ZeRO-3: the shards' gathers and the gradients' reduce-scatters that
+// loom-shard-parameters and differentiation made one tensor at a time
+// become one collective per bucket in each block: each layer's 12 shards
+// (436 elements) gathered at once, in the forward pass and again in the
+// backward pass, and its 12 gradients reduce-scattered at once.
+// ZERO3-LABEL: func.func @forward_grad(
+// ZERO3: shard.all_gather %{{.*}} on @loom_grid grid_axes = [1] gather_axis = 0 : tensor<1x88xf32> -> tensor<2x88xf32>
+// ZERO3: loom.scan
+// ZERO3: shard.all_gather %{{.*}} on @loom_grid grid_axes = [1] gather_axis = 0 : tensor<1x436xf32> -> tensor<2x436xf32>
+// ZERO3-NOT: shard.all_gather
+// ZERO3: loom.scan
+// ZERO3: shard.all_gather %{{.*}} on @loom_grid grid_axes = [1] gather_axis = 0 : tensor<1x392xf32> -> tensor<2x392xf32>
+// ZERO3-NOT: shard.all_gather
+// ZERO3: shard.reduce_scatter %{{.*}} on @loom_grid grid_axes = [1] scatter_axis = 0 : tensor<2x436xf32> -> tensor<1x436xf32>
+// ZERO3-NOT: shard.reduce_scatter
+// ZERO3: loom.yield
+// ZERO3: shard.reduce_scatter %{{.*}} on @loom_grid grid_axes = [1] scatter_axis = 0 : tensor<2x88xf32> -> tensor<1x88xf32>
+// ZERO3-NOT: shard.reduce_scatter
+// ZERO3: return
