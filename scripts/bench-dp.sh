@@ -2,8 +2,8 @@
 # Data parallelism on this machine's cores: tokens/s and the time each step
 # spends in its collectives, for gpt2-tiny and GPT-2 124M (batch 4,
 # sequence 64), at dp=1 (one process, every core's thread) and dp=2 (two
-# processes under mpirun, one thread each), for each ZeRO stage that
-# compiles.
+# processes under mpirun, one thread each), for each ZeRO stage; and each
+# rank's bytes of parameters, gradients and optimizer state as compiled.
 #
 #   scripts/bench-dp.sh [--steps-tiny N] [--steps-124m N]
 set -euo pipefail
@@ -27,7 +27,7 @@ cores="$(nproc)"
 mpirun=(mpirun --oversubscribe)
 [ "$(id -u)" -ne 0 ] || mpirun+=(--allow-run-as-root)
 
-printf '%-6s %-28s %10s %10s %14s\n' model plan "ms/step" "tokens/s" "comm ms/step"
+printf '%-6s %-28s %10s %10s %14s %12s\n' model plan "ms/step" "tokens/s" "comm ms/step" "state MiB"
 for model in tiny 124m; do
   if [ "$model" = tiny ]; then
     json="$root/examples/gpt2-tiny.json" shape=() steps="$steps_tiny"
@@ -50,6 +50,8 @@ for model in tiny 124m; do
     ms="$(sed -n 's/.*, \([0-9.]*\) ms\/step, .*/\1/p' <<< "$line")"
     tps="$(sed -n 's/.* \([0-9]*\) tok\/s.*/\1/p' <<< "$line")"
     comm="$(sed -n 's/.*communication \([0-9.]*\) ms\/step.*/\1/p' <<< "$line")"
-    printf '%-6s %-28s %10s %10s %14s\n' "$model" "$label" "$ms" "$tps" "${comm:--}"
+    state="$("$build_dir/bin/loomc" "$json" "${shape[@]}" --plan "$plan" --emit=memory |
+      sed -n 's/^compiled .*(\([0-9.]*\) MiB)$/\1/p')"
+    printf '%-6s %-28s %10s %10s %14s %12s\n' "$model" "$label" "$ms" "$tps" "${comm:--}" "$state"
   done
 done
