@@ -11,7 +11,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 
 packages=(
-  cmake ninja-build ccache g++ python3 libgtest-dev libopenblas-dev base-files
+  cmake ninja-build ccache g++ python3 python3-pip python3-numpy libgtest-dev
+  libopenblas-dev base-files
   libopenmpi-dev openmpi-bin
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
 )
@@ -28,6 +29,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq \
     --no-install-recommends "${missing[@]}"
+fi
+
+# The tests read safetensors exports back with the Python package, in the
+# interpreter lit runs them with (Debian's, which has no package for it).
+if ! /usr/bin/python3 -c "import numpy, safetensors" 2>/dev/null; then
+  echo "loom setup: installing the safetensors Python package"
+  /usr/bin/python3 -m pip install --quiet --break-system-packages safetensors
 fi
 
 if [ ! -f "$build_dir/build.ninja" ]; then
