@@ -11,12 +11,14 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <vector>
 
 #include "Error.h"
@@ -765,6 +767,30 @@ int readCheckpoint(const loom_model_info &info, const char *path,
   return 0;
 }
 
+/// Writes `path` with `write(file)`, false on a failed write. A regular
+/// file (or a missing one) is written as `<path>.partial` and renamed over
+/// it once complete, so that a failure never leaves a partial file and
+/// keeps the previous one; anything else that exists (/dev/null, a pipe) is
+/// written directly: renaming would replace it.
+int writeFile(const char *path, const std::function<bool(FILE *)> &write) {
+  struct stat status;
+  bool direct = ::stat(path, &status) == 0 && !S_ISREG(status.st_mode);
+  std::string target =
+      direct ? std::string(path) : std::string(path) + ".partial";
+  FILE *file = std::fopen(target.c_str(), "wb");
+  if (!file)
+    return !setError("%s: cannot write: %s", target.c_str(),
+                     std::strerror(errno));
+  bool ok = write(file);
+  ok &= std::fclose(file) == 0;
+  if (ok && (direct || std::rename(target.c_str(), path) == 0))
+    return 0;
+  int error = errno;
+  if (!direct)
+    std::remove(target.c_str());
+  return !setError("%s: cannot write: %s", path, std::strerror(error));
+}
+
 int writeCheckpoint(const loom_model_info &info, const char *path,
                     const std::vector<float> &whole) {
   int32_t header[256] = {};
@@ -776,28 +802,22 @@ int writeCheckpoint(const loom_model_info &info, const char *path,
   header[5] = static_cast<int32_t>(info.heads);
   header[6] = static_cast<int32_t>(info.width);
   header[7] = static_cast<int32_t>(info.padded_vocab);
-  std::string partial = std::string(path) + ".partial";
-  FILE *file = std::fopen(partial.c_str(), "wb");
-  if (!file)
-    return !setError("%s: cannot write: %s", partial.c_str(),
-                     std::strerror(errno));
-  bool ok = std::fwrite(header, sizeof(int32_t), 256, file) == 256 &&
-            std::fwrite(whole.data(), sizeof(float), whole.size(), file) ==
-                whole.size();
-  ok &= std::fclose(file) == 0;
-  if (!ok || std::rename(partial.c_str(), path) != 0) {
-    std::remove(partial.c_str());
-    return !setError("%s: cannot write: %s", path, std::strerror(errno));
-  }
-  return 0;
+  return writeFile(path, [&](FILE *file) {
+    return std::fwrite(header, sizeof(int32_t), 256, file) == 256 &&
+           std::fwrite(whole.data(), sizeof(float), whole.size(), file) ==
+               whole.size();
+  });
 }
 
-bool checkLlmcLayout(const loom_model *model, const char *path) {
+/// Whether `model` has llm.c's layout, which checkpoints and GPT-2's
+/// tensors (`format`) need; sets the error naming `path` when not.
+bool checkLlmcLayout(const loom_model *model, const char *path,
+                     const char *format = "llm.c checkpoint") {
   if (model->llmcLayout)
     return true;
-  return setError("%s: this model (%s) has no llm.c checkpoint layout, which "
-                  "needs a tied head and hidden = 4 * width",
-                  path, model->info.name);
+  return setError("%s: this model (%s) has no %s layout, which needs a tied "
+                  "head and hidden = 4 * width",
+                  path, model->info.name, format);
 }
 } // namespace
 
@@ -844,6 +864,125 @@ int loom_model_save_checkpoint(const loom_model *model, const char *path) {
   if (!model->gather(whole))
     return 1;
   int failed = isFirstRank() ? writeCheckpoint(model->info, path, whole) : 0;
+  return shareOutcome(failed, "write", path);
+}
+
+//===----------------------------------------------------------------------===//
+// Hugging Face safetensors
+//===----------------------------------------------------------------------===//
+
+namespace {
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors' F32 is little-endian, written as this host has "
+              "it");
+
+/// A tensor of Hugging Face's GPT-2 (GPT2LMHeadModel's state dict): `rows`
+/// x `cols` floats of the whole model from `offset`, as llm.c stores them,
+/// written transposed when `transpose` is set.
+struct HfTensor {
+  std::string name;
+  std::vector<int64_t> shape; ///< Hugging Face's.
+  int64_t offset, rows, cols;
+  bool transpose;
+};
+
+/// The model's tensors under Hugging Face's names and layouts, in the order
+/// the file holds them: the embeddings, each block's, the final norm. The
+/// tied head is wte, which Hugging Face ties again.
+std::vector<HfTensor> hfTensors(const loom_model &model) {
+  const loom_model_info &info = model.info;
+  std::vector<HfTensor> tensors;
+  auto param = [&](const char *name) -> const Param & {
+    return model.params[model.paramIndex.at(name)];
+  };
+  auto add = [&](std::string name, const std::vector<int64_t> &shape,
+                 int64_t offset) {
+    int64_t rows = shape.size() == 2 ? shape[0] : 1;
+    tensors.push_back(
+        {std::move(name), shape, offset, rows, shape.back(), false});
+  };
+  // wte's rows past the vocabulary pad it for the GEMMs: they are dropped.
+  add("transformer.wte.weight", {info.vocab, info.width}, param("wte").offset);
+  add("transformer.wpe.weight", param("wpe").shape, param("wpe").offset);
+  const size_t prefix = std::strlen(LOOM_STACKED_PREFIX);
+  for (int64_t l = 0; l < info.layers; ++l)
+    for (const Param &p : model.params) {
+      if (p.name.compare(0, prefix, LOOM_STACKED_PREFIX) != 0)
+        continue;
+      std::vector<int64_t> shape(p.shape.begin() + 1, p.shape.end());
+      add("transformer.h." + std::to_string(l) + "." + p.name.substr(prefix),
+          shape, p.offset + l * (p.size / info.layers));
+      // GPT-2's Conv1D weights, a block's only matrices, are (in, out):
+      // llm.c's (out, in) transposed.
+      if (shape.size() == 2) {
+        tensors.back().shape = {shape[1], shape[0]};
+        tensors.back().transpose = true;
+      }
+    }
+  for (const char *name : {"ln_f.weight", "ln_f.bias"})
+    add(std::string("transformer.") + name, param(name).shape,
+        param(name).offset);
+  return tensors;
+}
+
+/// The JSON header: every tensor's dtype, shape and byte range in the data
+/// after it, padded with spaces to a multiple of 8 bytes.
+std::string safetensorsHeader(const std::vector<HfTensor> &tensors) {
+  std::string json = "{\"__metadata__\":{\"format\":\"pt\"}";
+  int64_t begin = 0;
+  for (const HfTensor &t : tensors) {
+    int64_t end = begin + t.rows * t.cols * int64_t(sizeof(float));
+    json += ",\"" + t.name + "\":{\"dtype\":\"F32\",\"shape\":[";
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      json += (d ? "," : "") + std::to_string(t.shape[d]);
+    json += "],\"data_offsets\":[" + std::to_string(begin) + "," +
+            std::to_string(end) + "]}";
+    begin = end;
+  }
+  json += "}";
+  json.resize((json.size() + 7) / 8 * 8, ' ');
+  return json;
+}
+
+int writeSafetensors(const loom_model &model, const char *path,
+                     const std::vector<float> &whole) {
+  std::vector<HfTensor> tensors = hfTensors(model);
+  std::string header = safetensorsHeader(tensors);
+  return writeFile(path, [&](FILE *file) {
+    uint64_t size = header.size();
+    unsigned char length[8];
+    for (int i = 0; i < 8; ++i)
+      length[i] = static_cast<unsigned char>(size >> (8 * i));
+    if (std::fwrite(length, 1, 8, file) != 8 ||
+        std::fwrite(header.data(), 1, header.size(), file) != header.size())
+      return false;
+    std::vector<float> transposed;
+    for (const HfTensor &t : tensors) {
+      const float *from = whole.data() + t.offset;
+      size_t count = t.rows * t.cols;
+      if (t.transpose) {
+        transposed.resize(count);
+        for (int64_t r = 0; r < t.rows; ++r)
+          for (int64_t c = 0; c < t.cols; ++c)
+            transposed[c * t.rows + r] = from[r * t.cols + c];
+        from = transposed.data();
+      }
+      if (std::fwrite(from, sizeof(float), count, file) != count)
+        return false;
+    }
+    return true;
+  });
+}
+} // namespace
+
+int loom_model_export_safetensors(const loom_model *model, const char *path) {
+  if (!checkLlmcLayout(model, path, "Hugging Face GPT-2"))
+    return 1;
+  // As a checkpoint: the replicas gather the whole model, rank 0 writes it.
+  std::vector<float> whole;
+  if (!model->gather(whole))
+    return 1;
+  int failed = isFirstRank() ? writeSafetensors(*model, path, whole) : 0;
   return shareOutcome(failed, "write", path);
 }
 

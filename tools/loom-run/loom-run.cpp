@@ -29,6 +29,10 @@ const char *const kUsage =
     "  --seed N            initialization seed (default 1337)\n"
     "  --load FILE         start from an llm.c checkpoint instead\n"
     "  --save FILE         write an llm.c checkpoint after the last step\n"
+    "  --export-safetensors FILE\n"
+    "                      write the parameters after the last step as a\n"
+    "                      safetensors file with Hugging Face GPT-2's names\n"
+    "                      and layouts (GPT2LMHeadModel's state dict)\n"
     "  --val-fraction X    hold out the last X of the data (default 0.1)\n"
     "  --val-every K       validation loss every K steps and at the end\n"
     "                      (default 0: never)\n"
@@ -46,7 +50,7 @@ const char *const kUsage =
     "must be the plan's pp * dp * tp.\n";
 
 struct Options {
-  std::string artifact, data, load, save;
+  std::string artifact, data, load, save, exportSafetensors;
   long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0;
   double lr = -1, valFraction = 0.1;
   bool quiet = false, verboseRanks = false;
@@ -104,6 +108,8 @@ int parseArgs(int argc, char **argv, Options &o) {
         o.load = v;
       else if (a == "--save")
         o.save = v;
+      else if (a == "--export-safetensors")
+        o.exportSafetensors = v;
       else if (a == "--steps")
         ok = parseInt(v, 0, o.steps);
       else if (a == "--seed")
@@ -303,8 +309,11 @@ int main(int argc, char **argv) {
   std::fflush(stdout);
 
   // The ranks gather the whole model (under ZeRO-3, each holds a part of
-  // it) and rank 0 writes it, once.
+  // it) and rank 0 writes it, once, for each file.
   if (!o.save.empty() && loom_model_save_checkpoint(model, o.save.c_str()))
+    return fail(loom_last_error());
+  if (!o.exportSafetensors.empty() &&
+      loom_model_export_safetensors(model, o.exportSafetensors.c_str()))
     return fail(loom_last_error());
   loom_dataset_close(data);
   loom_model_close(model);

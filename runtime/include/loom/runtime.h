@@ -92,12 +92,25 @@ int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
 /// llm.c checkpoints (fp32, version 3), whole tensors whatever the plan.
 /// Loading checks every dimension against the artifact before it touches
 /// the parameters; saving writes a temporary file and renames it, so a
-/// failure never leaves a partial file. Under several ranks every rank
-/// calls them: rank 0 reads the file and each rank keeps its part, or the
-/// ranks gather the model and rank 0 writes it; every rank returns rank 0's
-/// outcome.
+/// failure never leaves a partial file (a path that exists and is not a
+/// regular file, such as /dev/null, is written directly, not replaced).
+/// Under several ranks every rank calls them: rank 0 reads the file and
+/// each rank keeps its part, or the ranks gather the model and rank 0
+/// writes it; every rank returns rank 0's outcome.
 int loom_model_load_checkpoint(loom_model *model, const char *path);
 int loom_model_save_checkpoint(const loom_model *model, const char *path);
+
+/// Writes the parameters to a safetensors file under Hugging Face's GPT-2
+/// names and layouts (GPT2LMHeadModel's state dict): F32 tensors
+/// "transformer.wte.weight" (the vocabulary's rows, without the padding),
+/// "transformer.wpe.weight", "transformer.h.<l>.<name>" for each block
+/// (its four matrices transposed to Conv1D's (in, out)) and
+/// "transformer.ln_f.*"; the tied lm_head is left to Hugging Face to tie.
+/// Needs llm.c's layout, as checkpoints do, and is written as a checkpoint
+/// is: a temporary file renamed, or directly into a path that is not a
+/// regular file; under several ranks every rank calls it, the ranks gather
+/// the model, rank 0 writes it and every rank returns rank 0's outcome.
+int loom_model_export_safetensors(const loom_model *model, const char *path);
 
 /*--- Data ----------------------------------------------------------------*/
 
