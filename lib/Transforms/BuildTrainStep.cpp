@@ -142,12 +142,13 @@ struct BuildTrainStepPass
         auto name = grad.getArgAttrOfType<StringAttr>(
             i, LoomDialect::getParamAttrName());
         unsigned arg = s * numParams + k;
-        if (s == 0) {
+        // Optimizer state is shaped and sharded as its parameter.
+        if (Attribute shard =
+                grad.getArgAttr(i, LoomDialect::getShardAttrName()))
+          step.setArgAttr(arg, LoomDialect::getShardAttrName(), shard);
+        if (s == 0)
           step.setArgAttr(arg, LoomDialect::getParamAttrName(), name);
-          if (Attribute shard =
-                  grad.getArgAttr(i, LoomDialect::getShardAttrName()))
-            step.setArgAttr(arg, LoomDialect::getShardAttrName(), shard);
-        } else
+        else
           step.setArgAttr(arg, LoomDialect::getStateAttrName(),
                           b.getStringAttr(Twine(adam ? stateNames[s - 1]
                                                      : LOOM_STATE_MOMENTUM) +

@@ -414,6 +414,9 @@ struct DataParallelPass
                                     "argument of @")
                  << step.getName() << " read by this update only";
         arg.setType(shardType);
+        // The rank's part of the whole flattened state, for the runtime.
+        step.setArgAttr(arg.getArgNumber(), LoomDialect::getShardAttrName(),
+                        b.getI64IntegerAttr(0));
       }
       Operation *sharded = b.clone(*update, mapping);
       for (OpResult result : sharded->getResults())

@@ -51,9 +51,10 @@ struct Entry {
   int64_t tokensSlot = -1, targetsSlot = -1;
 };
 
-/// A parameter: its place in the whole model (llm.c's order, as
-/// checkpoints hold it) and in this rank's buffer, which holds its slice
-/// along dimension `shard` when the plan shards it over the replicas.
+/// A parameter, or a tensor of optimizer state: its place in the whole
+/// (the model in llm.c's order, as checkpoints hold it; the state in the
+/// step's order) and in this rank's buffer, which holds its slice along
+/// dimension `shard` when the plan shards it over the replicas.
 struct Param {
   std::string name;
   std::vector<int64_t> shape; ///< The whole tensor's.
@@ -129,7 +130,9 @@ struct loom_model {
   /// optimizer state, each tensor as the step's argument has it (a shard
   /// under ZeRO).
   std::vector<float> values, grads, state;
-  std::map<std::string, int64_t> stateOffset;
+  /// The optimizer state's tensors, as the step lists them.
+  std::vector<Param> states;
+  std::map<std::string, size_t> stateIndex;
   float lr = 0, step = 0, loss = 0, gradNorm = 0;
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
@@ -153,16 +156,18 @@ struct loom_model {
     return it == paramIndex.end() ? nullptr
                                   : base + params[it->second].localOffset;
   }
-  bool sharded() const {
-    return std::any_of(params.begin(), params.end(),
-                       [](const Param &p) { return p.shard >= 0; });
+  /// Copies this rank's part of each of `tensors` from `whole` into
+  /// `local`.
+  void scatter(const std::vector<Param> &tensors, const float *whole,
+               float *local) const;
+  /// The whole of `tensors` into `whole` from every replica's `local`
+  /// part: a collective of the replicas when the plan shards them.
+  bool gather(const std::vector<Param> &tensors, const float *local,
+              std::vector<float> &whole) const;
+  void scatter(const float *whole) { scatter(params, whole, values.data()); }
+  bool gather(std::vector<float> &whole) const {
+    return gather(params, values.data(), whole);
   }
-  /// Copies this rank's part of every parameter of `whole` (the model in
-  /// llm.c's order) into its buffer.
-  void scatter(const float *whole);
-  /// The whole model into `whole`, from every replica's part: a collective
-  /// of the replicas when the plan shards the parameters.
-  bool gather(std::vector<float> &whole) const;
   /// Resets the optimizer and the step count.
   void resetOptimizer() {
     std::fill(state.begin(), state.end(), 0.0f);
@@ -262,7 +267,7 @@ bool loom_model::parseManifest(const char *text) {
         arg.shard = std::strtoll(f["shard"].c_str(), &end, 10);
         if (*end || arg.shard < 0 ||
             arg.shard >= static_cast<int64_t>(arg.shape.size()) ||
-            arg.kind != LOOM_ARG_PARAM)
+            (arg.kind != LOOM_ARG_PARAM && arg.kind != LOOM_ARG_STATE))
           return fail("bad shard dimension of " + arg.name + ": '" + lineText +
                       "'");
       }
@@ -312,14 +317,9 @@ bool loom_model::parseManifest(const char *text) {
 bool loom_model::layoutParams() {
   // The step's parameters in the order it lists them: llm.c's order, so that
   // a checkpoint is one read or write.
-  int64_t offset = 0, localOffset = 0, stateSize = 0;
-  for (const Arg &arg : entries["train_step"].args) {
-    if (arg.kind == LOOM_ARG_STATE) {
-      stateOffset[arg.name] = stateSize;
-      stateSize += arg.size();
-    }
-    if (arg.kind != LOOM_ARG_PARAM)
-      continue;
+  // Each tensor after the previous one of its kind, whole and local.
+  auto place = [&](const Arg &arg, std::vector<Param> &tensors,
+                   std::map<std::string, size_t> &index) {
     Param p;
     p.name = arg.name;
     p.shape = arg.shape;
@@ -328,16 +328,30 @@ bool loom_model::layoutParams() {
     if (p.shard >= 0)
       p.shape[p.shard] *= info.dp;
     p.size = p.localSize * (p.shard >= 0 ? info.dp : 1);
-    p.offset = offset;
-    p.localOffset = localOffset;
-    offset += p.size;
-    localOffset += p.localSize;
-    paramIndex[p.name] = params.size();
-    params.push_back(p);
+    if (!tensors.empty()) {
+      p.offset = tensors.back().offset + tensors.back().size;
+      p.localOffset = tensors.back().localOffset + tensors.back().localSize;
+    }
+    index[p.name] = tensors.size();
+    tensors.push_back(p);
+  };
+  for (const Arg &arg : entries["train_step"].args) {
+    if (arg.kind == LOOM_ARG_PARAM)
+      place(arg, params, paramIndex);
+    else if (arg.kind == LOOM_ARG_STATE)
+      place(arg, states, stateIndex);
   }
-  info.num_params = offset;
+  auto total = [](const std::vector<Param> &tensors, bool local) -> int64_t {
+    if (tensors.empty())
+      return 0;
+    const Param &last = tensors.back();
+    return local ? last.localOffset + last.localSize : last.offset + last.size;
+  };
+  int64_t localOffset = total(params, true), stateSize = total(states, true);
+  info.num_params = total(params, false);
   info.local_params = localOffset;
   info.state_floats = stateSize;
+  info.num_state = total(states, false);
   llmcLayout = info.tied && info.hidden == 4 * info.width &&
                params.size() == kNumLlmcTensors;
   for (size_t i = 0; llmcLayout && i < kNumLlmcTensors; ++i)
@@ -348,12 +362,13 @@ bool loom_model::layoutParams() {
   return true;
 }
 
-void loom_model::scatter(const float *whole) {
+void loom_model::scatter(const std::vector<Param> &tensors, const float *whole,
+                         float *localBase) const {
   int64_t replica = 0;
   if (const loom_dist_info *dist = loom_dist_get_info())
     replica = dist->dp_rank;
-  for (const Param &p : params) {
-    float *local = values.data() + p.localOffset;
+  for (const Param &p : tensors) {
+    float *local = localBase + p.localOffset;
     if (p.shard < 0) {
       std::copy(whole + p.offset, whole + p.offset + p.size, local);
       continue;
@@ -368,11 +383,14 @@ void loom_model::scatter(const float *whole) {
   }
 }
 
-bool loom_model::gather(std::vector<float> &whole) const {
-  whole.resize(info.num_params);
+bool loom_model::gather(const std::vector<Param> &tensors,
+                        const float *localBase,
+                        std::vector<float> &whole) const {
+  whole.resize(tensors.empty() ? 0
+                               : tensors.back().offset + tensors.back().size);
   std::vector<float> parts;
-  for (const Param &p : params) {
-    const float *local = values.data() + p.localOffset;
+  for (const Param &p : tensors) {
+    const float *local = localBase + p.localOffset;
     if (p.shard < 0) {
       std::copy(local, local + p.size, whole.data() + p.offset);
       continue;
@@ -441,12 +459,12 @@ void *loom_model::bufferFor(const Arg &arg) {
       return nullptr;
     std::string which = arg.name.substr(0, dot),
                 param = arg.name.substr(dot + 1);
-    auto it = stateOffset.find(arg.name);
-    if (!paramIndex.count(param) || it == stateOffset.end() ||
+    auto it = stateIndex.find(arg.name);
+    if (!paramIndex.count(param) || it == stateIndex.end() ||
         (which != LOOM_STATE_ADAM_M && which != LOOM_STATE_ADAM_V &&
          which != LOOM_STATE_MOMENTUM))
       return nullptr;
-    return state.data() + it->second;
+    return state.data() + states[it->second].localOffset;
   }
   if (arg.kind == LOOM_ARG_INPUT) {
     if (arg.name == LOOM_INPUT_LR)
@@ -722,48 +740,71 @@ int shareOutcome(int failed, const char *what, const char *path) {
   return flag != 0;
 }
 
-/// Reads an llm.c checkpoint of `model`'s dimensions into `whole`.
-int readCheckpoint(const loom_model_info &info, const char *path,
-                   std::vector<float> &whole) {
+/// What llm.c checkpoints and Loom's optimizer state files share: a header
+/// of 256 int32, the magic, the version and, from `dims` on, the model's
+/// dimensions as llm.c writes them; then the float32 values.
+struct FileKind {
+  const char *what; ///< "an llm.c checkpoint"
+  int32_t magic, version;
+  const char *versionNote; ///< What the version means, for errors.
+  int dims;
+  const char *values; ///< What the floats are, for errors.
+  const char *file;   ///< "the checkpoint"
+};
+constexpr FileKind kCheckpoint = {
+    "an llm.c checkpoint", kCheckpointMagic, 3, " (fp32)", 2,
+    "parameters",          "the checkpoint"};
+constexpr FileKind kOptimizerState = {
+    "a Loom optimizer state file", 20241124, 1, "", 4, "optimizer state values",
+    "the optimizer state"};
+
+void fillHeader(const loom_model_info &info, const FileKind &kind,
+                int32_t header[256]) {
+  std::fill(header, header + 256, 0);
+  header[0] = kind.magic;
+  header[1] = kind.version;
+  int64_t dims[] = {info.positions, info.vocab, info.layers,
+                    info.heads,     info.width, info.padded_vocab};
+  for (int i = 0; i < 6; ++i)
+    header[kind.dims + i] = static_cast<int32_t>(dims[i]);
+}
+
+/// Reads `path`, a file of `kind` for `info`'s model with `count` values,
+/// into `header` and `whole`; checks every field and the size.
+int readWholeFile(const loom_model_info &info, const char *path,
+                  const FileKind &kind, int64_t count, int32_t header[256],
+                  std::vector<float> &whole) {
   FILE *file = std::fopen(path, "rb");
   if (!file)
     return !setError("%s: cannot open: %s", path, std::strerror(errno));
   std::unique_ptr<FILE, int (*)(FILE *)> closer(file, std::fclose);
-  int32_t header[256];
   if (std::fread(header, sizeof(int32_t), 256, file) != 256)
     return !setError("%s: truncated: no complete 256-int header", path);
-  if (header[0] != kCheckpointMagic)
-    return !setError("%s: wrong magic %d: not an llm.c checkpoint (expected "
-                     "%d)",
-                     path, header[0], kCheckpointMagic);
-  if (header[1] != 3)
-    return !setError("%s: version %d; only version 3 (fp32) is read", path,
-                     header[1]);
-  struct {
-    const char *field;
-    int64_t got, want;
-  } dims[] = {{"max_seq_len", header[2], info.positions},
-              {"vocab_size", header[3], info.vocab},
-              {"num_layers", header[4], info.layers},
-              {"num_heads", header[5], info.heads},
-              {"channels", header[6], info.width},
-              {"padded_vocab_size", header[7], info.padded_vocab}};
-  for (auto &d : dims)
-    if (d.got != d.want)
-      return !setError("%s: %s is %lld but the artifact's model has %lld; "
-                       "the checkpoint is for another model",
-                       path, d.field, static_cast<long long>(d.got),
-                       static_cast<long long>(d.want));
-  whole.resize(info.num_params);
+  if (header[0] != kind.magic)
+    return !setError("%s: wrong magic %d: not %s (expected %d)", path,
+                     header[0], kind.what, kind.magic);
+  if (header[1] != kind.version)
+    return !setError("%s: version %d; only version %d%s is read", path,
+                     header[1], kind.version, kind.versionNote);
+  int32_t want[256];
+  fillHeader(info, kind, want);
+  static const char *const fields[] = {"max_seq_len", "vocab_size",
+                                       "num_layers",  "num_heads",
+                                       "channels",    "padded_vocab_size"};
+  for (int i = 0; i < 6; ++i)
+    if (header[kind.dims + i] != want[kind.dims + i])
+      return !setError("%s: %s is %d but the artifact's model has %d; %s is "
+                       "for another model",
+                       path, fields[i], header[kind.dims + i],
+                       want[kind.dims + i], kind.file);
+  whole.resize(count);
   if (std::fread(whole.data(), sizeof(float), whole.size(), file) !=
       whole.size())
-    return !setError("%s: truncated: expected %lld parameters after the "
-                     "header",
-                     path, static_cast<long long>(whole.size()));
+    return !setError("%s: truncated: expected %lld %s after the header", path,
+                     static_cast<long long>(whole.size()), kind.values);
   if (std::fgetc(file) != EOF)
-    return !setError("%s: longer than the %lld parameters the header "
-                     "describes",
-                     path, static_cast<long long>(whole.size()));
+    return !setError("%s: longer than the %lld %s the header describes", path,
+                     static_cast<long long>(whole.size()), kind.values);
   return 0;
 }
 
@@ -791,17 +832,8 @@ int writeFile(const char *path, const std::function<bool(FILE *)> &write) {
   return !setError("%s: cannot write: %s", path, std::strerror(error));
 }
 
-int writeCheckpoint(const loom_model_info &info, const char *path,
-                    const std::vector<float> &whole) {
-  int32_t header[256] = {};
-  header[0] = kCheckpointMagic;
-  header[1] = 3;
-  header[2] = static_cast<int32_t>(info.positions);
-  header[3] = static_cast<int32_t>(info.vocab);
-  header[4] = static_cast<int32_t>(info.layers);
-  header[5] = static_cast<int32_t>(info.heads);
-  header[6] = static_cast<int32_t>(info.width);
-  header[7] = static_cast<int32_t>(info.padded_vocab);
+int writeWholeFile(const char *path, const int32_t header[256],
+                   const std::vector<float> &whole) {
   return writeFile(path, [&](FILE *file) {
     return std::fwrite(header, sizeof(int32_t), 256, file) == 256 &&
            std::fwrite(whole.data(), sizeof(float), whole.size(), file) ==
@@ -821,25 +853,43 @@ bool checkLlmcLayout(const loom_model *model, const char *path,
 }
 } // namespace
 
+namespace {
+/// Rank 0 reads the file; every rank receives its header and values, and
+/// returns rank 0's outcome.
+int readOnFirstRank(const loom_model_info &info, const char *path,
+                    const FileKind &kind, int64_t count, int32_t header[256],
+                    std::vector<float> &whole) {
+  int failed =
+      isFirstRank() ? readWholeFile(info, path, kind, count, header, whole) : 0;
+  if (shareOutcome(failed, "read", path))
+    return 1;
+  loom_comm *world = jobComm();
+  if (!world)
+    return 0;
+  whole.resize(count);
+  // The header's ints move as floats do: 4 bytes each, untouched.
+  if (loom_rt_broadcast(world, LOOM_DTYPE_F32, header, 256, 0))
+    return 1;
+  for (int64_t done = 0; done < count;) {
+    int64_t chunk = std::min<int64_t>(count - done, 1 << 30);
+    if (loom_rt_broadcast(world, LOOM_DTYPE_F32, whole.data() + done, chunk, 0))
+      return 1;
+    done += chunk;
+  }
+  return 0;
+}
+} // namespace
+
 int loom_model_load_checkpoint(loom_model *model, const char *path) {
   if (!checkLlmcLayout(model, path))
     return 1;
   // Rank 0 reads the file; every rank gets the whole model and keeps its
   // part. Nothing changes before the whole file has been read and checked.
   std::vector<float> whole;
-  int failed = isFirstRank() ? readCheckpoint(model->info, path, whole) : 0;
-  if (shareOutcome(failed, "read", path))
+  int32_t header[256];
+  if (readOnFirstRank(model->info, path, kCheckpoint, model->info.num_params,
+                      header, whole))
     return 1;
-  if (loom_comm *world = jobComm()) {
-    whole.resize(model->info.num_params);
-    for (int64_t done = 0; done < model->info.num_params;) {
-      int64_t count = std::min<int64_t>(model->info.num_params - done, 1 << 30);
-      if (loom_rt_broadcast(world, LOOM_DTYPE_F32, whole.data() + done, count,
-                            0))
-        return 1;
-      done += count;
-    }
-  }
   // Copied, not swapped: the entry points are bound to this buffer, and
   // loom_model_params has handed it out.
   model->scatter(whole.data());
@@ -863,8 +913,46 @@ int loom_model_save_checkpoint(const loom_model *model, const char *path) {
   std::vector<float> whole;
   if (!model->gather(whole))
     return 1;
-  int failed = isFirstRank() ? writeCheckpoint(model->info, path, whole) : 0;
+  int32_t header[256];
+  fillHeader(model->info, kCheckpoint, header);
+  int failed = isFirstRank() ? writeWholeFile(path, header, whole) : 0;
   return shareOutcome(failed, "write", path);
+}
+
+int loom_model_save_optimizer_state(const loom_model *model, const char *path) {
+  std::vector<float> whole;
+  if (!model->gather(model->states, model->state.data(), whole))
+    return 1;
+  int32_t header[256];
+  fillHeader(model->info, kOptimizerState, header);
+  header[2] = model->optimizer == "adamw" ? 1 : 2;
+  header[3] = static_cast<int32_t>(model->step);
+  int failed = isFirstRank() ? writeWholeFile(path, header, whole) : 0;
+  return shareOutcome(failed, "write", path);
+}
+
+int loom_model_load_optimizer_state(loom_model *model, const char *path) {
+  std::vector<float> whole;
+  int32_t header[256];
+  if (readOnFirstRank(model->info, path, kOptimizerState, model->info.num_state,
+                      header, whole))
+    return 1;
+  int32_t optimizer = model->optimizer == "adamw" ? 1 : 2;
+  if (header[2] != optimizer || header[3] < 0)
+    return !setError("%s: the state of %s after %d steps, and the artifact "
+                     "trains with %s",
+                     path,
+                     header[2] == 1   ? "adamw"
+                     : header[2] == 2 ? "sgd"
+                                      : "an unknown optimizer",
+                     header[3], model->optimizer.c_str());
+  model->scatter(model->states, whole.data(), model->state.data());
+  model->step = static_cast<float>(header[3]);
+  return 0;
+}
+
+int64_t loom_model_get_step(const loom_model *model) {
+  return static_cast<int64_t>(model->step);
 }
 
 //===----------------------------------------------------------------------===//

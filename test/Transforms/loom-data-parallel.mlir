@@ -71,7 +71,8 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 
 // ZeRO-1: the gradients are summed whole; each replica updates the
 // contiguous 1/dp of each flattened parameter at its index on the replica
-// axis, with optimizer state of that size, and the updated shards are
+// axis, with optimizer state of that size (marked as the rank's part of the
+// flattened whole, for the runtime), and the updated shards are
 // gathered (one collective per bucket) into the whole parameters.
 module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 4, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, grad_clip = 1.0, precision = fp32>} {
   func.func @forward_grad(%w: tensor<8x4xf32> {loom.param = "w"}, %b: tensor<4xf32> {loom.param = "b"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<8x4xf32>, tensor<4xf32>) {
@@ -81,7 +82,7 @@ module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1, micr
 }
 // BUCKET: module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1
 // BUCKET: func.func @train_step(
-// BUCKET-SAME: %[[W:[^:]*]]: tensor<8x4xf32> {loom.param = "w"}, %[[B:[^:]*]]: tensor<4xf32> {loom.param = "b"}, %[[MW:[^:]*]]: tensor<16xf32> {loom.state = "momentum.w"}, %[[MB:[^:]*]]: tensor<2xf32> {loom.state = "momentum.b"}
+// BUCKET-SAME: %[[W:[^:]*]]: tensor<8x4xf32> {loom.param = "w"}, %[[B:[^:]*]]: tensor<4xf32> {loom.param = "b"}, %[[MW:[^:]*]]: tensor<16xf32> {loom.shard = 0 : i64, loom.state = "momentum.w"}, %[[MB:[^:]*]]: tensor<2xf32> {loom.shard = 0 : i64, loom.state = "momentum.b"}
 // BUCKET: %[[G:.*]]:3 = call @forward_grad
 // BUCKET: shard.all_reduce %[[G]]#0 on @loom_grid grid_axes = [1] : tensor<f32> -> tensor<f32>
 // BUCKET: %[[SUMS:.*]] = shard.all_reduce %{{.*}} on @loom_grid grid_axes = [1] : tensor<36xf32> -> tensor<36xf32>

@@ -29,6 +29,9 @@ const char *const kUsage =
     "  --seed N            initialization seed (default 1337)\n"
     "  --load FILE         start from an llm.c checkpoint instead\n"
     "  --save FILE         write an llm.c checkpoint after the last step\n"
+    "  --save-state FILE   also write the optimizer state and step count\n"
+    "  --load-state FILE   resume from them (after --load): the steps go on\n"
+    "                      from the saved count, on the batches that follow\n"
     "  --export-safetensors FILE\n"
     "                      write the parameters after the last step as a\n"
     "                      safetensors file with Hugging Face GPT-2's names\n"
@@ -50,7 +53,8 @@ const char *const kUsage =
     "must be the plan's pp * dp * tp.\n";
 
 struct Options {
-  std::string artifact, data, load, save, exportSafetensors;
+  std::string artifact, data, load, save, exportSafetensors, loadState,
+      saveState;
   long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0;
   double lr = -1, valFraction = 0.1;
   bool quiet = false, verboseRanks = false;
@@ -108,6 +112,10 @@ int parseArgs(int argc, char **argv, Options &o) {
         o.load = v;
       else if (a == "--save")
         o.save = v;
+      else if (a == "--load-state")
+        o.loadState = v;
+      else if (a == "--save-state")
+        o.saveState = v;
       else if (a == "--export-safetensors")
         o.exportSafetensors = v;
       else if (a == "--steps")
@@ -220,6 +228,12 @@ int main(int argc, char **argv) {
   } else {
     loom_model_init(model, static_cast<uint64_t>(o.seed));
   }
+  if (!o.loadState.empty() &&
+      loom_model_load_optimizer_state(model, o.loadState.c_str()))
+    return fail(loom_last_error());
+  // Resumed, the run takes the batches that follow those already trained
+  // on, and counts its steps on from theirs.
+  long long first = loom_model_get_step(model) + 1, last = first + o.steps - 1;
   float lr = o.lr >= 0 ? static_cast<float>(o.lr) : static_cast<float>(info.lr);
   int64_t tokensPerStep = info.batch * info.sequence;
   std::vector<int32_t> tokens(tokensPerStep), targets(tokensPerStep);
@@ -270,8 +284,12 @@ int main(int argc, char **argv) {
   };
 
   int64_t cursor = 0;
+  for (long long skipped = 1; skipped < first; ++skipped)
+    if (loom_dataset_batch(data, 0, valBegin, &cursor, info.batch,
+                           info.sequence, tokens.data(), targets.data()))
+      return fail(loom_last_error());
   double totalMs = 0, lastLoss = 0;
-  for (long long step = 1; step <= o.steps; ++step) {
+  for (long long step = first; step <= last; ++step) {
     if (loom_dataset_batch(data, 0, valBegin, &cursor, info.batch,
                            info.sequence, tokens.data(), targets.data()))
       return fail(loom_last_error());
@@ -288,8 +306,8 @@ int main(int argc, char **argv) {
     if (!o.quiet)
       report("step %5lld/%lld | loss %.6f | norm %.6f | %8.2f ms | "
              "%9.0f tok/s\n",
-             step, o.steps, loss, norm, ms, tokensPerStep / ms * 1e3);
-    if (o.valEvery > 0 && (step % o.valEvery == 0 || step == o.steps) &&
+             step, last, loss, norm, ms, tokensPerStep / ms * 1e3);
+    if (o.valEvery > 0 && (step % o.valEvery == 0 || step == last) &&
         !validate(step))
       return fail(loom_last_error());
   }
@@ -311,6 +329,9 @@ int main(int argc, char **argv) {
   // The ranks gather the whole model (under ZeRO-3, each holds a part of
   // it) and rank 0 writes it, once, for each file.
   if (!o.save.empty() && loom_model_save_checkpoint(model, o.save.c_str()))
+    return fail(loom_last_error());
+  if (!o.saveState.empty() &&
+      loom_model_save_optimizer_state(model, o.saveState.c_str()))
     return fail(loom_last_error());
   if (!o.exportSafetensors.empty() &&
       loom_model_export_safetensors(model, o.exportSafetensors.c_str()))

@@ -41,6 +41,7 @@ typedef struct loom_model_info {
   int64_t local_params; /* scalars of parameters this rank holds: num_params,
                            or its shards under ZeRO-3 */
   int64_t state_floats; /* scalars of optimizer state this rank holds */
+  int64_t num_state;    /* scalars of the whole model's optimizer state */
   /* Bytes per rank as compiled (the manifest's memory line; 0 for an
      artifact without one): parameters, the gradients the optimizer reads,
      optimizer state. */
@@ -99,6 +100,19 @@ int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
 /// writes it; every rank returns rank 0's outcome.
 int loom_model_load_checkpoint(loom_model *model, const char *path);
 int loom_model_save_checkpoint(const loom_model *model, const char *path);
+
+/// The optimizer state and step count, whole whatever the plan, in Loom's
+/// own file (llm.c's checkpoints hold parameters only): 256 int32 (magic
+/// 20241124, version 1, optimizer 1 = AdamW or 2 = SGD, the steps taken,
+/// then max_seq_len, vocab, layers, heads, channels and padded vocab as in
+/// a checkpoint), then float32 state tensors in the step's order (AdamW's
+/// m of every parameter in llm.c's order, then v; SGD's momentum). Loaded
+/// after the parameters, it resumes training where it was saved. Collective
+/// under several ranks, like checkpoints.
+int loom_model_save_optimizer_state(const loom_model *model, const char *path);
+int loom_model_load_optimizer_state(loom_model *model, const char *path);
+/// Training steps taken since the initialization or the last load.
+int64_t loom_model_get_step(const loom_model *model);
 
 /// Writes the parameters to a safetensors file under Hugging Face's GPT-2
 /// names and layouts (GPT2LMHeadModel's state dict): F32 tensors
