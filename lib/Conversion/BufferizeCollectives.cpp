@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DataPointer.h"
+
 #include "loom/Conversion/Collectives.h"
 #include "loom/abi.h"
 #include "loom/runtime.h"
@@ -26,6 +28,7 @@
 
 using namespace mlir;
 using namespace mlir::bufferization;
+using mlir::loom::buildF32DataPointer;
 
 namespace {
 /// The runtime's group of ranks that share every coordinate but those of
@@ -55,19 +58,6 @@ LLVM::LLVMFuncOp declare(OpBuilder &b, ModuleOp module, StringRef name,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(module.getBody());
   return LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
-}
-
-/// The address of the first element of a contiguous f32 buffer, as an LLVM
-/// pointer: the aligned base pointer plus the view's offset.
-Value elementAddress(OpBuilder &b, Location loc, Value buffer) {
-  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
-  Value offset = arith::MulIOp::create(
-      b, loc, metadata.getOffset(), arith::ConstantIndexOp::create(b, loc, 4));
-  Value address = arith::IndexCastOp::create(
-      b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, offset));
-  return LLVM::IntToPtrOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
 }
 
 Value llvmConstant(OpBuilder &b, Location loc, Type type, int64_t value) {
@@ -139,7 +129,7 @@ struct AllReduceBufferization
         rewriter, loc, function,
         ValueRange{llvmConstant(rewriter, loc, i32, *group),
                    llvmConstant(rewriter, loc, i32, LOOM_DTYPE_F32),
-                   elementAddress(rewriter, loc, *buffer),
+                   buildF32DataPointer(rewriter, loc, *buffer),
                    llvmConstant(rewriter, loc, i64, type.getNumElements())});
     replaceOpWithBufferizedValues(rewriter, op, *buffer);
     return success();
@@ -279,12 +269,13 @@ struct ResultBufferCollective
                                             {i32, i32, ptr, ptr, i64}));
     LLVM::CallOp::create(
         rewriter, loc, function,
-        ValueRange{
-            llvmConstant(rewriter, loc, i32, *group),
-            llvmConstant(rewriter, loc, i32, LOOM_DTYPE_F32),
-            elementAddress(rewriter, loc, gather || !blocks ? *send : blocks),
-            elementAddress(rewriter, loc, !gather || !blocks ? *recv : blocks),
-            llvmConstant(rewriter, loc, i64, count)});
+        ValueRange{llvmConstant(rewriter, loc, i32, *group),
+                   llvmConstant(rewriter, loc, i32, LOOM_DTYPE_F32),
+                   buildF32DataPointer(rewriter, loc,
+                                       gather || !blocks ? *send : blocks),
+                   buildF32DataPointer(rewriter, loc,
+                                       !gather || !blocks ? *recv : blocks),
+                   llvmConstant(rewriter, loc, i64, count)});
     if (gather && blocks)
       linalg::TransposeOp::create(rewriter, loc, blocks,
                                   splitDim(rewriter, loc, *recv, axis, ranks),

@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DataPointer.h"
+
 #include "loom/Conversion/Passes.h"
 #include "loom/abi.h"
 
@@ -41,15 +43,8 @@ FailureOr<Operand> describe(OpBuilder &b, Location loc, Value memref,
     return op->emitOpError()
            << "operand " << type
            << " is not an f32 matrix with contiguous rows, which BLAS needs";
-  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, memref);
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
-  // The aligned pointer is that of the base buffer; add the view's offset.
-  Value bytes = arith::MulIOp::create(
-      b, loc, metadata.getOffset(), arith::ConstantIndexOp::create(b, loc, 4));
-  Value address = arith::IndexCastOp::create(
-      b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, bytes));
-  Value pointer = LLVM::IntToPtrOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
+  memref::ExtractStridedMetadataOp metadata;
+  Value pointer = buildF32DataPointer(b, loc, memref, &metadata);
   Value leading = arith::IndexCastOp::create(b, loc, b.getI64Type(),
                                              metadata.getStrides()[0]);
   return Operand{pointer, leading};

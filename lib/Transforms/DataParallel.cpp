@@ -61,14 +61,10 @@ struct DataParallelPass
     if (plan->dp == 1)
       return;
     dp = plan->dp;
-    auto step = module.lookupSymbol<func::FuncOp>(
-        LoomDialect::getTrainStepFunctionName());
-    if (!step || step.isExternal()) {
-      module.emitError() << "expected @"
-                         << LoomDialect::getTrainStepFunctionName()
-                         << " (run loom-build-train-step first)";
+    FailureOr<func::FuncOp> trainStep = getTrainStep(module);
+    if (failed(trainStep))
       return signalPassFailure();
-    }
+    func::FuncOp step = *trainStep;
     Operation *producer = findGradientProducer(step);
     if (!producer)
       return signalPassFailure();

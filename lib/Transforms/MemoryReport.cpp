@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomDialect.h"
+#include "Replicas.h"
+
 #include "loom/Plan/Planner.h"
-#include "loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/SetVector.h"
@@ -35,14 +35,10 @@ struct MemoryReportPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>(
-        LoomDialect::getTrainStepFunctionName());
-    if (!step || step.isExternal()) {
-      module.emitError() << "expected @"
-                         << LoomDialect::getTrainStepFunctionName()
-                         << " (run loom-build-train-step first)";
+    FailureOr<func::FuncOp> trainStep = getTrainStep(module);
+    if (failed(trainStep))
       return signalPassFailure();
-    }
+    func::FuncOp step = *trainStep;
     int64_t parameters = 0, gradients = 0, optimizer = 0;
     for (BlockArgument arg : step.getArguments()) {
       auto shaped = dyn_cast<ShapedType>(arg.getType());

@@ -22,6 +22,16 @@ FailureOr<shard::GridOp> mlir::loom::getOrCreateGrid(ModuleOp module,
   return grid;
 }
 
+FailureOr<func::FuncOp> mlir::loom::getTrainStep(ModuleOp module) {
+  auto step = module.lookupSymbol<func::FuncOp>(
+      LoomDialect::getTrainStepFunctionName());
+  if (!step || step.isExternal())
+    return module.emitError()
+           << "expected @" << LoomDialect::getTrainStepFunctionName()
+           << " (run loom-build-train-step first)";
+  return step;
+}
+
 bool mlir::loom::isStacked(Value value) {
   return llvm::any_of(value.getUses(), [](OpOperand &use) {
     auto scan = dyn_cast<ScanOp>(use.getOwner());

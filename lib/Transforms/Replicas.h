@@ -18,6 +18,9 @@ constexpr shard::GridAxis kReplicaAxis = 1;
 FailureOr<shard::GridOp> getOrCreateGrid(ModuleOp module,
                                          const PlanConfig &plan);
 
+/// The module's @train_step, or an error naming the pass that builds it.
+FailureOr<func::FuncOp> getTrainStep(ModuleOp module);
+
 /// Whether `value` is taken slice by slice by a layer loop.
 bool isStacked(Value value);
 

@@ -1,0 +1,23 @@
+//===- DataPointer.cpp - Buffers handed to the runtime --------------------===//
+
+#include "DataPointer.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+
+Value mlir::loom::buildF32DataPointer(
+    OpBuilder &b, Location loc, Value buffer,
+    memref::ExtractStridedMetadataOp *metadata) {
+  auto view = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+  if (metadata)
+    *metadata = view;
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+  Value bytes = arith::MulIOp::create(
+      b, loc, view.getOffset(), arith::ConstantIndexOp::create(b, loc, 4));
+  Value address = arith::IndexCastOp::create(
+      b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, bytes));
+  return LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
+}

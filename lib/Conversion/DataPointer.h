@@ -1,0 +1,18 @@
+//===- DataPointer.h - Buffers handed to the runtime ------------*- C++ -*-===//
+
+#ifndef LOOM_LIB_CONVERSION_DATAPOINTER_H
+#define LOOM_LIB_CONVERSION_DATAPOINTER_H
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace mlir {
+namespace loom {
+/// The address of the first element of an f32 view, as an LLVM pointer: the
+/// aligned pointer of its base buffer plus the view's offset. The view's
+/// strided metadata goes to `metadata` when asked for.
+Value buildF32DataPointer(OpBuilder &b, Location loc, Value buffer,
+                          memref::ExtractStridedMetadataOp *metadata = nullptr);
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_LIB_CONVERSION_DATAPOINTER_H
