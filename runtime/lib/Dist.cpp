@@ -157,27 +157,41 @@ bool makeGroup(loom_comm &group, const char *name, int color, int key) {
 } // namespace
 
 namespace {
+/// The communicator of `group` for generated code, which has no error path:
+/// without one, the job ends (the step would compute another rank's share).
+loom_comm *stepGroup(int32_t group);
+
+/// Ends the job after a failure in generated code, with the error set.
+[[noreturn]] void endStep();
+
 /// Runs one collective of generated code on `group`, timing it. A failure
 /// ends the whole job: the step cannot go on with a partial result.
 template <typename Collective>
 void groupCollective(int32_t group, Collective &&collective) {
   auto start = std::chrono::steady_clock::now();
-  loom_comm *comm = loom_dist_group(static_cast<loom_group>(group));
-  if (comm && !collective(comm)) {
-    context().commSeconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    return;
-  }
-  if (!comm)
-    setError("the step communicates, and this process has not joined a job "
-             "laid on the plan's grid (loom_dist_init)");
+  if (collective(stepGroup(group)))
+    endStep();
+  context().commSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+}
+
+loom_comm *stepGroup(int32_t group) {
+  if (loom_comm *comm = loom_dist_group(static_cast<loom_group>(group)))
+    return comm;
+  setError("the step communicates, and this process has not joined a job "
+           "laid on the plan's grid (loom_dist_init)");
+  endStep();
+}
+
+void endStep() {
   const loom_dist_info *info = loom_dist_get_info();
   std::fprintf(stderr, "loom: error: rank %lld: %s\n",
                static_cast<long long>(info ? info->rank : 0),
                loom_last_error());
   std::fflush(stderr);
   loom_dist_abort(1);
+  std::exit(1); // loom_dist_abort does not return; its C declaration says not
 }
 } // namespace
 
@@ -397,12 +411,7 @@ void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
 }
 
 int64_t loom_rt_group_rank(int32_t group) {
-  loom_comm *comm = loom_dist_group(static_cast<loom_group>(group));
-  if (comm)
-    return loom_comm_rank(comm);
-  // Without a job the step would compute some other rank's share.
-  groupCollective(group, [](loom_comm *) { return 1; });
-  return 0;
+  return loom_comm_rank(stepGroup(group));
 }
 
 } // extern "C"

@@ -46,20 +46,17 @@ def expected(V, L, t):
         "transformer.wte.weight": t["wte"][:V],
         "transformer.wpe.weight": t["wpe"],
     }
+    # GPT-2's per-layer names, llm.c's tensors, and whether the tensor is a
+    # Conv1D weight: (in, out), llm.c's (out, in) transposed.
+    block = [("ln_1.weight", "ln1w", False), ("ln_1.bias", "ln1b", False),
+             ("attn.c_attn.weight", "qkvw", True), ("attn.c_attn.bias", "qkvb", False),
+             ("attn.c_proj.weight", "attprojw", True), ("attn.c_proj.bias", "attprojb", False),
+             ("ln_2.weight", "ln2w", False), ("ln_2.bias", "ln2b", False),
+             ("mlp.c_fc.weight", "fcw", True), ("mlp.c_fc.bias", "fcb", False),
+             ("mlp.c_proj.weight", "fcprojw", True), ("mlp.c_proj.bias", "fcprojb", False)]
     for l in range(L):
-        h = f"transformer.h.{l}."
-        hf[h + "ln_1.weight"] = t["ln1w"][l]
-        hf[h + "ln_1.bias"] = t["ln1b"][l]
-        hf[h + "attn.c_attn.weight"] = t["qkvw"][l].T
-        hf[h + "attn.c_attn.bias"] = t["qkvb"][l]
-        hf[h + "attn.c_proj.weight"] = t["attprojw"][l].T
-        hf[h + "attn.c_proj.bias"] = t["attprojb"][l]
-        hf[h + "ln_2.weight"] = t["ln2w"][l]
-        hf[h + "ln_2.bias"] = t["ln2b"][l]
-        hf[h + "mlp.c_fc.weight"] = t["fcw"][l].T
-        hf[h + "mlp.c_fc.bias"] = t["fcb"][l]
-        hf[h + "mlp.c_proj.weight"] = t["fcprojw"][l].T
-        hf[h + "mlp.c_proj.bias"] = t["fcprojb"][l]
+        for name, llmc, conv1d in block:
+            hf[f"transformer.h.{l}.{name}"] = t[llmc][l].T if conv1d else t[llmc][l]
     hf["transformer.ln_f.weight"] = t["lnfw"]
     hf["transformer.ln_f.bias"] = t["lnfb"]
     return hf
