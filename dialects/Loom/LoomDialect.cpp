@@ -192,6 +192,22 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
                                 "argument's shaped type";
     return success();
   }
+  if (name == getTensorSplitAttrName()) {
+    auto split = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    auto function = dyn_cast<FunctionOpInterface>(op);
+    auto type =
+        function && argIndex < function.getNumArguments()
+            ? dyn_cast<ShapedType>(function.getArgumentTypes()[argIndex])
+            : ShapedType();
+    if (!split || split.size() != 2 || !type || !type.hasRank() ||
+        split[0] < 0 || split[0] >= type.getRank() || split[1] < 1 ||
+        type.getDimSize(split[0]) % split[1])
+      return op->emitError()
+             << "argument #" << argIndex << ": '" << name
+             << "' must be [dim, blocks]: a dimension of the argument's "
+                "shaped type and a positive number of blocks dividing it";
+    return success();
+  }
   return op->emitError() << "argument #" << argIndex
                          << ": unknown loom argument attribute '" << name
                          << "'";

@@ -35,6 +35,7 @@ void printF64(AsmPrinter &printer, const llvm::APFloat &value);
 #include "Loom/LoomDialect.h.inc"
 #include "Loom/LoomEnums.h"
 #include "Loom/LoomInterfaces.h.inc"
+#include "Loom/LoomParallel.h"
 
 #define GET_ATTRDEF_CLASSES
 #include "Loom/LoomAttrs.h.inc"

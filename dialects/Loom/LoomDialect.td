@@ -85,6 +85,16 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getShardAttrName() {
       return "loom.shard";
     }
+    /// Argument attribute of a parameter that tensor parallelism divides
+    /// (loom-tensor-parallel): `[dim, blocks]`, dimension `dim` of the
+    /// whole tensor being `blocks` equal blocks (3 for the fused query, key
+    /// and value projection), each divided evenly among the tp ranks; the
+    /// argument's type holds this rank's part of every block, at its index
+    /// on the tensor-parallel axis. `loom.shard` then refers to the
+    /// argument's own type.
+    static constexpr ::llvm::StringLiteral getTensorSplitAttrName() {
+      return "loom.tp_split";
+    }
     /// Names an output of an entry point: on a result ("loss"), and on the
     /// argument that receives it once results are passed by destination.
     static constexpr ::llvm::StringLiteral getOutputAttrName() {

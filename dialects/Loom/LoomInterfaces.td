@@ -84,4 +84,36 @@ def Loom_OptimizerUpdateOpInterface
   ];
 }
 
+def Loom_TensorParallelOpInterface : OpInterface<"TensorParallelOpInterface"> {
+  let cppNamespace = "::mlir::loom";
+  let description = [{
+    How an op divides among the ranks of a tensor-parallel group (Megatron-
+    LM): given the layouts of its operands (Loom/LoomParallel.h), the op
+    asks the partitioning pass for its operands in the layouts it needs,
+    rewrites itself into this rank's part and records its results'
+    layouts. A column-parallel linear splits its weight's rows and yields
+    its output split along the features; a row-parallel one takes its
+    input so split and yields a partial sum the pass reduces; attention
+    takes its heads' part of the fused projections; layer norm and
+    elementwise ops keep the layout they are given. The pass inserts every
+    collective, so an op never asks which op produced its operands.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Rewrites the op into this rank's part through `rewriter`, which
+        stands at the op. The op may replace itself; the caller reads
+        nothing of it afterwards.
+      }],
+      "::llvm::LogicalResult", "partitionTensorParallel",
+      (ins "::mlir::loom::TensorParallelRewriter &":$rewriter)>,
+    InterfaceMethod<[{
+        Into how many equal blocks operand `index` must be split along the
+        dimension its producer splits, each block divided among the ranks:
+        3 for the fused query, key and value projection attention reads.
+      }],
+      "int64_t", "getTensorParallelBlocks", (ins "unsigned":$index), [{}],
+      [{ return 1; }]>
+  ];
+}
+
 #endif // LOOM_INTERFACES_TD

@@ -313,6 +313,27 @@ LogicalResult LinearGradOp::verify() {
   return success();
 }
 
+/// A bias [N] along the last dimension of `rows` [..., N].
+static LogicalResult checkBias(Operation *op, Value rows, StringRef biasName,
+                               Value bias) {
+  Checker check(op);
+  if (failed(check.sameElementType({rows, bias})))
+    return failure();
+  ArrayRef<int64_t> dims = dimsOf(rows);
+  if (dims.size() < 2)
+    return op->emitOpError("expected rows [..., N] of rank 2 or more");
+  return check.shape(biasName, bias, {dims.back()},
+                     "the last dimension of the rows");
+}
+
+LogicalResult BiasAddOp::verify() {
+  return checkBias(*this, getInput(), "bias", getBias());
+}
+
+LogicalResult BiasAddGradOp::verify() {
+  return checkBias(*this, getGrad(), "bias_grad", getBiasGrad());
+}
+
 LogicalResult CausalAttentionGradOp::verify() {
   if (failed(checkSameType(*this, "qkv_grad", getQkvGrad(), getQkv(), "qkv")) ||
       failed(Checker(*this).rank("qkv", getQkv(), 3,

@@ -24,6 +24,9 @@ def Loom_Differentiable
 
 def Loom_Costed : DeclareOpInterfaceMethods<Loom_CostOpInterface>;
 
+def Loom_Partitioned
+    : DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface>;
+
 def Loom_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 // Token ids and targets.
 def Loom_IndexTensor : StaticShapeTensorOf<[I32]>;
@@ -51,7 +54,7 @@ def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Cos
   }];
 }
 
-def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
+def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` along the last
@@ -65,7 +68,7 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable, Loom_Co
   }];
 }
 
-def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
+def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
   let summary = "affine map over the last dimension";
   let description = [{
     `result[..., n] = sum_k input[..., k] * weight[n, k] + bias[n]`, with the
@@ -87,7 +90,9 @@ def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable, Loom_Costed, I
   }];
 }
 
-def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
+def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentiable, Loom_Costed,
+    DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface,
+      ["getTensorParallelBlocks"]>, InferTypeOpAdaptor]> {
   let summary = "causal multi-head self-attention on a fused QKV tensor";
   let description = [{
     `qkv` has shape [B, T, 3C]: queries, keys and values, each [B, T, C] and
@@ -103,7 +108,7 @@ def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentia
   }];
 }
 
-def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, Loom_Costed, SameOperandsAndResultType]> {
+def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, SameOperandsAndResultType]> {
   let summary = "GELU, GPT-2's tanh approximation";
   let description = [{
     `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
@@ -113,7 +118,7 @@ def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, Loom_Costed, SameO
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Loom_AddOp : Loom_Op<"add", [Pure, Loom_Differentiable, Loom_Costed, SameOperandsAndResultType, Commutative]> {
+def Loom_AddOp : Loom_Op<"add", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, SameOperandsAndResultType, Commutative]> {
   let summary = "residual addition";
   let hasCanonicalizer = 1;
   let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs);
@@ -135,6 +140,45 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, L
   let results = (outs 0DTensorOf<[F32]>:$loss);
   let assemblyFormat = [{
     $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Loom_BiasAddOp : Loom_Op<"bias_add", [Pure, Loom_Differentiable, Loom_Partitioned,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "a bias added along the last dimension";
+  let description = [{
+    `result[..., n] = input[..., n] + bias[n]`. Tensor parallelism adds a
+    row-parallel linear's bias with it once the ranks' partial products are
+    summed, so that the bias is added once.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$bias);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $bias attr-dict `:` type($input) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_FanOutOp : Loom_Op<"fan_out", [Pure, Loom_Differentiable,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "a value each rank of a group uses for its own part";
+  let description = [{
+    The identity in the forward pass. Its vector-Jacobian product sums the
+    cotangent over the ranks of `grid_axes` of `grid`: each rank of a
+    tensor-parallel group that feeds a whole value into its own part of a
+    computation (the input of a column-parallel linear, Megatron-LM's `f`)
+    holds only its part's share of the value's cotangent. The lowering to
+    linalg replaces it by its operand.
+
+    ```mlir
+    %y = loom.fan_out %x on @loom_grid axes = [2] : tensor<8x64x128xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                   DenseI16ArrayAttr:$grid_axes);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `axes` `=` $grid_axes attr-dict `:` type($input)
   }];
 }
 
@@ -302,6 +346,19 @@ def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Pure]> {
   let results = (outs Loom_FloatTensor:$qkv_grad);
   let assemblyFormat = [{
     $grad `,` $qkv attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_BiasAddGradOp : Loom_Op<"bias_add_grad", [Pure]> {
+  let summary = "gradient of a bias added along the last dimension";
+  let description = [{
+    The sums of `grad` [..., N] over all its leading dimensions: [N].
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad);
+  let results = (outs Loom_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad attr-dict `:` type($grad) `->` type($bias_grad)
   }];
   let hasVerifier = 1;
 }

@@ -131,19 +131,18 @@ struct ExportEntriesPass
     auto f = [](const llvm::APFloat &v) {
       return formatF64(v.convertToDouble());
     };
-    // Data parallelism (with any ZeRO stage) is what the parallel passes
-    // compile so far: any other plan of several ranks would compile to a
-    // program that computes one rank's share without the communication that
-    // completes it.
+    // Data and tensor parallelism are what the parallel passes compile so
+    // far: a pipeline plan would compile to a program that computes one
+    // stage's share without the communication that completes it.
     FailureOr<PlanConfig> plan = getResolvedPlan(module);
     if (failed(plan))
       return failure();
-    if (plan->tp > 1 || plan->pp > 1)
+    if (plan->pp > 1)
       return module.emitError()
              << "the plan (dp * tp * pp = " << plan->dp << " * " << plan->tp
              << " * " << plan->pp
-             << ") needs passes that do not exist yet; artifacts run data "
-                "parallel plans only";
+             << ") needs pipeline passes that do not exist yet; artifacts "
+                "run data and tensor parallel plans only";
     os << "training batch=" << training.getBatch()
        << " sequence=" << training.getSequence()
        << " optimizer=" << stringifyOptimizerKind(training.getOptimizer())
@@ -217,6 +216,9 @@ struct ExportEntriesPass
       if (auto shard = func.getArgAttrOfType<IntegerAttr>(
               i, LoomDialect::getShardAttrName()))
         os << " shard=" << shard.getInt();
+      if (auto split = func.getArgAttrOfType<DenseI64ArrayAttr>(
+              i, LoomDialect::getTensorSplitAttrName()))
+        os << " tp_dim=" << split[0] << " tp_blocks=" << split[1];
       os << "\n";
     }
 

@@ -70,6 +70,7 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     return;
 
   pm.addPass(createLoomMicroBatches());
+  pm.addPass(createLoomTensorParallel());
   pm.addPass(createLoomShardParameters());
   pm.addPass(createLoomDifferentiate());
   pm.addPass(createLoomBuildTrainStep());

@@ -146,9 +146,13 @@ struct BuildTrainStepPass
         if (Attribute shard =
                 grad.getArgAttr(i, LoomDialect::getShardAttrName()))
           step.setArgAttr(arg, LoomDialect::getShardAttrName(), shard);
-        if (s == 0)
+        // The runtime divides a parameter's state as the parameter.
+        if (s == 0) {
           step.setArgAttr(arg, LoomDialect::getParamAttrName(), name);
-        else
+          if (Attribute split =
+                  grad.getArgAttr(i, LoomDialect::getTensorSplitAttrName()))
+            step.setArgAttr(arg, LoomDialect::getTensorSplitAttrName(), split);
+        } else
           step.setArgAttr(arg, LoomDialect::getStateAttrName(),
                           b.getStringAttr(Twine(adam ? stateNames[s - 1]
                                                      : LOOM_STATE_MOMENTUM) +
@@ -241,11 +245,27 @@ struct BuildTrainStepPass
 
     // Global norm of the averaged gradient, and the factor that takes the
     // summed gradient to the clipped average.
-    Value sumSquares = s.constant(0.0);
-    for (Value g : grads)
-      sumSquares = arith::AddFOp::create(
-          b, loc, sumSquares,
-          s.extract(SumSquaresOp::create(b, loc, scalarType, g)));
+    // A gradient tensor parallelism divides is summed over the group's
+    // parts; one every rank holds whole counts once.
+    Value sumSquares = s.constant(0.0), dividedSquares;
+    for (auto [g, arg] : llvm::zip(grads, paramArgs)) {
+      Value squares = s.extract(SumSquaresOp::create(b, loc, scalarType, g));
+      Value &sum = grad.getArgAttr(arg, LoomDialect::getTensorSplitAttrName())
+                       ? dividedSquares
+                       : sumSquares;
+      sum = sum ? arith::AddFOp::create(b, loc, sum, squares) : squares;
+    }
+    if (dividedSquares) {
+      FailureOr<shard::GridOp> grid = getOrCreateGrid(module, plan);
+      if (failed(grid))
+        return failure();
+      Value overGroup = shard::AllReduceOp::create(
+          b, loc, scalarType, grid->getSymName(),
+          ArrayRef<shard::GridAxis>{kTensorAxis}, s.wrap(dividedSquares),
+          shard::ReductionKind::Sum);
+      sumSquares =
+          arith::AddFOp::create(b, loc, sumSquares, s.extract(overGroup));
+    }
     Value norm = arith::MulFOp::create(
         b, loc, math::SqrtOp::create(b, loc, sumSquares), inverseCount);
     Value scale = inverseCount;

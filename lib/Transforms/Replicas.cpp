@@ -32,6 +32,20 @@ FailureOr<func::FuncOp> mlir::loom::getTrainStep(ModuleOp module) {
   return step;
 }
 
+FailureOr<func::FuncOp> mlir::loom::getForwardToDifferentiate(ModuleOp module,
+                                                              StringRef what) {
+  auto forward =
+      module.lookupSymbol<func::FuncOp>(LoomDialect::getForwardFunctionName());
+  if (!forward || forward.isExternal())
+    return module.emitError()
+           << "expected @" << LoomDialect::getForwardFunctionName();
+  if (module.lookupSymbol(LoomDialect::getForwardGradFunctionName()))
+    return module.emitError()
+           << what << " before differentiation, and @"
+           << LoomDialect::getForwardGradFunctionName() << " exists already";
+  return forward;
+}
+
 bool mlir::loom::isStacked(Value value) {
   return llvm::any_of(value.getUses(), [](OpOperand &use) {
     auto scan = dyn_cast<ScanOp>(use.getOwner());

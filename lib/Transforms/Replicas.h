@@ -11,6 +11,8 @@ namespace loom {
 /// The grid's axis of the replicas, as the plan lays the ranks out
 /// (pp x dp x tp, tp fastest).
 constexpr shard::GridAxis kReplicaAxis = 1;
+/// The grid's axis of the tensor-parallel group.
+constexpr shard::GridAxis kTensorAxis = 2;
 
 /// The module's `@loom_grid`, created (private: once the collectives are
 /// runtime calls, symbol-dce drops it) with the plan's shape when missing.
@@ -20,6 +22,12 @@ FailureOr<shard::GridOp> getOrCreateGrid(ModuleOp module,
 
 /// The module's @train_step, or an error naming the pass that builds it.
 FailureOr<func::FuncOp> getTrainStep(ModuleOp module);
+
+/// @forward, for a pass that rewrites it before differentiation (`what`
+/// says what the pass does), or an error when it is missing or @forward_grad
+/// exists already.
+FailureOr<func::FuncOp> getForwardToDifferentiate(ModuleOp module,
+                                                  StringRef what);
 
 /// Whether `value` is taken slice by slice by a layer loop.
 bool isStacked(Value value);

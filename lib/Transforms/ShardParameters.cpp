@@ -27,25 +27,6 @@ RankedTensorType divided(RankedTensorType type, int64_t dim, int64_t parts) {
   return RankedTensorType::get(shape, type.getElementType());
 }
 
-/// The vector-Jacobian product of gathering shards: each rank's shard
-/// receives the sum, over the ranks, of the cotangent's slice it gathered
-/// from.
-struct AllGatherVJP
-    : public DifferentiableOpInterface::ExternalModel<AllGatherVJP,
-                                                      shard::AllGatherOp> {
-  LogicalResult buildVJP(Operation *rawOp, RewriterBase &rewriter,
-                         ValueRange resultGrads,
-                         SmallVectorImpl<Value> &operandGrads) const {
-    auto op = cast<shard::AllGatherOp>(rawOp);
-    Value grad = shard::ReduceScatterOp::create(
-        rewriter, op.getLoc(), op.getInput().getType(), op.getGrid(),
-        op.getGridAxes(), resultGrads[0], shard::ReductionKind::Sum,
-        op.getGatherAxis());
-    operandGrads.assign({grad});
-    return success();
-  }
-};
-
 struct ShardParametersPass
     : public loom::impl::LoomShardParametersBase<ShardParametersPass> {
   void runOnOperation() override {
@@ -55,20 +36,11 @@ struct ShardParametersPass
       return signalPassFailure();
     if (plan->dp == 1 || plan->zero < 3)
       return;
-    auto forward = module.lookupSymbol<func::FuncOp>(
-        LoomDialect::getForwardFunctionName());
-    if (!forward || forward.isExternal()) {
-      module.emitError() << "expected @"
-                         << LoomDialect::getForwardFunctionName();
+    FailureOr<func::FuncOp> maybeForward =
+        getForwardToDifferentiate(module, "ZeRO-3 shards the parameters");
+    if (failed(maybeForward))
       return signalPassFailure();
-    }
-    if (module.lookupSymbol(LoomDialect::getForwardGradFunctionName())) {
-      module.emitError() << "ZeRO-3 shards the parameters before "
-                            "differentiation, and @"
-                         << LoomDialect::getForwardGradFunctionName()
-                         << " exists already";
-      return signalPassFailure();
-    }
+    func::FuncOp forward = *maybeForward;
     FailureOr<shard::GridOp> grid = getOrCreateGrid(module, *plan);
     if (failed(grid))
       return signalPassFailure();
@@ -140,10 +112,3 @@ struct ShardParametersPass
   }
 };
 } // namespace
-
-void mlir::loom::registerCollectiveDifferentiationModels(
-    DialectRegistry &registry) {
-  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
-    shard::AllGatherOp::attachInterface<AllGatherVJP>(*ctx);
-  });
-}

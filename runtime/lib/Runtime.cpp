@@ -34,6 +34,9 @@ struct Arg {
   /// The dimension of the whole tensor this argument holds 1/dp of (this
   /// replica's slice of it, ZeRO-3), or -1 for the whole tensor.
   int64_t shard = -1;
+  /// A parameter tensor parallelism divides: the dimension of the whole
+  /// made of `tpBlocks` blocks that each tp rank holds its part of, or -1.
+  int64_t tpDim = -1, tpBlocks = 1;
   int64_t size() const {
     int64_t n = 1;
     for (int64_t d : shape)
@@ -51,23 +54,54 @@ struct Entry {
   int64_t tokensSlot = -1, targetsSlot = -1;
 };
 
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end && d < shape.size(); ++d)
+    n *= shape[d];
+  return n;
+}
+
 /// A parameter, or a tensor of optimizer state: its place in the whole
 /// (the model in llm.c's order, as checkpoints hold it; the state in the
-/// step's order) and in this rank's buffer, which holds its slice along
-/// dimension `shard` when the plan shards it over the replicas.
+/// step's order) and in this rank's buffer. Two levels divide it. Tensor
+/// parallelism gives the rank its `part`: dimension `tpDim` of the whole is
+/// `tpBlocks` blocks, each divided among the tp ranks. ZeRO then keeps the
+/// replica's 1/dp of the part along dimension `shard` of `dpShape` (the
+/// part's shape, or the part flattened for ZeRO-1/2's optimizer state).
 struct Param {
   std::string name;
   std::vector<int64_t> shape; ///< The whole tensor's.
   int64_t offset = 0, size = 0;
+  int64_t tpDim = -1, tpBlocks = 1;
+  std::vector<int64_t> part, dpShape;
   int64_t shard = -1;
   int64_t localOffset = 0, localSize = 0;
-  /// Elements before `shard` (the slices this rank takes one part of) and
-  /// from it on (one slice).
-  int64_t outer() const {
-    int64_t n = 1;
-    for (int64_t d = 0; d < shard; ++d)
-      n *= shape[d];
-    return n;
+
+  /// Calls `copy(local, whole, count)` for each run of elements contiguous
+  /// in both this rank's buffer and the whole, local offsets ascending.
+  template <typename Fn>
+  void forEachRun(int64_t dp, int64_t dpRank, int64_t tp, int64_t tpRank,
+                  Fn copy) const {
+    // ZeRO: the rank's chunk of each outer slice of dpShape.
+    int64_t chunk = shard < 0 ? localSize
+                              : product(dpShape, shard + 1, dpShape.size()) *
+                                    (dpShape[shard] / dp);
+    // Tensor parallelism: rows of `part` along tpDim, each `inner` long.
+    int64_t inner = tpDim < 0 ? product(part, 0, part.size())
+                              : product(part, tpDim + 1, part.size());
+    int64_t rows = tpDim < 0 ? 1 : part[tpDim], perBlock = rows / tpBlocks;
+    for (int64_t i = 0; i < localSize;) {
+      int64_t o = i / chunk, r = i % chunk;
+      int64_t j = shard < 0 ? i : (o * dp + dpRank) * chunk + r;
+      int64_t a = j / (rows * inner), row = j / inner % rows, col = j % inner;
+      int64_t wholeRow = tpDim < 0 ? row
+                                   : (row / perBlock * tp + tpRank) * perBlock +
+                                         row % perBlock;
+      int64_t k = (a * rows * (tpDim < 0 ? 1 : tp) + wholeRow) * inner + col;
+      int64_t count = std::min(chunk - r, inner - col);
+      copy(i, k, count);
+      i += count;
+    }
   }
 };
 
@@ -223,14 +257,14 @@ bool loom_model::parseManifest(const char *text) {
       info.lr = std::atof(f["lr"].c_str());
     } else if (key == "plan") {
       auto f = fields(line);
-      for (const char *axis : {"tp", "pp"})
-        if (std::atoll(f[axis].c_str()) != 1)
-          return setError("%s: compiled for %s=%s ranks; this runtime runs "
-                          "data parallel artifacts only",
-                          path.c_str(), axis, f[axis].c_str());
+      if (std::atoll(f["pp"].c_str()) != 1)
+        return setError("%s: compiled for pp=%s pipeline stages; this "
+                        "runtime runs data and tensor parallel artifacts only",
+                        path.c_str(), f["pp"].c_str());
       info.dp = std::atoll(f["dp"].c_str());
+      info.tp = std::atoll(f["tp"].c_str());
       info.zero = std::atoll(f["zero"].c_str());
-      if (info.dp < 1 || info.zero < 0 || info.zero > 3)
+      if (info.dp < 1 || info.tp < 1 || info.zero < 0 || info.zero > 3)
         return fail("bad plan line '" + lineText + "'");
       planMicroBatches = std::atoll(f["micro_batches"].c_str());
       if (planMicroBatches < 1)
@@ -262,14 +296,27 @@ bool loom_model::parseManifest(const char *text) {
       if (!parseShape(shape, arg.shape))
         return fail("bad shape '" + shape + "' of " + arg.name);
       auto f = fields(line);
-      if (f.count("shard")) {
+      // Dimensions of the argument's shape (`shard`), and of the whole
+      // tensor, of the same rank (`tp_dim`).
+      auto dimension = [&](const char *field, int64_t &dim) {
+        if (!f.count(field))
+          return true;
         char *end = nullptr;
-        arg.shard = std::strtoll(f["shard"].c_str(), &end, 10);
-        if (*end || arg.shard < 0 ||
-            arg.shard >= static_cast<int64_t>(arg.shape.size()) ||
-            (arg.kind != LOOM_ARG_PARAM && arg.kind != LOOM_ARG_STATE))
-          return fail("bad shard dimension of " + arg.name + ": '" + lineText +
-                      "'");
+        dim = std::strtoll(f[field].c_str(), &end, 10);
+        return !*end && dim >= 0 &&
+               dim < static_cast<int64_t>(arg.shape.size()) &&
+               (arg.kind == LOOM_ARG_PARAM || arg.kind == LOOM_ARG_STATE);
+      };
+      if (!dimension("shard", arg.shard))
+        return fail("bad shard dimension of " + arg.name + ": '" + lineText +
+                    "'");
+      if (!dimension("tp_dim", arg.tpDim) ||
+          arg.kind != LOOM_ARG_PARAM && arg.tpDim >= 0)
+        return fail("bad tp_dim of " + arg.name + ": '" + lineText + "'");
+      if (arg.tpDim >= 0) {
+        arg.tpBlocks = std::atoll(f["tp_blocks"].c_str());
+        if (arg.tpBlocks < 1 || arg.shape[arg.tpDim] % arg.tpBlocks)
+          return fail("bad tp_blocks of " + arg.name + ": '" + lineText + "'");
       }
       current->args.push_back(arg);
     } else if (key == "end") {
@@ -318,28 +365,56 @@ bool loom_model::layoutParams() {
   // The step's parameters in the order it lists them: llm.c's order, so that
   // a checkpoint is one read or write.
   // Each tensor after the previous one of its kind, whole and local.
+  auto fail = [&](const std::string &why) {
+    return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
+  };
   auto place = [&](const Arg &arg, std::vector<Param> &tensors,
                    std::map<std::string, size_t> &index) {
     Param p;
     p.name = arg.name;
-    p.shape = arg.shape;
     p.shard = arg.shard;
     p.localSize = arg.size();
+    p.dpShape = arg.shape;
     if (p.shard >= 0)
-      p.shape[p.shard] *= info.dp;
-    p.size = p.localSize * (p.shard >= 0 ? info.dp : 1);
+      p.dpShape[p.shard] *= info.dp;
+    p.part = p.dpShape;
+    p.tpDim = arg.tpDim;
+    p.tpBlocks = arg.tpBlocks;
+    if (arg.kind == LOOM_ARG_STATE) {
+      // Optimizer state is divided as its parameter ("m.wte" is wte's),
+      // flattened or not.
+      size_t dot = arg.name.find('.');
+      auto param = dot == std::string::npos
+                       ? paramIndex.end()
+                       : paramIndex.find(arg.name.substr(dot + 1));
+      if (param == paramIndex.end())
+        return fail("optimizer state " + arg.name + " of no parameter");
+      const Param &of = params[param->second];
+      if (product(of.part, 0, of.part.size()) !=
+          product(p.dpShape, 0, p.dpShape.size()))
+        return fail("optimizer state " + arg.name + " is not the size of " +
+                    of.name);
+      p.part = of.part;
+      p.tpDim = of.tpDim;
+      p.tpBlocks = of.tpBlocks;
+    }
+    p.shape = p.part;
+    if (p.tpDim >= 0)
+      p.shape[p.tpDim] *= info.tp;
+    p.size = product(p.shape, 0, p.shape.size());
     if (!tensors.empty()) {
       p.offset = tensors.back().offset + tensors.back().size;
       p.localOffset = tensors.back().localOffset + tensors.back().localSize;
     }
     index[p.name] = tensors.size();
     tensors.push_back(p);
+    return true;
   };
   for (const Arg &arg : entries["train_step"].args) {
-    if (arg.kind == LOOM_ARG_PARAM)
-      place(arg, params, paramIndex);
-    else if (arg.kind == LOOM_ARG_STATE)
-      place(arg, states, stateIndex);
+    if (arg.kind == LOOM_ARG_PARAM && !place(arg, params, paramIndex))
+      return false;
+    if (arg.kind == LOOM_ARG_STATE && !place(arg, states, stateIndex))
+      return false;
   }
   auto total = [](const std::vector<Param> &tensors, bool local) -> int64_t {
     if (tensors.empty())
@@ -364,50 +439,40 @@ bool loom_model::layoutParams() {
 
 void loom_model::scatter(const std::vector<Param> &tensors, const float *whole,
                          float *localBase) const {
-  int64_t replica = 0;
-  if (const loom_dist_info *dist = loom_dist_get_info())
-    replica = dist->dp_rank;
-  for (const Param &p : tensors) {
-    float *local = localBase + p.localOffset;
-    if (p.shard < 0) {
-      std::copy(whole + p.offset, whole + p.offset + p.size, local);
-      continue;
-    }
-    // Each of the outer slices of the whole is dp parts, this rank's the
-    // replica-th.
-    int64_t outer = p.outer(), part = p.localSize / outer;
-    for (int64_t o = 0; o < outer; ++o) {
-      const float *from = whole + p.offset + (o * info.dp + replica) * part;
-      std::copy(from, from + part, local + o * part);
-    }
-  }
+  const loom_dist_info *dist = loom_dist_get_info();
+  int64_t dpRank = dist ? dist->dp_rank : 0, tpRank = dist ? dist->tp_rank : 0;
+  for (const Param &p : tensors)
+    p.forEachRun(info.dp, dpRank, info.tp, tpRank,
+                 [&](int64_t local, int64_t at, int64_t count) {
+                   std::copy_n(whole + p.offset + at, count,
+                               localBase + p.localOffset + local);
+                 });
 }
 
 bool loom_model::gather(const std::vector<Param> &tensors,
                         const float *localBase,
                         std::vector<float> &whole) const {
-  whole.resize(tensors.empty() ? 0
-                               : tensors.back().offset + tensors.back().size);
-  std::vector<float> parts;
+  whole.assign(
+      tensors.empty() ? 0 : tensors.back().offset + tensors.back().size, 0.0f);
+  const loom_dist_info *dist = loom_dist_get_info();
+  int64_t dpRank = dist ? dist->dp_rank : 0, tpRank = dist ? dist->tp_rank : 0;
+  // Each element comes from one rank: of those holding the same part, the
+  // first replica and the first of the tensor-parallel group. The sum over
+  // the ranks of what each wrote into zeros is then the whole, exactly.
   for (const Param &p : tensors) {
-    const float *local = localBase + p.localOffset;
-    if (p.shard < 0) {
-      std::copy(local, local + p.size, whole.data() + p.offset);
+    if ((p.shard < 0 && dpRank > 0) || (p.tpDim < 0 && tpRank > 0))
       continue;
-    }
-    // Gathered in rank order, [dp][outer][part]; the whole is
-    // [outer][dp][part].
-    parts.resize(p.size);
-    if (loom_rt_all_gather(loom_dist_group(LOOM_GROUP_DP), LOOM_DTYPE_F32,
-                           local, parts.data(), p.localSize))
-      return false;
-    int64_t outer = p.outer(), part = p.localSize / outer;
-    for (int64_t r = 0; r < info.dp; ++r)
-      for (int64_t o = 0; o < outer; ++o)
-        std::copy_n(parts.data() + (r * outer + o) * part, part,
-                    whole.data() + p.offset + (o * info.dp + r) * part);
+    p.forEachRun(info.dp, dpRank, info.tp, tpRank,
+                 [&](int64_t local, int64_t at, int64_t count) {
+                   std::copy_n(localBase + p.localOffset + local, count,
+                               whole.data() + p.offset + at);
+                 });
   }
-  return true;
+  if (info.dp * info.tp == 1)
+    return true;
+  return !loom_rt_all_reduce(loom_dist_group(LOOM_GROUP_WORLD), LOOM_DTYPE_F32,
+                             whole.data(), whole.data(),
+                             static_cast<int64_t>(whole.size()));
 }
 
 void loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
@@ -435,17 +500,17 @@ void loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
 
 bool loom_model::replica(int64_t &index) const {
   index = 0;
-  if (info.dp == 1)
+  if (info.dp * info.tp * info.pp == 1)
     return true;
   const loom_dist_info *dist = loom_dist_get_info();
   if (!dist || dist->dp != info.dp || dist->tp != info.tp ||
       dist->pp != info.pp)
-    return setError("%s: compiled for dp = %lld ranks; call "
-                    "loom_dist_init(%lld, %lld, %lld) first",
-                    path.c_str(), static_cast<long long>(info.dp),
-                    static_cast<long long>(info.pp),
-                    static_cast<long long>(info.dp),
-                    static_cast<long long>(info.tp));
+    return setError(
+        "%s: compiled for dp = %lld and tp = %lld ranks; call "
+        "loom_dist_init(%lld, %lld, %lld) first",
+        path.c_str(), static_cast<long long>(info.dp),
+        static_cast<long long>(info.tp), static_cast<long long>(info.pp),
+        static_cast<long long>(info.dp), static_cast<long long>(info.tp));
   index = dist->dp_rank;
   return true;
 }
@@ -670,15 +735,15 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss) {
   const loom_model_info &info = model->info;
+  int64_t replica;
+  if (!model->replica(replica))
+    return 1;
   if (info.dp == 1) {
     model->callMicroBatches("forward", tokens, targets, loss, nullptr);
     return 0;
   }
   // Each replica evaluates its share of the micro-batches; the mean is
   // taken over all of them.
-  int64_t replica;
-  if (!model->replica(replica))
-    return 1;
   int64_t perReplica = model->forwardChunks / info.dp;
   int64_t stride = info.batch / model->forwardChunks * info.sequence;
   float sum = 0;
@@ -696,12 +761,13 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
 int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
                              const int32_t *targets, float *loss,
                              float *grads) {
-  if (model->info.dp > 1)
+  const loom_model_info &info = model->info;
+  if (info.dp * info.tp * info.pp > 1)
     return !setError("%s: the loss and gradients of a whole batch come from "
                      "single-rank artifacts; this one is compiled for dp = "
-                     "%lld",
-                     model->path.c_str(),
-                     static_cast<long long>(model->info.dp));
+                     "%lld, tp = %lld",
+                     model->path.c_str(), static_cast<long long>(info.dp),
+                     static_cast<long long>(info.tp));
   model->callMicroBatches("forward_grad", tokens, targets, loss, grads);
   return 0;
 }

@@ -51,10 +51,21 @@ module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, h
 
 // -----
 
-// Artifacts run data parallel plans; the passes of the others do not exist
-// yet.
-// expected-error @+1 {{the plan (dp * tp * pp = 1 * 2 * 1) needs passes that do not exist yet; artifacts run data parallel plans only}}
+// A tensor-parallel artifact: a parameter that is this rank's part of each
+// of its blocks says which dimension of the whole and how many blocks.
 module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, heads = 2, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
+  func.func @forward(%w: memref<8x4xf32> {loom.param = "w"}, %q: memref<1x6x4xf32> {loom.param = "h.*.attn.c_attn.weight", loom.tp_split = array<i64: 1, 3>}, %t: memref<2x3xi32> {loom.input = "tokens"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
+    return %l : memref<f32>
+  }
+}
+// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=1 tp=2 pp=1 zero=0 micro_batches=1\0Astacked h.* 1\0Aentry forward loom_entry_forward 4\0Aarg param w f32 8x4\0Aarg param h.*.attn.c_attn.weight f32 1x6x4 tp_dim=1 tp_blocks=3\0A
+
+// -----
+
+// Artifacts run data and tensor parallel plans; the pipeline passes do not
+// exist yet.
+// expected-error @+1 {{the plan (dp * tp * pp = 1 * 1 * 2) needs pipeline passes that do not exist yet; artifacts run data and tensor parallel plans only}}
+module attributes {loom.model = #loom.model<name = "t", layers = 2, width = 4, heads = 2, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
   func.func @forward(%w: memref<8x4xf32> {loom.param = "w"}, %t: memref<1x3xi32> {loom.input = "tokens"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
     return %l : memref<f32>
   }

@@ -249,6 +249,9 @@ int main(int argc, char **argv) {
     if (info.zero > 0)
       split += " (ZeRO-" + std::to_string(info.zero) + ")";
   }
+  if (info.tp > 1)
+    split += ", each layer split over " + std::to_string(info.tp) +
+             " tensor-parallel ranks";
   if (info.micro_batches > 1)
     split += " in " + std::to_string(info.micro_batches) + " micro-batches";
   if (!o.quiet)

@@ -26,9 +26,11 @@ namespace loom {
 #define GEN_PASS_REGISTRATION
 #include "loom/Transforms/Passes.h.inc"
 
-/// Gives shard.all_gather a vector-Jacobian product, the reduce-scatter of
-/// its cotangent, with which ZeRO-3's gathers of parameters are
-/// differentiated (lib/Transforms/ShardParameters.cpp).
+/// Gives shard.all_gather, shard.all_reduce and shard.reduce_scatter their
+/// vector-Jacobian products (the reduce-scatter, the identity and the
+/// all-gather of the cotangent), with which ZeRO-3's gathers and tensor
+/// parallelism's reductions are differentiated
+/// (lib/Transforms/CollectiveGradients.cpp).
 void registerCollectiveDifferentiationModels(DialectRegistry &registry);
 
 } // namespace loom

@@ -98,14 +98,44 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
     update. As in GPT-2, weight decay applies to the matrices (linear
     weights and embedding tables, stacked over layers or not) and not to
     biases or layer-norm weights. Results that replace an argument carry
-    `loom.updates` = the argument's index.
+    `loom.updates` = the argument's index. Parameters that tensor
+    parallelism divides (`loom.tp_split`) keep the mark; their sums of
+    squares are added over the tensor-parallel group (a `shard.all_reduce`
+    over grid axis 2) before the norm, so that every rank clips with the
+    norm of the whole model.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::loom::LoomDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::scf::SCFDialect",
+                           "::mlir::shard::ShardDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::func::FuncDialect"];
+}
+
+def LoomTensorParallel : Pass<"loom-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Megatron-LM tensor parallelism of the layer loop";
+  let description = [{
+    For a `#loom.plan` with tp > 1, before differentiation: rewrites the
+    body of each layer loop (`loom.scan`) of `@forward` into this rank's
+    part, op by op, through TensorParallelOpInterface. The carried hidden
+    state stays whole on every rank. The query, key and value projection
+    and the MLP's first linear are column parallel (each rank computes its
+    heads' and its hidden features' outputs), attention runs on the rank's
+    heads and GELU on its features, and the attention output projection and
+    the MLP's second linear are row parallel (partial products summed by a
+    `shard.all_reduce` over the tensor-parallel axis, grid axis 2 of
+    `@loom_grid`, then their bias added by `loom.bias_add`). The input of
+    each column-parallel linear passes through `loom.fan_out`, whose
+    vector-Jacobian product is that all-reduce, so that differentiation
+    gives the backward pass Megatron's conjugate collectives. Parameters
+    are divided where the ops ask: each divided argument of `@forward`
+    becomes this rank's part and is marked `loom.tp_split = [dim, blocks]`
+    (the fused projection's rows are 3 blocks, queries, keys and values,
+    each divided among the ranks). The embedding, the final norm and the
+    tied head stay whole on every rank. Other plans are left as they are.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
 def LoomShardParameters : Pass<"loom-shard-parameters", "::mlir::ModuleOp"> {

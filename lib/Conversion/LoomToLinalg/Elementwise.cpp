@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - GELU and residual adds ---------------------------===//
+//===- Elementwise.cpp - GELU, residual and bias adds ---------------------===//
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,10 +77,41 @@ struct AddLowering : LoomPattern<AddOp> {
   }
 };
 
+struct BiasAddLowering : LoomPattern<BiasAddOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(BiasAddOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    Value x = L.rows(adaptor.getInput());
+    auto shape = cast<RankedTensorType>(x.getType()).getShape();
+    Value y = L.generic({x, adaptor.getBias()}, L.empty(shape),
+                        {L.map(2, {0, 1}), L.map(2, {1}), L.map(2, {0, 1})},
+                        {kPar, kPar}, sumBody)[0];
+    return {L.unrows(y, op.getType())};
+  }
+};
+
+struct BiasAddGradLowering : LoomPattern<BiasAddGradOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(BiasAddGradOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    return {L.columnSums(L.rows(adaptor.getGrad()))};
+  }
+};
+
+/// The identity: its cotangent's sum over the group is the backward pass's
+/// collective, already built.
+struct FanOutLowering : LoomPattern<FanOutOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(FanOutOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    return {adaptor.getInput()};
+  }
+};
+
 } // namespace
 
 void mlir::loom::populateLoomElementwiseToLinalgPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<GeluLowering, GeluGradLowering, AddLowering>(
-      patterns.getContext());
+  patterns.add<GeluLowering, GeluGradLowering, AddLowering, BiasAddLowering,
+               BiasAddGradLowering, FanOutLowering>(patterns.getContext());
 }

@@ -47,9 +47,7 @@ struct LinearGradLowering : LoomPattern<LinearGradOp> {
     SmallVector<Value> results = {L.unrows(dx, adaptor.getInput().getType()),
                                   dw};
     if (op.getBiasGrad())
-      results.push_back(L.generic(dy, L.zeros({wShape[0]}),
-                                  {L.map(2, {0, 1}), L.map(2, {1})},
-                                  {kRed, kPar}, sumBody)[0]);
+      results.push_back(L.columnSums(dy));
     return results;
   }
 };

@@ -110,6 +110,13 @@ public:
     return elementwise(ins, empty(type.getShape()), body)[0];
   }
 
+  /// The sums of the columns of an [M, N] value: [N] (a bias's gradient).
+  Value columnSums(Value v) {
+    int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(1);
+    return generic(v, zeros({n}), {map(2, {0, 1}), map(2, {1})}, {kRed, kPar},
+                   sumBody)[0];
+  }
+
   /// [d0, ..., dn-1, C] -> [d0 * ... * dn-1, C]; a rank-1 value is kept.
   Value rows(Value v) {
     auto type = cast<RankedTensorType>(v.getType());

@@ -1,0 +1,213 @@
+//===- LoomParallel.cpp - How loom ops divide among ranks -----------------===//
+//
+// Each op's TensorParallelOpInterface rule (Megatron-LM's layout of a
+// transformer layer), and the vector-Jacobian products of the ops tensor
+// parallelism adds: a bias added after the reduction and the fan-out whose
+// cotangent is summed over the group (Megatron's f).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/LoomDialect.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+TensorParallelRewriter::~TensorParallelRewriter() = default;
+
+RankedTensorType TensorParallelRewriter::getPartType(Type whole,
+                                                     int64_t dim) const {
+  auto type = cast<RankedTensorType>(whole);
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] /= size;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+namespace {
+int64_t rankOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getRank();
+}
+
+/// The rule of ops that act on each element, or each row along the last
+/// dimension, alike: the result is laid out as the operands are. Operands
+/// laid out differently are made whole; a partial sum is summed first
+/// unless the op is linear in it (`sumsOfPartials`: a sum of partial sums
+/// is the partial sum of the sum).
+LogicalResult partitionAlike(Operation *op, TensorParallelRewriter &rewriter,
+                             bool sumsOfPartials) {
+  TensorLayout layout = rewriter.getLayout(op->getOperand(0));
+  bool alike = llvm::all_of(op->getOperands(), [&](Value operand) {
+    return rewriter.getLayout(operand) == layout;
+  });
+  if (!alike || (layout.isPartial() && !sumsOfPartials)) {
+    for (OpOperand &operand : op->getOpOperands())
+      if (failed(rewriter.makeReplicated(operand)))
+        return failure();
+    layout = TensorLayout::replicated();
+  }
+  rewriter.getRewriter().modifyOpInPlace(
+      op, [&] { op->getResult(0).setType(op->getOperand(0).getType()); });
+  rewriter.setLayout(op->getResult(0), layout);
+  return success();
+}
+
+/// A parameter of a row-wise op (layer norm's scale and shift, a bias): as
+/// the rows are when they are split along the same dimension, whole
+/// otherwise. Ranks that each hold other rows (sequence parallelism) each
+/// contribute to its cotangent, so the fan-out sums them.
+LogicalResult makeRowParameter(OpOperand &parameter, TensorLayout rows,
+                               int64_t rowRank,
+                               TensorParallelRewriter &rewriter) {
+  if (rows.isSplit() && rows.dim == rowRank - 1)
+    return rewriter.makeSplit(parameter, 0, rows.blocks);
+  if (rows.isSplit())
+    return rewriter.makeFannedOut(parameter);
+  return rewriter.makeReplicated(parameter);
+}
+} // namespace
+
+LogicalResult
+LayerNormOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  TensorLayout layout = rewriter.getLayout(getInput());
+  // Normalizes each row: a partial sum must be summed, and the rows must
+  // be whole.
+  if (layout.isPartial()) {
+    if (failed(rewriter.makeReplicated(getInputMutable())))
+      return failure();
+    layout = TensorLayout::replicated();
+  }
+  if (layout.isSplit() && layout.dim == rankOf(getInput()) - 1)
+    return emitOpError("normalizes over its last dimension, which tensor "
+                       "parallelism has split");
+  int64_t rank = rankOf(getInput());
+  if (failed(makeRowParameter(getWeightMutable(), layout, rank, rewriter)) ||
+      failed(makeRowParameter(getBiasMutable(), layout, rank, rewriter)))
+    return failure();
+  rewriter.getRewriter().modifyOpInPlace(
+      *this, [&] { getResult().setType(getInput().getType()); });
+  rewriter.setLayout(getResult(), layout);
+  return success();
+}
+
+LogicalResult
+LinearOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  int64_t last = rankOf(getInput()) - 1;
+  RewriterBase &b = rewriter.getRewriter();
+  if (!getSplit()) {
+    for (OpOperand &operand : (*this)->getOpOperands())
+      if (failed(rewriter.makeReplicated(operand)))
+        return failure();
+    rewriter.setLayout(getResult(), TensorLayout::replicated());
+    return success();
+  }
+  if (*getSplit() == TensorSplit::column) {
+    // Each rank computes its blocks of the output features from the whole
+    // input (Megatron's f before it).
+    int64_t blocks = rewriter.getBlocksWanted(getResult());
+    if (failed(rewriter.makeFannedOut(getInputMutable())) ||
+        failed(rewriter.makeSplit(getWeightMutable(), 0, blocks)) ||
+        (getBias() &&
+         failed(rewriter.makeSplit(getBiasMutable()[0], 0, blocks))))
+      return failure();
+    b.modifyOpInPlace(*this, [&] {
+      getResult().setType(rewriter.getPartType(getType(), last));
+    });
+    rewriter.setLayout(getResult(), TensorLayout::split(last, blocks));
+    return success();
+  }
+  // Row parallel: each rank's input features give a partial product; the
+  // bias is added once they are summed (Megatron's g before it).
+  TensorLayout input = rewriter.getLayout(getInput());
+  if (!input.isSplit() || input.dim != last)
+    return emitOpError("is row parallel and needs its input split along its "
+                       "last dimension (the output of a column-parallel op)");
+  if (failed(rewriter.makeSplit(getWeightMutable(), 1, input.blocks)))
+    return failure();
+  Location loc = getLoc();
+  auto partial = LinearOp::create(b, loc, getInput(), getWeight(),
+                                  /*bias=*/Value(), getSplitAttr());
+  rewriter.setLayout(partial, TensorLayout::partial());
+  FailureOr<Value> sum = rewriter.reducePartial(loc, partial);
+  if (failed(sum))
+    return failure();
+  Value result = *sum;
+  if (Value bias = getBias()) {
+    auto add = BiasAddOp::create(b, loc, result, bias);
+    if (failed(cast<TensorParallelOpInterface>(add.getOperation())
+                   .partitionTensorParallel(rewriter)))
+      return failure();
+    result = add;
+  }
+  b.replaceOp(*this, result);
+  return success();
+}
+
+LogicalResult
+CausalAttentionOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  // Heads are independent: each rank attends with its heads' queries, keys
+  // and values, the column-parallel projection's blocks.
+  int64_t size = rewriter.getSize();
+  if (getNumHeads() % size)
+    return emitOpError() << "has " << getNumHeads()
+                         << " heads, which tensor parallelism over " << size
+                         << " ranks does not divide";
+  if (rewriter.getLayout(getQkv()) != TensorLayout::split(2, 3))
+    return emitOpError("needs its queries, keys and values split by heads "
+                       "(the output of a column-parallel projection)");
+  rewriter.getRewriter().modifyOpInPlace(*this, [&] {
+    setNumHeads(getNumHeads() / size);
+    getResult().setType(rewriter.getPartType(getType(), 2));
+  });
+  rewriter.setLayout(getResult(), TensorLayout::split(2));
+  return success();
+}
+
+int64_t CausalAttentionOp::getTensorParallelBlocks(unsigned index) { return 3; }
+
+LogicalResult
+GeluOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  return partitionAlike(*this, rewriter, /*sumsOfPartials=*/false);
+}
+
+LogicalResult AddOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  return partitionAlike(*this, rewriter, /*sumsOfPartials=*/true);
+}
+
+LogicalResult
+BiasAddOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  TensorLayout layout = rewriter.getLayout(getInput());
+  if (layout.isPartial()) {
+    if (failed(rewriter.makeReplicated(getInputMutable())))
+      return failure();
+    layout = TensorLayout::replicated();
+  }
+  if (failed(makeRowParameter(getBiasMutable(), layout, rankOf(getInput()),
+                              rewriter)))
+    return failure();
+  rewriter.getRewriter().modifyOpInPlace(
+      *this, [&] { getResult().setType(getInput().getType()); });
+  rewriter.setLayout(getResult(), layout);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian products
+//===----------------------------------------------------------------------===//
+
+LogicalResult BiasAddOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  Value biasGrad =
+      BiasAddGradOp::create(b, getLoc(), getBias().getType(), resultGrads[0]);
+  operandGrads.assign({resultGrads[0], biasGrad});
+  return success();
+}
+
+LogicalResult FanOutOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  Value sum = shard::AllReduceOp::create(b, getLoc(), getType(), getGrid(),
+                                         getGridAxes(), resultGrads[0],
+                                         shard::ReductionKind::Sum);
+  operandGrads.assign({sum});
+  return success();
+}

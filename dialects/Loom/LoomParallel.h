@@ -1,0 +1,103 @@
+//===- LoomParallel.h - How loom ops divide among ranks ---------*- C++ -*-===//
+//
+// The vocabulary of TensorParallelOpInterface: how a value is divided among
+// the ranks of a tensor-parallel group, and what an op may ask of the pass
+// that partitions it (loom-tensor-parallel). An op states its own rule (a
+// column-parallel linear splits its weight's rows, attention splits its
+// heads); the pass owns the collectives that connect one op's layout to
+// the next's, so that an op never needs to know which op produced its
+// operands.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_LOOMPARALLEL_H
+#define LOOM_DIALECT_LOOMPARALLEL_H
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Value.h"
+
+namespace mlir {
+namespace loom {
+
+/// How one value is held by the ranks of a tensor-parallel group.
+struct TensorLayout {
+  enum class Kind {
+    /// Every rank holds all of it.
+    replicated,
+    /// Dimension `dim` is `blocks` equal blocks, each divided evenly among
+    /// the ranks; a rank holds its part of every block, in order.
+    split,
+    /// Every rank holds a tensor of the full shape; the value is their sum
+    /// (the output of a row-parallel linear before its all-reduce).
+    partial,
+  };
+  Kind kind = Kind::replicated;
+  int64_t dim = 0, blocks = 1;
+
+  static TensorLayout replicated() { return {}; }
+  static TensorLayout split(int64_t dim, int64_t blocks = 1) {
+    return {Kind::split, dim, blocks};
+  }
+  static TensorLayout partial() { return {Kind::partial, 0, 1}; }
+  bool isReplicated() const { return kind == Kind::replicated; }
+  bool isSplit() const { return kind == Kind::split; }
+  bool isPartial() const { return kind == Kind::partial; }
+  bool operator==(const TensorLayout &other) const {
+    return kind == other.kind && (kind != Kind::split ||
+                                  (dim == other.dim && blocks == other.blocks));
+  }
+  bool operator!=(const TensorLayout &other) const { return !(*this == other); }
+};
+
+/// What loom-tensor-parallel offers an op that partitions itself. Operands
+/// are asked for in the layout the op needs; the pass inserts the
+/// collective that produces it (or divides a parameter), or fails with a
+/// diagnostic when no collective does. Methods that fail have emitted an
+/// error on the op.
+class TensorParallelRewriter {
+public:
+  TensorParallelRewriter(RewriterBase &rewriter, int64_t size)
+      : rewriter(rewriter), size(size) {}
+  virtual ~TensorParallelRewriter();
+
+  RewriterBase &getRewriter() { return rewriter; }
+  /// Ranks in the tensor-parallel group.
+  int64_t getSize() const { return size; }
+
+  virtual TensorLayout getLayout(Value value) = 0;
+  /// Records the layout of a result the op built or rewrote.
+  virtual void setLayout(Value value, TensorLayout layout) = 0;
+
+  /// Makes `operand` whole on every rank, for an op that computes the same
+  /// on every rank from it: a partial value is all-reduced.
+  virtual LogicalResult makeReplicated(OpOperand &operand) = 0;
+  /// Makes `operand` whole on every rank, for an op whose ranks each
+  /// compute a different part from it (Megatron's f): its cotangents are
+  /// then summed over the group in the backward pass.
+  virtual LogicalResult makeFannedOut(OpOperand &operand) = 0;
+  /// Makes `operand` split along `dim` in `blocks` blocks: a parameter is
+  /// divided (its argument becomes this rank's part); an activation must be
+  /// split so already.
+  virtual LogicalResult makeSplit(OpOperand &operand, int64_t dim,
+                                  int64_t blocks) = 0;
+  /// The sum over the group of `partial`, built at the rewriter's insertion
+  /// point: replicated, or split along the sequence under sequence
+  /// parallelism.
+  virtual FailureOr<Value> reducePartial(Location loc, Value partial) = 0;
+  /// The blocks the users of `value` want it split into along the
+  /// dimension a producer splits (TensorParallelOpInterface::
+  /// getTensorParallelBlocks); 1 when none asks.
+  virtual int64_t getBlocksWanted(Value value) = 0;
+
+  /// A result type with dimension `dim` divided among the group.
+  RankedTensorType getPartType(Type whole, int64_t dim) const;
+
+private:
+  RewriterBase &rewriter;
+  int64_t size;
+};
+
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_DIALECT_LOOMPARALLEL_H
