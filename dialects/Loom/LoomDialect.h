@@ -34,8 +34,10 @@ void printF64(AsmPrinter &printer, const llvm::APFloat &value);
 #include "Loom/LoomCost.h"
 #include "Loom/LoomDialect.h.inc"
 #include "Loom/LoomEnums.h"
-#include "Loom/LoomInterfaces.h.inc"
 #include "Loom/LoomParallel.h"
+
+// The interfaces' methods take the types declared above.
+#include "Loom/LoomInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "Loom/LoomAttrs.h.inc"
