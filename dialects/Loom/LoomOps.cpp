@@ -221,7 +221,9 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
   if (failed(check.shape("targets", targets, dims.take_front(2),
                          "the batch and sequence of the logits")))
     return failure();
-  if (static_cast<int64_t>(adaptor.getNumClasses()) > dims[2])
+  // A part of the vocabulary (vocab_start) may hold fewer columns.
+  if (!adaptor.getVocabStart() &&
+      static_cast<int64_t>(adaptor.getNumClasses()) > dims[2])
     return check.emitError()
            << "num_classes (" << adaptor.getNumClasses()
            << ") exceeds the logits' vocabulary dimension (" << dims[2] << ")";
@@ -245,6 +247,13 @@ LogicalResult checkSameType(Operation *op, StringRef what, Value value,
                            << "), got " << value.getType();
 }
 } // namespace
+
+LogicalResult CrossEntropyOp::verify() {
+  if (getVocabStart() && (!getGridAttr() || !getGridAxesAttr()))
+    return emitOpError("with vocab_start needs the grid and grid_axes its "
+                       "parts of the vocabulary are spread over");
+  return success();
+}
 
 LogicalResult EmbeddingGradOp::verify() {
   if (failed(Checker(*this).sameElementType(
@@ -354,10 +363,12 @@ LogicalResult CausalAttentionGradOp::verify() {
 
 LogicalResult EmbeddingOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  auto grad = EmbeddingGradOp::create(b, getLoc(), getWte().getType(),
-                                      getWpe().getType(), resultGrads[0],
-                                      getTokens(), /*wte_init=*/Value());
+  auto grad = EmbeddingGradOp::create(
+      b, getLoc(), getWte().getType(), getWpe().getType(), resultGrads[0],
+      getTokens(), /*wte_init=*/Value(), getVocabStart());
   operandGrads.assign({Value(), grad.getWteGrad(), grad.getWpeGrad()});
+  if (getVocabStart())
+    operandGrads.push_back(Value());
   return success();
 }
 
@@ -412,10 +423,13 @@ LogicalResult CrossEntropyOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
   if (elementTypeOf(getLogits()) != b.getF32Type())
     return emitOpError("is differentiated only for f32 logits");
-  Value grad = CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(),
-                                          resultGrads[0], getLogits(),
-                                          getTargets(), getNumClassesAttr());
+  Value grad = CrossEntropyGradOp::create(
+      b, getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
+      getTargets(), getVocabStart(), getNumClassesAttr(), getGridAttr(),
+      getGridAxesAttr());
   operandGrads.assign({grad, Value()});
+  if (getVocabStart())
+    operandGrads.push_back(Value());
   return success();
 }
 
@@ -699,7 +713,8 @@ struct AddIntoEmbeddingGrad : public OpRewritePattern<AddOp> {
         continue;
       auto fused = EmbeddingGradOp::create(
           rewriter, grad.getLoc(), grad.getWteGrad().getType(),
-          grad.getWpeGrad().getType(), grad.getGrad(), grad.getTokens(), other);
+          grad.getWpeGrad().getType(), grad.getGrad(), grad.getTokens(), other,
+          grad.getVocabStart());
       rewriter.replaceAllUsesWith(grad.getWpeGrad(), fused.getWpeGrad());
       rewriter.replaceOp(add, fused.getWteGrad());
       rewriter.eraseOp(grad);

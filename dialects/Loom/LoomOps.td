@@ -34,7 +34,7 @@ def Loom_IndexTensor : StaticShapeTensorOf<[I32]>;
 def Loom_Scalar : 0DTensorOf<[F32]>,
     BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
 
-def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
+def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
   let summary = "token plus learned position embedding";
   let description = [{
     `result[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]` for tokens of shape
@@ -45,12 +45,18 @@ def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Cos
         : (tensor<4x64xi32>, tensor<256x64xf32>, tensor<64x64xf32>)
         -> tensor<4x64x64xf32>
     ```
+
+    With `vocab_start` (vocabulary parallelism), `wte` holds the rows of
+    tokens `vocab_start` to `vocab_start + rows - 1` only: other tokens look
+    up zeros, and the position table is added by the part that starts at
+    token 0 alone, so that the sum of the parts is the whole embedding.
   }];
   let arguments = (ins Loom_IndexTensor:$tokens, Loom_FloatTensor:$wte,
-                   Loom_FloatTensor:$wpe);
+                   Loom_FloatTensor:$wpe, Optional<Index>:$vocab_start);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
-    $tokens `,` $wte `,` $wpe attr-dict `:` functional-type(operands, results)
+    $tokens `,` $wte `,` $wpe (`vocab_start` $vocab_start^)? attr-dict `:`
+    functional-type(operands, results)
   }];
 }
 
@@ -126,7 +132,7 @@ def Loom_AddOp : Loom_Op<"add", [Pure, Loom_Differentiable, Loom_Costed, Loom_Pa
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, Loom_Costed, InferTypeOpAdaptor]> {
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
   let summary = "mean softmax cross-entropy over the vocabulary";
   let description = [{
     `logits` [B, T, Vp] and integer `targets` [B, T] give the mean over all
@@ -134,13 +140,25 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, L
     the first `num_classes` = V columns take part, so a vocabulary padded to
     Vp for efficient GEMMs leaves the loss unchanged. The result is a 0-d
     tensor.
+
+    With `vocab_start` (vocabulary parallelism, Megatron-LM's parallel
+    cross-entropy), `logits` holds columns `vocab_start` onwards of the
+    vocabulary only, each rank of `grid_axes` of `grid` holding its own:
+    the ranks all-reduce the per-row maxima and the sums of exponentials and
+    of the targets' logits, so that no rank holds a whole row of logits and
+    every rank returns the whole loss.
   }];
   let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$targets,
-                   ConfinedAttr<I64Attr, [IntPositive]>:$num_classes);
+                   Optional<Index>:$vocab_start,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_classes,
+                   OptionalAttr<FlatSymbolRefAttr>:$grid,
+                   OptionalAttr<DenseI16ArrayAttr>:$grid_axes);
   let results = (outs 0DTensorOf<[F32]>:$loss);
   let assemblyFormat = [{
-    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+    $logits `,` $targets (`vocab_start` $vocab_start^)? attr-dict `:`
+    functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Loom_BiasAddOp : Loom_Op<"bias_add", [Pure, Loom_Differentiable, Loom_Partitioned,
@@ -274,7 +292,8 @@ def Loom_YieldOp : Loom_Op<"yield", [Pure, ReturnLike, Terminator,
 // Gradient ops: the vector-Jacobian products the forward ops build.
 //===----------------------------------------------------------------------===//
 
-def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure]> {
+def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure,
+    AttrSizedOperandSegments]> {
   let summary = "gradient of the embedding tables";
   let description = [{
     Scatter-adds `grad` [B, T, C] into the token table gradient
@@ -287,12 +306,18 @@ def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure]> {
     the scatter from it (`into`) saves a pass that zeroes the table and one
     that adds two tables, each the size of the vocabulary; the
     canonicalization of `loom.add` does that.
+
+    With `vocab_start`, the token table gradient holds the rows of tokens
+    `vocab_start` onwards only (as `loom.embedding`'s table does), and the
+    position table gradient is zero unless `vocab_start` is 0.
   }];
   let arguments = (ins Loom_FloatTensor:$grad, Loom_IndexTensor:$tokens,
-                   Optional<Loom_FloatTensor>:$wte_init);
+                   Optional<Loom_FloatTensor>:$wte_init,
+                   Optional<Index>:$vocab_start);
   let results = (outs Loom_FloatTensor:$wte_grad, Loom_FloatTensor:$wpe_grad);
   let assemblyFormat = [{
-    $grad `,` $tokens (`into` $wte_init^)? attr-dict `:` functional-type(operands, results)
+    $grad `,` $tokens (`into` $wte_init^)? (`vocab_start` $vocab_start^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -375,14 +400,19 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Pure, AllTypesMatch
   let description = [{
     `logits_grad[b, t, v] = grad * (softmax(logits[b, t, :V])[v] -
     (v == targets[b, t])) / (B * T)` for v < V = `num_classes`, and zero for
-    the padded columns.
+    the padded columns. With `vocab_start`, `grid` and `grid_axes`, the
+    columns of this rank's part of the vocabulary, as for
+    `loom.cross_entropy`, whose statistics it gathers again.
   }];
   let arguments = (ins 0DTensorOf<[F32]>:$grad, Loom_FloatTensor:$logits,
-                   Loom_IndexTensor:$targets,
-                   ConfinedAttr<I64Attr, [IntPositive]>:$num_classes);
+                   Loom_IndexTensor:$targets, Optional<Index>:$vocab_start,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_classes,
+                   OptionalAttr<FlatSymbolRefAttr>:$grid,
+                   OptionalAttr<DenseI16ArrayAttr>:$grid_axes);
   let results = (outs Loom_FloatTensor:$logits_grad);
   let assemblyFormat = [{
-    $grad `,` $logits `,` $targets attr-dict `:` functional-type(operands, results)
+    $grad `,` $logits `,` $targets (`vocab_start` $vocab_start^)? attr-dict
+    `:` functional-type(operands, results)
   }];
 }
 

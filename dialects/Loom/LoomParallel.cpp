@@ -9,6 +9,7 @@
 
 #include "Loom/LoomDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 using namespace mlir;
@@ -66,6 +67,62 @@ LogicalResult makeRowParameter(OpOperand &parameter, TensorLayout rows,
   return rewriter.makeReplicated(parameter);
 }
 } // namespace
+
+/// The index of the first token of this rank's part of the vocabulary.
+static Value buildVocabStart(TensorParallelRewriter &rewriter, Location loc,
+                             int64_t rowsPerRank) {
+  RewriterBase &b = rewriter.getRewriter();
+  return arith::MulIOp::create(
+      b, loc, rewriter.buildIndexInGroup(loc),
+      arith::ConstantIndexOp::create(b, loc, rowsPerRank));
+}
+
+LogicalResult
+EmbeddingOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  // Vocabulary parallel: each rank looks up the tokens of its rows of the
+  // table; the parts' sum, which the pass builds where the result is
+  // needed whole, is the embedding. The position table is added by one
+  // part, so its cotangent comes from one rank and is summed (fanned out).
+  if (getVocabStart())
+    return emitOpError("is partitioned already");
+  if (failed(rewriter.makeReplicated(getTokensMutable())) ||
+      failed(rewriter.makeSplit(getWteMutable(), 0, 1)) ||
+      failed(rewriter.makeFannedOut(getWpeMutable())))
+    return failure();
+  Value start =
+      buildVocabStart(rewriter, getLoc(), getWte().getType().getDimSize(0));
+  rewriter.getRewriter().modifyOpInPlace(
+      *this, [&] { getVocabStartMutable().assign(start); });
+  rewriter.setLayout(getResult(), TensorLayout::partial());
+  return success();
+}
+
+LogicalResult
+CrossEntropyOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  TensorLayout logits = rewriter.getLayout(getLogits());
+  int64_t last = rankOf(getLogits()) - 1;
+  if (failed(rewriter.makeReplicated(getTargetsMutable())))
+    return failure();
+  if (!logits.isSplit() || logits.dim != last || logits.blocks != 1) {
+    if (failed(rewriter.makeReplicated(getLogitsMutable())))
+      return failure();
+    rewriter.setLayout(getResult(), TensorLayout::replicated());
+    return success();
+  }
+  // Vocabulary parallel: the rank's columns of the logits, with the
+  // statistics of whole rows reduced over the group inside the op.
+  if (getVocabStart())
+    return emitOpError("is partitioned already");
+  Value start = buildVocabStart(rewriter, getLoc(),
+                                getLogits().getType().getDimSize(last));
+  rewriter.getRewriter().modifyOpInPlace(*this, [&] {
+    getVocabStartMutable().assign(start);
+    setGridAttr(rewriter.getGrid());
+    setGridAxesAttr(rewriter.getGridAxes());
+  });
+  rewriter.setLayout(getResult(), TensorLayout::replicated());
+  return success();
+}
 
 LogicalResult
 LayerNormOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {

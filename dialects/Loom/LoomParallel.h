@@ -13,6 +13,7 @@
 #ifndef LOOM_DIALECT_LOOMPARALLEL_H
 #define LOOM_DIALECT_LOOMPARALLEL_H
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/Value.h"
 
@@ -88,6 +89,13 @@ public:
   /// dimension a producer splits (TensorParallelOpInterface::
   /// getTensorParallelBlocks); 1 when none asks.
   virtual int64_t getBlocksWanted(Value value) = 0;
+
+  /// This rank's index in the group, built at the rewriter's insertion
+  /// point, and the grid axes of the group, for ops that compute with
+  /// their part's position or communicate themselves.
+  virtual Value buildIndexInGroup(Location loc) = 0;
+  virtual FlatSymbolRefAttr getGrid() = 0;
+  virtual DenseI16ArrayAttr getGridAxes() = 0;
 
   /// A result type with dimension `dim` divided among the group.
   RankedTensorType getPartType(Type whole, int64_t dim) const;

@@ -105,10 +105,11 @@ struct AllReduceBufferization
                           BufferizationState &state) const {
     auto op = cast<shard::AllReduceOp>(rawOp);
     auto type = cast<RankedTensorType>(op.getInput().getType());
+    bool max = op.getReduction() == shard::ReductionKind::Max;
     if (!isF32(type) || op.getResult().getType() != type ||
-        op.getReduction() != shard::ReductionKind::Sum)
-      return op.emitOpError("only f32 sums into the same type run on the "
-                            "runtime's communicators");
+        (!max && op.getReduction() != shard::ReductionKind::Sum))
+      return op.emitOpError("only f32 sums and maxima into the same type run "
+                            "on the runtime's communicators");
     FailureOr<int32_t> group = groupOf(op);
     if (failed(group))
       return failure();
@@ -121,10 +122,11 @@ struct AllReduceBufferization
     MLIRContext *ctx = op.getContext();
     auto ptr = LLVM::LLVMPointerType::get(ctx);
     Type i32 = rewriter.getI32Type(), i64 = rewriter.getI64Type();
-    auto function = declare(
-        rewriter, op->getParentOfType<ModuleOp>(), LOOM_RT_GROUP_ALL_REDUCE,
-        LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx),
-                                    {i32, i32, ptr, i64}));
+    auto function =
+        declare(rewriter, op->getParentOfType<ModuleOp>(),
+                max ? LOOM_RT_GROUP_ALL_REDUCE_MAX : LOOM_RT_GROUP_ALL_REDUCE,
+                LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx),
+                                            {i32, i32, ptr, i64}));
     LLVM::CallOp::create(
         rewriter, loc, function,
         ValueRange{llvmConstant(rewriter, loc, i32, *group),

@@ -147,7 +147,7 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   auto row = TensorSplitAttr::get(builder.getContext(), TensorSplit::row);
   auto xType = activation({B, T, C});
   Value x = EmbeddingOp::create(builder, loc("embedding"), xType, arg(tokens),
-                                arg(wte), arg(wpe));
+                                arg(wte), arg(wpe), /*vocab_start=*/Value());
 
   // One layer body, applied over the stacked parameters.
   SmallVector<Value> stackedArgs;
@@ -190,8 +190,10 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   Value logits = LinearOp::create(builder, loc("lm_head"),
                                   activation({B, T, arch.paddedVocab}), xf,
                                   arg(head), Value(), column);
-  Value loss = CrossEntropyOp::create(builder, loc("loss"), scalarLoss, logits,
-                                      arg(targets), arch.vocab);
+  Value loss = CrossEntropyOp::create(
+      builder, loc("loss"), scalarLoss, logits, arg(targets),
+      /*vocab_start=*/Value(), arch.vocab, /*grid=*/nullptr,
+      /*grid_axes=*/nullptr);
   func::ReturnOp::create(builder, fileLoc, loss);
   return func;
 }

@@ -22,15 +22,18 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-/// Partitions the body of one layer loop, whose slices of the stacked
-/// parameters are the values it may divide.
-class BodyPartitioner : public TensorParallelRewriter {
+/// Partitions @forward: its ops in order, the layer loop's body as part of
+/// it. The parameters are the function's `loom.param` arguments and the
+/// loop body's slices of them.
+class Partitioner : public TensorParallelRewriter {
 public:
-  BodyPartitioner(RewriterBase &rewriter, int64_t size, StringRef grid,
-                  ScanOp scan)
-      : TensorParallelRewriter(rewriter, size), grid(grid), scan(scan) {
-    for (BlockArgument slice : scan.getSliceArguments())
-      parameters.insert(slice);
+  Partitioner(RewriterBase &rewriter, int64_t size, shard::GridOp grid,
+              func::FuncOp forward)
+      : TensorParallelRewriter(rewriter, size), grid(grid), forward(forward) {
+    for (BlockArgument arg : forward.getArguments())
+      if (forward.getArgAttr(arg.getArgNumber(),
+                             LoomDialect::getParamAttrName()))
+        parameters.insert(arg);
   }
 
   TensorLayout getLayout(Value value) override {
@@ -38,6 +41,19 @@ public:
   }
   void setLayout(Value value, TensorLayout layout) override {
     layouts[value] = layout;
+  }
+  FlatSymbolRefAttr getGrid() override {
+    return FlatSymbolRefAttr::get(grid.getSymNameAttr());
+  }
+  DenseI16ArrayAttr getGridAxes() override {
+    return getRewriter().getDenseI16ArrayAttr({kTensorAxis});
+  }
+  Value buildIndexInGroup(Location loc) override {
+    return shard::ProcessMultiIndexOp::create(
+               getRewriter(), loc, grid.getSymName(),
+               ArrayRef<shard::GridAxis>{kTensorAxis})
+        .getResult()
+        .front();
   }
 
   LogicalResult makeReplicated(OpOperand &operand) override {
@@ -70,10 +86,12 @@ public:
       RewriterBase &b = getRewriter();
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointAfterValue(value);
-      auto fanOut =
-          FanOutOp::create(b, value.getLoc(), value, grid, {kTensorAxis});
-      // Free to recompute: the backward pass saves its operand instead.
-      fanOut->setAttr(LoomDialect::getRecomputeAttrName(), b.getUnitAttr());
+      auto fanOut = FanOutOp::create(b, value.getLoc(), value,
+                                     grid.getSymName(), {kTensorAxis});
+      // Free to recompute: a layer's backward pass saves its operand
+      // instead.
+      if (fanOut->getParentOfType<ScanOp>())
+        fanOut->setAttr(LoomDialect::getRecomputeAttrName(), b.getUnitAttr());
       fanned = fanOut;
     }
     setOperand(operand, fanned);
@@ -97,11 +115,11 @@ public:
     auto type = cast<RankedTensorType>(value.getType());
     if (!layout.isReplicated() || wholeParameters.contains(parameter))
       return owner->emitOpError()
-             << "needs a layer parameter split along dimension " << dim
+             << "needs a parameter split along dimension " << dim
              << " that another op uses laid out otherwise";
     if (dim >= type.getRank() || type.getDimSize(dim) % (blocks * getSize()))
       return owner->emitOpError()
-             << "needs a layer parameter of type " << type
+             << "needs a parameter of type " << type
              << " split along dimension " << dim << " in " << blocks
              << " block(s) among " << getSize()
              << " tensor-parallel ranks, which do not divide it";
@@ -124,16 +142,39 @@ public:
     return blocks;
   }
 
-  /// Partitions every op of the body, in order; the values the body
-  /// yields stay whole on every rank.
+  /// Partitions the function; every value it returns is whole on every
+  /// rank. Divided parameters get their part's type and `loom.tp_split`.
   LogicalResult run() {
+    if (failed(partition(forward.getBody().front())))
+      return failure();
+    for (BlockArgument arg : forward.getArguments()) {
+      TensorLayout layout = getLayout(arg);
+      if (layout.isSplit())
+        forward.setArgAttr(
+            arg.getArgNumber(), LoomDialect::getTensorSplitAttrName(),
+            getRewriter().getDenseI64ArrayAttr({layout.dim, layout.blocks}));
+    }
+    forward.setFunctionType(FunctionType::get(
+        forward.getContext(), forward.getBody().getArgumentTypes(),
+        forward.getFunctionType().getResults()));
+    return success();
+  }
+
+private:
+  /// Partitions the ops of `block` in order, then makes what its
+  /// terminator returns or yields whole on every rank.
+  LogicalResult partition(Block &block) {
     RewriterBase &b = getRewriter();
-    Block &body = scan.getBodyBlock();
     SmallVector<Operation *> ops;
-    for (Operation &op : body.without_terminator())
+    for (Operation &op : block.without_terminator())
       ops.push_back(&op);
     for (Operation *op : ops) {
       b.setInsertionPoint(op);
+      if (auto scan = dyn_cast<ScanOp>(op)) {
+        if (failed(partition(scan)))
+          return failure();
+        continue;
+      }
       if (auto partitioned = dyn_cast<TensorParallelOpInterface>(op)) {
         if (failed(partitioned.partitionTensorParallel(*this)))
           return failure();
@@ -144,18 +185,43 @@ public:
         if (failed(makeReplicated(operand)))
           return failure();
     }
-    for (OpOperand &operand : scan.getYield()->getOpOperands())
+    for (OpOperand &operand : block.getTerminator()->getOpOperands())
       if (failed(makeReplicated(operand)))
         return failure();
     return success();
   }
 
-  /// The layout each slice of a stacked parameter ended in.
-  TensorLayout getSliceLayout(unsigned index) {
-    return getLayout(scan.getSliceArguments()[index]);
+  /// A layer loop: the carried values enter whole, the body's slices of the
+  /// stacked parameters are parameters, and a divided slice divides the
+  /// stacked operand (a parameter of the function) along the same
+  /// dimension of each layer.
+  LogicalResult partition(ScanOp scan) {
+    for (OpOperand &init : scan.getInitsMutable())
+      if (failed(makeReplicated(init)))
+        return failure();
+    for (auto [slice, stacked] :
+         llvm::zip(scan.getSliceArguments(), scan.getStacked()))
+      if (parameters.contains(stacked))
+        parameters.insert(slice);
+    if (failed(partition(scan.getBodyBlock())))
+      return failure();
+    for (auto [index, stacked] : llvm::enumerate(scan.getStacked())) {
+      BlockArgument slice = scan.getSliceArguments()[index];
+      TensorLayout layout = getLayout(slice);
+      if (layout.isReplicated())
+        continue;
+      auto arg = dyn_cast<BlockArgument>(stacked);
+      if (!arg || !parameters.contains(arg) || !arg.hasOneUse())
+        return scan.emitOpError()
+               << "divides stacked operand #" << index
+               << " among the tensor-parallel ranks, which is not a "
+                  "parameter of @forward read by this loop alone";
+      arg.setType(ScanOp::getStackedType(slice.getType(), scan.getLength()));
+      setLayout(arg, TensorLayout::split(layout.dim + 1, layout.blocks));
+    }
+    return success();
   }
 
-private:
   void setOperand(OpOperand &operand, Value value) {
     getRewriter().modifyOpInPlace(operand.getOwner(),
                                   [&] { operand.set(value); });
@@ -169,7 +235,7 @@ private:
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointAfterValue(partial);
       sum = shard::AllReduceOp::create(b, partial.getLoc(), partial.getType(),
-                                       grid,
+                                       grid.getSymName(),
                                        ArrayRef<shard::GridAxis>{kTensorAxis},
                                        partial, shard::ReductionKind::Sum);
       setLayout(sum, TensorLayout::replicated());
@@ -177,12 +243,11 @@ private:
     return sum;
   }
 
-  StringRef grid;
-  ScanOp scan;
+  shard::GridOp grid;
+  func::FuncOp forward;
   DenseMap<Value, TensorLayout> layouts;
   DenseMap<Value, Value> sums, fannedOut;
-  /// The body's slices of the stacked parameters, and those an op uses
-  /// whole.
+  /// The parameters, and those an op uses whole.
   DenseSet<Value> parameters, wholeParameters;
 };
 
@@ -201,53 +266,16 @@ struct TensorParallelPass
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> forward = getForwardToDifferentiate(
-        module, "tensor parallelism divides the layers");
+        module, "tensor parallelism divides the model");
     if (failed(forward))
       return signalPassFailure();
     FailureOr<shard::GridOp> grid = getOrCreateGrid(module, *plan);
     if (failed(grid))
       return signalPassFailure();
-
     IRRewriter rewriter(&getContext());
-    SmallVector<ScanOp> scans;
-    forward->walk([&](ScanOp scan) { scans.push_back(scan); });
-    for (ScanOp scan : scans)
-      if (failed(partition(rewriter, *forward, scan, grid->getSymName(),
-                           plan->tp)))
-        return signalPassFailure();
-    Block &entry = forward->getBody().front();
-    forward->setFunctionType(
-        FunctionType::get(&getContext(), entry.getArgumentTypes(),
-                          forward->getFunctionType().getResults()));
-  }
-
-  /// Partitions `scan`'s body, then gives each divided parameter's argument
-  /// of `forward` its part's type and its `loom.tp_split`.
-  LogicalResult partition(RewriterBase &rewriter, func::FuncOp forward,
-                          ScanOp scan, StringRef grid, int64_t size) {
-    BodyPartitioner partitioner(rewriter, size, grid, scan);
+    Partitioner partitioner(rewriter, plan->tp, *grid, *forward);
     if (failed(partitioner.run()))
-      return failure();
-    for (auto [index, stacked] : llvm::enumerate(scan.getStacked())) {
-      TensorLayout layout = partitioner.getSliceLayout(index);
-      if (layout.isReplicated())
-        continue;
-      auto arg = dyn_cast<BlockArgument>(stacked);
-      if (!arg || arg.getOwner() != &forward.getBody().front() ||
-          !forward.getArgAttr(arg.getArgNumber(),
-                              LoomDialect::getParamAttrName()) ||
-          !arg.hasOneUse())
-        return scan.emitOpError()
-               << "divides stacked operand #" << index
-               << " among the tensor-parallel ranks, which is not a "
-                  "parameter of @forward read by this loop alone";
-      Type slice = scan.getSliceArguments()[index].getType();
-      arg.setType(ScanOp::getStackedType(slice, scan.getLength()));
-      forward.setArgAttr(
-          arg.getArgNumber(), LoomDialect::getTensorSplitAttrName(),
-          rewriter.getDenseI64ArrayAttr({layout.dim + 1, layout.blocks}));
-    }
-    return success();
+      return signalPassFailure();
   }
 };
 } // namespace

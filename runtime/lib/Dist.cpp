@@ -314,6 +314,18 @@ int loom_rt_all_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
                    "all-reduce", comm);
 }
 
+int loom_rt_all_reduce_max(loom_comm *comm, loom_dtype dtype, const void *send,
+                           void *recv, int64_t count) {
+  if (int rc = begin("all-reduce (max)", comm, dtype, send, recv, count,
+                     /*sum=*/true);
+      rc >= 0)
+    return rc;
+  return mpiFailed(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv,
+                                 static_cast<int>(count), MPI_FLOAT, MPI_MAX,
+                                 comm->comm),
+                   "all-reduce (max)", comm);
+}
+
 int loom_rt_reduce_scatter(loom_comm *comm, loom_dtype dtype, const void *send,
                            void *recv, int64_t count) {
   if (int rc = begin("reduce-scatter", comm, dtype, send, recv, count,
@@ -391,6 +403,14 @@ void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
   groupCollective(group, [&](loom_comm *comm) {
     return loom_rt_all_reduce(comm, static_cast<loom_dtype>(dtype), buffer,
                               buffer, count);
+  });
+}
+
+void loom_rt_group_all_reduce_max(int32_t group, int32_t dtype, void *buffer,
+                                  int64_t count) {
+  groupCollective(group, [&](loom_comm *comm) {
+    return loom_rt_all_reduce_max(comm, static_cast<loom_dtype>(dtype), buffer,
+                                  buffer, count);
   });
 }
 

@@ -50,11 +50,24 @@ func.func @two_axes(%g: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// A maximum over the tensor-parallel group (grid axis 2, runtime group 2):
+// the vocabulary-parallel cross-entropy's row maxima.
 shard.grid @grid(shape = 2x2x2) {sym_visibility = "private"}
+// CHECK-LABEL: func.func @max(
+// CHECK: %[[GROUP:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK: llvm.call @loom_rt_group_all_reduce_max(%[[GROUP]], %{{.*}}, %{{.*}}, %{{.*}})
 func.func @max(%g: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+2 {{only f32 sums into the same type run on the runtime's communicators}}
+  %r = shard.all_reduce %g on @grid grid_axes = [2] reduction = max : tensor<4xf32> -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2x2x2) {sym_visibility = "private"}
+func.func @min(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{only f32 sums and maxima into the same type run on the runtime's communicators}}
   // expected-error @+1 {{failed to bufferize op}}
-  %r = shard.all_reduce %g on @grid grid_axes = [1] reduction = max : tensor<4xf32> -> tensor<4xf32>
+  %r = shard.all_reduce %g on @grid grid_axes = [1] reduction = min : tensor<4xf32> -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
 

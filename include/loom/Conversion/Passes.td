@@ -15,6 +15,7 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     is an `scf.for` scatter-add. Only f32 tensors are lowered.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::shard::ShardDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::scf::SCFDialect",

@@ -12,6 +12,26 @@ using namespace mlir::loom;
 using namespace mlir::loom::lowering;
 
 namespace {
+/// A part of the vocabulary (`vocab_start`, `rows`): whether it holds
+/// `token`, and the token's row in it, clamped to a valid one otherwise.
+std::pair<Value, Value> rowInPart(OpBuilder &nb, Location l, Value token,
+                                  Value start, int64_t rows) {
+  Value row = arith::SubIOp::create(nb, l, token, start);
+  // Unsigned, a token below the part wraps above it.
+  Value held =
+      arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row,
+                            arith::ConstantIndexOp::create(nb, l, rows));
+  Value zero = arith::ConstantIndexOp::create(nb, l, 0);
+  return {held, arith::SelectOp::create(nb, l, held, row, zero)};
+}
+
+/// Whether the part starting at `start` is the first, which adds the
+/// position table.
+Value isFirstPart(OpBuilder &b, Location l, Value start) {
+  return arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, start,
+                               arith::ConstantIndexOp::create(b, l, 0));
+}
+
 struct EmbeddingLowering : LoomPattern<EmbeddingOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(EmbeddingOp op, OpAdaptor adaptor,
@@ -27,16 +47,28 @@ struct EmbeddingLowering : LoomPattern<EmbeddingOp> {
           ArrayRef<OpFoldResult>{L.b.getIndexAttr(shape[1]),
                                  L.b.getIndexAttr(shape[2])},
           ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
+    Value start = adaptor.getVocabStart();
+    int64_t rows = op.getWte().getType().getDimSize(0);
+    Value first = start ? isFirstPart(L.b, L.loc, start) : Value();
     // Loop dimensions (b, t, c).
     return {L.generic(
         {adaptor.getTokens(), wpe}, L.empty(shape),
         {L.map(3, {0, 1}), L.map(3, {1, 2}), L.identity(3)}, {kPar, kPar, kPar},
         [&](OpBuilder &nb, Location l, ValueRange a) {
           Value row = L.toIndex(nb, a[0]);
+          Value position = a[1];
+          Value held;
+          if (start) {
+            std::tie(held, row) = rowInPart(nb, l, row, start, rows);
+            position =
+                arith::SelectOp::create(nb, l, first, position, L.f32(nb, 0.0));
+          }
           Value w = tensor::ExtractOp::create(nb, l, wte,
                                               ValueRange{row, L.index(nb, 2)});
+          if (held)
+            w = arith::SelectOp::create(nb, l, held, w, L.f32(nb, 0.0));
           linalg::YieldOp::create(
-              nb, l, arith::AddFOp::create(nb, l, w, a[1]).getResult());
+              nb, l, arith::AddFOp::create(nb, l, w, position).getResult());
         })[0]};
   }
 };
@@ -59,6 +91,11 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
           ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
           ArrayRef<OpFoldResult>{L.b.getIndexAttr(T), L.b.getIndexAttr(C)},
           ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
+    Value start = adaptor.getVocabStart();
+    int64_t rows = op.getWteGrad().getType().getDimSize(0);
+    if (start)
+      wpe = arith::SelectOp::create(L.b, L.loc, isFirstPart(L.b, L.loc, start),
+                                    wpe, L.zeros(wpeShape));
 
     // Token gradient: a scatter-add of rows, in token order so that the
     // result is deterministic.
@@ -79,6 +116,9 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
           Value token = arith::IndexCastOp::create(
               nb, l, nb.getIndexType(),
               tensor::ExtractOp::create(nb, l, tokens, ValueRange{i}));
+          Value held;
+          if (start)
+            std::tie(held, token) = rowInPart(nb, l, token, start, rows);
           SmallVector<OpFoldResult> one = {nb.getIndexAttr(1),
                                            nb.getIndexAttr(1)};
           SmallVector<OpFoldResult> size = {nb.getIndexAttr(1),
@@ -90,10 +130,18 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
               nb, l, rowType, acc[0],
               ArrayRef<OpFoldResult>{token, nb.getIndexAttr(0)}, size, one);
           AffineMap id = AffineMap::getMultiDimIdentityMap(1, nb.getContext());
+          // A token of another part adds zeros to row 0, as it is.
+          auto add = [&](OpBuilder &gb, Location gl, ValueRange a) {
+            Value g = held ? arith::SelectOp::create(gb, gl, held, a[0],
+                                                     L.f32(gb, 0.0))
+                           : a[0];
+            linalg::YieldOp::create(
+                gb, gl, arith::AddFOp::create(gb, gl, g, a[1]).getResult());
+          };
           Value row = linalg::GenericOp::create(
                           nb, l, TypeRange{rowType}, ValueRange{src},
                           ValueRange{dst}, ArrayRef<AffineMap>{id, id},
-                          ArrayRef<IteratorType>{kPar}, sumBody)
+                          ArrayRef<IteratorType>{kPar}, add)
                           .getResult(0);
           Value updated = tensor::InsertSliceOp::create(
               nb, l, row, acc[0],

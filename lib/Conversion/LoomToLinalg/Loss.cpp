@@ -7,6 +7,8 @@
 
 #include "Lowering.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
 using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::lowering;
@@ -40,6 +42,69 @@ SoftmaxStats softmaxStats(Lowering &L, Value logits2, int64_t classes) {
   return {x, max, sumExp};
 }
 
+/// The softmax statistics of whole rows whose columns the ranks of a group
+/// share (vocabulary parallelism): this rank holds [N, V / ranks] logits
+/// from column `start` on. The maxima and the sums of exp(x - max) of the
+/// columns below `classes` are all-reduced over the group, as is each row's
+/// target logit, which only the rank holding its column contributes.
+struct PartStats {
+  Value max, sumExp, targetLogit;
+};
+template <typename OpTy>
+PartStats partSoftmaxStats(Lowering &L, OpTy op, Value logits2, Value targets,
+                           Value start) {
+  auto shape = cast<RankedTensorType>(logits2.getType()).getShape();
+  int64_t n = shape[0], columns = shape[1];
+  Value classes =
+      arith::ConstantIndexOp::create(L.b, L.loc, op.getNumClasses());
+  auto isClass = [&](OpBuilder &nb, Location l) {
+    Value v = arith::AddIOp::create(nb, l, start, L.index(nb, 1));
+    return arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, v, classes);
+  };
+  auto overGroup = [&](Value local, shard::ReductionKind kind) -> Value {
+    return shard::AllReduceOp::create(
+        L.b, L.loc, local.getType(), op.getGridAttr(), op.getGridAxesAttr(),
+        local, shard::ReductionKindAttr::get(L.ctx, kind));
+  };
+  Value localMax = L.generic(
+      logits2, L.filled({n}, -INFINITY), {L.map(2, {0, 1}), L.map(2, {0})},
+      {kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(
+            nb, l,
+            arith::SelectOp::create(nb, l, isClass(nb, l),
+                                    runningMax(nb, l, a[0], a[1]), a[1])
+                .getResult());
+      })[0];
+  Value max = overGroup(localMax, shard::ReductionKind::Max);
+  Value localSum =
+      L.rowSum({logits2, max}, n, [&](OpBuilder &nb, ValueRange a) {
+        Value e = math::ExpOp::create(
+            nb, L.loc, arith::SubFOp::create(nb, L.loc, a[0], a[1]));
+        return arith::SelectOp::create(nb, L.loc, isClass(nb, L.loc), e,
+                                       L.f32(nb, 0.0))
+            .getResult();
+      });
+  Value sumExp = overGroup(localSum, shard::ReductionKind::Sum);
+  AffineMap row = L.map(1, {0});
+  Value localTarget = L.generic(
+      targets, L.empty({n}), {row, row}, {kPar},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value column = arith::SubIOp::create(nb, l, L.toIndex(nb, a[0]), start);
+        Value held = arith::CmpIOp::create(
+            nb, l, arith::CmpIPredicate::ult, column,
+            arith::ConstantIndexOp::create(nb, l, columns));
+        Value safe = arith::SelectOp::create(
+            nb, l, held, column, arith::ConstantIndexOp::create(nb, l, 0));
+        Value x = tensor::ExtractOp::create(nb, l, logits2,
+                                            ValueRange{L.index(nb, 0), safe});
+        linalg::YieldOp::create(
+            nb, l,
+            arith::SelectOp::create(nb, l, held, x, L.f32(nb, 0.0))
+                .getResult());
+      })[0];
+  return {max, sumExp, overGroup(localTarget, shard::ReductionKind::Sum)};
+}
+
 struct CrossEntropyLowering : LoomPattern<CrossEntropyOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(CrossEntropyOp op, OpAdaptor adaptor,
@@ -47,10 +112,24 @@ struct CrossEntropyLowering : LoomPattern<CrossEntropyOp> {
     Value logits = L.rows(adaptor.getLogits());
     Value targets = L.flatten(adaptor.getTargets());
     int64_t n = cast<RankedTensorType>(logits.getType()).getDimSize(0);
-    SoftmaxStats s = softmaxStats(L, logits, op.getNumClasses());
     double invN = 1.0 / static_cast<double>(n);
     Value init = L.filled({}, 0.0);
     AffineMap row = L.map(1, {0});
+    if (Value start = adaptor.getVocabStart()) {
+      PartStats s = partSoftmaxStats(L, op, logits, targets, start);
+      return {L.generic(
+          {s.max, s.sumExp, s.targetLogit}, init,
+          {row, row, row, AffineMap::get(1, 0, {}, L.ctx)}, {kRed},
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value lse = arith::AddFOp::create(
+                nb, l, math::LogOp::create(nb, l, a[1]), a[0]);
+            Value term = arith::SubFOp::create(nb, l, lse, a[2]);
+            Value scaled = arith::MulFOp::create(nb, l, term, L.f32(nb, invN));
+            linalg::YieldOp::create(
+                nb, l, arith::AddFOp::create(nb, l, a[3], scaled).getResult());
+          })[0]};
+    }
+    SoftmaxStats s = softmaxStats(L, logits, op.getNumClasses());
     return {L.generic(
         {s.max, s.sumExp, targets}, init,
         {row, row, row, AffineMap::get(1, 0, {}, L.ctx)}, {kRed},
@@ -75,7 +154,14 @@ struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
     Value targets = L.flatten(adaptor.getTargets());
     auto shape = cast<RankedTensorType>(logits.getType()).getShape();
     int64_t classes = op.getNumClasses();
-    SoftmaxStats s = softmaxStats(L, logits, classes);
+    Value start = adaptor.getVocabStart();
+    SoftmaxStats s;
+    if (start) {
+      PartStats part = partSoftmaxStats(L, op, logits, targets, start);
+      s = {logits, part.max, part.sumExp};
+    } else {
+      s = softmaxStats(L, logits, classes);
+    }
     Value dloss =
         tensor::ExtractOp::create(L.b, L.loc, adaptor.getGrad(), ValueRange{});
     Value factor = arith::MulFOp::create(
@@ -85,7 +171,10 @@ struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
         {logits, s.max, s.sumExp, targets}, L.empty(shape),
         {all, row, row, row, all}, {kPar, kPar},
         [&](OpBuilder &nb, Location l, ValueRange a) {
+          // The column's index in the whole vocabulary.
           Value v = L.index(nb, 1);
+          if (start)
+            v = arith::AddIOp::create(nb, l, start, v);
           Value p = arith::DivFOp::create(
               nb, l,
               math::ExpOp::create(nb, l,

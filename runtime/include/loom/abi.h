@@ -18,6 +18,7 @@
 #define LOOM_RT_SGEMM "loom_rt_sgemm"
 #define LOOM_RT_PARALLEL_FOR "loom_rt_parallel_for"
 #define LOOM_RT_GROUP_ALL_REDUCE "loom_rt_group_all_reduce"
+#define LOOM_RT_GROUP_ALL_REDUCE_MAX "loom_rt_group_all_reduce_max"
 #define LOOM_RT_GROUP_ALL_GATHER "loom_rt_group_all_gather"
 #define LOOM_RT_GROUP_REDUCE_SCATTER "loom_rt_group_reduce_scatter"
 #define LOOM_RT_GROUP_RANK "loom_rt_group_rank"

@@ -221,6 +221,9 @@ void loom_dist_abort(int code);
 /// recv = the sum of every rank's send; send == recv works in place.
 int loom_rt_all_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
                        void *recv, int64_t count);
+/// recv = the elementwise maximum of every rank's send (f32).
+int loom_rt_all_reduce_max(loom_comm *comm, loom_dtype dtype, const void *send,
+                           void *recv, int64_t count);
 /// send holds size * count elements; recv gets slice `rank` of their sum.
 int loom_rt_reduce_scatter(loom_comm *comm, loom_dtype dtype, const void *send,
                            void *recv, int64_t count);
@@ -255,6 +258,9 @@ void loom_rt_parallel_for(void (*fn)(void *, int64_t, int64_t), void *context,
 /// every rank of the job: the step cannot go on with a partial sum.
 void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
                               int64_t count);
+/// The elementwise maximum over the ranks of `group`, in place, as above.
+void loom_rt_group_all_reduce_max(int32_t group, int32_t dtype, void *buffer,
+                                  int64_t count);
 
 /// Gathers `count` elements of `send` from every rank of `group` into
 /// `recv`, in rank order; ends the job on failure, as above.
