@@ -79,6 +79,30 @@ FailureOr<Value> contiguousBuffer(RewriterBase &rewriter, Operation *op,
   return buffer;
 }
 
+/// The operand's buffer for a collective that only reads it: a copy when
+/// it may not be contiguous (a slice of a larger buffer, which the backward
+/// pass of a layer loop passes, for one).
+FailureOr<Value> readableBuffer(RewriterBase &rewriter, Operation *op,
+                                Value tensor,
+                                const BufferizationOptions &options,
+                                BufferizationState &state) {
+  FailureOr<Value> buffer = getBuffer(rewriter, tensor, options, state);
+  if (failed(buffer))
+    return failure();
+  auto type = cast<MemRefType>(buffer->getType());
+  if (memref::isStaticShapeAndContiguousRowMajor(type))
+    return buffer;
+  if (!type.hasStaticShape())
+    return op->emitOpError("communicates a buffer of dynamic shape");
+  FailureOr<Value> copy = options.createAlloc(
+      rewriter, op->getLoc(),
+      MemRefType::get(type.getShape(), type.getElementType()), ValueRange{});
+  if (failed(copy) ||
+      failed(options.createMemCpy(rewriter, op->getLoc(), *buffer, *copy)))
+    return failure();
+  return copy;
+}
+
 bool isF32(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && tensor.getElementType().isF32();
@@ -232,7 +256,7 @@ struct ResultBufferCollective
     if (failed(group))
       return failure();
     FailureOr<Value> send =
-        contiguousBuffer(rewriter, op, op.getInput(), options, state);
+        readableBuffer(rewriter, op, op.getInput(), options, state);
     if (failed(send))
       return failure();
 

@@ -28,8 +28,9 @@ namespace {
 class Partitioner : public TensorParallelRewriter {
 public:
   Partitioner(RewriterBase &rewriter, int64_t size, shard::GridOp grid,
-              func::FuncOp forward)
-      : TensorParallelRewriter(rewriter, size), grid(grid), forward(forward) {
+              func::FuncOp forward, bool sequenceParallel)
+      : TensorParallelRewriter(rewriter, size), grid(grid), forward(forward),
+        sequenceParallel(sequenceParallel) {
     for (BlockArgument arg : forward.getArguments())
       if (forward.getArgAttr(arg.getArgNumber(),
                              LoomDialect::getParamAttrName()))
@@ -59,12 +60,8 @@ public:
   LogicalResult makeReplicated(OpOperand &operand) override {
     Value value = operand.get();
     TensorLayout layout = getLayout(value);
-    if (layout.isSplit())
-      return operand.getOwner()->emitOpError()
-             << "needs operand #" << operand.getOperandNumber()
-             << " whole on every rank, and tensor parallelism has split it";
-    if (parameters.contains(value))
-      wholeParameters.insert(value);
+    if (failed(useWhole(operand)))
+      return failure();
     if (layout.isPartial())
       setOperand(operand, sumOf(value));
     return success();
@@ -73,12 +70,29 @@ public:
   LogicalResult makeFannedOut(OpOperand &operand) override {
     Value value = operand.get();
     TensorLayout layout = getLayout(value);
-    if (layout.isSplit())
-      return operand.getOwner()->emitOpError()
-             << "needs operand #" << operand.getOperandNumber()
-             << " whole on every rank, and tensor parallelism has split it";
-    if (parameters.contains(value))
-      wholeParameters.insert(value);
+    if (layout == sequenceLayout() && sequenceParallel) {
+      // The sequence gathered: the all-gather's conjugate, a
+      // reduce-scatter, sums the ranks' cotangents as a fan-out's would.
+      Value &gathered = fannedOut[value];
+      if (!gathered) {
+        RewriterBase &b = getRewriter();
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointAfterValue(value);
+        auto type = cast<RankedTensorType>(value.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[kSequenceDim] *= getSize();
+        gathered = shard::AllGatherOp::create(
+            b, value.getLoc(),
+            RankedTensorType::get(shape, type.getElementType()),
+            grid.getSymName(), ArrayRef<shard::GridAxis>{kTensorAxis}, value,
+            APInt(64, kSequenceDim));
+        setLayout(gathered, TensorLayout::replicated());
+      }
+      setOperand(operand, gathered);
+      return success();
+    }
+    if (failed(useWhole(operand)))
+      return failure();
     if (layout.isPartial())
       value = sumOf(value);
     Value &fanned = fannedOut[value];
@@ -129,8 +143,23 @@ public:
   }
 
   FailureOr<Value> reducePartial(Location loc, Value partial) override {
-    Value sum = sumOf(partial);
-    return sum;
+    if (!sequenceParallel)
+      return sumOf(partial);
+    // Sequence parallelism: each rank keeps the sum of its slice of the
+    // sequence (the volume of an all-reduce, in half the steps).
+    auto type = cast<RankedTensorType>(partial.getType());
+    if (type.getRank() < 2 || type.getDimSize(kSequenceDim) % getSize())
+      return emitError(loc) << "sequence parallelism over " << getSize()
+                            << " ranks cannot divide the sequence of " << type;
+    RewriterBase &b = getRewriter();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfterValue(partial);
+    Value slice = shard::ReduceScatterOp::create(
+        b, loc, getPartType(type, kSequenceDim), grid.getSymName(),
+        ArrayRef<shard::GridAxis>{kTensorAxis}, partial,
+        shard::ReductionKind::Sum, APInt(64, kSequenceDim));
+    setLayout(slice, sequenceLayout());
+    return slice;
   }
 
   int64_t getBlocksWanted(Value value) override {
@@ -161,8 +190,39 @@ public:
   }
 
 private:
+  /// [batch, sequence, ...]: activations' sequence dimension.
+  static constexpr int64_t kSequenceDim = 1;
+  static TensorLayout sequenceLayout() {
+    return TensorLayout::split(kSequenceDim);
+  }
+
+  /// The layout a layer loop carries its values in: whole, or split along
+  /// the sequence under sequence parallelism.
+  TensorLayout carriedLayout() const {
+    return sequenceParallel ? sequenceLayout() : TensorLayout::replicated();
+  }
+  LogicalResult makeCarried(OpOperand &operand) {
+    if (!sequenceParallel)
+      return makeReplicated(operand);
+    TensorLayout layout = getLayout(operand.get());
+    if (layout == sequenceLayout())
+      return success();
+    if (!layout.isPartial())
+      return operand.getOwner()->emitOpError()
+             << "carries operand #" << operand.getOperandNumber()
+             << " through the layers, which sequence parallelism needs split "
+                "along the sequence or as partial sums to scatter";
+    FailureOr<Value> slice =
+        reducePartial(operand.get().getLoc(), operand.get());
+    if (failed(slice))
+      return failure();
+    setOperand(operand, *slice);
+    return success();
+  }
+
   /// Partitions the ops of `block` in order, then makes what its
-  /// terminator returns or yields whole on every rank.
+  /// terminator returns whole on every rank, or what it yields laid out as
+  /// the layer loop carries it.
   LogicalResult partition(Block &block) {
     RewriterBase &b = getRewriter();
     SmallVector<Operation *> ops;
@@ -185,9 +245,13 @@ private:
         if (failed(makeReplicated(operand)))
           return failure();
     }
-    for (OpOperand &operand : block.getTerminator()->getOpOperands())
-      if (failed(makeReplicated(operand)))
+    Operation *terminator = block.getTerminator();
+    auto scan = dyn_cast<ScanOp>(block.getParentOp());
+    for (OpOperand &operand : terminator->getOpOperands()) {
+      bool carried = scan && operand.getOperandNumber() < scan.getNumCarries();
+      if (failed(carried ? makeCarried(operand) : makeReplicated(operand)))
         return failure();
+    }
     return success();
   }
 
@@ -196,9 +260,16 @@ private:
   /// stacked operand (a parameter of the function) along the same
   /// dimension of each layer.
   LogicalResult partition(ScanOp scan) {
-    for (OpOperand &init : scan.getInitsMutable())
-      if (failed(makeReplicated(init)))
+    for (auto [init, carry, result] :
+         llvm::zip(scan.getInitsMutable(), scan.getCarryArguments(),
+                   scan.getCarryResults())) {
+      if (failed(makeCarried(init)))
         return failure();
+      carry.setType(init.get().getType());
+      result.setType(init.get().getType());
+      setLayout(carry, carriedLayout());
+      setLayout(result, carriedLayout());
+    }
     for (auto [slice, stacked] :
          llvm::zip(scan.getSliceArguments(), scan.getStacked()))
       if (parameters.contains(stacked))
@@ -219,6 +290,19 @@ private:
       arg.setType(ScanOp::getStackedType(slice.getType(), scan.getLength()));
       setLayout(arg, TensorLayout::split(layout.dim + 1, layout.blocks));
     }
+    return success();
+  }
+
+  /// Records that `operand`'s value is used whole (a parameter then may no
+  /// longer be divided); fails on a value tensor parallelism has split.
+  LogicalResult useWhole(OpOperand &operand) {
+    Value value = operand.get();
+    if (getLayout(value).isSplit())
+      return operand.getOwner()->emitOpError()
+             << "needs operand #" << operand.getOperandNumber()
+             << " whole on every rank, and tensor parallelism has split it";
+    if (parameters.contains(value))
+      wholeParameters.insert(value);
     return success();
   }
 
@@ -245,6 +329,7 @@ private:
 
   shard::GridOp grid;
   func::FuncOp forward;
+  bool sequenceParallel;
   DenseMap<Value, TensorLayout> layouts;
   DenseMap<Value, Value> sums, fannedOut;
   /// The parameters, and those an op uses whole.
@@ -260,11 +345,6 @@ struct TensorParallelPass
       return signalPassFailure();
     if (plan->tp == 1)
       return;
-    if (plan->sequenceParallel) {
-      module.emitError("sequence parallelism (sp=1) does not compile yet; "
-                       "use tensor parallelism without it (sp=0)");
-      return signalPassFailure();
-    }
     FailureOr<func::FuncOp> forward = getForwardToDifferentiate(
         module, "tensor parallelism divides the model");
     if (failed(forward))
@@ -273,7 +353,8 @@ struct TensorParallelPass
     if (failed(grid))
       return signalPassFailure();
     IRRewriter rewriter(&getContext());
-    Partitioner partitioner(rewriter, plan->tp, *grid, *forward);
+    Partitioner partitioner(rewriter, plan->tp, *grid, *forward,
+                            plan->sequenceParallel);
     if (failed(partitioner.run()))
       return signalPassFailure();
   }

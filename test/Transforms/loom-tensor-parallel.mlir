@@ -1,5 +1,6 @@
 // RUN: loomc %S/Inputs/auto-plan.json --plan tp=2 --emit=loom | loom-opt --loom-tensor-parallel | FileCheck %s
 // RUN: loomc %S/Inputs/auto-plan.json --plan tp=2 --emit=loom | loom-opt --loom-tensor-parallel --loom-differentiate | FileCheck %s --check-prefix=GRAD
+// RUN: loomc %S/Inputs/auto-plan.json --plan tp=2,sp=1 --emit=loom | loom-opt --loom-tensor-parallel | FileCheck %s --check-prefix=SP
 // RUN: loom-opt %s --loom-tensor-parallel --split-input-file --verify-diagnostics
 
 // Megatron over two ranks. The token table is divided by rows (the padded
@@ -47,6 +48,30 @@
 // CHECK: %[[FF:.*]] = loom.fan_out %[[LNF]] on @loom_grid axes = [2] : tensor<4x4x8xf32>
 // CHECK: %[[LOGITS:.*]] = loom.linear %[[FF]], %[[WTE]] {split = #loom<split column>} : (tensor<4x4x8xf32>, tensor<8x8xf32>) -> tensor<4x4x8xf32>
 // CHECK: loom.cross_entropy %[[LOGITS]], %{{.*}} vocab_start %{{.*}} {grid = @loom_grid, grid_axes = array<i16: 2>, num_classes = 11 : i64}
+
+// Sequence parallelism: the layers carry the hidden state split along the
+// sequence (the embedding's parts reduce-scattered into it); layer norm
+// runs on the rank's positions, its parameters fanned out so that their
+// gradients are summed over the group; the column-parallel projections
+// read the sequence all-gathered, and the row-parallel ones are
+// reduce-scattered back to it. After the loop, the final norm's output is
+// gathered for the head.
+// SP: %[[PART:.*]] = loom.embedding
+// SP: %[[X:.*]] = shard.reduce_scatter %[[PART]] on @loom_grid grid_axes = [2] scatter_axis = 1 : tensor<4x4x8xf32> -> tensor<4x2x8xf32>
+// SP: loom.scan carry(%[[X]] : tensor<4x2x8xf32>)
+// SP: ^bb0(%[[H:[^:]*]]: tensor<4x2x8xf32>, %[[W1:[^:]*]]: tensor<8xf32>, %[[B1:[^:]*]]: tensor<8xf32>
+// SP-DAG: %[[FW1:.*]] = loom.fan_out %[[W1]] on @loom_grid axes = [2] {loom.recompute} : tensor<8xf32>
+// SP-DAG: %[[FB1:.*]] = loom.fan_out %[[B1]] on @loom_grid axes = [2] {loom.recompute} : tensor<8xf32>
+// SP: %[[LN1:.*]] = loom.layer_norm %[[H]], %[[FW1]], %[[FB1]] {{.*}} -> tensor<4x2x8xf32>
+// SP: %[[ALL:.*]] = shard.all_gather %[[LN1]] on @loom_grid grid_axes = [2] gather_axis = 1 : tensor<4x2x8xf32> -> tensor<4x4x8xf32>
+// SP: %[[QKV:.*]] = loom.linear %[[ALL]], {{.*}} -> tensor<4x4x12xf32>
+// SP: %[[P1:.*]] = loom.linear {{.*}} {split = #loom<split row>} {{.*}} -> tensor<4x4x8xf32>
+// SP: %[[S1:.*]] = shard.reduce_scatter %[[P1]] on @loom_grid grid_axes = [2] scatter_axis = 1 : tensor<4x4x8xf32> -> tensor<4x2x8xf32>
+// SP: %[[BA:.*]] = loom.bias_add %[[S1]], %{{.*}} : tensor<4x2x8xf32>, tensor<8xf32>
+// SP: loom.add %[[H]], %[[BA]] : tensor<4x2x8xf32>
+// SP: loom.yield %{{.*}} : tensor<4x2x8xf32>
+// SP: %[[LNF:.*]] = loom.layer_norm {{.*}} -> tensor<4x2x8xf32>
+// SP: shard.all_gather %[[LNF]] on @loom_grid grid_axes = [2] gather_axis = 1 : tensor<4x2x8xf32> -> tensor<4x4x8xf32>
 
 // Differentiated, the backward pass has the conjugates: the fan-outs'
 // cotangents are all-reduced, the sums' pass through; a layer's backward
@@ -118,9 +143,15 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micr
 
 // -----
 
-// expected-error @+1 {{sequence parallelism (sp=1) does not compile yet}}
+// A carried value that is neither split along the sequence nor a partial
+// sum to scatter: sequence parallelism cannot carry it.
 module attributes {loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = true>} {
-  func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
-    return %x : tensor<2x3x8xf32>
+  func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    // expected-error @+1 {{carries operand #0 through the layers, which sequence parallelism needs split along the sequence or as partial sums to scatter}}
+    %y = loom.scan carry(%x : tensor<2x4x8xf32>) length = 1 -> (tensor<2x4x8xf32>) {
+    ^bb0(%h: tensor<2x4x8xf32>):
+      loom.yield %h : tensor<2x4x8xf32>
+    }
+    return %y : tensor<2x4x8xf32>
   }
 }

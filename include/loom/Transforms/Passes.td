@@ -114,26 +114,31 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
 }
 
 def LoomTensorParallel : Pass<"loom-tensor-parallel", "::mlir::ModuleOp"> {
-  let summary = "Megatron-LM tensor parallelism of the layer loop";
+  let summary = "Megatron-LM tensor and sequence parallelism";
   let description = [{
-    For a `#loom.plan` with tp > 1, before differentiation: rewrites the
-    body of each layer loop (`loom.scan`) of `@forward` into this rank's
-    part, op by op, through TensorParallelOpInterface. The carried hidden
-    state stays whole on every rank. The query, key and value projection
-    and the MLP's first linear are column parallel (each rank computes its
-    heads' and its hidden features' outputs), attention runs on the rank's
-    heads and GELU on its features, and the attention output projection and
-    the MLP's second linear are row parallel (partial products summed by a
-    `shard.all_reduce` over the tensor-parallel axis, grid axis 2 of
-    `@loom_grid`, then their bias added by `loom.bias_add`). The input of
-    each column-parallel linear passes through `loom.fan_out`, whose
+    For a `#loom.plan` with tp > 1, before differentiation: rewrites
+    `@forward` into this rank's part, op by op, through
+    TensorParallelOpInterface; the pass keeps every value's layout (whole,
+    split, or partial sums) and inserts the collectives over the
+    tensor-parallel axis (grid axis 2 of `@loom_grid`) between one op's
+    layout and the next's. In the layer loop, the query, key and value
+    projection and the MLP's first linear are column parallel, attention
+    runs on the rank's heads and GELU on its features, and the output
+    projections are row parallel: partial products summed by a
+    `shard.all_reduce`, then their bias added by `loom.bias_add`. The input
+    of each column-parallel linear passes through `loom.fan_out`, whose
     vector-Jacobian product is that all-reduce, so that differentiation
-    gives the backward pass Megatron's conjugate collectives. Parameters
-    are divided where the ops ask: each divided argument of `@forward`
-    becomes this rank's part and is marked `loom.tp_split = [dim, blocks]`
-    (the fused projection's rows are 3 blocks, queries, keys and values,
-    each divided among the ranks). The embedding, the final norm and the
-    tied head stay whole on every rank. Other plans are left as they are.
+    gives the backward pass Megatron's conjugate collectives. The token
+    table is divided by rows (vocabulary parallel): `loom.embedding` and
+    `loom.cross_entropy` get the rank's `vocab_start`, the tied head is
+    column parallel on the same part. With sequence parallelism (`sp`), the
+    layer loop carries the hidden state split along the sequence: partial
+    sums are reduce-scattered into it and gathered (`shard.all_gather`)
+    before each column-parallel linear; layer norm runs on the rank's
+    positions with its parameters fanned out. Divided parameters become
+    this rank's part, marked `loom.tp_split = [dim, blocks]` (the fused
+    projection's rows are 3 blocks, queries, keys and values, each divided
+    among the ranks). Other plans are left as they are.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
