@@ -138,3 +138,19 @@ func.func @scatter_columns(%x: tensor<3x4xf32>) -> tensor<3x2xf32> {
   %r = shard.reduce_scatter %x on @grid grid_axes = [1] scatter_axis = 1 : tensor<3x4xf32> -> tensor<3x2xf32>
   return %r : tensor<3x2xf32>
 }
+
+// -----
+
+// A gather only reads its operand: a strided one (a slice of a larger
+// buffer) is copied to a contiguous buffer first.
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+// CHECK-LABEL: func.func @strided(
+// CHECK: %[[VIEW:.*]] = memref.subview
+// CHECK: %[[COPY:.*]] = memref.alloc() {{.*}} : memref<2x4xf32>
+// CHECK: memref.copy %[[VIEW]], %[[COPY]]
+// CHECK: llvm.call @loom_rt_group_all_gather
+func.func @strided(%t: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  %s = tensor.extract_slice %t[0, 0] [2, 4] [1, 1] : tensor<4x8xf32> to tensor<2x4xf32>
+  %g = shard.all_gather %s on @grid grid_axes = [1] gather_axis = 0 : tensor<2x4xf32> -> tensor<4x4xf32>
+  return %g : tensor<4x4xf32>
+}
