@@ -53,18 +53,39 @@ LogicalResult partitionAlike(Operation *op, TensorParallelRewriter &rewriter,
   return success();
 }
 
-/// A parameter of a row-wise op (layer norm's scale and shift, a bias): as
-/// the rows are when they are split along the same dimension, whole
-/// otherwise. Ranks that each hold other rows (sequence parallelism) each
-/// contribute to its cotangent, so the fan-out sums them.
-LogicalResult makeRowParameter(OpOperand &parameter, TensorLayout rows,
-                               int64_t rowRank,
+/// The rule of ops that act on each row along the last dimension with
+/// parameters of the row's width (layer norm's scale and shift, a bias):
+/// the result is laid out as the rows are, a partial sum summed first.
+/// Parameters are split as the rows are when the rows are split along the
+/// last dimension, whole otherwise; ranks that each hold other rows
+/// (sequence parallelism) each contribute to their cotangent, so they are
+/// fanned out. Unless `splitRows`, rows split along the last dimension are
+/// refused (layer norm normalizes over it).
+LogicalResult partitionRowwise(Operation *op, OpOperand &rows,
+                               ArrayRef<OpOperand *> parameters, bool splitRows,
                                TensorParallelRewriter &rewriter) {
-  if (rows.isSplit() && rows.dim == rowRank - 1)
-    return rewriter.makeSplit(parameter, 0, rows.blocks);
-  if (rows.isSplit())
-    return rewriter.makeFannedOut(parameter);
-  return rewriter.makeReplicated(parameter);
+  TensorLayout layout = rewriter.getLayout(rows.get());
+  if (layout.isPartial()) {
+    if (failed(rewriter.makeReplicated(rows)))
+      return failure();
+    layout = TensorLayout::replicated();
+  }
+  bool lastSplit = layout.isSplit() && layout.dim == rankOf(rows.get()) - 1;
+  if (lastSplit && !splitRows)
+    return op->emitOpError("works on whole rows along its last dimension, "
+                           "which tensor parallelism has split");
+  for (OpOperand *parameter : parameters) {
+    LogicalResult made =
+        lastSplit          ? rewriter.makeSplit(*parameter, 0, layout.blocks)
+        : layout.isSplit() ? rewriter.makeFannedOut(*parameter)
+                           : rewriter.makeReplicated(*parameter);
+    if (failed(made))
+      return failure();
+  }
+  rewriter.getRewriter().modifyOpInPlace(
+      op, [&] { op->getResult(0).setType(rows.get().getType()); });
+  rewriter.setLayout(op->getResult(0), layout);
+  return success();
 }
 } // namespace
 
@@ -126,25 +147,9 @@ CrossEntropyOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
 
 LogicalResult
 LayerNormOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
-  TensorLayout layout = rewriter.getLayout(getInput());
-  // Normalizes each row: a partial sum must be summed, and the rows must
-  // be whole.
-  if (layout.isPartial()) {
-    if (failed(rewriter.makeReplicated(getInputMutable())))
-      return failure();
-    layout = TensorLayout::replicated();
-  }
-  if (layout.isSplit() && layout.dim == rankOf(getInput()) - 1)
-    return emitOpError("normalizes over its last dimension, which tensor "
-                       "parallelism has split");
-  int64_t rank = rankOf(getInput());
-  if (failed(makeRowParameter(getWeightMutable(), layout, rank, rewriter)) ||
-      failed(makeRowParameter(getBiasMutable(), layout, rank, rewriter)))
-    return failure();
-  rewriter.getRewriter().modifyOpInPlace(
-      *this, [&] { getResult().setType(getInput().getType()); });
-  rewriter.setLayout(getResult(), layout);
-  return success();
+  return partitionRowwise(*this, getInputMutable(),
+                          {&getWeightMutable(), &getBiasMutable()},
+                          /*splitRows=*/false, rewriter);
 }
 
 LogicalResult
@@ -233,19 +238,8 @@ LogicalResult AddOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
 
 LogicalResult
 BiasAddOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
-  TensorLayout layout = rewriter.getLayout(getInput());
-  if (layout.isPartial()) {
-    if (failed(rewriter.makeReplicated(getInputMutable())))
-      return failure();
-    layout = TensorLayout::replicated();
-  }
-  if (failed(makeRowParameter(getBiasMutable(), layout, rankOf(getInput()),
-                              rewriter)))
-    return failure();
-  rewriter.getRewriter().modifyOpInPlace(
-      *this, [&] { getResult().setType(getInput().getType()); });
-  rewriter.setLayout(getResult(), layout);
-  return success();
+  return partitionRowwise(*this, getInputMutable(), {&getBiasMutable()},
+                          /*splitRows=*/true, rewriter);
 }
 
 //===----------------------------------------------------------------------===//

@@ -12,19 +12,6 @@ using namespace mlir::loom;
 using namespace mlir::loom::lowering;
 
 namespace {
-/// A part of the vocabulary (`vocab_start`, `rows`): whether it holds
-/// `token`, and the token's row in it, clamped to a valid one otherwise.
-std::pair<Value, Value> rowInPart(OpBuilder &nb, Location l, Value token,
-                                  Value start, int64_t rows) {
-  Value row = arith::SubIOp::create(nb, l, token, start);
-  // Unsigned, a token below the part wraps above it.
-  Value held =
-      arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row,
-                            arith::ConstantIndexOp::create(nb, l, rows));
-  Value zero = arith::ConstantIndexOp::create(nb, l, 0);
-  return {held, arith::SelectOp::create(nb, l, held, row, zero)};
-}
-
 /// Whether the part starting at `start` is the first, which adds the
 /// position table.
 Value isFirstPart(OpBuilder &b, Location l, Value start) {
@@ -59,7 +46,7 @@ struct EmbeddingLowering : LoomPattern<EmbeddingOp> {
           Value position = a[1];
           Value held;
           if (start) {
-            std::tie(held, row) = rowInPart(nb, l, row, start, rows);
+            std::tie(held, row) = L.indexInPart(nb, row, start, rows);
             position =
                 arith::SelectOp::create(nb, l, first, position, L.f32(nb, 0.0));
           }
@@ -118,7 +105,7 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
               tensor::ExtractOp::create(nb, l, tokens, ValueRange{i}));
           Value held;
           if (start)
-            std::tie(held, token) = rowInPart(nb, l, token, start, rows);
+            std::tie(held, token) = L.indexInPart(nb, token, start, rows);
           SmallVector<OpFoldResult> one = {nb.getIndexAttr(1),
                                            nb.getIndexAttr(1)};
           SmallVector<OpFoldResult> size = {nb.getIndexAttr(1),

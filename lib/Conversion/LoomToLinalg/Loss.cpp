@@ -42,29 +42,28 @@ SoftmaxStats softmaxStats(Lowering &L, Value logits2, int64_t classes) {
   return {x, max, sumExp};
 }
 
+/// A row statistic of this rank's part of the logits summed or maximized
+/// over the group that shares the vocabulary.
+template <typename OpTy>
+Value overGroup(Lowering &L, OpTy op, Value local, shard::ReductionKind kind) {
+  return shard::AllReduceOp::create(
+      L.b, L.loc, local.getType(), op.getGridAttr(), op.getGridAxesAttr(),
+      local, shard::ReductionKindAttr::get(L.ctx, kind));
+}
+
 /// The softmax statistics of whole rows whose columns the ranks of a group
 /// share (vocabulary parallelism): this rank holds [N, V / ranks] logits
 /// from column `start` on. The maxima and the sums of exp(x - max) of the
-/// columns below `classes` are all-reduced over the group, as is each row's
-/// target logit, which only the rank holding its column contributes.
-struct PartStats {
-  Value max, sumExp, targetLogit;
-};
+/// columns below `classes` are all-reduced over the group.
 template <typename OpTy>
-PartStats partSoftmaxStats(Lowering &L, OpTy op, Value logits2, Value targets,
-                           Value start) {
-  auto shape = cast<RankedTensorType>(logits2.getType()).getShape();
-  int64_t n = shape[0], columns = shape[1];
+SoftmaxStats partSoftmaxStats(Lowering &L, OpTy op, Value logits2,
+                              Value start) {
+  int64_t n = cast<RankedTensorType>(logits2.getType()).getDimSize(0);
   Value classes =
       arith::ConstantIndexOp::create(L.b, L.loc, op.getNumClasses());
   auto isClass = [&](OpBuilder &nb, Location l) {
     Value v = arith::AddIOp::create(nb, l, start, L.index(nb, 1));
     return arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, v, classes);
-  };
-  auto overGroup = [&](Value local, shard::ReductionKind kind) -> Value {
-    return shard::AllReduceOp::create(
-        L.b, L.loc, local.getType(), op.getGridAttr(), op.getGridAxesAttr(),
-        local, shard::ReductionKindAttr::get(L.ctx, kind));
   };
   Value localMax = L.generic(
       logits2, L.filled({n}, -INFINITY), {L.map(2, {0, 1}), L.map(2, {0})},
@@ -75,7 +74,7 @@ PartStats partSoftmaxStats(Lowering &L, OpTy op, Value logits2, Value targets,
                                     runningMax(nb, l, a[0], a[1]), a[1])
                 .getResult());
       })[0];
-  Value max = overGroup(localMax, shard::ReductionKind::Max);
+  Value max = overGroup(L, op, localMax, shard::ReductionKind::Max);
   Value localSum =
       L.rowSum({logits2, max}, n, [&](OpBuilder &nb, ValueRange a) {
         Value e = math::ExpOp::create(
@@ -84,25 +83,28 @@ PartStats partSoftmaxStats(Lowering &L, OpTy op, Value logits2, Value targets,
                                        L.f32(nb, 0.0))
             .getResult();
       });
-  Value sumExp = overGroup(localSum, shard::ReductionKind::Sum);
+  return {logits2, max, overGroup(L, op, localSum, shard::ReductionKind::Sum)};
+}
+
+/// Each row's target logit, from the one rank whose part of the vocabulary
+/// holds the target's column, summed over the group.
+Value partTargetLogits(Lowering &L, CrossEntropyOp op, Value logits2,
+                       Value targets, Value start) {
+  auto shape = cast<RankedTensorType>(logits2.getType()).getShape();
   AffineMap row = L.map(1, {0});
-  Value localTarget = L.generic(
-      targets, L.empty({n}), {row, row}, {kPar},
-      [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value column = arith::SubIOp::create(nb, l, L.toIndex(nb, a[0]), start);
-        Value held = arith::CmpIOp::create(
-            nb, l, arith::CmpIPredicate::ult, column,
-            arith::ConstantIndexOp::create(nb, l, columns));
-        Value safe = arith::SelectOp::create(
-            nb, l, held, column, arith::ConstantIndexOp::create(nb, l, 0));
-        Value x = tensor::ExtractOp::create(nb, l, logits2,
-                                            ValueRange{L.index(nb, 0), safe});
-        linalg::YieldOp::create(
-            nb, l,
-            arith::SelectOp::create(nb, l, held, x, L.f32(nb, 0.0))
-                .getResult());
-      })[0];
-  return {max, sumExp, overGroup(localTarget, shard::ReductionKind::Sum)};
+  Value local =
+      L.generic(targets, L.empty({shape[0]}), {row, row}, {kPar},
+                [&](OpBuilder &nb, Location l, ValueRange a) {
+                  auto [held, column] =
+                      L.indexInPart(nb, L.toIndex(nb, a[0]), start, shape[1]);
+                  Value x = tensor::ExtractOp::create(
+                      nb, l, logits2, ValueRange{L.index(nb, 0), column});
+                  linalg::YieldOp::create(
+                      nb, l,
+                      arith::SelectOp::create(nb, l, held, x, L.f32(nb, 0.0))
+                          .getResult());
+                })[0];
+  return overGroup(L, op, local, shard::ReductionKind::Sum);
 }
 
 struct CrossEntropyLowering : LoomPattern<CrossEntropyOp> {
@@ -116,9 +118,10 @@ struct CrossEntropyLowering : LoomPattern<CrossEntropyOp> {
     Value init = L.filled({}, 0.0);
     AffineMap row = L.map(1, {0});
     if (Value start = adaptor.getVocabStart()) {
-      PartStats s = partSoftmaxStats(L, op, logits, targets, start);
+      SoftmaxStats s = partSoftmaxStats(L, op, logits, start);
+      Value targetLogits = partTargetLogits(L, op, logits, targets, start);
       return {L.generic(
-          {s.max, s.sumExp, s.targetLogit}, init,
+          {s.max, s.sumExp, targetLogits}, init,
           {row, row, row, AffineMap::get(1, 0, {}, L.ctx)}, {kRed},
           [&](OpBuilder &nb, Location l, ValueRange a) {
             Value lse = arith::AddFOp::create(
@@ -155,13 +158,8 @@ struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
     auto shape = cast<RankedTensorType>(logits.getType()).getShape();
     int64_t classes = op.getNumClasses();
     Value start = adaptor.getVocabStart();
-    SoftmaxStats s;
-    if (start) {
-      PartStats part = partSoftmaxStats(L, op, logits, targets, start);
-      s = {logits, part.max, part.sumExp};
-    } else {
-      s = softmaxStats(L, logits, classes);
-    }
+    SoftmaxStats s = start ? partSoftmaxStats(L, op, logits, start)
+                           : softmaxStats(L, logits, classes);
     Value dloss =
         tensor::ExtractOp::create(L.b, L.loc, adaptor.getGrad(), ValueRange{});
     Value factor = arith::MulFOp::create(

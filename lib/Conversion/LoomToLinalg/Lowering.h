@@ -185,6 +185,20 @@ public:
         })[0];
   }
 
+  /// A part of an index range that the ranks of a group share (vocabulary
+  /// parallelism), `size` indices from `start`: whether it holds `index`,
+  /// and the index's position in it, clamped to 0 when it does not.
+  std::pair<Value, Value> indexInPart(OpBuilder &nb, Value index, Value start,
+                                      int64_t size) {
+    Value offset = arith::SubIOp::create(nb, loc, index, start);
+    // Unsigned, an index below the part wraps above it.
+    Value held =
+        arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult, offset,
+                              arith::ConstantIndexOp::create(nb, loc, size));
+    Value zero = arith::ConstantIndexOp::create(nb, loc, 0);
+    return {held, arith::SelectOp::create(nb, loc, held, offset, zero)};
+  }
+
   Value index(OpBuilder &nb, unsigned dim) {
     return linalg::IndexOp::create(nb, loc, dim);
   }
