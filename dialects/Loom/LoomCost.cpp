@@ -170,6 +170,7 @@ CostRow mlir::loom::fusedAttentionCost(double b, double l, double q, double h,
   row.activationInOther = qkv;       // values
   row.activationOut = qkv;
   row.activationBuffer = 3 * qkv + statistics;
+  row.statisticsBuffer = statistics;
   row.memFwd = 4 * qkv + statistics;
   // Reads Q, K, V, O, dO and the statistics; writes dQ, dK, dV.
   row.activationGrad = 4 * qkv;

@@ -40,6 +40,9 @@ struct CostRow {
   double activationIn = 0, activationInOther = 0, activationOut = 0;
   /// Bytes the forward pass keeps for the backward pass.
   double activationBuffer = 0;
+  /// Part of `activationBuffer`: the per-row softmax statistics a fused
+  /// attention keeps so that its backward pass can rebuild the scores.
+  double statisticsBuffer = 0;
   double weights = 0;
   double memFwd = 0; ///< Bytes the forward pass moves to and from HBM.
   double activationGrad = 0, weightsGrad = 0;

@@ -131,7 +131,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                      return v && v.getInt() >= 0;
                                    }),
                   "a dictionary of byte counts (parameters, gradients, "
-                  "optimizer)");
+                  "optimizer, activations)");
   }
   if (name == getParallelForAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) &&

@@ -47,14 +47,15 @@ def Loom_Dialect : Dialect {
       return "loom.cluster";
     }
     /// Module attribute: a rank's bytes of parameters, gradients and
-    /// optimizer state as compiled (loom-memory-report), a dictionary of
+    /// optimizer state, and the activations one micro-batch keeps for the
+    /// backward pass, as compiled (loom-memory-report), a dictionary of
     /// i64 named by getMemoryKeys().
     static constexpr ::llvm::StringLiteral getMemoryAttrName() {
       return "loom.memory";
     }
     static ::llvm::ArrayRef<::llvm::StringLiteral> getMemoryKeys() {
       static constexpr ::llvm::StringLiteral keys[] = {
-          "parameters", "gradients", "optimizer"};
+          "parameters", "gradients", "optimizer", "activations"};
       return keys;
     }
     /// The value of `loom.plan` that asks `loom-plan` to choose the plan.

@@ -40,8 +40,9 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
       clEnumValN(EmitStage::Cost, "cost",
                  "the cost model's per-op breakdown of the plan"),
       clEnumValN(EmitStage::Memory, "memory",
-                 "a rank's bytes of parameters, gradients and optimizer "
-                 "state: the cost model's and the compiled step's"));
+                 "a rank's bytes of parameters, gradients, optimizer "
+                 "state and kept activations: the cost model's and the "
+                 "compiled step's"));
 }
 
 void mlir::loom::buildLoomPipeline(OpPassManager &pm,

@@ -238,6 +238,7 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
         cost.tCommFwd += timed.tCommFwd;
         cost.tCommBwd += timed.tCommBwd;
         cost.activations += row.activationBuffer;
+        cost.activationStatistics += row.statisticsBuffer;
         if (row.attentionCore) {
           cost.tAttentionCoreFwd += timed.tFwd() + launch;
           cost.activationsSelective += row.selectiveBuffer;
@@ -374,6 +375,7 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
 
     double compute = 0, recompute = 0, comm = 0, backward = 0;
     double params = 0, kept = 0, transient = 0, largestLayer = 0;
+    double keptOutside = 0, keptStatistics = 0;
     for (size_t index : members) {
       const GroupCost &g = groupCosts[index];
       bool isLayer = index != 0 && index != static_cast<size_t>(layers) + 1;
@@ -383,13 +385,14 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       params += g.parameters;
       transient = std::max(transient, g.largestGradient);
       if (!isLayer) {
-        kept += g.activations;
+        keptOutside += g.activations;
         continue;
       }
       largestLayer = std::max(largestLayer, g.parameters);
       switch (plan.recompute) {
       case Recompute::none:
         kept += g.activations;
+        keptStatistics += g.activationStatistics;
         break;
       case Recompute::selective:
         kept += g.activationsSelective;
@@ -426,6 +429,8 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     double temporary = transient;
     if (plan.zero >= 3) // gathered layer, and the next one prefetched
       temporary += 2 * largestLayer * elementBytes;
+    double keptPerLayer = kept / est.layersPerStage[stage];
+    kept += keptOutside;
     double activations = inFlight * kept;
     double live = weights + gradients + optimizer + activations + temporary;
     double memory = live * (1 + eff.fragmentation) + eff.runtimeOverheadBytes;
@@ -472,6 +477,10 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       est.gradients = gradients;
       est.optimizerState = optimizer;
       est.activations = activations;
+      est.keptPerLayer = keptPerLayer;
+      est.keptStatisticsPerLayer = keptStatistics / est.layersPerStage[stage];
+      est.keptOutsideLayers = keptOutside;
+      est.stageLayers = est.layersPerStage[stage];
       est.temporary = temporary + (live * eff.fragmentation);
       est.overhead = eff.runtimeOverheadBytes;
     }

@@ -272,3 +272,19 @@ void mlir::loom::printStateMemory(llvm::raw_ostream &os, StringRef source,
                       source, parameters, gradients, optimizer,
                       (parameters + gradients + optimizer) / (1 << 20));
 }
+
+void mlir::loom::printActivationMemory(llvm::raw_ostream &os, StringRef source,
+                                       double perLayer,
+                                       std::optional<double> statistics,
+                                       int64_t layers, double outside) {
+  double total = perLayer * layers + outside;
+  std::string layer =
+      llvm::formatv("{0:F0} B", perLayer - statistics.value_or(0));
+  if (statistics)
+    layer = llvm::formatv("({0} + {1:F0} B attention statistics)", layer,
+                          *statistics);
+  os << llvm::formatv("{0,-11} per rank: activations {1} per layer x {2} "
+                      "+ {3:F0} B outside the layers = {4:F0} B per "
+                      "micro-batch ({5:F2} MiB)\n",
+                      source, layer, layers, outside, total, total / (1 << 20));
+}

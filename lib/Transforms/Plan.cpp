@@ -112,9 +112,13 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
       printPlanReport(llvm::outs(), *model, search, given ? &chosen : nullptr);
     else if (report == "cost")
       printCostReport(llvm::outs(), *model, chosen);
-    else if (report == "memory")
+    else if (report == "memory") {
       printStateMemory(llvm::outs(), "cost model", chosen.weights,
                        chosen.gradients, chosen.optimizerState);
+      printActivationMemory(llvm::outs(), "cost model", chosen.keptPerLayer,
+                            chosen.keptStatisticsPerLayer, chosen.stageLayers,
+                            chosen.keptOutsideLayers);
+    }
     if (report != "cost" && report != "memory" && !chosen.fits())
       return module.emitError()
              << "plan " << formatPlan(chosen.plan, chosen.precision)

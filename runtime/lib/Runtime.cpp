@@ -274,6 +274,7 @@ bool loom_model::parseManifest(const char *text) {
       info.param_bytes = std::atoll(f["parameters"].c_str());
       info.grad_bytes = std::atoll(f["gradients"].c_str());
       info.state_bytes = std::atoll(f["optimizer"].c_str());
+      info.activation_bytes = std::atoll(f["activations"].c_str());
     } else if (key == "stacked") {
       std::string prefix;
       line >> prefix >> stackedLayers;

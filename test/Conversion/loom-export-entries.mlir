@@ -42,12 +42,12 @@ module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, h
 // A ZeRO-3 artifact: a parameter that is this rank's part of the whole
 // says along which dimension; the memory line carries loom-memory-report's
 // figures.
-module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, heads = 1, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>, loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 3, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.memory = {parameters = 80 : i64, gradients = 80 : i64, optimizer = 80 : i64}} {
+module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, heads = 1, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>, loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 3, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.memory = {parameters = 80 : i64, gradients = 80 : i64, optimizer = 80 : i64, activations = 96 : i64}} {
   func.func @forward(%w: memref<4x4xf32> {loom.param = "w", loom.shard = 0 : i64}, %g: memref<1x2xf32> {loom.param = "h.*.ln_1.weight", loom.shard = 1 : i64}, %t: memref<1x3xi32> {loom.input = "tokens"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
     return %l : memref<f32>
   }
 }
-// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=2 tp=1 pp=1 zero=3 micro_batches=1\0Amemory parameters=80 gradients=80 optimizer=80\0Astacked h.* 1\0Aentry forward loom_entry_forward 4\0Aarg param w f32 4x4 shard=0\0Aarg param h.*.ln_1.weight f32 1x2 shard=1\0A
+// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=2 tp=1 pp=1 zero=3 micro_batches=1\0Amemory parameters=80 gradients=80 optimizer=80 activations=96\0Astacked h.* 1\0Aentry forward loom_entry_forward 4\0Aarg param w f32 4x4 shard=0\0Aarg param h.*.ln_1.weight f32 1x2 shard=1\0A
 
 // -----
 

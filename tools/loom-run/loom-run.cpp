@@ -265,11 +265,13 @@ int main(int argc, char **argv) {
            static_cast<long long>(size - valBegin));
   if (!o.quiet && info.param_bytes > 0)
     report("loom-run: per rank: parameters %lld B, gradients %lld B, "
-           "optimizer state %lld B (%.2f MiB), as compiled\n",
+           "optimizer state %lld B (%.2f MiB), activations %lld B per "
+           "micro-batch, as compiled\n",
            static_cast<long long>(info.param_bytes),
            static_cast<long long>(info.grad_bytes),
            static_cast<long long>(info.state_bytes),
-           (info.param_bytes + info.grad_bytes + info.state_bytes) / 1048576.0);
+           (info.param_bytes + info.grad_bytes + info.state_bytes) / 1048576.0,
+           static_cast<long long>(info.activation_bytes));
 
   auto validate = [&](long long step) -> bool {
     int64_t cursor = valBegin;

@@ -126,6 +126,7 @@ struct GroupCost {
   double tCommFwd = 0, tCommBwd = 0; ///< Tensor-parallel collectives.
   double tAttentionCoreFwd = 0;      ///< Selective recomputation reruns this.
   double activations = 0;            ///< Kept for the backward pass.
+  double activationStatistics = 0;   ///< Of which softmax statistics.
   double activationsSelective = 0;   ///< Kept when the attention core is not.
   double inputBytes = 0;             ///< The group's input activation.
   double parameters = 0;             ///< Elements of weights on this rank.
@@ -169,6 +170,13 @@ struct PlanEstimate {
   int64_t worstStage = 0;
   double weights = 0, gradients = 0, optimizerState = 0;
   double activations = 0, temporary = 0, overhead = 0;
+  /// What that rank keeps for the backward pass of one micro-batch: each of
+  /// its layers (they are alike), and the embedding and head when it holds
+  /// them. `activations` is this times the micro-batches in flight.
+  /// `keptStatisticsPerLayer` is the part of `keptPerLayer` that is a
+  /// fused attention's softmax statistics.
+  double keptPerLayer = 0, keptStatisticsPerLayer = 0, keptOutsideLayers = 0;
+  int64_t stageLayers = 0;
   double memory() const {
     return weights + gradients + optimizerState + activations + temporary +
            overhead;

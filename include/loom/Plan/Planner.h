@@ -11,6 +11,7 @@
 
 #include "loom/Plan/CostModel.h"
 
+#include <optional>
 #include <vector>
 
 namespace mlir {
@@ -49,6 +50,14 @@ void printPlanReport(llvm::raw_ostream &os, const CostModel &model,
 /// both read alike in `loomc --emit=memory`.
 void printStateMemory(llvm::raw_ostream &os, llvm::StringRef source,
                       double parameters, double gradients, double optimizer);
+
+/// One line of the bytes a rank keeps for the backward pass of one
+/// micro-batch: `perLayer` for each of its `layers` layers, of which
+/// `statistics` (when given) are a fused attention's softmax statistics,
+/// and `outside` for the rest (the embedding, the head and the loss).
+void printActivationMemory(llvm::raw_ostream &os, llvm::StringRef source,
+                           double perLayer, std::optional<double> statistics,
+                           int64_t layers, double outside);
 
 void printCostReport(llvm::raw_ostream &os, const CostModel &model,
                      const PlanEstimate &estimate);

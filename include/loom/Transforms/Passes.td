@@ -36,8 +36,11 @@ def LoomPlan : Pass<"loom-plan", "::mlir::ModuleOp"> {
     rejected ones) or per-op breakdown (`cost`) to stdout, which needs a
     cluster; with `report=plan`, a plan that does not fit in memory is an
     error. `report=memory` prints the cost model's per-rank bytes of
-    parameters, gradients and optimizer state for the plan, which
-    `loom-memory-report` sets next to the compiled step's; these do not
+    parameters, gradients and optimizer state for the plan, and of the
+    activations one micro-batch keeps for the backward pass (per layer,
+    with the part that is attention's softmax statistics, and outside the
+    layers), which `loom-memory-report` sets next to the compiled step's;
+    these do not
     depend on the GPU, and a module without a cluster is priced on one
     node of A100-80GB GPUs as large as the plan.
   }];
@@ -167,7 +170,8 @@ def LoomShardParameters : Pass<"loom-shard-parameters", "::mlir::ModuleOp"> {
 }
 
 def LoomMemoryReport : Pass<"loom-memory-report", "::mlir::ModuleOp"> {
-  let summary = "Per-rank bytes of parameters, gradients and optimizer state";
+  let summary = "Per-rank bytes of parameters, gradients, optimizer state "
+                "and kept activations";
   let description = [{
     Reads, from `@train_step` after the parallel passes, what one rank holds
     between steps: its parameter arguments, its optimizer state arguments,
@@ -180,6 +184,13 @@ def LoomMemoryReport : Pass<"loom-memory-report", "::mlir::ModuleOp"> {
     gradients are reduce-scattered after the backward pass, so the whole
     gradients exist for a while during the step; they are transient and not
     counted here.
+
+    It also reads, from `@forward_grad`, the activations one micro-batch's
+    forward pass keeps for its backward pass: the data arguments
+    (`loom.input`) and the values computed from them by the ops the loss
+    depends on that an op outside them reads. The layer loop's stacked
+    results are counted per layer; values computed from parameters alone
+    are not activations. Their sum is `activations` in `loom.memory`.
   }];
   let options = [
     Option<"print", "print", "bool", /*default=*/"false",

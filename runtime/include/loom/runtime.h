@@ -44,8 +44,9 @@ typedef struct loom_model_info {
   int64_t num_state;    /* scalars of the whole model's optimizer state */
   /* Bytes per rank as compiled (the manifest's memory line; 0 for an
      artifact without one): parameters, the gradients the optimizer reads,
-     optimizer state. */
-  int64_t param_bytes, grad_bytes, state_bytes;
+     optimizer state; the activations one micro-batch keeps for the backward
+     pass. */
+  int64_t param_bytes, grad_bytes, state_bytes, activation_bytes;
 } loom_model_info;
 
 /// Opens an artifact and allocates its parameters, optimizer state and
