@@ -73,6 +73,7 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   pm.addPass(createLoomMicroBatches());
   pm.addPass(createLoomTensorParallel());
   pm.addPass(createLoomShardParameters());
+  pm.addPass(createLoomRecompute());
   pm.addPass(createLoomDifferentiate());
   pm.addPass(createLoomBuildTrainStep());
   // Folds the tied head's gradient into the embedding's scatter, among

@@ -169,6 +169,24 @@ def LoomShardParameters : Pass<"loom-shard-parameters", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def LoomRecompute : Pass<"loom-recompute", "::mlir::ModuleOp"> {
+  let summary = "Activation recomputation: what the backward pass recomputes";
+  let description = [{
+    Places the plan's recomputation, before differentiation, as the
+    `loom.recompute` marks that the layer loop's vector-Jacobian product
+    honours (a marked op runs again in the backward body instead of the
+    forward pass saving its results). With `recompute=full`, every op of
+    the layer body is marked, tensor-parallel collectives and ZeRO-3
+    gathers included, so the forward pass keeps only each layer's input and
+    the backward pass runs each layer's forward again before its VJP.
+    `recompute=selective` recomputes the attention core (scores and
+    probabilities) from its input; `loom.causal_attention`'s own VJP always
+    does that, so selective marks nothing and keeps what `none` keeps, less
+    the softmax statistics a GPU's fused attention keeps. `none` marks
+    nothing. Fails when full recomputation finds no layer loop.
+  }];
+}
+
 def LoomMemoryReport : Pass<"loom-memory-report", "::mlir::ModuleOp"> {
   let summary = "Per-rank bytes of parameters, gradients, optimizer state "
                 "and kept activations";
