@@ -97,11 +97,13 @@ LogicalResult TrainingAttr::verify(
 LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t dp, int64_t tp, int64_t pp, int64_t zero,
                                int64_t microBatches, Schedule schedule,
-                               Recompute recompute, bool sequenceParallel) {
+                               Recompute recompute, bool sequenceParallel,
+                               int64_t virtualStages) {
   for (auto [what, value] : {std::pair<StringRef, int64_t>{"dp", dp},
                              {"tp", tp},
                              {"pp", pp},
-                             {"micro_batches", microBatches}})
+                             {"micro_batches", microBatches},
+                             {"virtual_stages", virtualStages}})
     if (failed(checkPositive(emitError, what, value)))
       return failure();
   if (zero < 0 || zero > 3)
@@ -190,13 +192,14 @@ PlanConfig PlanAttr::getConfig() const {
   config.schedule = getSchedule();
   config.recompute = getRecompute();
   config.sequenceParallel = getSequenceParallel();
+  config.virtualStages = getVirtualStages();
   return config;
 }
 
 PlanAttr PlanAttr::get(MLIRContext *context, const PlanConfig &config) {
   return get(context, config.dp, config.tp, config.pp, config.zero,
              config.microBatches, config.schedule, config.recompute,
-             config.sequenceParallel);
+             config.sequenceParallel, config.virtualStages);
 }
 
 ClusterConfig ClusterAttr::getConfig() const {

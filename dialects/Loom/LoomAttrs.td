@@ -38,7 +38,8 @@ def Loom_OptimizerKindAttr
 // so the IR spells it one_f_one_b (see parseScheduleName).
 def Loom_Schedule : I32EnumAttr<"Schedule", "pipeline schedule", [
     I32EnumAttrCase<"gpipe", 0>,
-    I32EnumAttrCase<"one_f_one_b", 1>]> {
+    I32EnumAttrCase<"one_f_one_b", 1>,
+    I32EnumAttrCase<"interleaved", 2>]> {
   let cppNamespace = "::mlir::loom";
   let genSpecializedAttr = 0;
 }
@@ -166,7 +167,8 @@ def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
     "int64_t":$micro_batches,
     "Schedule":$schedule,
     "Recompute":$recompute,
-    "bool":$sequence_parallel);
+    "bool":$sequence_parallel,
+    DefaultValuedParameter<"int64_t", "1">:$virtual_stages);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

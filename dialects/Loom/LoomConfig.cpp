@@ -2,6 +2,7 @@
 
 #include "Loom/LoomConfig.h"
 
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -18,7 +19,8 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
   for (auto [key, value] : {std::pair<llvm::StringRef, int64_t>{"dp", plan.dp},
                             {"tp", plan.tp},
                             {"pp", plan.pp},
-                            {"mb", plan.microBatches}})
+                            {"mb", plan.microBatches},
+                            {"v", plan.virtualStages}})
     if (value < 1)
       violate(("plan." + key).str(),
               llvm::formatv("must be at least 1, got {0}", value).str());
@@ -55,6 +57,33 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
       violate("plan.pp", llvm::formatv("{0} pipeline stages exceed the {1} "
                                        "layers (model.n_layer)",
                                        plan.pp, arch->layers));
+    else if (plan.pp * plan.virtualStages > arch->layers)
+      violate("plan.v",
+              llvm::formatv("pp * v = {0} * {1} model chunks exceed the {2} "
+                            "layers (model.n_layer): some would be empty",
+                            plan.pp, plan.virtualStages, arch->layers));
+  }
+  if (plan.schedule == Schedule::interleaved) {
+    if (plan.pp == 1)
+      violate("plan.schedule",
+              "the interleaved schedule needs pipeline stages (pp > 1)");
+    if (plan.virtualStages < 2)
+      violate("plan.v", llvm::formatv("the interleaved schedule needs at "
+                                      "least 2 model chunks per rank, got "
+                                      "v = {0}",
+                                      plan.virtualStages));
+    if (plan.microBatches % plan.pp)
+      violate("plan.mb",
+              llvm::formatv("the interleaved schedule runs micro-batches in "
+                            "groups of pp = {0}: {1} micro-batches are not a "
+                            "multiple of it",
+                            plan.pp, plan.microBatches));
+  } else if (plan.virtualStages != 1) {
+    violate("plan.v",
+            llvm::formatv("v = {0} model chunks per rank need "
+                          "schedule=interleaved (the schedule is "
+                          "{1})",
+                          plan.virtualStages, getScheduleName(plan.schedule)));
   }
   if (training) {
     if (plan.sequenceParallel && tp > 1 && training->sequenceLength % tp)
@@ -83,20 +112,33 @@ std::optional<Schedule> mlir::loom::parseScheduleName(llvm::StringRef name) {
     return Schedule::one_f_one_b;
   if (name == "gpipe")
     return Schedule::gpipe;
+  if (name == "interleaved")
+    return Schedule::interleaved;
   return std::nullopt;
 }
 
 llvm::StringRef mlir::loom::getScheduleName(Schedule schedule) {
-  return schedule == Schedule::one_f_one_b ? "1f1b" : "gpipe";
+  switch (schedule) {
+  case Schedule::gpipe:
+    return "gpipe";
+  case Schedule::one_f_one_b:
+    return "1f1b";
+  case Schedule::interleaved:
+    return "interleaved";
+  }
+  llvm_unreachable("unknown schedule");
 }
 
 std::string mlir::loom::formatPlan(const PlanConfig &plan,
                                    Precision precision) {
-  return llvm::formatv(
-             "dp={0},tp={1},pp={2},zero={3},mb={4},schedule={5},"
-             "recompute={6},sp={7},precision={8}",
-             plan.dp, plan.tp, plan.pp, plan.zero, plan.microBatches,
-             getScheduleName(plan.schedule), stringifyRecompute(plan.recompute),
-             plan.sequenceParallel ? 1 : 0, stringifyPrecision(precision))
+  std::string schedule = getScheduleName(plan.schedule).str();
+  if (plan.virtualStages != 1)
+    schedule += ",v=" + std::to_string(plan.virtualStages);
+  return llvm::formatv("dp={0},tp={1},pp={2},zero={3},mb={4},schedule={5},"
+                       "recompute={6},sp={7},precision={8}",
+                       plan.dp, plan.tp, plan.pp, plan.zero, plan.microBatches,
+                       schedule, stringifyRecompute(plan.recompute),
+                       plan.sequenceParallel ? 1 : 0,
+                       stringifyPrecision(precision))
       .str();
 }

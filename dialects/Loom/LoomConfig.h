@@ -56,6 +56,8 @@ struct PlanConfig {
   Schedule schedule = Schedule::gpipe;
   Recompute recompute = Recompute::none;
   bool sequenceParallel = false;
+  /// Model chunks per pipeline rank (interleaved 1F1B); 1 otherwise.
+  int64_t virtualStages = 1;
 
   int64_t getWorldSize() const { return dp * tp * pp; }
 };
@@ -87,12 +89,13 @@ llvm::SmallVector<PlanViolation> checkPlan(const PlanConfig &plan,
                                            const TrainingConfig *training,
                                            const ClusterConfig *cluster);
 
-/// Schedule names as users write them: "gpipe" and "1f1b".
+/// Schedule names as users write them: "gpipe", "1f1b", "interleaved".
 std::optional<Schedule> parseScheduleName(llvm::StringRef name);
 llvm::StringRef getScheduleName(Schedule schedule);
 
 /// "dp=8,tp=1,pp=1,zero=3,mb=16,schedule=gpipe,recompute=full,sp=0,
-/// precision=bf16", the form --plan reads.
+/// precision=bf16", the form --plan reads (with ",v=N" after the schedule
+/// for an interleaved one).
 std::string formatPlan(const PlanConfig &plan, Precision precision);
 
 } // namespace loom

@@ -249,7 +249,7 @@ constexpr StringRef kIgnoredHuggingFaceKeys[] = {
 
 constexpr StringRef kPrecisionChoices = "\"fp32\", \"bf16\", \"fp16\"";
 constexpr StringRef kOptimizerChoices = "\"adamw\", \"sgd\"";
-constexpr StringRef kScheduleChoices = "\"gpipe\", \"1f1b\"";
+constexpr StringRef kScheduleChoices = "\"gpipe\", \"1f1b\", \"interleaved\"";
 constexpr StringRef kRecomputeChoices = "\"none\", \"selective\", \"full\"";
 
 bool positive(double x) { return x > 0; }
@@ -343,6 +343,7 @@ void readPlanObject(ObjectReader &reader, PlanConfig &plan,
   reader.readInt("micro_batches", plan.microBatches, false);
   reader.readEnum("schedule", plan.schedule, false, parseScheduleName,
                   kScheduleChoices);
+  reader.readInt("virtual_stages", plan.virtualStages, false);
   reader.readEnum("recompute", plan.recompute, false, symbolizeRecompute,
                   kRecomputeChoices);
   reader.readBool("sequence_parallel", plan.sequenceParallel);
@@ -542,7 +543,10 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field,
       if (auto schedule = parseScheduleName(value))
         plan.schedule = *schedule;
       else
-        fail(key, "expects one of gpipe, 1f1b, got '" + value + "'");
+        fail(key,
+             "expects one of gpipe, 1f1b, interleaved, got '" + value + "'");
+    } else if (key == "v" || key == "virtual_stages") {
+      readInt(plan.virtualStages, 1);
     } else if (key == "recompute") {
       if (auto recompute = symbolizeRecompute(value))
         plan.recompute = *recompute;
@@ -562,7 +566,7 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field,
         fail(key, "expects one of fp32, bf16, fp16, got '" + value + "'");
     } else {
       fail(key, "is not a plan key (expected dp, tp, pp, zero, mb, "
-                "schedule, recompute, sp" +
+                "schedule, v, recompute, sp" +
                     llvm::Twine(precision ? ", precision" : "") + ")");
     }
   }

@@ -39,6 +39,10 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
                  "the rejected ones"),
       clEnumValN(EmitStage::Cost, "cost",
                  "the cost model's per-op breakdown of the plan"),
+      clEnumValN(EmitStage::Schedule, "schedule",
+                 "the pipeline schedule of the plan: which micro-batch's "
+                 "forward or backward pass each rank runs in each time "
+                 "slot"),
       clEnumValN(EmitStage::Memory, "memory",
                  "a rank's bytes of parameters, gradients, optimizer "
                  "state and kept activations: the cost model's and the "
@@ -63,11 +67,14 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     plan.report = "cost";
   else if (stage == EmitStage::Memory)
     plan.report = "memory";
+  else if (stage == EmitStage::Schedule)
+    plan.report = "schedule";
   plan.materializedAttention = options.materializedAttention;
   pm.addPass(createLoomPlan(plan));
   if (options.summary)
     pm.addPass(createLoomPrintSummary());
-  if (stage == EmitStage::Plan || stage == EmitStage::Cost)
+  if (stage == EmitStage::Plan || stage == EmitStage::Cost ||
+      stage == EmitStage::Schedule)
     return;
 
   pm.addPass(createLoomMicroBatches());

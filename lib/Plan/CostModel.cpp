@@ -6,6 +6,7 @@
 
 #include "loom/Plan/CostModel.h"
 
+#include "loom/Plan/Schedule.h"
 #include "loom/Plan/Utilization.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -361,6 +362,10 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       est.microBatchSize * training.sequenceLength * activationBytesPerToken;
   double sendTime = pp > 1 ? cluster.sendTime(sendBytes, tp * dp) : 0;
 
+  // Interleaving's memory is read off its order; the others have formulas.
+  PipelineSchedule schedule;
+  if (pp > 1 && plan.schedule == Schedule::interleaved)
+    schedule = buildPipelineSchedule(plan);
   double worstTime = -1, worstMemory = -1;
   int64_t firstLayer = 0;
   for (int64_t stage = 0; stage < pp; ++stage) {
@@ -415,11 +420,16 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
         compute + recompute + comm + (pp > 1 ? 2 * sendTime : 0);
     // Without a pipeline, micro-batches run one after the other (gradient
     // accumulation). GPipe runs every forward before the first backward;
-    // 1F1B holds at most as many as there are stages ahead.
-    int64_t inFlight = pp == 1 ? 1
-                       : plan.schedule == Schedule::gpipe
-                           ? m
-                           : std::min<int64_t>(m, pp - stage);
+    // 1F1B holds at most as many as there are stages ahead. Interleaved, a
+    // rank holds forward passes of its chunks, each 1/v of its layers, as
+    // the schedule's order says.
+    double inFlight = pp == 1 ? 1
+                      : plan.schedule == Schedule::gpipe
+                          ? m
+                          : std::min<int64_t>(m, pp - stage);
+    if (pp > 1 && plan.schedule == Schedule::interleaved)
+      inFlight = static_cast<double>(schedule.peakInFlight[stage]) /
+                 plan.virtualStages;
 
     // Memory of one rank of this stage.
     double shard = static_cast<double>(dp);
@@ -458,14 +468,19 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     double optimizerTime = optimizerParams * (optimizerTraffic + gradBytes) /
                            (cluster.gpu->hbmBandwidth * eff.memory);
 
-    double stageTime = (m + pp - 1) * perMicroBatch + dpComm + optimizerTime;
+    // Fill and drain: pp - 1 micro-batches' time, of one chunk's when
+    // interleaved (Narayanan et al. 2021).
+    double bubble =
+        (pp - 1) * perMicroBatch /
+        (plan.schedule == Schedule::interleaved ? plan.virtualStages : 1);
+    double stageTime = m * perMicroBatch + bubble + dpComm + optimizerTime;
     if (stageTime > worstTime) {
       worstTime = stageTime;
       est.computeTime = m * (compute + recompute);
       est.recomputeTime = m * recompute;
       est.tpCommTime = m * comm;
       est.ppCommTime = pp > 1 ? m * 2 * sendTime : 0;
-      est.bubbleTime = (pp - 1) * perMicroBatch;
+      est.bubbleTime = bubble;
       est.dpCommTime = dpComm;
       est.optimizerTime = optimizerTime;
       est.stepTime = stageTime;

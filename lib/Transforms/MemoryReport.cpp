@@ -98,12 +98,12 @@ FailureOr<KeptActivations> measureKeptActivations(func::FuncOp grad) {
       kept.outside += bytesOf(type);
       continue;
     }
-    if (kept.layers != 0 && kept.layers != scan.getLength())
-      return emitError(scan.getLoc())
-             << "layer loops of " << kept.layers << " and " << scan.getLength()
-             << " layers";
-    kept.layers = scan.getLength();
-    kept.perLayer += bytesOf(type) / scan.getLength();
+    int64_t length = scan.getLength();
+    if (kept.layers != 0 && kept.layers != length)
+      return emitError(scan.getLoc()) << "layer loops of " << kept.layers
+                                      << " and " << length << " layers";
+    kept.layers = length;
+    kept.perLayer += bytesOf(type) / length;
   }
   return kept;
 }

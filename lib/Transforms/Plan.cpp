@@ -8,6 +8,7 @@
 
 #include "Loom/LoomDialect.h"
 #include "loom/Plan/Planner.h"
+#include "loom/Plan/Schedule.h"
 #include "loom/Transforms/Passes.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -30,9 +31,9 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (!report.empty() && report != "plan" && report != "cost" &&
-        report != "memory") {
-      module.emitError() << "loom-plan: report must be 'plan', 'cost' or "
-                            "'memory', got '"
+        report != "memory" && report != "schedule") {
+      module.emitError() << "loom-plan: report must be 'plan', 'cost', "
+                            "'memory' or 'schedule', got '"
                          << report << "'";
       return signalPassFailure();
     }
@@ -43,12 +44,19 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
       planAttr = PlanAttr::get(&getContext(), PlanConfig());
       module->setAttr(LoomDialect::getPlanAttrName(), planAttr);
     }
-    if (!isAuto && report.empty()) {
-      markAllAnalysesPreserved();
-      return;
+    // The schedule's diagram needs the plan only, not its price.
+    bool price = isAuto || (!report.empty() && report != "schedule");
+    if (price &&
+        failed(planWithCostModel(module, dyn_cast_or_null<PlanAttr>(planAttr))))
+      return signalPassFailure();
+    if (report == "schedule") {
+      auto plan =
+          module->getAttrOfType<PlanAttr>(LoomDialect::getPlanAttrName());
+      printScheduleDiagram(llvm::outs(),
+                           buildPipelineSchedule(plan.getConfig()));
     }
-    if (failed(planWithCostModel(module, dyn_cast_or_null<PlanAttr>(planAttr))))
-      signalPassFailure();
+    if (!price)
+      markAllAnalysesPreserved();
   }
 
   /// Prices the module's plan, or searches one when `given` is null, and

@@ -34,7 +34,7 @@ module attributes {loom.plan = "auto"} {
 // REPORT: chosen plan: dp=
 // REPORT: module @"auto-plan"
 
-// BADREPORT: error: loom-plan: report must be 'plan', 'cost' or 'memory', got 'speed'
+// BADREPORT: error: loom-plan: report must be 'plan', 'cost', 'memory' or 'schedule', got 'speed'
 
 // The state's bytes per rank under the plan: ZeRO-1 shards the optimizer
 // state (AdamW's two moments) over the two replicas.

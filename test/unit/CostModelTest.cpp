@@ -409,4 +409,28 @@ TEST(CostModel, MemoryFollowsZeroStages) {
   EXPECT_GT(selective.activations, full.activations);
 }
 
+TEST(CostModel, InterleavingShrinksTheBubble) {
+  MLIRContext context;
+  PricedModel priced = priceGpt3(context);
+  ASSERT_TRUE(priced.model);
+  PlanConfig plan;
+  plan.dp = 32;
+  plan.tp = 8;
+  plan.pp = 4;
+  plan.microBatches = 48;
+  plan.schedule = Schedule::one_f_one_b;
+  PlanEstimate plain = priced.model->estimate(plan, Precision::bf16);
+  plan.schedule = Schedule::interleaved;
+  plan.virtualStages = 3;
+  PlanEstimate interleaved = priced.model->estimate(plan, Precision::bf16);
+  ASSERT_TRUE(interleaved.illegal.empty()) << interleaved.illegal;
+  // Narayanan et al. (2021): the bubble is 1/v of 1F1B's; the first rank
+  // holds (pp - 1) * 2 + (v - 1) * pp + 1 chunk forward passes, 1/v of its
+  // layers each, where 1F1B holds pp stage forward passes.
+  EXPECT_NEAR(interleaved.bubbleTime / plain.bubbleTime, 1.0 / 3, 1e-9);
+  EXPECT_LT(interleaved.stepTime, plain.stepTime);
+  double held = (3 * 2 + 2 * 4 + 1) / 3.0;
+  EXPECT_NEAR(interleaved.activations / plain.activations, held / 4, 1e-9);
+}
+
 } // namespace

@@ -233,7 +233,7 @@ int main(int argc, char **argv) {
     return 1;
   // The plan, cost and memory reports went to stdout on the way.
   if (emit == EmitStage::Plan || emit == EmitStage::Cost ||
-      emit == EmitStage::Memory)
+      emit == EmitStage::Memory || emit == EmitStage::Schedule)
     return 0;
 
   if (emit == EmitStage::Artifact) {

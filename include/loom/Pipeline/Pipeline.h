@@ -32,6 +32,8 @@ enum class EmitStage {
   LLVM,
   /// The artifact: LLVM dialect compiled to a shared object (loomc only).
   Artifact,
+  /// The pipeline schedule of the plan, drawn (rank by time slot).
+  Schedule,
   /// The cost model's choice of plan and the best alternatives.
   Plan,
   /// The cost model's per-op breakdown of the plan.

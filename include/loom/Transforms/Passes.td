@@ -46,7 +46,8 @@ def LoomPlan : Pass<"loom-plan", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"report", "report", "std::string", /*default=*/"\"\"",
-           "Print the cost model's report: plan, cost or memory">,
+           "Print the cost model's report (plan, cost or memory) or the "
+           "pipeline schedule's diagram (schedule)">,
     Option<"materializedAttention", "materialized-attention", "bool",
            /*default=*/"false",
            "Price attention as separate kernels that keep the score matrix "
