@@ -132,23 +132,37 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
     return module.emitError("no C compiler driver 'cc' on PATH to link the "
                             "artifact (install gcc or clang)");
   // Link to a temporary name and rename, so that a failed link never leaves
-  // a half-written artifact where the old one was.
-  std::string partial = (path + ".partial").str();
+  // a half-written artifact where the old one was. Renaming over anything
+  // but a regular file would replace it (`-o /dev/null` would delete the
+  // device node): such a target gets the linked bytes written into it, and
+  // the link goes to the temporary directory, not next to it.
+  llvm::sys::fs::file_status status;
+  bool direct = !llvm::sys::fs::status(path, status) &&
+                llvm::sys::fs::exists(status) &&
+                !llvm::sys::fs::is_regular_file(status);
+  llvm::SmallString<128> partial;
+  if (direct) {
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("loom-artifact", "so", partial))
+      return module.emitError()
+             << "cannot create a temporary file: " << ec.message();
+  } else {
+    partial = (path + ".partial").str();
+  }
+  llvm::FileRemover removePartial(partial);
   llvm::SmallVector<llvm::StringRef> args = {*cc,     "-shared",  "-o",
                                              partial, objectPath, "-lm"};
   std::string message;
   int rc =
       llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
-  if (rc != 0) {
-    llvm::sys::fs::remove(partial);
+  if (rc != 0)
     return module.emitError()
            << "linking the artifact with " << *cc << " failed"
            << (message.empty() ? "" : ": " + message);
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(partial, path)) {
-    llvm::sys::fs::remove(partial);
+  std::error_code ec = direct ? llvm::sys::fs::copy_file(partial, path)
+                              : llvm::sys::fs::rename(partial, path);
+  if (ec)
     return module.emitError()
            << "cannot write " << path << ": " << ec.message();
-  }
   return success();
 }

@@ -376,15 +376,21 @@ TEST(Planner, ExplainsIllegalPlans) {
             std::string::npos);
 }
 
-TEST(CostModel, MemoryFollowsZeroStages) {
-  MLIRContext context;
-  PricedModel priced = priceGpt3(context);
-  ASSERT_TRUE(priced.model);
+/// A 3-D plan of GPT-3 175B on 1024 GPUs.
+PlanConfig getGpt3Plan() {
   PlanConfig plan;
   plan.dp = 32;
   plan.tp = 8;
   plan.pp = 4;
   plan.microBatches = 48;
+  return plan;
+}
+
+TEST(CostModel, MemoryFollowsZeroStages) {
+  MLIRContext context;
+  PricedModel priced = priceGpt3(context);
+  ASSERT_TRUE(priced.model);
+  PlanConfig plan = getGpt3Plan();
   double previous = 1e30;
   for (int64_t zero = 0; zero <= 3; ++zero) {
     plan.zero = zero;
@@ -413,11 +419,7 @@ TEST(CostModel, InterleavingShrinksTheBubble) {
   MLIRContext context;
   PricedModel priced = priceGpt3(context);
   ASSERT_TRUE(priced.model);
-  PlanConfig plan;
-  plan.dp = 32;
-  plan.tp = 8;
-  plan.pp = 4;
-  plan.microBatches = 48;
+  PlanConfig plan = getGpt3Plan();
   plan.schedule = Schedule::one_f_one_b;
   PlanEstimate plain = priced.model->estimate(plan, Precision::bf16);
   plan.schedule = Schedule::interleaved;

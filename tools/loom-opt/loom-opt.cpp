@@ -3,6 +3,10 @@
 // The tool every lit test drives: parses IR, runs the passes named on the
 // command line (Loom's and all of MLIR's) and prints the result.
 //
+// Unlike mlir-opt, the output file is opened only once the passes have
+// succeeded: a parse error, a verifier error or a failing pass leaves an
+// existing `-o` file as it was instead of truncating and deleting it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "loom/InitLoom.h"
@@ -10,11 +14,17 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
   mlir::registerAllPasses();
   mlir::loom::registerLoomPasses();
 
@@ -25,7 +35,48 @@ int main(int argc, char **argv) {
 
   llvm::cl::AddExtraVersionPrinter(
       [](llvm::raw_ostream &os) { os << "Loom " << LOOM_VERSION << "\n"; });
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
+  auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
       argc, argv, "Loom optimizer driver: Loom's and MLIR's passes\n",
-      registry));
+      registry);
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects()) {
+    llvm::outs() << "Available Dialects: ";
+    llvm::interleave(registry.getDialectNames(), llvm::outs(), ",");
+    llvm::outs() << "\n";
+    return 0;
+  }
+  if (config.shouldListPasses()) {
+    mlir::printRegisteredPasses();
+    return 0;
+  }
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      mlir::openInputFile(inputFilename, &error);
+  if (!input) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  if (mlir::failed(mlir::MlirOptMain(os, std::move(input), registry, config)))
+    return 1;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      mlir::openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
+  output->os() << result;
+  output->os().flush();
+  if (output->os().has_error()) {
+    llvm::errs() << outputFilename
+                 << ": cannot write: " << output->os().error().message()
+                 << "\n";
+    output->os().clear_error();
+    return 1;
+  }
+  output->keep();
+  return 0;
 }
