@@ -58,6 +58,11 @@ int main(int argc, char **argv) {
     llvm::errs() << error << "\n";
     return 1;
   }
+  // Standard output has nothing to protect, and passes that print reports
+  // there interleave with the IR of each split input.
+  if (outputFilename == "-")
+    return mlir::asMainReturnCode(
+        mlir::MlirOptMain(llvm::outs(), std::move(input), registry, config));
   std::string result;
   llvm::raw_string_ostream os(result);
   if (mlir::failed(mlir::MlirOptMain(os, std::move(input), registry, config)))
