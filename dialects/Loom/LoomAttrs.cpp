@@ -98,7 +98,8 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t dp, int64_t tp, int64_t pp, int64_t zero,
                                int64_t microBatches, Schedule schedule,
                                Recompute recompute, bool sequenceParallel,
-                               int64_t virtualStages) {
+                               int64_t virtualStages,
+                               DenseI64ArrayAttr stageLayers) {
   for (auto [what, value] : {std::pair<StringRef, int64_t>{"dp", dp},
                              {"tp", tp},
                              {"pp", pp},
@@ -112,6 +113,16 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (sequenceParallel && tp == 1)
     return emitError() << "'sequence_parallel' needs tensor parallelism "
                           "(tp > 1)";
+  if (stageLayers) {
+    if (static_cast<int64_t>(stageLayers.size()) != pp * virtualStages)
+      return emitError() << "'stage_layers' must give the layers of pp * "
+                            "virtual_stages = "
+                         << pp * virtualStages << " stages, got "
+                         << stageLayers.size();
+    for (int64_t layers : stageLayers.asArrayRef())
+      if (failed(checkPositive(emitError, "stage_layers", layers)))
+        return failure();
+  }
   return success();
 }
 
@@ -193,13 +204,19 @@ PlanConfig PlanAttr::getConfig() const {
   config.recompute = getRecompute();
   config.sequenceParallel = getSequenceParallel();
   config.virtualStages = getVirtualStages();
+  if (DenseI64ArrayAttr stages = getStageLayers())
+    config.stageLayers.assign(stages.asArrayRef().begin(),
+                              stages.asArrayRef().end());
   return config;
 }
 
 PlanAttr PlanAttr::get(MLIRContext *context, const PlanConfig &config) {
   return get(context, config.dp, config.tp, config.pp, config.zero,
              config.microBatches, config.schedule, config.recompute,
-             config.sequenceParallel, config.virtualStages);
+             config.sequenceParallel, config.virtualStages,
+             config.stageLayers.empty()
+                 ? DenseI64ArrayAttr()
+                 : DenseI64ArrayAttr::get(context, config.stageLayers));
 }
 
 ClusterConfig ClusterAttr::getConfig() const {

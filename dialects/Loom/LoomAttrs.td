@@ -154,7 +154,10 @@ def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
     World size is `pp * dp * tp`, tensor-parallel ranks varying fastest.
     `micro_batches` is the number of micro-batches each data-parallel
     replica splits its share of the global batch into; `zero` is the ZeRO
-    stage (0 to 3). On a module, `loom.plan` may instead be the string
+    stage (0 to 3). `stage_layers` gives the layers of each of the pp * v
+    pipeline stages in model order (stage c * pp + r is chunk c of pipeline
+    rank r); `loom-plan` balances them with the cost model when a pipeline
+    plan does not give them. On a module, `loom.plan` may instead be the string
     "auto", which `loom-plan` replaces by the cost model's choice; whether a
     plan fits the module's model, batch and cluster is checked by
     `checkPlan` (Loom/LoomConfig.h) when the module is verified.
@@ -168,7 +171,8 @@ def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
     "Schedule":$schedule,
     "Recompute":$recompute,
     "bool":$sequence_parallel,
-    DefaultValuedParameter<"int64_t", "1">:$virtual_stages);
+    DefaultValuedParameter<"int64_t", "1">:$virtual_stages,
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$stage_layers);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

@@ -62,6 +62,26 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
               llvm::formatv("pp * v = {0} * {1} model chunks exceed the {2} "
                             "layers (model.n_layer): some would be empty",
                             plan.pp, plan.virtualStages, arch->layers));
+    if (!plan.stageLayers.empty()) {
+      int64_t sum = 0;
+      for (int64_t layers : plan.stageLayers)
+        sum += layers;
+      if (sum != arch->layers)
+        violate("plan.stage_layers",
+                llvm::formatv("the stages' layers add up to {0}, the model "
+                              "has {1} (model.n_layer)",
+                              sum, arch->layers));
+    }
+  }
+  if (!plan.stageLayers.empty()) {
+    int64_t stages = plan.pp * plan.virtualStages;
+    if (static_cast<int64_t>(plan.stageLayers.size()) != stages)
+      violate("plan.stage_layers",
+              llvm::formatv("gives {0} stages' layers, the plan has pp * v = "
+                            "{1} stages",
+                            plan.stageLayers.size(), stages));
+    if (llvm::any_of(plan.stageLayers, [](int64_t n) { return n < 1; }))
+      violate("plan.stage_layers", "every stage needs at least one layer");
   }
   if (plan.schedule == Schedule::interleaved) {
     if (plan.pp == 1)
@@ -105,6 +125,13 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
                           plan.dp, plan.tp, plan.pp, plan.getWorldSize(),
                           cluster->getWorldSize()));
   return violations;
+}
+
+SmallVector<int64_t> PlanConfig::getStageStarts() const {
+  SmallVector<int64_t> starts = {0};
+  for (int64_t layers : stageLayers)
+    starts.push_back(starts.back() + layers);
+  return starts;
 }
 
 std::optional<Schedule> mlir::loom::parseScheduleName(llvm::StringRef name) {

@@ -58,8 +58,13 @@ struct PlanConfig {
   bool sequenceParallel = false;
   /// Model chunks per pipeline rank (interleaved 1F1B); 1 otherwise.
   int64_t virtualStages = 1;
+  /// Layers of each of the pp * virtualStages pipeline stages, in model
+  /// order; empty until loom-plan balances them (or for pp = 1).
+  llvm::SmallVector<int64_t> stageLayers;
 
   int64_t getWorldSize() const { return dp * tp * pp; }
+  /// The first layer of each stage, and the layer count after the last.
+  llvm::SmallVector<int64_t> getStageStarts() const;
 };
 
 struct ClusterConfig {

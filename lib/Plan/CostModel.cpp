@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -278,45 +280,45 @@ std::string CostModel::checkPlan(const PlanConfig &plan) const {
 
 namespace {
 /// Splits `costs` into `parts` contiguous non-empty ranges minimizing the
-/// largest sum; returns the size of each range.
+/// largest sum (the pipeline's slowest stage), and among those the sum of
+/// the ranges' squared sums, so that stages off the critical path are even
+/// too (their memory); returns the size of each range.
 SmallVector<int64_t> balance(ArrayRef<double> costs, int64_t parts) {
-  auto fits = [&](double limit, SmallVector<int64_t> *sizes) {
-    int64_t used = 0, count = 0;
-    double sum = 0;
-    for (auto [i, cost] : llvm::enumerate(costs)) {
-      int64_t remaining = costs.size() - i;
-      bool mustClose = remaining <= parts - used - 1 && count > 0;
-      if (count > 0 && (sum + cost > limit || mustClose)) {
-        if (sizes)
-          sizes->push_back(count);
-        ++used;
-        sum = 0;
-        count = 0;
-      }
-      if (cost > limit)
-        return false;
-      sum += cost;
-      ++count;
-    }
-    if (sizes)
-      sizes->push_back(count);
-    return used + 1 <= parts;
-  };
-  double lo = *llvm::max_element(costs), hi = 0;
+  int64_t n = costs.size();
+  SmallVector<double> prefix = {0};
   for (double cost : costs)
-    hi += cost;
-  for (int i = 0; i < 50 && hi - lo > 1e-6 * hi; ++i) {
-    double mid = (lo + hi) / 2;
-    (fits(mid, nullptr) ? hi : lo) = mid;
-  }
-  SmallVector<int64_t> sizes;
-  fits(hi, &sizes);
-  // Fewer ranges than stages: split the largest until there are enough.
-  while (static_cast<int64_t>(sizes.size()) < parts) {
-    auto largest = llvm::max_element(sizes);
-    int64_t half = *largest / 2;
-    *largest -= half;
-    sizes.insert(largest + 1, half);
+    prefix.push_back(prefix.back() + cost);
+  struct Best {
+    double largest = std::numeric_limits<double>::infinity(), squares = 0;
+    int64_t from = -1;
+  };
+  auto better = [&](double largest, double squares, const Best &than) {
+    double tolerance = 1e-9 * prefix.back();
+    if (largest < than.largest - tolerance)
+      return true;
+    return largest <= than.largest + tolerance && squares < than.squares;
+  };
+  // best[k][i]: the first i costs in k ranges, the last starting at `from`.
+  std::vector<std::vector<Best>> best(parts + 1,
+                                      std::vector<Best>(n + 1, Best()));
+  best[0][0] = {0, 0, 0};
+  for (int64_t k = 1; k <= parts; ++k)
+    for (int64_t i = k; i <= n - (parts - k); ++i)
+      for (int64_t j = k - 1; j < i; ++j) {
+        const Best &before = best[k - 1][j];
+        if (before.from < 0)
+          continue;
+        double sum = prefix[i] - prefix[j];
+        double largest = std::max(before.largest, sum);
+        double squares = before.squares + sum * sum;
+        if (better(largest, squares, best[k][i]))
+          best[k][i] = {largest, squares, j};
+      }
+  SmallVector<int64_t> sizes(parts);
+  for (int64_t k = parts, i = n; k > 0; --k) {
+    int64_t from = best[k][i].from;
+    sizes[k - 1] = i - from;
+    i = from;
   }
   return sizes;
 }
@@ -347,7 +349,17 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     costs.push_back(layerTime(groupCosts[l + 1]));
   costs.front() += layerTime(groupCosts.front());
   costs.back() += layerTime(groupCosts.back());
-  est.layersPerStage = balance(costs, pp);
+  // The model's pp * v stages (chunk c of rank r is stage c * pp + r), as
+  // the plan gives them or balanced by time.
+  int64_t chunks = pp * plan.virtualStages;
+  SmallVector<int64_t> stageLayers =
+      plan.stageLayers.empty() ? balance(costs, chunks) : plan.stageLayers;
+  if (pp > 1)
+    est.plan.stageLayers = stageLayers;
+  SmallVector<int64_t> stageStarts = est.plan.getStageStarts();
+  est.layersPerStage.assign(pp, 0);
+  for (int64_t c = 0; c < chunks; ++c)
+    est.layersPerStage[c % pp] += stageLayers[c];
 
   double elementBytes = getElementBytes(precision);
   bool mixed = precision != Precision::fp32;
@@ -367,16 +379,15 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   if (pp > 1 && plan.schedule == Schedule::interleaved)
     schedule = buildPipelineSchedule(plan);
   double worstTime = -1, worstMemory = -1;
-  int64_t firstLayer = 0;
   for (int64_t stage = 0; stage < pp; ++stage) {
     SmallVector<size_t> members;
     if (stage == 0)
       members.push_back(0);
-    for (int64_t l = 0; l < est.layersPerStage[stage]; ++l)
-      members.push_back(firstLayer + l + 1);
+    for (int64_t c = stage; c < chunks; c += pp)
+      for (int64_t l = 0; l < stageLayers[c]; ++l)
+        members.push_back(stageStarts[c] + l + 1);
     if (stage == pp - 1)
       members.push_back(layers + 1);
-    firstLayer += est.layersPerStage[stage];
 
     double compute = 0, recompute = 0, comm = 0, backward = 0;
     double params = 0, kept = 0, transient = 0, largestLayer = 0;

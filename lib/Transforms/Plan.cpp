@@ -44,8 +44,13 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
       planAttr = PlanAttr::get(&getContext(), PlanConfig());
       module->setAttr(LoomDialect::getPlanAttrName(), planAttr);
     }
-    // The schedule's diagram needs the plan only, not its price.
-    bool price = isAuto || (!report.empty() && report != "schedule");
+    // The schedule's diagram needs the plan only, not its price. A pipeline
+    // plan's stages are balanced by the cost model when not given.
+    auto given = dyn_cast_or_null<PlanAttr>(planAttr);
+    bool balanceStages =
+        given && given.getPp() > 1 && !given.getStageLayers();
+    bool price =
+        isAuto || (!report.empty() && report != "schedule") || balanceStages;
     if (price &&
         failed(planWithCostModel(module, dyn_cast_or_null<PlanAttr>(planAttr))))
       return signalPassFailure();
@@ -67,9 +72,11 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
     ClusterConfig clusterConfig;
     if (clusterAttr) {
       clusterConfig = clusterAttr.getConfig();
-    } else if (report == "memory" && given) {
+    } else if (given && report != "plan" && report != "cost") {
       // The state's bytes per rank do not depend on the device: any
-      // cluster on which the plan is legal prices them.
+      // cluster on which the plan is legal prices them. Neither does the
+      // balance of a model's identical layers, much: the stages are split
+      // by their time on such a cluster.
       const PlanConfig &plan = given.getConfig();
       clusterConfig.gpu = "A100-80GB";
       clusterConfig.gpusPerNode = plan.pp * plan.dp * plan.tp;
@@ -127,7 +134,8 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
                             chosen.keptStatisticsPerLayer, chosen.stageLayers,
                             chosen.keptOutsideLayers);
     }
-    if (report != "cost" && report != "memory" && !chosen.fits())
+    if (report != "cost" && report != "memory" && clusterAttr &&
+        !chosen.fits())
       return module.emitError()
              << "plan " << formatPlan(chosen.plan, chosen.precision)
              << " does not fit in memory";

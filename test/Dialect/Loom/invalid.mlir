@@ -357,6 +357,16 @@ module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 0, micr
 
 // -----
 
+// expected-error @+1 {{'stage_layers' must give the layers of pp * virtual_stages = 2 stages, got 3}}
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false, stage_layers = [1, 1, 2]>} {}
+
+// -----
+
+// expected-error @+1 {{'stage_layers' must be positive, got 0}}
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false, stage_layers = [0, 2]>} {}
+
+// -----
+
 // expected-error @+1 {{'gpu' must name a GPU kind}}
 module attributes {loom.cluster = #loom.cluster<gpu = "", gpus_per_node = 8, nodes = 1>} {}
 
@@ -395,6 +405,13 @@ module attributes {
 module attributes {
   loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 4, hidden = 32, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 1.0e-5>,
   loom.plan = #loom.plan<dp = 1, tp = 1, pp = 3, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {}
+
+// -----
+
+// expected-error @+1 {{plan.stage_layers: the stages' layers add up to 3, the model has 2 (model.n_layer)}}
+module attributes {
+  loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 4, hidden = 32, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 1.0e-5>,
+  loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, stage_layers = [1, 2]>} {}
 
 // -----
 
