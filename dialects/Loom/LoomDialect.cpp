@@ -139,6 +139,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                       cast<FunctionOpInterface>(op).getNumArguments() >= 2,
                   "a unit attribute on a function whose first two arguments "
                   "are a range of iterations");
+  if (name == getStageAttrName()) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    return expect(stage && stage.getInt() >= 0 && isa<FunctionOpInterface>(op),
+                  "a non-negative integer on a function");
+  }
   if (name == getRecomputeAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) &&
                       op->getParentOfType<ScanOp>(),
@@ -206,6 +211,27 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
              << "argument #" << argIndex << ": '" << name
              << "' must be [dim, blocks]: a dimension of the argument's "
                 "shaped type and a positive number of blocks dividing it";
+    return success();
+  }
+  if (name == getLayersAttrName()) {
+    auto runs = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    auto function = dyn_cast<FunctionOpInterface>(op);
+    auto type =
+        function && argIndex < function.getNumArguments()
+            ? dyn_cast<ShapedType>(function.getArgumentTypes()[argIndex])
+            : ShapedType();
+    int64_t count = 0;
+    bool ok = runs && !runs.empty() && runs.size() % 2 == 0;
+    for (int64_t i = 0, e = runs.size(); ok && i < e; i += 2) {
+      ok = runs[i] >= 0 && runs[i + 1] > 0;
+      count += runs[i + 1];
+    }
+    if (!ok || !type || !type.hasRank() || type.getRank() == 0 ||
+        type.getDimSize(0) != count)
+      return op->emitError()
+             << "argument #" << argIndex << ": '" << name
+             << "' must be [first, count, ...]: runs of layers whose counts "
+                "add up to the argument's leading dimension";
     return success();
   }
   return op->emitError() << "argument #" << argIndex

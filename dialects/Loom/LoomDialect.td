@@ -108,6 +108,31 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getParallelForAttrName() {
       return "loom.parallel_for";
     }
+    /// Integer attribute on a function of a pipeline plan: the stage, in
+    /// model order, whose share of the forward pass (or of the training
+    /// step) it computes.
+    static constexpr ::llvm::StringLiteral getStageAttrName() {
+      return "loom.stage";
+    }
+    /// What a pipeline stage's functions take from and give to their
+    /// neighbours (`loom.input` and `loom.output` values): the activations
+    /// between two stages, their gradient, and the loss's gradient that
+    /// seeds the last stage's backward pass.
+    static constexpr ::llvm::StringLiteral getActivationsName() {
+      return "activations";
+    }
+    static constexpr ::llvm::StringLiteral getActivationsGradName() {
+      return "activations_grad";
+    }
+    static constexpr ::llvm::StringLiteral getLossGradName() {
+      return "loss_grad";
+    }
+    /// Argument attribute of a parameter stacked over the layers that holds
+    /// some of them only (a pipeline stage's): `[first, count, ...]`, runs
+    /// of the whole's layers in the order the argument holds them.
+    static constexpr ::llvm::StringLiteral getLayersAttrName() {
+      return "loom.layers";
+    }
     /// Result attribute naming the parameter a result is the gradient of.
     static constexpr ::llvm::StringLiteral getGradAttrName() {
       return "loom.grad";

@@ -81,6 +81,7 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   pm.addPass(createLoomTensorParallel());
   pm.addPass(createLoomShardParameters());
   pm.addPass(createLoomRecompute());
+  pm.addPass(createLoomPipelineStages());
   pm.addPass(createLoomDifferentiate());
   pm.addPass(createLoomBuildTrainStep());
   // Folds the tied head's gradient into the embedding's scatter, among

@@ -48,6 +48,15 @@ struct BuildTrainStepPass
     ModuleOp module = getOperation();
     auto grad = module.lookupSymbol<func::FuncOp>(
         LoomDialect::getForwardGradFunctionName());
+    if (!grad && llvm::any_of(module.getOps<func::FuncOp>(), [](auto func) {
+          return func->hasAttr(LoomDialect::getStageAttrName());
+        })) {
+      module.emitError("a pipeline plan's stages are differentiated, but "
+                       "their schedule (sends and receives between the "
+                       "stages, per rank) is not built into a training "
+                       "step yet");
+      return signalPassFailure();
+    }
     if (!grad) {
       module.emitError() << "expected a function @"
                          << LoomDialect::getForwardGradFunctionName()

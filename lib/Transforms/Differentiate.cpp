@@ -30,6 +30,17 @@ struct DifferentiatePass
     : public loom::impl::LoomDifferentiateBase<DifferentiatePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // A pipeline plan's stages, each differentiated on its own.
+    SmallVector<func::FuncOp> stages;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(LoomDialect::getStageAttrName()))
+        stages.push_back(func);
+    if (!stages.empty()) {
+      for (func::FuncOp stage : stages)
+        if (failed(buildGradFunction(stage, stage.getName().str() + "_grad")))
+          return signalPassFailure();
+      return;
+    }
     auto forward = module.lookupSymbol<func::FuncOp>(
         LoomDialect::getForwardFunctionName());
     if (!forward) {
@@ -38,78 +49,118 @@ struct DifferentiatePass
                          << " to differentiate";
       return signalPassFailure();
     }
-    if (module.lookupSymbol(LoomDialect::getForwardGradFunctionName())) {
-      module.emitError() << "the module already has a function @"
-                         << LoomDialect::getForwardGradFunctionName();
-      return signalPassFailure();
-    }
-    FunctionType type = forward.getFunctionType();
-    auto lossType = type.getNumResults() == 1
-                        ? dyn_cast<RankedTensorType>(type.getResult(0))
-                        : RankedTensorType();
-    if (!lossType || lossType.getRank() != 0 ||
-        !forward.getBody().hasOneBlock()) {
-      forward.emitOpError() << "expected one block returning a single 0-d "
-                               "loss tensor to differentiate";
-      return signalPassFailure();
-    }
-    if (failed(buildGradFunction(forward)))
+    if (failed(buildGradFunction(forward,
+                                 LoomDialect::getForwardGradFunctionName())))
       return signalPassFailure();
   }
 
-  LogicalResult buildGradFunction(func::FuncOp forward) {
+  /// Builds `name`, the gradient function of `forward`. A pipeline stage's
+  /// output is the loss or the activations for the next stage; its
+  /// gradient comes in as an argument after the stage's own
+  /// (`loom.input = "loss_grad"` or `"activations_grad"`), and the gradient
+  /// of the activations it took (`loom.input = "activations"`) goes out
+  /// after its output. The whole model's loss is seeded with 1.
+  LogicalResult buildGradFunction(func::FuncOp forward, StringRef name) {
+    ModuleOp module = forward->getParentOfType<ModuleOp>();
+    if (module.lookupSymbol(name))
+      return module.emitError()
+             << "the module already has a function @" << name;
+    bool isStage = forward->hasAttr(LoomDialect::getStageAttrName());
+    FunctionType forwardType = forward.getFunctionType();
+    auto outputType = forwardType.getNumResults() == 1
+                          ? dyn_cast<RankedTensorType>(forwardType.getResult(0))
+                          : RankedTensorType();
+    auto outputName = outputType ? forward.getResultAttrOfType<StringAttr>(
+                                       0, LoomDialect::getOutputAttrName())
+                                 : StringAttr();
+    bool isLoss = outputType && outputType.getRank() == 0;
+    if (!outputType || !forward.getBody().hasOneBlock() ||
+        (!isLoss && !(isStage && outputName &&
+                      outputName == LoomDialect::getActivationsName())))
+      return forward.emitOpError()
+             << "expected one block returning a single 0-d loss tensor"
+             << (isStage ? " or the activations" : "") << " to differentiate";
+
     OpBuilder b(forward);
     b.setInsertionPointAfter(forward);
     Location loc = forward.getLoc();
 
     SmallVector<unsigned> paramIndices;
-    for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i)
+    std::optional<unsigned> activationsArg;
+    for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
       if (forward.getArgAttr(i, LoomDialect::getParamAttrName()))
         paramIndices.push_back(i);
+      auto input = forward.getArgAttrOfType<StringAttr>(
+          i, LoomDialect::getInputAttrName());
+      if (input && input == LoomDialect::getActivationsName())
+        activationsArg = i;
+    }
 
-    FunctionType forwardType = forward.getFunctionType();
-    SmallVector<Type> resultTypes = {forwardType.getResult(0)};
+    SmallVector<Type> inputs(forwardType.getInputs());
+    if (isStage)
+      inputs.push_back(outputType);
+    SmallVector<Type> resultTypes = {outputType};
+    if (activationsArg)
+      resultTypes.push_back(forwardType.getInput(*activationsArg));
     for (unsigned i : paramIndices)
       resultTypes.push_back(forwardType.getInput(i));
-    auto grad = func::FuncOp::create(
-        b, loc, LoomDialect::getForwardGradFunctionName(),
-        b.getFunctionType(forwardType.getInputs(), resultTypes));
-    grad.setAllArgAttrs(forward.getAllArgAttrs());
+    auto grad = func::FuncOp::create(b, loc, name,
+                                     b.getFunctionType(inputs, resultTypes));
+    for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i)
+      grad.setArgAttrs(i, forward.getArgAttrDict(i));
+    if (Attribute stage = forward->getAttr(LoomDialect::getStageAttrName()))
+      grad->setAttr(LoomDialect::getStageAttrName(), stage);
+    if (isStage)
+      grad.setArgAttr(
+          inputs.size() - 1, LoomDialect::getInputAttrName(),
+          b.getStringAttr(isLoss ? LoomDialect::getLossGradName()
+                                 : LoomDialect::getActivationsGradName()));
     grad.setResultAttr(0, LoomDialect::getOutputAttrName(),
-                       b.getStringAttr(LOOM_OUTPUT_LOSS));
+                       outputName ? outputName
+                                  : b.getStringAttr(LOOM_OUTPUT_LOSS));
+    unsigned firstGrad = activationsArg ? 2 : 1;
+    if (activationsArg)
+      grad.setResultAttr(
+          1, LoomDialect::getOutputAttrName(),
+          b.getStringAttr(LoomDialect::getActivationsGradName()));
     for (auto [resultIndex, argIndex] : llvm::enumerate(paramIndices))
       grad.setResultAttr(
-          resultIndex + 1, LoomDialect::getGradAttrName(),
+          resultIndex + firstGrad, LoomDialect::getGradAttrName(),
           forward.getArgAttr(argIndex, LoomDialect::getParamAttrName()));
 
     // Clone the forward computation; the backward ops follow it.
     IRMapping mapping;
     forward.getBody().cloneInto(&grad.getBody(), mapping);
     Block &block = grad.getBody().front();
+    if (isStage)
+      block.addArgument(outputType, loc);
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     SmallVector<Operation *> forwardOps;
     for (Operation &op : block.without_terminator())
       forwardOps.push_back(&op);
     IRRewriter rewriter(b);
     rewriter.setInsertionPoint(ret);
-    Value loss = ret.getOperand(0);
+    Value output = ret.getOperand(0);
+    Value seed = isStage ? Value(block.getArguments().back())
+                         : arith::ConstantOp::create(
+                               rewriter, loc,
+                               DenseElementsAttr::get(
+                                   outputType, rewriter.getF32FloatAttr(1.0f)));
     CotangentMap cotangents;
-    cotangents.accumulate(
-        rewriter, loc, loss,
-        arith::ConstantOp::create(
-            rewriter, loc,
-            DenseElementsAttr::get(cast<RankedTensorType>(loss.getType()),
-                                   rewriter.getF32FloatAttr(1.0f))));
+    cotangents.accumulate(rewriter, loc, output, seed);
     if (failed(backpropagate(rewriter, forwardOps, cotangents)))
       return failure();
 
     // Ops that replaced themselves updated the return's operands.
     SmallVector<Value> results = {ret.getOperand(0)};
-    for (unsigned i : paramIndices) {
-      Value g = cotangents.lookup(block.getArgument(i));
-      results.push_back(
-          g ? g : buildZeros(rewriter, loc, block.getArgument(i).getType()));
-    }
+    auto gradientOf = [&](BlockArgument arg) -> Value {
+      Value g = cotangents.lookup(arg);
+      return g ? g : buildZeros(rewriter, loc, arg.getType());
+    };
+    if (activationsArg)
+      results.push_back(gradientOf(block.getArgument(*activationsArg)));
+    for (unsigned i : paramIndices)
+      results.push_back(gradientOf(block.getArgument(i)));
     func::ReturnOp::create(rewriter, ret.getLoc(), results);
     ret.erase();
     return success();

@@ -47,8 +47,7 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
     // The schedule's diagram needs the plan only, not its price. A pipeline
     // plan's stages are balanced by the cost model when not given.
     auto given = dyn_cast_or_null<PlanAttr>(planAttr);
-    bool balanceStages =
-        given && given.getPp() > 1 && !given.getStageLayers();
+    bool balanceStages = given && given.getPp() > 1 && !given.getStageLayers();
     bool price =
         isAuto || (!report.empty() && report != "schedule") || balanceStages;
     if (price &&
@@ -134,8 +133,7 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
                             chosen.keptStatisticsPerLayer, chosen.stageLayers,
                             chosen.keptOutsideLayers);
     }
-    if (report != "cost" && report != "memory" && clusterAttr &&
-        !chosen.fits())
+    if (report != "cost" && report != "memory" && clusterAttr && !chosen.fits())
       return module.emitError()
              << "plan " << formatPlan(chosen.plan, chosen.precision)
              << " does not fit in memory";

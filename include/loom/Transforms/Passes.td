@@ -188,6 +188,27 @@ def LoomRecompute : Pass<"loom-recompute", "::mlir::ModuleOp"> {
   }];
 }
 
+def LoomPipelineStages : Pass<"loom-pipeline-stages", "::mlir::ModuleOp"> {
+  let summary = "Pipeline stages: the forward pass split into contiguous "
+                "ranges of layers";
+  let description = [{
+    For a pipeline plan (pp > 1), replaces `@forward` by one function per
+    stage, `@forward_stage<k>` in model order (`loom.stage = k`), stage k
+    running layers [first, first + count) of the layer loop as the plan's
+    `stage_layers` gives them. Its stacked parameters hold those layers
+    only (`loom.layers = [first, count]`). The ops before the loop (the
+    embedding) go to the first stage, the ops after it (final norm, head,
+    loss) to the last; every stage but the first takes the activations
+    (`loom.input = "activations"`) and every stage but the last returns
+    them (`loom.output = "activations"`). Each stage takes only the
+    arguments it reads: a tied embedding is a parameter of the first and
+    the last stage. Does nothing for pp = 1. Fails when the plan has no
+    stage layers, when the forward pass has not exactly one layer loop
+    carrying one value, or when the head reads a value computed before the
+    loop.
+  }];
+}
+
 def LoomMemoryReport : Pass<"loom-memory-report", "::mlir::ModuleOp"> {
   let summary = "Per-rank bytes of parameters, gradients, optimizer state "
                 "and kept activations";

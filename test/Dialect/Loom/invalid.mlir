@@ -540,3 +540,13 @@ func.func @embedding_grad_init(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
   %a, %b = loom.embedding_grad %dy, %tokens into %head : (tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<9x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
   return
 }
+
+// -----
+
+// expected-error @+1 {{argument #0: 'loom.layers' must be [first, count, ...]: runs of layers whose counts add up to the argument's leading dimension}}
+func.func private @stage(%w: tensor<2x4xf32> {loom.param = "h.*.w", loom.layers = array<i64: 0, 3>})
+
+// -----
+
+// expected-error @+1 {{attribute 'loom.stage' must be a non-negative integer on a function, got -1}}
+func.func private @stage(%w: tensor<2x4xf32>) attributes {loom.stage = -1 : i64}
