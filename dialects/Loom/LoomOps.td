@@ -212,6 +212,47 @@ def Loom_SumSquaresOp : Loom_Op<"sum_squares", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Pipeline communication
+//===----------------------------------------------------------------------===//
+
+// Upstream's shard.send and shard.recv carry no message tag, and an
+// interleaved schedule sends activations and gradients the same way
+// between two ranks, which must not be taken for each other; shard.send
+// also yields a tensor nothing reads.
+def Loom_SendOp : Loom_Op<"send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "send a tensor to another pipeline rank";
+  let description = [{
+    Sends `value` to pipeline rank `peer` (its index on the plan's pp axis,
+    the other coordinates being this rank's), with message `tag`: 0 for
+    activations going forward, 1 for their gradients going back, 2 for a
+    tied parameter's gradient. The runtime sends without waiting for the
+    receiver (the value is copied), so that two ranks sending to each other
+    in a 1F1B schedule do not wait on each other; `loom.recv` with the same
+    peer and tag takes the messages in the order they were sent.
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$value,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$peer,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$tag);
+  let assemblyFormat = [{
+    $value `to` $peer `tag` $tag attr-dict `:` type($value)
+  }];
+}
+
+def Loom_RecvOp : Loom_Op<"recv", [MemoryEffects<[MemWrite]>]> {
+  let summary = "receive a tensor from another pipeline rank";
+  let description = [{
+    The next tensor pipeline rank `peer` sent this rank with `tag` (see
+    `loom.send`), waiting for it.
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$peer,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$tag);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    `from` $peer `tag` $tag attr-dict `:` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Structure
 //===----------------------------------------------------------------------===//
 

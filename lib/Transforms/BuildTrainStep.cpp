@@ -11,7 +11,13 @@
 #include "loom/Transforms/Passes.h"
 #include "loom/abi.h"
 
+#include "loom/Plan/Schedule.h"
+
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir {
 namespace loom {
@@ -42,27 +48,182 @@ struct ScalarBuilder {
   }
 };
 
+/// A parameter of the training step: its type there, the attributes it
+/// carries (name, divisions), whether it is stacked over layers, and
+/// whether its gradient's squares count on this rank (a tied table held by
+/// two pipeline stages counts once).
+struct StepParam {
+  Type type;
+  DictionaryAttr attrs;
+  bool stacked = false;
+  bool countSquares = true;
+  StringAttr getName() const {
+    return attrs.getAs<StringAttr>(LoomDialect::getParamAttrName());
+  }
+};
+
+/// A pipeline stage's gradient function split in two at the gradient of its
+/// output: `forward` takes what the stage takes and returns its output and
+/// the values the backward pass reads (saved); `backward` takes the
+/// arguments it reads, the saved values and the output's gradient, and
+/// returns the gradients the whole function returned after its output.
+struct SplitStage {
+  func::FuncOp forward, backward;
+  /// For each of backward's leading arguments, the whole function's
+  /// argument it is.
+  SmallVector<unsigned> backwardArgs;
+  unsigned numSaved = 0;
+};
+
+FailureOr<SplitStage> splitStage(func::FuncOp grad) {
+  Block &block = grad.getBody().front();
+  BlockArgument seed = block.getArguments().back();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  // An op is backward when it reads the seed or a backward value;
+  // constants go wherever they are read.
+  llvm::DenseSet<Operation *> backwardOps;
+  auto isBackwardValue = [&](Value v) {
+    if (v == seed)
+      return true;
+    Operation *def = v.getDefiningOp();
+    return def && backwardOps.contains(def);
+  };
+  for (Operation &op : block.without_terminator()) {
+    if (op.hasTrait<OpTrait::ConstantLike>())
+      continue;
+    bool reads = llvm::any_of(op.getOperands(), isBackwardValue);
+    op.walk([&](Operation *nested) {
+      reads |= llvm::any_of(nested->getOperands(),
+                            [&](Value v) { return v == seed; });
+    });
+    if (reads)
+      backwardOps.insert(&op);
+  }
+  if (isBackwardValue(ret.getOperand(0)))
+    return grad.emitOpError("returns an output that depends on its gradient");
+
+  auto inBackward = [&](Operation *op) { return backwardOps.contains(op); };
+  // Values of the forward part the backward part reads (or returns).
+  SetVector<Value> saved;
+  SetVector<unsigned> argsRead;
+  auto readByBackward = [&](Value v) {
+    if (v == seed)
+      return;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner() != &block)
+        return;
+      // The activations a stage received are kept as any value it made.
+      auto input = grad.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), LoomDialect::getInputAttrName());
+      if (input && input == LoomDialect::getActivationsName())
+        saved.insert(v);
+      else
+        argsRead.insert(arg.getArgNumber());
+      return;
+    }
+    Operation *def = v.getDefiningOp();
+    if (def->getBlock() == &block && !inBackward(def) &&
+        !def->hasTrait<OpTrait::ConstantLike>())
+      saved.insert(v);
+  };
+  for (Operation *op : backwardOps)
+    op->walk([&](Operation *nested) {
+      for (Value v : nested->getOperands())
+        readByBackward(v);
+    });
+  for (Value v : ret.getOperands().drop_front())
+    readByBackward(v);
+  SmallVector<unsigned> backwardArgs(argsRead.begin(), argsRead.end());
+  llvm::sort(backwardArgs);
+
+  OpBuilder b(grad);
+  Location loc = grad.getLoc();
+  MLIRContext *ctx = grad.getContext();
+  auto cloneInto = [&](func::FuncOp func, IRMapping &mapping, bool backward) {
+    OpBuilder body = OpBuilder::atBlockBegin(&func.getBody().front());
+    for (Operation &op : block.without_terminator()) {
+      bool constant = op.hasTrait<OpTrait::ConstantLike>();
+      if (constant || inBackward(&op) == backward)
+        body.clone(op, mapping);
+    }
+    return body;
+  };
+  auto dropUnusedConstants = [](func::FuncOp func) {
+    for (Operation &op : llvm::make_early_inc_range(
+             llvm::reverse(func.getBody().front().getOperations())))
+      if (op.hasTrait<OpTrait::ConstantLike>() && op.use_empty())
+        op.erase();
+  };
+
+  // forward(args but the seed) -> (output, saved...)
+  SplitStage split;
+  split.numSaved = saved.size();
+  SmallVector<Type> forwardResults = {ret.getOperand(0).getType()};
+  for (Value v : saved)
+    forwardResults.push_back(v.getType());
+  auto forwardInputs = grad.getArgumentTypes().drop_back();
+  split.forward = func::FuncOp::create(
+      b, loc, (grad.getName() + "_forward").str(),
+      FunctionType::get(ctx, forwardInputs, forwardResults));
+  split.forward.setPrivate();
+  for (unsigned i = 0, e = forwardInputs.size(); i < e; ++i)
+    split.forward.setArgAttrs(i, grad.getArgAttrDict(i));
+  split.forward.setResultAttrs(0, grad.getResultAttrDict(0));
+  {
+    Block *entry = split.forward.addEntryBlock();
+    IRMapping mapping;
+    for (unsigned i = 0, e = forwardInputs.size(); i < e; ++i)
+      mapping.map(block.getArgument(i), entry->getArgument(i));
+    OpBuilder body = cloneInto(split.forward, mapping, /*backward=*/false);
+    SmallVector<Value> results = {mapping.lookup(ret.getOperand(0))};
+    for (Value v : saved)
+      results.push_back(mapping.lookup(v));
+    func::ReturnOp::create(body, loc, results);
+    dropUnusedConstants(split.forward);
+  }
+
+  // backward(args read, saved..., seed) -> (gradients...)
+  split.backwardArgs = backwardArgs;
+  SmallVector<Type> backwardInputs;
+  for (unsigned i : backwardArgs)
+    backwardInputs.push_back(block.getArgument(i).getType());
+  for (Value v : saved)
+    backwardInputs.push_back(v.getType());
+  backwardInputs.push_back(seed.getType());
+  auto backwardResults = grad.getResultTypes().drop_front();
+  split.backward = func::FuncOp::create(
+      b, loc, (grad.getName() + "_backward").str(),
+      FunctionType::get(ctx, backwardInputs, backwardResults));
+  split.backward.setPrivate();
+  for (auto [j, i] : llvm::enumerate(backwardArgs))
+    split.backward.setArgAttrs(j, grad.getArgAttrDict(i));
+  split.backward.setArgAttrs(backwardInputs.size() - 1,
+                             grad.getArgAttrDict(seed.getArgNumber()));
+  for (unsigned i = 0, e = backwardResults.size(); i < e; ++i)
+    split.backward.setResultAttrs(i, grad.getResultAttrDict(i + 1));
+  {
+    Block *entry = split.backward.addEntryBlock();
+    IRMapping mapping;
+    unsigned next = 0;
+    for (unsigned i : backwardArgs)
+      mapping.map(block.getArgument(i), entry->getArgument(next++));
+    for (Value v : saved)
+      mapping.map(v, entry->getArgument(next++));
+    mapping.map(seed, entry->getArgument(next));
+    OpBuilder body = cloneInto(split.backward, mapping, /*backward=*/true);
+    SmallVector<Value> results;
+    for (Value v : ret.getOperands().drop_front())
+      results.push_back(mapping.lookup(v));
+    func::ReturnOp::create(body, loc, results);
+    dropUnusedConstants(split.backward);
+  }
+  return split;
+}
+
 struct BuildTrainStepPass
     : public loom::impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto grad = module.lookupSymbol<func::FuncOp>(
-        LoomDialect::getForwardGradFunctionName());
-    if (!grad && llvm::any_of(module.getOps<func::FuncOp>(), [](auto func) {
-          return func->hasAttr(LoomDialect::getStageAttrName());
-        })) {
-      module.emitError("a pipeline plan's stages are differentiated, but "
-                       "their schedule (sends and receives between the "
-                       "stages, per rank) is not built into a training "
-                       "step yet");
-      return signalPassFailure();
-    }
-    if (!grad) {
-      module.emitError() << "expected a function @"
-                         << LoomDialect::getForwardGradFunctionName()
-                         << " (run loom-differentiate first)";
-      return signalPassFailure();
-    }
     auto training =
         module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
     if (!training) {
@@ -70,30 +231,39 @@ struct BuildTrainStepPass
                          << "' attribute with the optimizer settings";
       return signalPassFailure();
     }
+    FailureOr<PlanConfig> plan = getResolvedPlan(module);
+    if (failed(plan))
+      return signalPassFailure();
+    if (plan->pp > 1) {
+      if (failed(buildPipeline(module, training, *plan)))
+        return signalPassFailure();
+      return;
+    }
+    auto grad = module.lookupSymbol<func::FuncOp>(
+        LoomDialect::getForwardGradFunctionName());
+    if (!grad) {
+      module.emitError() << "expected a function @"
+                         << LoomDialect::getForwardGradFunctionName()
+                         << " (run loom-differentiate first)";
+      return signalPassFailure();
+    }
     if (module.lookupSymbol(LoomDialect::getTrainStepFunctionName())) {
       module.emitError() << "the module already has a function @"
                          << LoomDialect::getTrainStepFunctionName();
       return signalPassFailure();
     }
-    FailureOr<PlanConfig> plan = getResolvedPlan(module);
-    if (failed(plan) || failed(build(module, grad, training, *plan)))
+    if (failed(build(module, grad, training, *plan)))
       return signalPassFailure();
   }
 
-  LogicalResult build(ModuleOp module, func::FuncOp grad, TrainingAttr training,
-                      const PlanConfig &plan) {
-    int64_t numMicroBatches = plan.microBatches;
-    MLIRContext *ctx = module.getContext();
-    Location loc = grad.getLoc();
-    OpBuilder b(ctx);
-    b.setInsertionPointAfter(grad);
-
+  /// Sorts a gradient function's arguments into parameters and data
+  /// inputs.
+  LogicalResult sortArguments(func::FuncOp grad,
+                              SmallVectorImpl<unsigned> &paramArgs,
+                              int &tokensArg, int &targetsArg) {
     if (!llvm::all_of(grad.getArgumentTypes(), llvm::IsaPred<RankedTensorType>))
       return grad.emitOpError("expected tensor arguments (the training step "
                               "is built before bufferization)");
-    // Sort @forward_grad's arguments into parameters and data inputs.
-    SmallVector<unsigned> paramArgs;
-    int tokensArg = -1, targetsArg = -1;
     for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
       if (grad.getArgAttr(i, LoomDialect::getParamAttrName()))
         paramArgs.push_back(i);
@@ -105,27 +275,139 @@ struct BuildTrainStepPass
           targetsArg = i;
       }
     }
+    return success();
+  }
+
+  /// The replica's share of the batch, in micro-batches of `micro`
+  /// sequences; checks it against the training batch.
+  FailureOr<RankedTensorType> getTokensType(func::FuncOp grad,
+                                            RankedTensorType micro,
+                                            TrainingAttr training,
+                                            const PlanConfig &plan) {
+    // Each of the dp replicas takes its share of the batch in micro-batches.
+    if (micro.getDimSize(0) * plan.microBatches * plan.dp !=
+        training.getBatch())
+      return grad.emitOpError()
+             << "takes " << micro.getDimSize(0)
+             << " sequences, and the training batch of " << training.getBatch()
+             << " is not dp * micro_batches = " << plan.dp << " * "
+             << plan.microBatches
+             << " micro-batches of them (run loom-micro-batches first)";
+    return RankedTensorType::get(
+        {micro.getDimSize(0) * plan.microBatches, micro.getDimSize(1)},
+        micro.getElementType());
+  }
+
+  /// Micro-batch `index` (a constant or an index value) of `data`.
+  static Value sliceMicroBatch(OpBuilder &b, Location loc, Value data,
+                               RankedTensorType micro, OpFoldResult index,
+                               int64_t numMicroBatches) {
+    if (numMicroBatches == 1)
+      return data;
+    int64_t rows = micro.getDimSize(0);
+    OpFoldResult offset;
+    if (auto value = dyn_cast<Value>(index))
+      offset = arith::MulIOp::create(
+                   b, loc, value, arith::ConstantIndexOp::create(b, loc, rows))
+                   .getResult();
+    else
+      offset = b.getIndexAttr(
+          cast<IntegerAttr>(cast<Attribute>(index)).getInt() * rows);
+    SmallVector<OpFoldResult> offsets = {offset, b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(rows),
+                                       b.getIndexAttr(micro.getDimSize(1))};
+    SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
+    return tensor::ExtractSliceOp::create(b, loc, micro, data, offsets, sizes,
+                                          strides);
+  }
+
+  LogicalResult build(ModuleOp module, func::FuncOp grad, TrainingAttr training,
+                      const PlanConfig &plan) {
+    int64_t numMicroBatches = plan.microBatches;
+    Location loc = grad.getLoc();
+    SmallVector<unsigned> paramArgs;
+    int tokensArg = -1, targetsArg = -1;
+    if (failed(sortArguments(grad, paramArgs, tokensArg, targetsArg)))
+      return failure();
     if (tokensArg < 0 || targetsArg < 0)
       return grad.emitOpError("expected arguments marked as the tokens and "
                               "targets inputs");
     FunctionType gradType = grad.getFunctionType();
     auto microTokens = cast<RankedTensorType>(gradType.getInput(tokensArg));
-    // Each of the dp replicas takes its share of the batch in micro-batches.
-    if (microTokens.getDimSize(0) * numMicroBatches * plan.dp !=
-        training.getBatch())
-      return grad.emitOpError()
-             << "takes " << microTokens.getDimSize(0)
-             << " sequences, and the training batch of " << training.getBatch()
-             << " is not dp * micro_batches = " << plan.dp << " * "
-             << numMicroBatches
-             << " micro-batches of them (run loom-micro-batches first)";
-    auto tokensType =
-        RankedTensorType::get({microTokens.getDimSize(0) * numMicroBatches,
-                               microTokens.getDimSize(1)},
-                              microTokens.getElementType());
+    FailureOr<RankedTensorType> tokensType =
+        getTokensType(grad, microTokens, training, plan);
+    if (failed(tokensType))
+      return failure();
 
+    SmallVector<StepParam> params;
+    for (unsigned i : paramArgs)
+      params.push_back({gradType.getInput(i), grad.getArgAttrDict(i),
+                        isStacked(grad.getArgument(i))});
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(grad);
+    auto sums = [&](OpBuilder &b, ValueRange stepParams, Value tokens,
+                    Value targets) -> SmallVector<Value> {
+      ScalarBuilder s{b, loc};
+      // Calls @forward_grad on micro-batch `index` of the tokens and
+      // targets.
+      auto callGrad = [&](OpFoldResult index) -> func::CallOp {
+        SmallVector<Value> operands(gradType.getNumInputs());
+        for (auto [k, i] : llvm::enumerate(paramArgs))
+          operands[i] = stepParams[k];
+        operands[tokensArg] = sliceMicroBatch(b, loc, tokens, microTokens,
+                                              index, numMicroBatches);
+        operands[targetsArg] = sliceMicroBatch(b, loc, targets, microTokens,
+                                               index, numMicroBatches);
+        return func::CallOp::create(b, loc, grad, operands);
+      };
+      if (numMicroBatches == 1) {
+        auto call = callGrad(b.getIndexAttr(0));
+        return SmallVector<Value>(call.getResults());
+      }
+      // Loss and gradients, summed over the micro-batches.
+      SmallVector<Value> init = {s.wrap(s.constant(0.0))};
+      for (Value p : stepParams)
+        init.push_back(zerosLike(b, loc, p.getType()));
+      auto loop = scf::ForOp::create(
+          b, loc, arith::ConstantIndexOp::create(b, loc, 0),
+          arith::ConstantIndexOp::create(b, loc, numMicroBatches),
+          arith::ConstantIndexOp::create(b, loc, 1), init,
+          [&](OpBuilder &nested, Location, Value index, ValueRange acc) {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(nested.getInsertionBlock(),
+                                nested.getInsertionPoint());
+            auto call = callGrad(index);
+            SmallVector<Value> next;
+            for (auto [a, r] : llvm::zip(acc, call.getResults()))
+              next.push_back(AddOp::create(b, loc, a, r));
+            scf::YieldOp::create(b, loc, next);
+          });
+      return SmallVector<Value>(loop.getResults());
+    };
+    return buildStep(module, b, loc, training, plan,
+                     LoomDialect::getTrainStepFunctionName(), std::nullopt,
+                     params, *tokensType, sums);
+  }
+
+  static Value zerosLike(OpBuilder &b, Location loc, Type type) {
+    return arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(cast<RankedTensorType>(type),
+                               b.getF32FloatAttr(0.0f)));
+  }
+
+  /// Builds the step function `name`: `sums` computes the loss and the
+  /// gradients of `params` summed over this rank's micro-batches; then the
+  /// mean, the global norm, the clip and the optimizer. A pipeline rank's
+  /// step (`stage`) sums the loss and the norm's squares over the pipeline.
+  LogicalResult buildStep(
+      ModuleOp module, OpBuilder &b, Location loc, TrainingAttr training,
+      const PlanConfig &plan, StringRef name, std::optional<int64_t> stage,
+      ArrayRef<StepParam> params, RankedTensorType tokensType,
+      function_ref<SmallVector<Value>(OpBuilder &, ValueRange, Value, Value)>
+          sums) {
     bool adam = training.getOptimizer() == OptimizerKind::adamw;
-    unsigned numParams = paramArgs.size();
+    unsigned numParams = params.size();
     unsigned numStates = adam ? 2 : 1;
     auto scalarType = RankedTensorType::get({}, b.getF32Type());
 
@@ -133,39 +415,41 @@ struct BuildTrainStepPass
     // targets, lr, step.
     SmallVector<Type> inputs;
     for (unsigned s = 0; s <= numStates; ++s)
-      for (unsigned i : paramArgs)
-        inputs.push_back(gradType.getInput(i));
+      for (const StepParam &p : params)
+        inputs.push_back(p.type);
     inputs.append({tokensType, tokensType, scalarType, scalarType});
     SmallVector<Type> results = {scalarType, scalarType};
     results.append(inputs.begin(),
                    inputs.begin() + (numStates + 1) * numParams);
     auto step =
-        func::FuncOp::create(b, loc, LoomDialect::getTrainStepFunctionName(),
-                             b.getFunctionType(inputs, results));
+        func::FuncOp::create(b, loc, name, b.getFunctionType(inputs, results));
+    if (stage)
+      step->setAttr(LoomDialect::getStageAttrName(),
+                    b.getI64IntegerAttr(*stage));
 
     // Argument and result attributes name everything for the manifest.
     static const char *const stateNames[] = {LOOM_STATE_ADAM_M,
                                              LOOM_STATE_ADAM_V};
     for (unsigned s = 0; s <= numStates; ++s) {
-      for (auto [k, i] : llvm::enumerate(paramArgs)) {
-        auto name = grad.getArgAttrOfType<StringAttr>(
-            i, LoomDialect::getParamAttrName());
+      for (auto [k, p] : llvm::enumerate(params)) {
+        StringAttr paramName = p.getName();
         unsigned arg = s * numParams + k;
-        // Optimizer state is shaped and sharded as its parameter.
-        if (Attribute shard =
-                grad.getArgAttr(i, LoomDialect::getShardAttrName()))
-          step.setArgAttr(arg, LoomDialect::getShardAttrName(), shard);
+        // Optimizer state is shaped, sharded and layered as its parameter.
+        for (StringRef attr : {LoomDialect::getShardAttrName(),
+                               LoomDialect::getLayersAttrName()})
+          if (Attribute value = p.attrs.get(attr))
+            step.setArgAttr(arg, attr, value);
         // The runtime divides a parameter's state as the parameter.
         if (s == 0) {
-          step.setArgAttr(arg, LoomDialect::getParamAttrName(), name);
+          step.setArgAttr(arg, LoomDialect::getParamAttrName(), paramName);
           if (Attribute split =
-                  grad.getArgAttr(i, LoomDialect::getTensorSplitAttrName()))
+                  p.attrs.get(LoomDialect::getTensorSplitAttrName()))
             step.setArgAttr(arg, LoomDialect::getTensorSplitAttrName(), split);
         } else
           step.setArgAttr(arg, LoomDialect::getStateAttrName(),
                           b.getStringAttr(Twine(adam ? stateNames[s - 1]
                                                      : LOOM_STATE_MOMENTUM) +
-                                          "." + name.getValue()));
+                                          "." + paramName.getValue()));
         step.setResultAttr(2 + arg, LoomDialect::getUpdatesAttrName(),
                            b.getI64IntegerAttr(arg));
       }
@@ -185,96 +469,66 @@ struct BuildTrainStepPass
                        b.getStringAttr(LOOM_OUTPUT_GRAD_NORM));
 
     Block *entry = step.addEntryBlock();
+    OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(entry);
     ScalarBuilder s{b, loc};
-    auto params = entry->getArguments().take_front(numParams);
-    Value tokens = entry->getArgument(dataArg);
-    Value targets = entry->getArgument(dataArg + 1);
+    auto stepParams = entry->getArguments().take_front(numParams);
     Value lr = entry->getArgument(dataArg + 2);
     Value stepNumber = entry->getArgument(dataArg + 3);
+    SmallVector<Value> summed = sums(b, stepParams, entry->getArgument(dataArg),
+                                     entry->getArgument(dataArg + 1));
+    if (summed.size() != numParams + 1)
+      return step.emitOpError("expected the loss and a gradient per "
+                              "parameter");
 
-    // Calls @forward_grad on micro-batch `index` of the tokens and targets.
-    auto callGrad = [&](Value index) -> func::CallOp {
-      SmallVector<Value> operands(gradType.getNumInputs());
-      for (auto [k, i] : llvm::enumerate(paramArgs))
-        operands[i] = params[k];
-      auto slice = [&](Value data) -> Value {
-        if (numMicroBatches == 1)
-          return data;
-        int64_t rows = microTokens.getDimSize(0);
-        Value offset = arith::MulIOp::create(
-            b, loc, index, arith::ConstantIndexOp::create(b, loc, rows));
-        SmallVector<OpFoldResult> offsets = {offset, b.getIndexAttr(0)};
-        SmallVector<OpFoldResult> sizes = {
-            b.getIndexAttr(rows), b.getIndexAttr(microTokens.getDimSize(1))};
-        SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
-        return tensor::ExtractSliceOp::create(b, loc, microTokens, data,
-                                              offsets, sizes, strides);
-      };
-      operands[tokensArg] = slice(tokens);
-      operands[targetsArg] = slice(targets);
-      return func::CallOp::create(b, loc, grad, operands);
+    shard::GridOp grid;
+    auto overAxis = [&](Value scalar, shard::GridAxis axis) -> Value {
+      if (!grid) {
+        FailureOr<shard::GridOp> made = getOrCreateGrid(module, plan);
+        if (failed(made))
+          return Value();
+        grid = *made;
+      }
+      return s.extract(shard::AllReduceOp::create(
+          b, loc, scalarType, grid.getSymName(),
+          ArrayRef<shard::GridAxis>{axis}, s.wrap(scalar),
+          shard::ReductionKind::Sum));
     };
 
-    // Loss and gradients, summed over the micro-batches.
-    SmallVector<Value> sums;
-    if (numMicroBatches == 1) {
-      auto call = callGrad(Value());
-      sums.assign(call.getResults().begin(), call.getResults().end());
-    } else {
-      SmallVector<Value> init = {s.wrap(s.constant(0.0))};
-      for (Value p : params)
-        init.push_back(arith::ConstantOp::create(
-            b, loc,
-            DenseElementsAttr::get(cast<RankedTensorType>(p.getType()),
-                                   b.getF32FloatAttr(0.0f))));
-      auto loop = scf::ForOp::create(
-          b, loc, arith::ConstantIndexOp::create(b, loc, 0),
-          arith::ConstantIndexOp::create(b, loc, numMicroBatches),
-          arith::ConstantIndexOp::create(b, loc, 1), init,
-          [&](OpBuilder &nested, Location, Value index, ValueRange acc) {
-            OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPoint(nested.getInsertionBlock(),
-                                nested.getInsertionPoint());
-            auto call = callGrad(index);
-            SmallVector<Value> next;
-            for (auto [a, r] : llvm::zip(acc, call.getResults()))
-              next.push_back(AddOp::create(b, loc, a, r));
-            scf::YieldOp::create(b, loc, next);
-          });
-      sums.assign(loop.getResults().begin(), loop.getResults().end());
-    }
     // The mean over the global batch: dp replicas of numMicroBatches
-    // micro-batches each (loom-data-parallel sums over the replicas).
+    // micro-batches each (loom-data-parallel sums over the replicas). A
+    // pipeline's last stage has the loss; the others add zero to it.
     Value inverseCount =
-        s.constant(1.0 / static_cast<double>(numMicroBatches * plan.dp));
-    Value loss =
-        s.wrap(arith::MulFOp::create(b, loc, s.extract(sums[0]), inverseCount));
-    ValueRange grads = ArrayRef<Value>(sums).drop_front();
+        s.constant(1.0 / static_cast<double>(plan.microBatches * plan.dp));
+    Value lossSum = s.extract(summed[0]);
+    if (stage && !(lossSum = overAxis(lossSum, kPipelineAxis)))
+      return failure();
+    Value loss = s.wrap(arith::MulFOp::create(b, loc, lossSum, inverseCount));
+    ArrayRef<Value> grads = ArrayRef<Value>(summed).drop_front();
 
     // Global norm of the averaged gradient, and the factor that takes the
     // summed gradient to the clipped average.
     // A gradient tensor parallelism divides is summed over the group's
     // parts; one every rank holds whole counts once.
     Value sumSquares = s.constant(0.0), dividedSquares;
-    for (auto [g, arg] : llvm::zip(grads, paramArgs)) {
+    for (auto [g, p] : llvm::zip(grads, params)) {
+      if (!p.countSquares)
+        continue;
       Value squares = s.extract(SumSquaresOp::create(b, loc, scalarType, g));
-      Value &sum = grad.getArgAttr(arg, LoomDialect::getTensorSplitAttrName())
+      Value &sum = p.attrs.get(LoomDialect::getTensorSplitAttrName())
                        ? dividedSquares
                        : sumSquares;
       sum = sum ? arith::AddFOp::create(b, loc, sum, squares) : squares;
     }
     if (dividedSquares) {
-      FailureOr<shard::GridOp> grid = getOrCreateGrid(module, plan);
-      if (failed(grid))
+      Value overGroup = overAxis(dividedSquares, kTensorAxis);
+      if (!overGroup)
         return failure();
-      Value overGroup = shard::AllReduceOp::create(
-          b, loc, scalarType, grid->getSymName(),
-          ArrayRef<shard::GridAxis>{kTensorAxis}, s.wrap(dividedSquares),
-          shard::ReductionKind::Sum);
-      sumSquares =
-          arith::AddFOp::create(b, loc, sumSquares, s.extract(overGroup));
+      sumSquares = arith::AddFOp::create(b, loc, sumSquares, overGroup);
     }
+    // Each pipeline stage holds its own layers' gradients.
+    if (stage && !(sumSquares = overAxis(sumSquares, kPipelineAxis)))
+      return failure();
     Value norm = arith::MulFOp::create(
         b, loc, math::SqrtOp::create(b, loc, sumSquares), inverseCount);
     Value scale = inverseCount;
@@ -292,10 +546,10 @@ struct BuildTrainStepPass
     SmallVector<Value> newParams, newStates[2];
     auto states = entry->getArguments().drop_front(numParams);
     for (unsigned k = 0; k < numParams; ++k) {
-      Value p = params[k];
+      Value p = stepParams[k];
       // Parameters stacked over layers are matrices when each layer's is.
       int64_t rank = cast<RankedTensorType>(p.getType()).getRank();
-      if (isStacked(grad.getArgument(paramArgs[k])))
+      if (params[k].stacked)
         --rank;
       double decay =
           rank >= 2 ? training.getWeightDecay().convertToDouble() : 0.0;
@@ -326,5 +580,282 @@ struct BuildTrainStepPass
     func::ReturnOp::create(b, loc, returned);
     return success();
   }
+
+  LogicalResult buildPipeline(ModuleOp module, TrainingAttr training,
+                              const PlanConfig &plan);
 };
 } // namespace
+
+/// Each pipeline rank's step, `@train_step_stage<r>`: its model chunks'
+/// forward and backward passes in the schedule's order, with the
+/// activations and their gradients sent to and received from the
+/// neighbouring stages, the gradients summed over the micro-batches, then
+/// the optimizer on the rank's parameters. A tied token table, held by the
+/// first and the last stage, has its two parts of the gradient exchanged
+/// and summed on both.
+LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
+                                                TrainingAttr training,
+                                                const PlanConfig &plan) {
+  int64_t pp = plan.pp, v = plan.virtualStages, stages = pp * v;
+  SmallVector<func::FuncOp> grads(stages);
+  for (auto func : module.getOps<func::FuncOp>()) {
+    auto stage =
+        func->getAttrOfType<IntegerAttr>(LoomDialect::getStageAttrName());
+    if (!stage || func.getNumArguments() == 0 ||
+        !func.getArgAttr(func.getNumArguments() - 1,
+                         LoomDialect::getInputAttrName()) ||
+        !StringRef(func.getName()).ends_with("_grad"))
+      continue;
+    if (stage.getInt() >= stages || grads[stage.getInt()])
+      return func.emitOpError() << "is a gradient function of stage "
+                                << stage.getInt() << " of " << stages;
+    grads[stage.getInt()] = func;
+  }
+  for (int64_t k = 0; k < stages; ++k)
+    if (!grads[k])
+      return module.emitError()
+             << "expected the gradient function of pipeline stage " << k
+             << " (run loom-pipeline-stages and loom-differentiate first)";
+  for (int64_t r = 0; r < pp; ++r)
+    if (module.lookupSymbol(
+            (LoomDialect::getTrainStepFunctionName() + "_stage" + Twine(r))
+                .str()))
+      return module.emitError()
+             << "the module already has a function @"
+             << LoomDialect::getTrainStepFunctionName() << "_stage" << r;
+
+  // Each stage's argument kinds and its split into forward and backward.
+  struct Stage {
+    func::FuncOp grad;
+    SplitStage split;
+    SmallVector<unsigned> paramArgs;
+    int tokensArg = -1, targetsArg = -1;
+  };
+  SmallVector<Stage> info(stages);
+  RankedTensorType microTokens, tokensType;
+  for (int64_t k = 0; k < stages; ++k) {
+    Stage &st = info[k];
+    st.grad = grads[k];
+    if (failed(
+            sortArguments(st.grad, st.paramArgs, st.tokensArg, st.targetsArg)))
+      return failure();
+    int data = k == 0 ? st.tokensArg : st.targetsArg;
+    if ((k == 0 && st.tokensArg < 0) || (k == stages - 1 && st.targetsArg < 0))
+      return st.grad.emitOpError()
+             << "expected an argument marked as the "
+             << (k == 0 ? "tokens" : "targets") << " input";
+    if (data >= 0 && !microTokens) {
+      microTokens = cast<RankedTensorType>(st.grad.getArgumentTypes()[data]);
+      FailureOr<RankedTensorType> type =
+          getTokensType(st.grad, microTokens, training, plan);
+      if (failed(type))
+        return failure();
+      tokensType = *type;
+    }
+    FailureOr<SplitStage> split = splitStage(st.grad);
+    if (failed(split))
+      return failure();
+    st.split = *split;
+  }
+
+  Location loc = module.getLoc();
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToEnd(module.getBody());
+  PipelineSchedule schedule = buildPipelineSchedule(plan);
+  auto model =
+      module->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
+  bool tied = model && model.getTied();
+
+  for (int64_t r = 0; r < pp; ++r) {
+    // The rank's parameters: each name once, a stacked one holding the
+    // layers of all the rank's chunks in chunk order.
+    SmallVector<StepParam> params;
+    llvm::StringMap<unsigned> byName;
+    // Per chunk and parameter of its stage: the step parameter and the
+    // first of its layers the chunk's part starts at (-1: not stacked).
+    SmallVector<SmallVector<std::pair<unsigned, int64_t>>> parts(v);
+    for (int64_t c = 0; c < v; ++c) {
+      Stage &st = info[c * pp + r];
+      for (unsigned i : st.paramArgs) {
+        auto type = cast<RankedTensorType>(st.grad.getArgumentTypes()[i]);
+        DictionaryAttr attrs = st.grad.getArgAttrDict(i);
+        auto name = attrs.getAs<StringAttr>(LoomDialect::getParamAttrName());
+        auto layers =
+            attrs.getAs<DenseI64ArrayAttr>(LoomDialect::getLayersAttrName());
+        auto [it, inserted] = byName.try_emplace(name, params.size());
+        if (inserted) {
+          params.push_back({type, attrs, static_cast<bool>(layers)});
+          parts[c].push_back({it->second, layers ? 0 : -1});
+          continue;
+        }
+        StepParam &p = params[it->second];
+        if (!layers || !p.stacked)
+          return st.grad.emitOpError()
+                 << "takes parameter '" << name.getValue()
+                 << "', which another of the rank's chunks takes too";
+        auto whole = cast<RankedTensorType>(p.type);
+        SmallVector<int64_t> shape(whole.getShape());
+        parts[c].push_back({it->second, shape[0]});
+        shape[0] += type.getDimSize(0);
+        p.type = whole.clone(shape);
+        SmallVector<int64_t> runs(
+            p.attrs.getAs<DenseI64ArrayAttr>(LoomDialect::getLayersAttrName())
+                .asArrayRef());
+        llvm::append_range(runs, layers.asArrayRef());
+        NamedAttrList list(p.attrs);
+        list.set(LoomDialect::getLayersAttrName(),
+                 DenseI64ArrayAttr::get(module.getContext(), runs));
+        p.attrs = list.getDictionary(module.getContext());
+      }
+    }
+    // The tied table's squares count on the first stage only.
+    std::optional<unsigned> tiedParam;
+    if (tied && r == pp - 1)
+      if (auto it = byName.find("wte"); it != byName.end()) {
+        tiedParam = it->second;
+        params[it->second].countSquares = false;
+      }
+    if (tied && r == 0)
+      if (auto it = byName.find("wte"); it != byName.end())
+        tiedParam = it->second;
+
+    auto sums = [&](OpBuilder &b, ValueRange stepParams, Value tokens,
+                    Value targets) -> SmallVector<Value> {
+      ScalarBuilder s{b, loc};
+      // What a chunk's function takes for its argument `i` of the whole
+      // gradient function, on micro-batch `mb`.
+      auto operand = [&](int64_t c, unsigned i, int64_t mb) -> Value {
+        Stage &st = info[c * pp + r];
+        if (static_cast<int>(i) == st.tokensArg)
+          return sliceMicroBatch(b, loc, tokens, microTokens,
+                                 b.getIndexAttr(mb), plan.microBatches);
+        if (static_cast<int>(i) == st.targetsArg)
+          return sliceMicroBatch(b, loc, targets, microTokens,
+                                 b.getIndexAttr(mb), plan.microBatches);
+        auto pos = llvm::find(st.paramArgs, i) - st.paramArgs.begin();
+        auto [index, offset] = parts[c][pos];
+        Value whole = stepParams[index];
+        if (offset < 0)
+          return whole;
+        auto type = cast<RankedTensorType>(st.grad.getArgumentTypes()[i]);
+        if (type == whole.getType())
+          return whole;
+        SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+        offsets[0] = b.getIndexAttr(offset);
+        SmallVector<OpFoldResult> sizes,
+            strides(type.getRank(), b.getIndexAttr(1));
+        for (int64_t d : type.getShape())
+          sizes.push_back(b.getIndexAttr(d));
+        return tensor::ExtractSliceOp::create(b, loc, type, whole, offsets,
+                                              sizes, strides);
+      };
+
+      Value lossSum = s.wrap(s.constant(0.0));
+      // Per chunk, the gradients of its stage's parameters so far.
+      SmallVector<SmallVector<Value>> chunkGrads(v);
+      llvm::DenseMap<std::pair<int64_t, int64_t>, SmallVector<Value>> saved;
+      for (const PipelineAction &action : schedule.ranks[r]) {
+        int64_t c = action.chunk, k = c * pp + r, mb = action.microBatch;
+        Stage &st = info[k];
+        Block &gradBlock = st.grad.getBody().front();
+        if (!action.backward) {
+          SmallVector<Value> operands;
+          for (unsigned i = 0, e = st.split.forward.getNumArguments(); i < e;
+               ++i) {
+            auto input = st.grad.getArgAttrOfType<StringAttr>(
+                i, LoomDialect::getInputAttrName());
+            if (input && input == LoomDialect::getActivationsName())
+              operands.push_back(RecvOp::create(
+                  b, loc, gradBlock.getArgument(i).getType(), (k - 1) % pp,
+                  /*tag=*/0));
+            else
+              operands.push_back(operand(c, i, mb));
+          }
+          auto call = func::CallOp::create(b, loc, st.split.forward, operands);
+          Value out = call.getResult(0);
+          if (k == stages - 1)
+            lossSum = AddOp::create(b, loc, lossSum, out);
+          else
+            SendOp::create(b, loc, out, (k + 1) % pp, /*tag=*/0);
+          saved[{mb, c}] = SmallVector<Value>(call.getResults().drop_front());
+          continue;
+        }
+        Type outType = st.split.forward.getResultTypes().front();
+        Value seed =
+            k == stages - 1
+                ? arith::ConstantOp::create(
+                      b, loc,
+                      DenseElementsAttr::get(cast<RankedTensorType>(outType),
+                                             b.getF32FloatAttr(1.0f)))
+                      .getResult()
+                : RecvOp::create(b, loc, outType, (k + 1) % pp, /*tag=*/1)
+                      .getResult();
+        SmallVector<Value> operands;
+        for (unsigned i : st.split.backwardArgs)
+          operands.push_back(operand(c, i, mb));
+        llvm::append_range(operands, saved[{mb, c}]);
+        saved.erase({mb, c});
+        operands.push_back(seed);
+        auto call = func::CallOp::create(b, loc, st.split.backward, operands);
+        ValueRange results = call.getResults();
+        if (k > 0) {
+          SendOp::create(b, loc, results.front(), (k - 1) % pp, /*tag=*/1);
+          results = results.drop_front();
+        }
+        SmallVector<Value> &acc = chunkGrads[c];
+        if (acc.empty())
+          acc.assign(results.begin(), results.end());
+        else
+          for (auto [a, g] : llvm::zip(acc, results))
+            a = AddOp::create(b, loc, a, g);
+      }
+
+      // Each step parameter's gradient from its chunks' parts.
+      SmallVector<Value> stepGrads(params.size());
+      for (int64_t c = 0; c < v; ++c) {
+        for (auto [pos, part] : llvm::enumerate(parts[c])) {
+          auto [index, offset] = part;
+          Value g = chunkGrads[c][pos];
+          if (offset < 0 || g.getType() == params[index].type) {
+            stepGrads[index] = g;
+            continue;
+          }
+          Value &whole = stepGrads[index];
+          if (!whole)
+            whole = zerosLike(b, loc, params[index].type);
+          auto type = cast<RankedTensorType>(g.getType());
+          SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+          offsets[0] = b.getIndexAttr(offset);
+          SmallVector<OpFoldResult> sizes,
+              strides(type.getRank(), b.getIndexAttr(1));
+          for (int64_t d : type.getShape())
+            sizes.push_back(b.getIndexAttr(d));
+          whole = tensor::InsertSliceOp::create(b, loc, g, whole, offsets,
+                                                sizes, strides);
+        }
+      }
+      // The tied table's gradient is the sum of the first and the last
+      // stage's; both send theirs before receiving the other's.
+      if (tiedParam) {
+        Value &g = stepGrads[*tiedParam];
+        int64_t peer = r == 0 ? pp - 1 : 0;
+        SendOp::create(b, loc, g, peer, /*tag=*/2);
+        Value other = RecvOp::create(b, loc, g.getType(), peer, /*tag=*/2);
+        g = r == 0 ? AddOp::create(b, loc, g, other).getResult()
+                   : AddOp::create(b, loc, other, g).getResult();
+      }
+      SmallVector<Value> result = {lossSum};
+      llvm::append_range(result, stepGrads);
+      return result;
+    };
+    std::string name =
+        (LoomDialect::getTrainStepFunctionName() + "_stage" + Twine(r)).str();
+    if (failed(buildStep(module, b, loc, training, plan, name, r, params,
+                         tokensType, sums)))
+      return failure();
+  }
+  // The gradient functions live on as their two halves.
+  for (Stage &st : info)
+    st.grad.erase();
+  return success();
+}

@@ -58,6 +58,14 @@ struct DataParallelPass
     FailureOr<PlanConfig> plan = getResolvedPlan(module);
     if (failed(plan))
       return signalPassFailure();
+    // Every pipeline rank has a step of its own, which the passes from here
+    // on do not handle yet.
+    if (plan->pp > 1) {
+      module.emitError("pipeline plans compile to each rank's training step "
+                       "(--emit=step); their data parallelism, memory report "
+                       "and artifact are not built yet");
+      return signalPassFailure();
+    }
     if (plan->dp == 1)
       return;
     dp = plan->dp;

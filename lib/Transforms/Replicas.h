@@ -8,6 +8,8 @@
 namespace mlir {
 namespace loom {
 
+/// The grid's axis of the pipeline stages.
+constexpr shard::GridAxis kPipelineAxis = 0;
 /// The grid's axis of the replicas, as the plan lays the ranks out
 /// (pp x dp x tp, tp fastest).
 constexpr shard::GridAxis kReplicaAxis = 1;

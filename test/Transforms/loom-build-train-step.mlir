@@ -1,4 +1,6 @@
 // RUN: loom-opt %s --loom-build-train-step --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=2,schedule=1f1b --emit=loom | loom-opt --loom-plan --loom-micro-batches --loom-pipeline-stages --loom-differentiate --loom-build-train-step | FileCheck %s --check-prefix=PIPE
+// RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=2,schedule=gpipe --emit=loom | loom-opt --loom-plan --loom-micro-batches --loom-pipeline-stages --loom-differentiate --loom-build-train-step | FileCheck %s --check-prefix=GPIPE
 
 // AdamW with weight decay on the matrix only, the clip factor computed from
 // the global norm, and every new value marked with the argument it replaces.
@@ -83,3 +85,59 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // CHECK: loom.adamw %{{.*}} {{.*}} weight_decay = 1.000000e-01 : f64} : tensor<2x4x4xf32>
 // CHECK: loom.adamw %{{.*}} {{.*}} weight_decay = 0.000000e+00 : f64} : tensor<2x4xf32>
 // CHECK: loom.adamw %{{.*}} {{.*}} weight_decay = 1.000000e-01 : f64} : tensor<2x3x4xf32>
+
+// A pipeline of two stages, one layer each, under 1F1B with two
+// micro-batches. Each stage's gradient function is split at its output's
+// gradient: the forward half returns what the backward half reads.
+// PIPE-LABEL: func.func private @forward_stage0_grad_forward(
+// PIPE-SAME: -> (tensor<2x4x8xf32> {loom.output = "activations"},
+// PIPE-LABEL: func.func private @forward_stage0_grad_backward(
+// PIPE-SAME: tensor<2x4x8xf32> {loom.input = "activations_grad"})
+// PIPE-LABEL: func.func private @forward_stage1_grad_forward(
+// PIPE-SAME: -> (tensor<f32> {loom.output = "loss"},
+
+// Rank 0 holds the embedding and layer 0: one forward pass of warm-up, then
+// one forward and one backward pass in turn. The activations go to rank 1
+// (tag 0), their gradients come back (tag 1).
+// PIPE-LABEL: func.func @train_step_stage0(
+// PIPE-SAME: {loom.param = "wte"}
+// PIPE-SAME: {loom.layers = array<i64: 0, 1>, loom.param = "h.*.ln_1.weight"}
+// PIPE-SAME: attributes {loom.stage = 0 : i64}
+// PIPE: %[[F0:.*]]:{{[0-9]+}} = call @forward_stage0_grad_forward
+// PIPE: loom.send %[[F0]]#0 to 1 tag 0 : tensor<2x4x8xf32>
+// PIPE: %[[F1:.*]]:{{[0-9]+}} = call @forward_stage0_grad_forward
+// PIPE: loom.send %[[F1]]#0 to 1 tag 0
+// PIPE: %[[G0:.*]] = loom.recv from 1 tag 1 : tensor<2x4x8xf32>
+// PIPE: call @forward_stage0_grad_backward({{.*}}%[[F0]]#1{{.*}}%[[G0]])
+// PIPE: %[[G1:.*]] = loom.recv from 1 tag 1
+// PIPE: call @forward_stage0_grad_backward({{.*}}%[[F1]]#1{{.*}}%[[G1]])
+// The tied table's gradient is exchanged with the last stage and summed.
+// PIPE: loom.send %[[WTE:.*]] to 1 tag 2 : tensor<16x8xf32>
+// PIPE: %[[OTHER:.*]] = loom.recv from 1 tag 2 : tensor<16x8xf32>
+// PIPE: loom.add %[[WTE]], %[[OTHER]]
+// The loss and the norm's squares are summed over the pipeline.
+// PIPE: shard.all_reduce {{.*}} grid_axes = [0]
+// PIPE: shard.all_reduce {{.*}} grid_axes = [0]
+// PIPE: loom.adamw
+// Rank 1: no warm-up; each micro-batch's backward pass right after its
+// forward pass, seeded with 1.
+// PIPE-LABEL: func.func @train_step_stage1(
+// PIPE-SAME: {loom.layers = array<i64: 1, 1>, loom.param = "h.*.ln_1.weight"}
+// PIPE-SAME: attributes {loom.stage = 1 : i64}
+// PIPE: %[[X0:.*]] = loom.recv from 0 tag 0 : tensor<2x4x8xf32>
+// PIPE: call @forward_stage1_grad_forward({{.*}}%[[X0]])
+// PIPE: %[[B0:.*]]:{{[0-9]+}} = call @forward_stage1_grad_backward
+// PIPE: loom.send %[[B0]]#0 to 0 tag 1
+// PIPE: loom.recv from 0 tag 0
+// PIPE: call @forward_stage1_grad_forward
+// PIPE: call @forward_stage1_grad_backward
+// PIPE: loom.send {{.*}} to 0 tag 1
+// PIPE: loom.send {{.*}} to 0 tag 2
+// PIPE: loom.recv from 0 tag 2
+
+// GPipe: every forward pass before the first backward pass.
+// GPIPE-LABEL: func.func @train_step_stage1(
+// GPIPE: call @forward_stage1_grad_forward
+// GPIPE: call @forward_stage1_grad_forward
+// GPIPE: call @forward_stage1_grad_backward
+// GPIPE: call @forward_stage1_grad_backward

@@ -92,4 +92,13 @@ module attributes {
     %a, %b = loom.embedding_grad %dy, %tokens into %head : (tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
     return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
   }
+
+  // CHECK-LABEL: func.func @pipeline
+  // CHECK: loom.send %{{.*}} to 1 tag 0 : tensor<2x3x4xf32>
+  // CHECK: loom.recv from 1 tag 1 : tensor<2x3x4xf32>
+  func.func @pipeline(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+    loom.send %x to 1 tag 0 : tensor<2x3x4xf32>
+    %g = loom.recv from 1 tag 1 : tensor<2x3x4xf32>
+    return %g : tensor<2x3x4xf32>
+  }
 }
