@@ -151,6 +151,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   return op->emitError() << "unknown loom attribute '" << name << "'";
 }
 
+/// The shaped type of argument `argIndex` of a function `op`, or null.
+static ShapedType getShapedArgumentType(Operation *op, unsigned argIndex) {
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  return function && argIndex < function.getNumArguments()
+             ? dyn_cast<ShapedType>(function.getArgumentTypes()[argIndex])
+             : ShapedType();
+}
+
 LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned regionIndex,
                                                     unsigned argIndex,
@@ -185,11 +193,7 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == getShardAttrName()) {
     auto dim = dyn_cast<IntegerAttr>(attr.getValue());
-    auto function = dyn_cast<FunctionOpInterface>(op);
-    auto type =
-        function && argIndex < function.getNumArguments()
-            ? dyn_cast<ShapedType>(function.getArgumentTypes()[argIndex])
-            : ShapedType();
+    ShapedType type = getShapedArgumentType(op, argIndex);
     if (!dim || !type || !type.hasRank() || dim.getInt() < 0 ||
         dim.getInt() >= type.getRank())
       return op->emitError() << "argument #" << argIndex << ": '" << name
@@ -199,11 +203,7 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == getTensorSplitAttrName()) {
     auto split = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
-    auto function = dyn_cast<FunctionOpInterface>(op);
-    auto type =
-        function && argIndex < function.getNumArguments()
-            ? dyn_cast<ShapedType>(function.getArgumentTypes()[argIndex])
-            : ShapedType();
+    ShapedType type = getShapedArgumentType(op, argIndex);
     if (!split || split.size() != 2 || !type || !type.hasRank() ||
         split[0] < 0 || split[0] >= type.getRank() || split[1] < 1 ||
         type.getDimSize(split[0]) % split[1])
@@ -215,11 +215,7 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == getLayersAttrName()) {
     auto runs = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
-    auto function = dyn_cast<FunctionOpInterface>(op);
-    auto type =
-        function && argIndex < function.getNumArguments()
-            ? dyn_cast<ShapedType>(function.getArgumentTypes()[argIndex])
-            : ShapedType();
+    ShapedType type = getShapedArgumentType(op, argIndex);
     int64_t count = 0;
     bool ok = runs && !runs.empty() && runs.size() % 2 == 0;
     for (int64_t i = 0, e = runs.size(); ok && i < e; i += 2) {

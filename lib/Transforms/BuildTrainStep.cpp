@@ -48,6 +48,19 @@ struct ScalarBuilder {
   }
 };
 
+/// The slice of a stacked tensor that holds `type`'s layers from layer
+/// `first` on.
+struct LayerSlice {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  LayerSlice(OpBuilder &b, RankedTensorType type, int64_t first)
+      : offsets(type.getRank(), b.getIndexAttr(0)),
+        strides(type.getRank(), b.getIndexAttr(1)) {
+    offsets[0] = b.getIndexAttr(first);
+    for (int64_t d : type.getShape())
+      sizes.push_back(b.getIndexAttr(d));
+  }
+};
+
 /// A parameter of the training step: its type there, the attributes it
 /// carries (name, divisions), whether it is stacked over layers, and
 /// whether its gradient's squares count on this rank (a tied table held by
@@ -159,8 +172,8 @@ FailureOr<SplitStage> splitStage(func::FuncOp grad) {
   SplitStage split;
   split.numSaved = saved.size();
   SmallVector<Type> forwardResults = {ret.getOperand(0).getType()};
-  for (Value v : saved)
-    forwardResults.push_back(v.getType());
+  llvm::append_range(forwardResults,
+                     ValueRange(saved.getArrayRef()).getTypes());
   auto forwardInputs = grad.getArgumentTypes().drop_back();
   split.forward = func::FuncOp::create(
       b, loc, (grad.getName() + "_forward").str(),
@@ -187,8 +200,8 @@ FailureOr<SplitStage> splitStage(func::FuncOp grad) {
   SmallVector<Type> backwardInputs;
   for (unsigned i : backwardArgs)
     backwardInputs.push_back(block.getArgument(i).getType());
-  for (Value v : saved)
-    backwardInputs.push_back(v.getType());
+  llvm::append_range(backwardInputs,
+                     ValueRange(saved.getArrayRef()).getTypes());
   backwardInputs.push_back(seed.getType());
   auto backwardResults = grad.getResultTypes().drop_front();
   split.backward = func::FuncOp::create(
@@ -740,14 +753,9 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
         auto type = cast<RankedTensorType>(st.grad.getArgumentTypes()[i]);
         if (type == whole.getType())
           return whole;
-        SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
-        offsets[0] = b.getIndexAttr(offset);
-        SmallVector<OpFoldResult> sizes,
-            strides(type.getRank(), b.getIndexAttr(1));
-        for (int64_t d : type.getShape())
-          sizes.push_back(b.getIndexAttr(d));
-        return tensor::ExtractSliceOp::create(b, loc, type, whole, offsets,
-                                              sizes, strides);
+        LayerSlice slice(b, type, offset);
+        return tensor::ExtractSliceOp::create(
+            b, loc, type, whole, slice.offsets, slice.sizes, slice.strides);
       };
 
       Value lossSum = s.wrap(s.constant(0.0));
@@ -824,14 +832,9 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
           if (!whole)
             whole = zerosLike(b, loc, params[index].type);
           auto type = cast<RankedTensorType>(g.getType());
-          SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
-          offsets[0] = b.getIndexAttr(offset);
-          SmallVector<OpFoldResult> sizes,
-              strides(type.getRank(), b.getIndexAttr(1));
-          for (int64_t d : type.getShape())
-            sizes.push_back(b.getIndexAttr(d));
-          whole = tensor::InsertSliceOp::create(b, loc, g, whole, offsets,
-                                                sizes, strides);
+          LayerSlice slice(b, type, offset);
+          whole = tensor::InsertSliceOp::create(b, loc, g, whole, slice.offsets,
+                                                slice.sizes, slice.strides);
         }
       }
       // The tied table's gradient is the sum of the first and the last
