@@ -85,7 +85,6 @@ struct SplitStage {
   /// For each of backward's leading arguments, the whole function's
   /// argument it is.
   SmallVector<unsigned> backwardArgs;
-  unsigned numSaved = 0;
 };
 
 FailureOr<SplitStage> splitStage(func::FuncOp grad) {
@@ -139,11 +138,16 @@ FailureOr<SplitStage> splitStage(func::FuncOp grad) {
         !def->hasTrait<OpTrait::ConstantLike>())
       saved.insert(v);
   };
-  for (Operation *op : backwardOps)
-    op->walk([&](Operation *nested) {
+  // In block order, so that the saved values come in an order that does
+  // not depend on where ops were allocated.
+  for (Operation &op : block.without_terminator()) {
+    if (!inBackward(&op))
+      continue;
+    op.walk([&](Operation *nested) {
       for (Value v : nested->getOperands())
         readByBackward(v);
     });
+  }
   for (Value v : ret.getOperands().drop_front())
     readByBackward(v);
   SmallVector<unsigned> backwardArgs(argsRead.begin(), argsRead.end());
@@ -170,7 +174,6 @@ FailureOr<SplitStage> splitStage(func::FuncOp grad) {
 
   // forward(args but the seed) -> (output, saved...)
   SplitStage split;
-  split.numSaved = saved.size();
   SmallVector<Type> forwardResults = {ret.getOperand(0).getType()};
   llvm::append_range(forwardResults,
                      ValueRange(saved.getArrayRef()).getTypes());
@@ -614,10 +617,15 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
   for (auto func : module.getOps<func::FuncOp>()) {
     auto stage =
         func->getAttrOfType<IntegerAttr>(LoomDialect::getStageAttrName());
-    if (!stage || func.getNumArguments() == 0 ||
-        !func.getArgAttr(func.getNumArguments() - 1,
-                         LoomDialect::getInputAttrName()) ||
-        !StringRef(func.getName()).ends_with("_grad"))
+    // A stage's gradient function takes its output's gradient last.
+    auto seed =
+        func.getNumArguments() == 0
+            ? StringAttr()
+            : func.getArgAttrOfType<StringAttr>(
+                  func.getNumArguments() - 1, LoomDialect::getInputAttrName());
+    if (!stage || !seed ||
+        (seed != LoomDialect::getLossGradName() &&
+         seed != LoomDialect::getActivationsGradName()))
       continue;
     if (stage.getInt() >= stages || grads[stage.getInt()])
       return func.emitOpError() << "is a gradient function of stage "
@@ -675,9 +683,22 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
   PipelineSchedule schedule = buildPipelineSchedule(plan);
-  auto model =
-      module->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName());
-  bool tied = model && model.getTied();
+  // Parameters both ends of the pipeline take (a tied token table), in the
+  // first stage's order: each end computes its part of the gradient.
+  auto paramNames = [](Stage &st) {
+    SmallVector<StringRef> names;
+    for (unsigned i : st.paramArgs)
+      if (!st.grad.getArgAttr(i, LoomDialect::getLayersAttrName()))
+        names.push_back(st.grad
+                            .getArgAttrOfType<StringAttr>(
+                                i, LoomDialect::getParamAttrName())
+                            .getValue());
+    return names;
+  };
+  SmallVector<StringRef> shared, atLast = paramNames(info.back());
+  for (StringRef name : paramNames(info.front()))
+    if (llvm::is_contained(atLast, name))
+      shared.push_back(name);
 
   for (int64_t r = 0; r < pp; ++r) {
     // The rank's parameters: each name once, a stacked one holding the
@@ -721,16 +742,14 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
         p.attrs = list.getDictionary(module.getContext());
       }
     }
-    // The tied table's squares count on the first stage only.
-    std::optional<unsigned> tiedParam;
-    if (tied && r == pp - 1)
-      if (auto it = byName.find("wte"); it != byName.end()) {
-        tiedParam = it->second;
-        params[it->second].countSquares = false;
+    // A shared parameter's squares count on the first stage only.
+    SmallVector<unsigned> sharedParams;
+    if (r == 0 || r == pp - 1)
+      for (StringRef name : shared) {
+        unsigned index = byName.lookup(name);
+        sharedParams.push_back(index);
+        params[index].countSquares = r == 0;
       }
-    if (tied && r == 0)
-      if (auto it = byName.find("wte"); it != byName.end())
-        tiedParam = it->second;
 
     auto sums = [&](OpBuilder &b, ValueRange stepParams, Value tokens,
                     Value targets) -> SmallVector<Value> {
@@ -837,10 +856,10 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
                                                 slice.sizes, slice.strides);
         }
       }
-      // The tied table's gradient is the sum of the first and the last
+      // A shared parameter's gradient is the sum of the first and the last
       // stage's; both send theirs before receiving the other's.
-      if (tiedParam) {
-        Value &g = stepGrads[*tiedParam];
+      for (unsigned index : sharedParams) {
+        Value &g = stepGrads[index];
         int64_t peer = r == 0 ? pp - 1 : 0;
         SendOp::create(b, loc, g, peer, /*tag=*/2);
         Value other = RecvOp::create(b, loc, g.getType(), peer, /*tag=*/2);

@@ -176,12 +176,9 @@ struct PipelineStagesPass
         if (inStage(op))
           b.clone(*op, mapping);
     };
-    // Constants the stage reads come along wherever they were.
-    cloneAll(isFirst ? prologue : ArrayRef<Operation *>());
-    if (!isFirst)
-      for (Operation *op : prologue)
-        if (op->hasTrait<OpTrait::ConstantLike>())
-          b.clone(*op, mapping);
+    // The embedding on the first stage; constants the stage may read
+    // come along wherever they were.
+    cloneAll(prologue);
     auto loop = cast<ScanOp>(b.clone(*scan, mapping));
     loop.setLength(count);
     Value out = loop.getCarryResults().front();

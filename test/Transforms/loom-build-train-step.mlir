@@ -1,5 +1,9 @@
 // RUN: loom-opt %s --loom-build-train-step --split-input-file --verify-diagnostics | FileCheck %s
 // RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=2,schedule=1f1b --emit=loom | loom-opt --loom-plan --loom-micro-batches --loom-pipeline-stages --loom-differentiate --loom-build-train-step | FileCheck %s --check-prefix=PIPE
+// The split of a stage keeps the block's order: two compiles agree.
+// RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=4,schedule=1f1b --emit=step > %t.first
+// RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=4,schedule=1f1b --emit=step > %t.second
+// RUN: diff %t.first %t.second
 // RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=2,schedule=gpipe --emit=loom | loom-opt --loom-plan --loom-micro-batches --loom-pipeline-stages --loom-differentiate --loom-build-train-step | FileCheck %s --check-prefix=GPIPE
 
 // AdamW with weight decay on the matrix only, the clip factor computed from
