@@ -103,6 +103,29 @@ FailureOr<Value> readableBuffer(RewriterBase &rewriter, Operation *op,
   return copy;
 }
 
+/// Calls the runtime's `callee(group, dtype, buffers..., count)` on f32
+/// `buffers`, declaring it on first use.
+void callCollective(RewriterBase &rewriter, Operation *op, StringRef callee,
+                    int32_t group, ArrayRef<Value> buffers, int64_t count) {
+  Location loc = op->getLoc();
+  MLIRContext *ctx = op->getContext();
+  auto ptr = LLVM::LLVMPointerType::get(ctx);
+  Type i32 = rewriter.getI32Type(), i64 = rewriter.getI64Type();
+  SmallVector<Type> types = {i32, i32};
+  types.append(buffers.size(), ptr);
+  types.push_back(i64);
+  auto function =
+      declare(rewriter, op->getParentOfType<ModuleOp>(), callee,
+              LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), types));
+  SmallVector<Value> operands = {
+      llvmConstant(rewriter, loc, i32, group),
+      llvmConstant(rewriter, loc, i32, LOOM_DTYPE_F32)};
+  for (Value buffer : buffers)
+    operands.push_back(buildF32DataPointer(rewriter, loc, buffer));
+  operands.push_back(llvmConstant(rewriter, loc, i64, count));
+  LLVM::CallOp::create(rewriter, loc, function, operands);
+}
+
 bool isF32(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && tensor.getElementType().isF32();
@@ -142,21 +165,10 @@ struct AllReduceBufferization
     if (failed(buffer))
       return failure();
 
-    Location loc = op.getLoc();
-    MLIRContext *ctx = op.getContext();
-    auto ptr = LLVM::LLVMPointerType::get(ctx);
-    Type i32 = rewriter.getI32Type(), i64 = rewriter.getI64Type();
-    auto function =
-        declare(rewriter, op->getParentOfType<ModuleOp>(),
-                max ? LOOM_RT_GROUP_ALL_REDUCE_MAX : LOOM_RT_GROUP_ALL_REDUCE,
-                LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx),
-                                            {i32, i32, ptr, i64}));
-    LLVM::CallOp::create(
-        rewriter, loc, function,
-        ValueRange{llvmConstant(rewriter, loc, i32, *group),
-                   llvmConstant(rewriter, loc, i32, LOOM_DTYPE_F32),
-                   buildF32DataPointer(rewriter, loc, *buffer),
-                   llvmConstant(rewriter, loc, i64, type.getNumElements())});
+    callCollective(rewriter, op,
+                   max ? LOOM_RT_GROUP_ALL_REDUCE_MAX
+                       : LOOM_RT_GROUP_ALL_REDUCE,
+                   *group, *buffer, type.getNumElements());
     replaceOpWithBufferizedValues(rewriter, op, *buffer);
     return success();
   }
@@ -286,22 +298,10 @@ struct ResultBufferCollective
       linalg::TransposeOp::create(
           rewriter, loc, splitDim(rewriter, loc, *send, axis, ranks), blocks,
           moveDim(input.getRank() + 1, axis, 0));
-    MLIRContext *ctx = op.getContext();
-    auto ptr = LLVM::LLVMPointerType::get(ctx);
-    Type i32 = rewriter.getI32Type(), i64 = rewriter.getI64Type();
-    auto function =
-        declare(rewriter, op->template getParentOfType<ModuleOp>(), callee,
-                LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx),
-                                            {i32, i32, ptr, ptr, i64}));
-    LLVM::CallOp::create(
-        rewriter, loc, function,
-        ValueRange{llvmConstant(rewriter, loc, i32, *group),
-                   llvmConstant(rewriter, loc, i32, LOOM_DTYPE_F32),
-                   buildF32DataPointer(rewriter, loc,
-                                       gather || !blocks ? *send : blocks),
-                   buildF32DataPointer(rewriter, loc,
-                                       !gather || !blocks ? *recv : blocks),
-                   llvmConstant(rewriter, loc, i64, count)});
+    callCollective(rewriter, op, callee, *group,
+                   {gather || !blocks ? *send : blocks,
+                    !gather || !blocks ? *recv : blocks},
+                   count);
     if (gather && blocks)
       linalg::TransposeOp::create(rewriter, loc, blocks,
                                   splitDim(rewriter, loc, *recv, axis, ranks),

@@ -302,28 +302,28 @@ void loom_dist_abort(int code) {
   std::exit(code);
 }
 
-int loom_rt_all_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
-                       void *recv, int64_t count) {
-  if (int rc = begin("all-reduce", comm, dtype, send, recv, count,
-                     /*sum=*/true);
+namespace {
+/// An all-reduce by `op` (MPI_SUM, MPI_MAX) of f32 elements.
+int allReduce(const char *what, MPI_Op op, loom_comm *comm, loom_dtype dtype,
+              const void *send, void *recv, int64_t count) {
+  if (int rc = begin(what, comm, dtype, send, recv, count, /*sum=*/true);
       rc >= 0)
     return rc;
   return mpiFailed(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv,
-                                 static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                 static_cast<int>(count), MPI_FLOAT, op,
                                  comm->comm),
-                   "all-reduce", comm);
+                   what, comm);
+}
+} // namespace
+
+int loom_rt_all_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
+                       void *recv, int64_t count) {
+  return allReduce("all-reduce", MPI_SUM, comm, dtype, send, recv, count);
 }
 
 int loom_rt_all_reduce_max(loom_comm *comm, loom_dtype dtype, const void *send,
                            void *recv, int64_t count) {
-  if (int rc = begin("all-reduce (max)", comm, dtype, send, recv, count,
-                     /*sum=*/true);
-      rc >= 0)
-    return rc;
-  return mpiFailed(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv,
-                                 static_cast<int>(count), MPI_FLOAT, MPI_MAX,
-                                 comm->comm),
-                   "all-reduce (max)", comm);
+  return allReduce("all-reduce (max)", MPI_MAX, comm, dtype, send, recv, count);
 }
 
 int loom_rt_reduce_scatter(loom_comm *comm, loom_dtype dtype, const void *send,
