@@ -23,6 +23,26 @@ config.substitutions.append(
 # Several ranks on a machine with fewer cores, as root in containers.
 config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
 
+# CUDA: "cuda-runtime" where the runtime has its CUDA backend, "ptxas" where
+# the toolkit's assembler is (kernels are checked against it), "cuda-device"
+# where a GPU is visible. Tests that need a GPU are unsupported elsewhere.
+import shutil
+import subprocess
+if getattr(config, "loom_have_cuda", False):
+    config.available_features.add("cuda-runtime")
+ptxas = shutil.which("ptxas") or (
+    "/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+try:
+    smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    if smi.returncode == 0 and "GPU" in smi.stdout:
+        config.available_features.add("cuda-device")
+except (OSError, subprocess.SubprocessError):
+    pass
+config.substitutions.append(("%lit_helpers", os.path.join(config.test_source_root, "lit")))
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 

@@ -73,6 +73,8 @@ LogicalResult dropArgumentResults(func::FuncOp func) {
 
 struct ExportEntriesPass
     : public loom::impl::LoomExportEntriesBase<ExportEntriesPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (module.lookupSymbol(kManifestSymbol)) {
@@ -162,6 +164,11 @@ struct ExportEntriesPass
         os << " " << key << "=" << memory.getAs<IntegerAttr>(key).getInt();
       os << "\n";
     }
+    if (target != "cpu" && target != "cuda")
+      return module.emitError() << "loom-export-entries: unknown target '"
+                                << target << "' (cpu or cuda)";
+    if (target == "cuda")
+      os << "target cuda arch=" << cudaArch << "\n";
     FailureOr<int64_t> layers = stackedLayers(entries);
     if (failed(layers))
       return failure();

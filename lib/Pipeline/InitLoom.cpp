@@ -10,6 +10,10 @@
 
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 
 void mlir::loom::registerLoomDialects(DialectRegistry &registry) {
   registry.insert<LoomDialect>();
@@ -20,6 +24,13 @@ void mlir::loom::registerLoomDialects(DialectRegistry &registry) {
   registerAllExtensions(registry);
   registerCollectiveBufferizationModels(registry);
   registerCollectiveDifferentiationModels(registry);
+  // gpu-module-to-binary translates each kernel module to LLVM IR on its way
+  // to PTX.
+  registerBuiltinDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
 }
 
 void mlir::loom::registerLoomPasses() {

@@ -8,6 +8,8 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
@@ -34,6 +36,9 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
       clEnumValN(EmitStage::LLVM, "llvm", "the LLVM dialect"),
       clEnumValN(EmitStage::Artifact, "artifact",
                  "the compiled artifact the runtime loads (loomc only)"),
+      clEnumValN(EmitStage::Ptx, "ptx",
+                 "the PTX of every GPU kernel, with --target=cuda (loomc "
+                 "only)"),
       clEnumValN(EmitStage::Plan, "plan",
                  "the cost model's chosen plan, the best alternatives and "
                  "the rejected ones"),
@@ -47,6 +52,13 @@ llvm::cl::ValuesClass mlir::loom::getEmitStageValues() {
                  "a rank's bytes of parameters, gradients, optimizer "
                  "state and kept activations: the cost model's and the "
                  "compiled step's"));
+}
+
+llvm::cl::ValuesClass mlir::loom::getTargetValues() {
+  return llvm::cl::values(
+      clEnumValN(Target::Cpu, "cpu", "native code and OpenBLAS"),
+      clEnumValN(Target::Cuda, "cuda",
+                 "GPU kernels (PTX) and cuBLASLt on an NVIDIA GPU"));
 }
 
 void mlir::loom::buildLoomPipeline(OpPassManager &pm,
@@ -126,7 +138,10 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   pm.addPass(createLoomLowerGridIndices());
   // The shard grid, which the collectives' runtime calls no longer name.
   pm.addPass(createSymbolDCEPass());
-  pm.addPass(createLoomExportEntries());
+  LoomExportEntriesOptions entries;
+  entries.target = options.target == Target::Cuda ? "cuda" : "cpu";
+  entries.cudaArch = options.cudaArch;
+  pm.addPass(createLoomExportEntries(entries));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   bufferization::BufferDeallocationPipelineOptions dealloc;
@@ -142,15 +157,15 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   if (stage == EmitStage::Buffers)
     return;
 
-  buildLowerToLLVMPipeline(pm);
+  if (options.target == Target::Cuda)
+    buildLowerToCudaPipeline(pm, options.cudaArch, options.cudaPath);
+  else
+    buildLowerToLLVMPipeline(pm);
 }
 
-void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
-  pm.addPass(createLoomOutlineLoopNests());
-  pm.addPass(createLoomApproximateMath());
-  pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createLowerAffinePass());
-  pm.addPass(createSCFToControlFlowPass());
+/// The host's conversions to the LLVM dialect, after the loops' structure is
+/// gone.
+static void addHostToLLVMPasses(OpPassManager &pm) {
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
@@ -161,8 +176,54 @@ void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
+}
+
+void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(createLoomOutlineLoopNests());
+  pm.addPass(createLoomApproximateMath());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  addHostToLLVMPasses(pm);
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createLoomLowerParallelCalls());
+}
+
+void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
+                                          StringRef cudaPath) {
+  pm.addPass(createLoomParallelLoopsToGpu());
+  // The loops nested in a kernel run in each of its threads, and those left
+  // on the host run in order there.
+  pm.addPass(createParallelForToNestedForsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  GpuNVVMAttachTargetOptions nvvm;
+  nvvm.chip = cudaArch.str();
+  // PTX 8.0, which CUDA 12 and later assemble, is the first with sm_90.
+  nvvm.features = "+ptx80";
+  nvvm.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(nvvm));
+  // Polynomials instead of libdevice's calls, as on the CPU, so that both
+  // targets compute the same functions.
+  pm.addPass(createLoomApproximateMath());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions kernels;
+  kernels.indexBitwidth = 64;
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps(kernels));
+  pm.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
+  addHostToLLVMPasses(pm);
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  // PTX text, made in-process by LLVM's NVPTX back end; the driver compiles
+  // it for the GPU it finds when the runtime loads the artifact.
+  // What the polynomials leave (sqrt, fma, fabs, floor, max) the GPU
+  // lowering calls in libdevice, linked from the toolkit.
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "isa";
+  binary.toolkitPath = cudaPath.str();
+  pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
 void mlir::loom::registerLoomPipeline() {

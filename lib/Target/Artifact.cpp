@@ -9,7 +9,11 @@
 
 #include "loom/Target/Artifact.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Support/FileUtilities.h"
+
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
@@ -72,6 +76,12 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
 
   registerBuiltinDialectTranslation(*module.getContext());
   registerLLVMDialectTranslation(*module.getContext());
+  // A CUDA step's kernels are embedded as constants and launched through the
+  // runtime's mgpu* functions.
+  DialectRegistry gpuTranslation;
+  registerGPUDialectTranslation(gpuTranslation);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(gpuTranslation);
+  module.getContext()->appendDialectRegistry(gpuTranslation);
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, "loom");
@@ -164,5 +174,27 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
   if (ec)
     return module.emitError()
            << "cannot write " << path << ": " << ec.message();
+  return success();
+}
+
+LogicalResult mlir::loom::writePtx(ModuleOp module, llvm::StringRef path) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  for (auto binary : module.getOps<gpu::BinaryOp>())
+    for (auto object : binary.getObjects().getAsRange<gpu::ObjectAttr>()) {
+      if (object.getFormat() != gpu::CompilationTarget::Assembly)
+        continue;
+      os << "// loom-kernel-module " << binary.getName() << "\n"
+         << object.getObject().getValue().rtrim('\0') << "\n";
+    }
+  if (text.empty())
+    return module.emitError("the step has no PTX kernels (not lowered with "
+                            "--target=cuda?)");
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(path, &error);
+  if (!output)
+    return module.emitError() << error;
+  output->os() << text;
+  output->keep();
   return success();
 }

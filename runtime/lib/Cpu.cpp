@@ -1,5 +1,6 @@
 //===- Cpu.cpp - The CPU backend: the functions generated code calls ------===//
 
+#include "Device.h"
 #include "Parallel.h"
 #include "loom/runtime.h"
 
@@ -46,6 +47,9 @@ void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                    int64_t k, float alpha, const float *a, int64_t lda,
                    const float *b, int64_t ldb, float beta, float *c,
                    int64_t ldc) {
+  if (loom::cudaActive())
+    return loom::cudaSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                           beta, c, ldc);
   int64_t threads = loom_get_num_threads();
   if (threads > 1 && !loom::isInParallelLoop() && m >= 64 * threads &&
       static_cast<double>(m) * n * k < kSplitWork) {

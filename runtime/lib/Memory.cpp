@@ -8,8 +8,12 @@
 // free list per size and handed out again; the heap grows to the step's peak
 // once and stays there until loom_release_cached_memory.
 //
+// Under the CUDA backend the blocks are managed memory, which the GPU's
+// kernels and the host's code both address.
+//
 //===----------------------------------------------------------------------===//
 
+#include "Device.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -27,6 +31,7 @@ constexpr size_t kMinAlignment = 64;
 /// unit at the start of the allocation.
 struct Header {
   size_t size, alignment;
+  bool device;
 };
 
 Header *headerOf(void *ptr) {
@@ -37,9 +42,10 @@ class BlockCache {
 public:
   void *allocate(size_t alignment, size_t size) {
     alignment = std::max(alignment, kMinAlignment);
+    bool device = loom::cudaActive();
     {
       std::lock_guard<std::mutex> lock(mutex);
-      auto it = freeBlocks.find(Key{size, alignment});
+      auto it = freeBlocks.find(Key{size, alignment, device});
       if (it != freeBlocks.end() && !it->second.empty()) {
         void *p = it->second.back();
         it->second.pop_back();
@@ -47,11 +53,14 @@ public:
       }
     }
     size_t total = (alignment + size + alignment - 1) / alignment * alignment;
-    char *base = static_cast<char *>(std::aligned_alloc(alignment, total));
+    // Managed memory is aligned to at least 256 bytes.
+    char *base =
+        static_cast<char *>(device ? loom::cudaAllocate(total)
+                                   : std::aligned_alloc(alignment, total));
     if (!base)
       return nullptr;
     void *p = base + alignment;
-    *headerOf(p) = Header{size, alignment};
+    *headerOf(p) = Header{size, alignment, device};
     return p;
   }
 
@@ -60,27 +69,35 @@ public:
       return;
     Header *header = headerOf(ptr);
     std::lock_guard<std::mutex> lock(mutex);
-    freeBlocks[Key{header->size, header->alignment}].push_back(ptr);
+    freeBlocks[Key{header->size, header->alignment, header->device}].push_back(
+        ptr);
   }
 
   void trim() {
     std::lock_guard<std::mutex> lock(mutex);
     for (auto &entry : freeBlocks)
-      for (void *p : entry.second)
-        std::free(static_cast<char *>(p) - headerOf(p)->alignment);
+      for (void *p : entry.second) {
+        char *base = static_cast<char *>(p) - headerOf(p)->alignment;
+        if (headerOf(p)->device)
+          loom::cudaFree(base);
+        else
+          std::free(base);
+      }
     freeBlocks.clear();
   }
 
 private:
   struct Key {
     size_t size, alignment;
+    bool device;
     bool operator==(const Key &other) const {
-      return size == other.size && alignment == other.alignment;
+      return size == other.size && alignment == other.alignment &&
+             device == other.device;
     }
   };
   struct KeyHash {
     size_t operator()(const Key &k) const {
-      return std::hash<size_t>()(k.size * 31 + k.alignment);
+      return std::hash<size_t>()((k.size * 31 + k.alignment) * 2 + k.device);
     }
   };
   std::mutex mutex;

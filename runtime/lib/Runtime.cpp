@@ -15,17 +15,47 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <new>
 #include <sstream>
 #include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <vector>
 
+#include "Device.h"
 #include "Error.h"
 
 namespace loom {
 namespace {
 using EntryFn = void (*)(void **);
+
+/// Storage from the step's heap (loom_rt's, which is managed memory under
+/// the CUDA backend), for the buffers generated code reads and writes.
+template <typename T> struct StepAllocator {
+  using value_type = T;
+  StepAllocator() = default;
+  template <typename U> StepAllocator(const StepAllocator<U> &) {}
+  T *allocate(size_t n) {
+    void *p = _mlir_memref_to_llvm_aligned_alloc(64, n * sizeof(T));
+    if (!p)
+      throw std::bad_alloc();
+    return static_cast<T *>(p);
+  }
+  void deallocate(T *p, size_t) { _mlir_memref_to_llvm_free(p); }
+  template <typename U> bool operator==(const StepAllocator<U> &) const {
+    return true;
+  }
+  template <typename U> bool operator!=(const StepAllocator<U> &) const {
+    return false;
+  }
+};
+template <typename T> using StepVector = std::vector<T, StepAllocator<T>>;
+
+/// The entry points' scalar arguments, where generated code reads and
+/// writes them.
+struct Scalars {
+  float lr, step, loss, gradNorm;
+};
 
 /// One argument of an entry point, as the manifest describes it.
 struct Arg {
@@ -52,6 +82,9 @@ struct Entry {
   /// buffer is the model's but the tokens and targets of each call.
   std::vector<void *> buffers;
   int64_t tokensSlot = -1, targetsSlot = -1;
+  /// Where the GPU reads the tokens and targets from, under the CUDA
+  /// backend: the caller's arrays are host memory.
+  StepVector<int32_t> tokens, targets;
 };
 
 int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
@@ -163,11 +196,15 @@ struct loom_model {
   /// This rank's parameters and gradients (Param::localOffset), and its
   /// optimizer state, each tensor as the step's argument has it (a shard
   /// under ZeRO).
-  std::vector<float> values, grads, state;
+  StepVector<float> values, grads, state;
   /// The optimizer state's tensors, as the step lists them.
   std::vector<Param> states;
   std::map<std::string, size_t> stateIndex;
   float lr = 0, step = 0, loss = 0, gradNorm = 0;
+  /// lr and step on their way in, loss and gradNorm on their way out.
+  StepVector<Scalars> scalars;
+  /// The artifact's target: "cpu", or "cuda" with `cudaArch`.
+  std::string target = "cpu", cudaArch;
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
   /// Micro-batches in the whole batch: forward and forward_grad run on
@@ -182,7 +219,7 @@ struct loom_model {
   bool parseManifest(const char *text);
   bool layoutParams();
   /// Calls a per-micro-batch entry on each micro-batch of a whole batch.
-  void callMicroBatches(const char *entryName, const int32_t *tokens,
+  bool callMicroBatches(const char *entryName, const int32_t *tokens,
                         const int32_t *targets, float *lossOut,
                         float *gradsOut);
   float *paramFor(const std::string &name, float *base) {
@@ -213,8 +250,11 @@ struct loom_model {
   /// The model's buffer for argument `arg`; null for one it does not have.
   void *bufferFor(const Arg &arg);
   bool bindEntries();
-  void call(const char *entryName, const int32_t *tokens,
+  /// Runs an entry point; false, with the error set, when the GPU failed.
+  bool call(const char *entryName, const int32_t *tokens,
             const int32_t *targets);
+  /// Under the CUDA backend: whether the GPU has room for the step.
+  bool checkDeviceMemory();
 };
 
 bool loom_model::parseManifest(const char *text) {
@@ -275,6 +315,16 @@ bool loom_model::parseManifest(const char *text) {
       info.grad_bytes = std::atoll(f["gradients"].c_str());
       info.state_bytes = std::atoll(f["optimizer"].c_str());
       info.activation_bytes = std::atoll(f["activations"].c_str());
+    } else if (key == "target") {
+      line >> target;
+      if (target != "cuda")
+        return fail("unknown target '" + target + "'");
+      cudaArch = fields(line)["arch"];
+      if (!useCuda(cudaArch))
+        return setError("%s: %s", path.c_str(),
+                        std::string(loom_last_error()).c_str());
+      // Blocks the heap kept from a CPU artifact are host memory.
+      loom_release_cached_memory();
     } else if (key == "stacked") {
       std::string prefix;
       line >> prefix >> stackedLayers;
@@ -432,9 +482,18 @@ bool loom_model::layoutParams() {
                params.size() == kNumLlmcTensors;
   for (size_t i = 0; llmcLayout && i < kNumLlmcTensors; ++i)
     llmcLayout = params[i].name == kLlmcTensors[i];
-  values.assign(localOffset, 0.0f);
-  grads.assign(localOffset, 0.0f);
-  state.assign(stateSize, 0.0f);
+  if (!checkDeviceMemory())
+    return false;
+  try {
+    values.assign(localOffset, 0.0f);
+    grads.assign(localOffset, 0.0f);
+    state.assign(stateSize, 0.0f);
+    scalars.assign(1, Scalars{});
+  } catch (const std::bad_alloc &) {
+    return setError("%s: cannot allocate the parameters, gradients and "
+                    "optimizer state: %s",
+                    path.c_str(), std::string(loom_last_error()).c_str());
+  }
   return true;
 }
 
@@ -476,7 +535,7 @@ bool loom_model::gather(const std::vector<Param> &tensors,
                              static_cast<int64_t>(whole.size()));
 }
 
-void loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
+bool loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
                                   const int32_t *targets, float *lossOut,
                                   float *gradsOut) {
   // Mean over equal micro-batches is the mean over the batch: the loss and
@@ -487,7 +546,8 @@ void loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
   if (gradsOut)
     std::fill(gradsOut, gradsOut + grads.size(), 0.0f);
   for (int64_t m = 0; m < count; ++m) {
-    call(entryName, tokens + m * stride, targets + m * stride);
+    if (!call(entryName, tokens + m * stride, targets + m * stride))
+      return false;
     lossSum += loss;
     if (gradsOut)
       for (size_t i = 0; i < grads.size(); ++i)
@@ -497,6 +557,7 @@ void loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
   if (gradsOut && count > 1)
     for (size_t i = 0; i < grads.size(); ++i)
       gradsOut[i] /= static_cast<float>(count);
+  return true;
 }
 
 bool loom_model::replica(int64_t &index) const {
@@ -534,17 +595,17 @@ void *loom_model::bufferFor(const Arg &arg) {
   }
   if (arg.kind == LOOM_ARG_INPUT) {
     if (arg.name == LOOM_INPUT_LR)
-      return &lr;
+      return &scalars[0].lr;
     if (arg.name == LOOM_INPUT_STEP)
-      return &step;
+      return &scalars[0].step;
     return nullptr;
   }
   if (arg.kind == LOOM_ARG_OUTPUT) {
     static const std::string gradPrefix = LOOM_OUTPUT_GRAD_PREFIX;
     if (arg.name == LOOM_OUTPUT_LOSS)
-      return &loss;
+      return &scalars[0].loss;
     if (arg.name == LOOM_OUTPUT_GRAD_NORM)
-      return &gradNorm;
+      return &scalars[0].gradNorm;
     if (arg.name.rfind(gradPrefix, 0) == 0)
       return paramFor(arg.name.substr(gradPrefix.size()), grads.data());
   }
@@ -557,11 +618,15 @@ bool loom_model::bindEntries() {
     for (const Arg &arg : entry.args) {
       int64_t slot = entry.buffers.size();
       void *p = nullptr;
-      if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TOKENS)
+      if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TOKENS) {
         entry.tokensSlot = slot;
-      else if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TARGETS)
+        if (cudaActive())
+          entry.tokens.assign(arg.size(), 0);
+      } else if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TARGETS) {
         entry.targetsSlot = slot;
-      else if (!(p = bufferFor(arg)))
+        if (cudaActive())
+          entry.targets.assign(arg.size(), 0);
+      } else if (!(p = bufferFor(arg)))
         return setError("%s: entry '%s' has an argument '%s %s' this runtime "
                         "cannot provide",
                         path.c_str(), entryName.c_str(), arg.kind.c_str(),
@@ -572,14 +637,55 @@ bool loom_model::bindEntries() {
   return true;
 }
 
-void loom_model::call(const char *entryName, const int32_t *tokens,
+bool loom_model::call(const char *entryName, const int32_t *tokens,
                       const int32_t *targets) {
   Entry &entry = entries[entryName];
-  if (entry.tokensSlot >= 0)
-    entry.buffers[entry.tokensSlot] = const_cast<int32_t *>(tokens);
-  if (entry.targetsSlot >= 0)
-    entry.buffers[entry.targetsSlot] = const_cast<int32_t *>(targets);
+  // The GPU reads the batch from memory it addresses; the CPU from the
+  // caller's arrays.
+  auto bind = [&](int64_t slot, StepVector<int32_t> &staging,
+                  const int32_t *data) {
+    if (slot < 0)
+      return;
+    if (!staging.empty()) {
+      std::copy(data, data + staging.size(), staging.begin());
+      data = staging.data();
+    }
+    entry.buffers[slot] = const_cast<int32_t *>(data);
+  };
+  bind(entry.tokensSlot, entry.tokens, tokens);
+  bind(entry.targetsSlot, entry.targets, targets);
+  scalars[0].lr = lr;
+  scalars[0].step = step;
   entry.fn(entry.buffers.data());
+  if (cudaActive() && !cudaSynchronize())
+    return false;
+  loss = scalars[0].loss;
+  gradNorm = scalars[0].gradNorm;
+  return true;
+}
+
+bool loom_model::checkDeviceMemory() {
+  if (!cudaActive())
+    return true;
+  size_t free = 0, total = 0;
+  if (!cudaMemoryInfo(free, total))
+    return false;
+  // The compiled step's own count (the manifest's memory line); the heap
+  // also keeps the step's temporaries, which the activations bound.
+  int64_t needed = info.param_bytes + info.grad_bytes + info.state_bytes +
+                   info.activation_bytes;
+  if (needed > 0 && static_cast<size_t>(needed) > free)
+    return setError(
+        "%s: the step needs %lld MiB of GPU memory (parameters %lld, "
+        "gradients %lld, optimizer state %lld, activations %lld MiB) and "
+        "the GPU has %zu MiB free of %zu",
+        path.c_str(), static_cast<long long>(needed >> 20),
+        static_cast<long long>(info.param_bytes >> 20),
+        static_cast<long long>(info.grad_bytes >> 20),
+        static_cast<long long>(info.state_bytes >> 20),
+        static_cast<long long>(info.activation_bytes >> 20), free >> 20,
+        total >> 20);
+  return true;
 }
 
 /// The loader maps a shared object's segments without checking that the file
@@ -725,8 +831,9 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
   int64_t share = info.batch / info.dp * info.sequence;
   model->lr = lr;
   model->step += 1;
-  model->call("train_step", tokens + replica * share,
-              targets + replica * share);
+  if (!model->call("train_step", tokens + replica * share,
+                   targets + replica * share))
+    return 1;
   *loss = model->loss;
   if (grad_norm)
     *grad_norm = model->gradNorm;
@@ -740,8 +847,9 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
   if (!model->replica(replica))
     return 1;
   if (info.dp == 1) {
-    model->callMicroBatches("forward", tokens, targets, loss, nullptr);
-    return 0;
+    return model->callMicroBatches("forward", tokens, targets, loss, nullptr)
+               ? 0
+               : 1;
   }
   // Each replica evaluates its share of the micro-batches; the mean is
   // taken over all of them.
@@ -749,7 +857,8 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
   int64_t stride = info.batch / model->forwardChunks * info.sequence;
   float sum = 0;
   for (int64_t m = replica * perReplica; m < (replica + 1) * perReplica; ++m) {
-    model->call("forward", tokens + m * stride, targets + m * stride);
+    if (!model->call("forward", tokens + m * stride, targets + m * stride))
+      return 1;
     sum += model->loss;
   }
   if (loom_rt_all_reduce(loom_dist_group(LOOM_GROUP_DP), LOOM_DTYPE_F32, &sum,
@@ -769,8 +878,9 @@ int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
                      "%lld, tp = %lld",
                      model->path.c_str(), static_cast<long long>(info.dp),
                      static_cast<long long>(info.tp));
-  model->callMicroBatches("forward_grad", tokens, targets, loss, grads);
-  return 0;
+  return model->callMicroBatches("forward_grad", tokens, targets, loss, grads)
+             ? 0
+             : 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -19,6 +19,7 @@
 #include "mlir/Support/Timing.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -52,6 +53,23 @@ static cl::opt<std::string>
               cl::desc("CPU the artifact's code is generated for (default: "
                        "this machine's)"),
               cl::value_desc("name"), cl::cat(loomcCategory));
+
+static cl::opt<Target> target("target",
+                              cl::desc("What the compiled step runs on"),
+                              cl::init(Target::Cpu), getTargetValues(),
+                              cl::cat(loomcCategory));
+
+static cl::opt<std::string> cudaArch(
+    "cuda-arch",
+    cl::desc("GPU architecture of the kernels with --target=cuda: sm_80 "
+             "(A100) or sm_90 (H100)"),
+    cl::init("sm_90"), cl::value_desc("sm_XX"), cl::cat(loomcCategory));
+
+static cl::opt<std::string> cudaPath(
+    "cuda-path",
+    cl::desc("CUDA toolkit whose libdevice the kernels link, with "
+             "--target=cuda (default: $CUDA_HOME, else /usr/local/cuda)"),
+    cl::value_desc("dir"), cl::cat(loomcCategory));
 
 static cl::opt<bool> summary(
     "summary",
@@ -220,6 +238,27 @@ int main(int argc, char **argv) {
     return 1;
   importTimer.stop();
 
+  if (emit == EmitStage::Ptx && target != Target::Cuda) {
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--emit=ptx needs --target=cuda: a CPU step has no kernels\n";
+    return 1;
+  }
+
+  std::string toolkit = cudaPath;
+  if (toolkit.empty()) {
+    const char *home = std::getenv("CUDA_HOME");
+    toolkit = home && *home ? home : "/usr/local/cuda";
+  }
+  if (target == Target::Cuda &&
+      !llvm::sys::fs::exists(toolkit + "/nvvm/libdevice/libdevice.10.bc")) {
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--target=cuda needs a CUDA toolkit's libdevice, and there is no "
+        << toolkit
+        << "/nvvm/libdevice/libdevice.10.bc (--cuda-path names the "
+           "toolkit)\n";
+    return 1;
+  }
+
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
@@ -228,6 +267,9 @@ int main(int argc, char **argv) {
   pipeline.emit = emit;
   pipeline.summary = summary;
   pipeline.materializedAttention = materializedAttention;
+  pipeline.target = target;
+  pipeline.cudaArch = cudaArch;
+  pipeline.cudaPath = toolkit;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     return 1;
@@ -235,6 +277,13 @@ int main(int argc, char **argv) {
   if (emit == EmitStage::Plan || emit == EmitStage::Cost ||
       emit == EmitStage::Memory || emit == EmitStage::Schedule)
     return 0;
+
+  if (emit == EmitStage::Ptx)
+    return failed(writePtx(*module, outputFilename.empty()
+                                        ? std::string("-")
+                                        : std::string(outputFilename)))
+               ? 1
+               : 0;
 
   if (emit == EmitStage::Artifact) {
     std::string path = outputFilename;

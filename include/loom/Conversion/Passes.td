@@ -97,9 +97,16 @@ def LoomExportEntries : Pass<"loom-export-entries", "::mlir::ModuleOp"> {
     argument, in order, and calls the function with memrefs over them. The
     function itself becomes private. Adds the constant global
     `loom_manifest`, a NUL-terminated text describing the model, the
-    training setup and every entry point's arguments (see
-    docs/artifact.md).
+    training setup, the target the code runs on and every entry point's
+    arguments (see docs/artifact.md).
   }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The target the artifact's code runs on (cpu or cuda), which the "
+           "runtime's backend must match">,
+    Option<"cudaArch", "cuda-arch", "std::string", "\"sm_90\"",
+           "The GPU architecture of the kernels, with target=cuda">
+  ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::func::FuncDialect"];
 }
@@ -176,6 +183,32 @@ def LoomApproximateMath : Pass<"loom-approximate-math"> {
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+def LoomParallelLoopsToGpu
+    : Pass<"loom-parallel-loops-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Run each outermost parallel loop nest as a GPU kernel launch";
+  let description = [{
+    Every `scf.parallel` that is not inside another one, and whose body a
+    GPU can run (no calls, no allocations, no copies, no reductions of the
+    loop itself), becomes a `gpu.launch` of one thread per iteration: the
+    iterations are numbered row-major (the last dimension fastest, so that
+    neighbouring threads touch neighbouring elements), `block-size` threads
+    to a block, and each thread recovers its indices from its number. The
+    parallel loops nested in the body stay for
+    `scf-parallel-for-to-nested-fors` to make sequential in each thread. A
+    parallel loop a GPU cannot run (attention's loop over heads, which calls
+    the runtime's GEMM) stays on the host; the nests inside it are launched
+    in turn. Copies between buffers become loop nests first, so that they
+    run on the device too.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", "256",
+           "Threads per block">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 #endif // LOOM_CONVERSION_PASSES_TD

@@ -32,6 +32,8 @@ enum class EmitStage {
   LLVM,
   /// The artifact: LLVM dialect compiled to a shared object (loomc only).
   Artifact,
+  /// The PTX of every kernel of a --target=cuda step (loomc only).
+  Ptx,
   /// The pipeline schedule of the plan, drawn (rank by time slot).
   Schedule,
   /// The cost model's choice of plan and the best alternatives.
@@ -47,6 +49,17 @@ enum class EmitStage {
 /// pipeline's option alike.
 llvm::cl::ValuesClass getEmitStageValues();
 
+/// What the step's code runs on.
+enum class Target {
+  /// Native host code; GEMMs in OpenBLAS through the runtime.
+  Cpu,
+  /// Host code that launches a GPU kernel per loop nest (PTX embedded in the
+  /// artifact); GEMMs in cuBLASLt through the runtime.
+  Cuda,
+};
+
+llvm::cl::ValuesClass getTargetValues();
+
 struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
   PassOptions::Option<EmitStage> emit{
       *this, "emit", llvm::cl::desc("Stage to stop after"),
@@ -60,6 +73,19 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
       llvm::cl::desc("Let the cost model price attention as separate kernels "
                      "that keep the score matrix"),
       llvm::cl::init(false)};
+  PassOptions::Option<Target> target{
+      *this, "target", llvm::cl::desc("What the compiled step runs on"),
+      llvm::cl::init(Target::Cpu), getTargetValues()};
+  PassOptions::Option<std::string> cudaArch{
+      *this, "cuda-arch",
+      llvm::cl::desc("The GPU architecture kernels are compiled for, with "
+                     "target=cuda (sm_80 or sm_90)"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> cudaPath{
+      *this, "cuda-path",
+      llvm::cl::desc("The CUDA toolkit whose libdevice the kernels link, "
+                     "with target=cuda"),
+      llvm::cl::init("/usr/local/cuda")};
 };
 
 /// Adds the passes that take an imported module to `options.emit`.
@@ -69,6 +95,12 @@ void buildLoomPipeline(OpPassManager &pm, const LoomPipelineOptions &options);
 /// LLVM dialect: outlining, vectorizable math, and the upstream conversions.
 /// Buffers are allocated through the runtime's heap.
 void buildLowerToLLVMPipeline(OpPassManager &pm);
+
+/// From bufferized loops to the LLVM dialect for the CUDA target: each loop
+/// nest a kernel, compiled to PTX for `cudaArch` and embedded in the module.
+/// `cudaPath` is the CUDA toolkit whose libdevice the kernels link.
+void buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
+                              StringRef cudaPath);
 
 /// Registers `loom-pipeline` for loom-opt.
 void registerLoomPipeline();

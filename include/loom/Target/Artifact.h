@@ -25,6 +25,11 @@ LogicalResult writeArtifact(ModuleOp module, llvm::StringRef path,
                             const ArtifactOptions &options,
                             TimingScope *timing = nullptr);
 
+/// Writes the PTX of every kernel module of a step lowered for the CUDA
+/// target to `path` ("-" for stdout), each after a line
+/// `// loom-kernel-module <name>`.
+LogicalResult writePtx(ModuleOp module, llvm::StringRef path);
+
 } // namespace loom
 } // namespace mlir
 

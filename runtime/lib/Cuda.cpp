@@ -1,0 +1,462 @@
+//===- Cuda.cpp - The CUDA backend: driver API, kernels, cuBLASLt ---------===//
+//
+// The driver and cuBLASLt are opened with dlopen when an artifact asks for
+// the GPU, not linked: the same runtime then runs CPU artifacts on machines
+// without a driver, and a CUDA artifact on such a machine gets an error
+// saying so instead of a loader failure.
+//
+// Generated code launches kernels through the C functions upstream MLIR's
+// gpu-to-llvm lowering calls (mgpuModuleLoadJIT, mgpuLaunchKernel, ...);
+// MLIR's own implementation of them is a library Debian does not ship, and
+// this one keeps one stream for the whole step and turns failures into the
+// runtime's errors. Their signatures are upstream's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.h"
+#include "Error.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#if LOOM_HAVE_CUDA
+#include <cublasLt.h>
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace {
+#define LOOM_STRINGIFY_(x) #x
+#define LOOM_STRINGIFY(x) LOOM_STRINGIFY_(x)
+// The driver functions used, with the versioned symbol cuda.h maps each
+// name to (cuMemGetInfo is cuMemGetInfo_v2, and so on).
+#define LOOM_CUDA_DRIVER_FUNCTIONS(X)                                          \
+  X(cuInit)                                                                    \
+  X(cuGetErrorString)                                                          \
+  X(cuDeviceGetCount)                                                          \
+  X(cuDeviceGet)                                                               \
+  X(cuDeviceGetName)                                                           \
+  X(cuDeviceGetAttribute)                                                      \
+  X(cuDevicePrimaryCtxRetain)                                                  \
+  X(cuCtxSetCurrent)                                                           \
+  X(cuStreamCreate)                                                            \
+  X(cuStreamSynchronize)                                                       \
+  X(cuMemGetInfo)                                                              \
+  X(cuMemAlloc)                                                                \
+  X(cuMemAllocManaged)                                                         \
+  X(cuMemFree)                                                                 \
+  X(cuModuleLoadDataEx)                                                        \
+  X(cuModuleGetFunction)                                                       \
+  X(cuModuleUnload)                                                            \
+  X(cuLaunchKernel)
+#define LOOM_CUBLASLT_FUNCTIONS(X)                                             \
+  X(cublasLtCreate)                                                            \
+  X(cublasLtGetStatusString)                                                   \
+  X(cublasLtMatmulDescCreate)                                                  \
+  X(cublasLtMatmulDescSetAttribute)                                            \
+  X(cublasLtMatrixLayoutCreate)                                                \
+  X(cublasLtMatmulPreferenceCreate)                                            \
+  X(cublasLtMatmulPreferenceSetAttribute)                                      \
+  X(cublasLtMatmulAlgoGetHeuristic)                                            \
+  X(cublasLtMatmul)
+
+struct Api {
+#define LOOM_DECLARE(fn) decltype(&::fn) fn = nullptr;
+  LOOM_CUDA_DRIVER_FUNCTIONS(LOOM_DECLARE)
+  LOOM_CUBLASLT_FUNCTIONS(LOOM_DECLARE)
+#undef LOOM_DECLARE
+};
+
+/// One GEMM shape's cuBLASLt descriptors and the algorithm chosen for it,
+/// kept for the next call of that shape.
+struct GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+using GemmKey = std::tuple<int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t>;
+
+/// cuBLASLt's scratch space; 32 MiB is what its heuristics assume on Hopper.
+constexpr size_t kWorkspaceBytes = 32u << 20;
+
+struct Backend {
+  std::mutex mutex;
+  bool tried = false, ready = false;
+  /// Why the backend could not start, or the first failure of the step.
+  std::string startError, failure;
+  Api api;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  int computeCapability = 0;
+  char name[256] = {};
+  cublasLtHandle_t blas = nullptr;
+  CUdeviceptr workspace = 0;
+  std::map<GemmKey, GemmPlan> plans;
+  bool active = false;
+
+  /// Records the first failure; later calls of the step are skipped, and
+  /// the runtime reports it when the step returns.
+  void fail(const std::string &what) {
+    if (failure.empty())
+      failure = what;
+  }
+  std::string describe(CUresult result) {
+    const char *text = nullptr;
+    if (api.cuGetErrorString)
+      api.cuGetErrorString(result, &text);
+    return text ? text : "CUDA error " + std::to_string(result);
+  }
+  bool check(CUresult result, const char *what) {
+    if (result == CUDA_SUCCESS)
+      return true;
+    fail(std::string(what) + ": " + describe(result));
+    return false;
+  }
+  bool check(cublasStatus_t status, const char *what) {
+    if (status == CUBLAS_STATUS_SUCCESS)
+      return true;
+    fail(std::string(what) + ": " + api.cublasLtGetStatusString(status));
+    return false;
+  }
+
+  /// Loads the libraries and makes this process's GPU current: once, on the
+  /// first use from the artifact's module loads or its manifest.
+  bool start() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (tried)
+      return ready;
+    tried = true;
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!driver) {
+      startError = "no NVIDIA driver (libcuda.so.1 cannot be loaded: " +
+                   std::string(dlerror()) + ")";
+      return false;
+    }
+    const char *blasPath = std::getenv("LOOM_CUBLASLT");
+    void *blasLib = dlopen(blasPath ? blasPath : "libcublasLt.so.13",
+                           RTLD_NOW | RTLD_LOCAL);
+    if (!blasLib) {
+      startError = "cuBLASLt cannot be loaded (" + std::string(dlerror()) +
+                   "); put CUDA 13's libcublasLt.so.13 on LD_LIBRARY_PATH "
+                   "or name it in LOOM_CUBLASLT";
+      return false;
+    }
+#define LOOM_LOAD(lib, fn)                                                     \
+  api.fn = reinterpret_cast<decltype(api.fn)>(dlsym(lib, LOOM_STRINGIFY(fn))); \
+  if (!api.fn) {                                                               \
+    startError = std::string("the CUDA libraries lack ") +                     \
+                 LOOM_STRINGIFY(fn) + " (driver or cuBLASLt too old?)";        \
+    return false;                                                              \
+  }
+#define LOOM_LOAD_DRIVER(fn) LOOM_LOAD(driver, fn)
+#define LOOM_LOAD_BLAS(fn) LOOM_LOAD(blasLib, fn)
+    LOOM_CUDA_DRIVER_FUNCTIONS(LOOM_LOAD_DRIVER)
+    LOOM_CUBLASLT_FUNCTIONS(LOOM_LOAD_BLAS)
+#undef LOOM_LOAD_BLAS
+#undef LOOM_LOAD_DRIVER
+#undef LOOM_LOAD
+    auto startFailed = [&](CUresult result, const char *what) {
+      startError = std::string(what) + ": " + describe(result);
+      return false;
+    };
+    if (CUresult r = api.cuInit(0))
+      return startFailed(r, "cuInit (no usable GPU?)");
+    int count = 0;
+    if (CUresult r = api.cuDeviceGetCount(&count))
+      return startFailed(r, "cuDeviceGetCount");
+    if (count == 0) {
+      startError = "no CUDA GPU is visible to this process";
+      return false;
+    }
+    // One GPU per process of a node, as torchrun and mpirun number them.
+    int local = 0;
+    for (const char *var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})
+      if (const char *v = std::getenv(var)) {
+        local = std::atoi(v);
+        break;
+      }
+    if (CUresult r = api.cuDeviceGet(&device, local % count))
+      return startFailed(r, "cuDeviceGet");
+    api.cuDeviceGetName(name, sizeof(name) - 1, device);
+    int major = 0, minor = 0;
+    api.cuDeviceGetAttribute(
+        &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+    api.cuDeviceGetAttribute(
+        &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+    computeCapability = major * 10 + minor;
+    if (CUresult r = api.cuDevicePrimaryCtxRetain(&context, device))
+      return startFailed(r, "cuDevicePrimaryCtxRetain");
+    if (CUresult r = api.cuCtxSetCurrent(context))
+      return startFailed(r, "cuCtxSetCurrent");
+    if (CUresult r = api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING))
+      return startFailed(r, "cuStreamCreate");
+    if (cublasStatus_t s = api.cublasLtCreate(&blas)) {
+      startError =
+          std::string("cublasLtCreate: ") + api.cublasLtGetStatusString(s);
+      return false;
+    }
+    if (CUresult r = api.cuMemAlloc(&workspace, kWorkspaceBytes))
+      return startFailed(r, "allocating cuBLASLt's workspace");
+    ready = true;
+    return true;
+  }
+
+  GemmPlan *plan(const GemmKey &key) {
+    auto it = plans.find(key);
+    if (it != plans.end())
+      return &it->second;
+    auto [transA, transB, m, n, k, lda, ldb, ldc] = key;
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's
+    // buffer is cuBLASLt's first operand, A's the second. A row-major
+    // buffer read column-major is its transpose.
+    GemmPlan p;
+    cublasOperation_t opFirst = transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (!check(api.cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F,
+                                            CUDA_R_32F),
+               "cublasLtMatmulDescCreate") ||
+        !check(api.cublasLtMatmulDescSetAttribute(p.desc,
+                                                  CUBLASLT_MATMUL_DESC_TRANSA,
+                                                  &opFirst, sizeof(opFirst)),
+               "cublasLtMatmulDescSetAttribute") ||
+        !check(api.cublasLtMatmulDescSetAttribute(p.desc,
+                                                  CUBLASLT_MATMUL_DESC_TRANSB,
+                                                  &opSecond, sizeof(opSecond)),
+               "cublasLtMatmulDescSetAttribute") ||
+        !check(api.cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, transB ? k : n,
+                                              transB ? n : k, ldb),
+               "cublasLtMatrixLayoutCreate") ||
+        !check(api.cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, transA ? m : k,
+                                              transA ? k : m, lda),
+               "cublasLtMatrixLayoutCreate") ||
+        !check(api.cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, n, m, ldc),
+               "cublasLtMatrixLayoutCreate"))
+      return nullptr;
+    cublasLtMatmulPreference_t preference = nullptr;
+    size_t workspaceBytes = kWorkspaceBytes;
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    if (!check(api.cublasLtMatmulPreferenceCreate(&preference),
+               "cublasLtMatmulPreferenceCreate") ||
+        !check(api.cublasLtMatmulPreferenceSetAttribute(
+                   preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                   &workspaceBytes, sizeof(workspaceBytes)),
+               "cublasLtMatmulPreferenceSetAttribute") ||
+        !check(api.cublasLtMatmulAlgoGetHeuristic(blas, p.desc, p.a, p.b, p.c,
+                                                  p.c, preference, 1, &result,
+                                                  &found),
+               "cublasLtMatmulAlgoGetHeuristic"))
+      return nullptr;
+    if (found == 0) {
+      fail("cuBLASLt has no algorithm for a " + std::to_string(m) + "x" +
+           std::to_string(n) + "x" + std::to_string(k) + " SGEMM");
+      return nullptr;
+    }
+    p.algo = result.algo;
+    return &(plans[key] = p);
+  }
+};
+
+Backend &backend() {
+  // Leaked on purpose: artifacts unload their modules from static
+  // destructors, which may run after this one's.
+  static Backend *instance = new Backend();
+  return *instance;
+}
+} // namespace
+
+bool loom::useCuda(const std::string &arch) {
+  Backend &be = backend();
+  if (!be.start())
+    return setError("this artifact runs on a CUDA GPU, and %s",
+                    be.startError.c_str());
+  int wanted = 0;
+  if (arch.size() < 4 || arch.compare(0, 3, "sm_") != 0 ||
+      (wanted = std::atoi(arch.c_str() + 3)) <= 0)
+    return setError("bad CUDA architecture '%s' in the manifest", arch.c_str());
+  // PTX for sm_XX runs on that architecture and every later one.
+  if (be.computeCapability < wanted)
+    return setError("this artifact's kernels are compiled for %s, and this "
+                    "GPU (%s) is sm_%d: recompile with --cuda-arch=sm_%d",
+                    arch.c_str(), be.name, be.computeCapability,
+                    be.computeCapability);
+  if (!be.failure.empty())
+    return setError("loading the artifact's kernels on %s failed: %s", be.name,
+                    be.failure.c_str());
+  be.active = true;
+  return true;
+}
+
+bool loom::cudaActive() { return backend().active; }
+
+void *loom::cudaAllocate(size_t size) {
+  Backend &be = backend();
+  size_t free = 0, total = 0;
+  if (!cudaMemoryInfo(free, total))
+    return nullptr;
+  // Managed memory past what the GPU has free would be paged in and out on
+  // every touch, if the driver does not refuse it first.
+  if (size > free) {
+    setError("out of GPU memory on %s: a buffer of %zu MiB does not fit in "
+             "the %zu MiB free (of %zu MiB)",
+             be.name, size >> 20, free >> 20, total >> 20);
+    return nullptr;
+  }
+  CUdeviceptr ptr = 0;
+  if (CUresult r = be.api.cuMemAllocManaged(&ptr, size ? size : 1,
+                                            CU_MEM_ATTACH_GLOBAL)) {
+    setError("allocating %zu bytes on %s: %s", size, be.name,
+             be.describe(r).c_str());
+    return nullptr;
+  }
+  return reinterpret_cast<void *>(ptr);
+}
+
+void loom::cudaFree(void *ptr) {
+  if (ptr)
+    backend().api.cuMemFree(reinterpret_cast<CUdeviceptr>(ptr));
+}
+
+bool loom::cudaMemoryInfo(size_t &free, size_t &total) {
+  Backend &be = backend();
+  if (!be.ready)
+    return setError("the CUDA backend is not started");
+  if (CUresult r = be.api.cuMemGetInfo(&free, &total))
+    return setError("cuMemGetInfo: %s", be.describe(r).c_str());
+  return true;
+}
+
+bool loom::cudaSynchronize() {
+  Backend &be = backend();
+  if (be.failure.empty())
+    be.check(be.api.cuStreamSynchronize(be.stream), "the step on the GPU");
+  if (!be.failure.empty())
+    return setError("%s: %s", be.name, be.failure.c_str());
+  return true;
+}
+
+void loom::cudaSgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
+                     int64_t k, float alpha, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float beta, float *c,
+                     int64_t ldc) {
+  Backend &be = backend();
+  if (!be.failure.empty())
+    return;
+  GemmPlan *p = be.plan(GemmKey{transA, transB, m, n, k, lda, ldb, ldc});
+  if (!p)
+    return;
+  be.check(be.api.cublasLtMatmul(be.blas, p->desc, &alpha, b, p->a, a, p->b,
+                                 &beta, c, p->c, c, p->c, &p->algo,
+                                 reinterpret_cast<void *>(be.workspace),
+                                 kWorkspaceBytes, be.stream),
+           "cublasLtMatmul");
+  // The host reads some of the step's buffers between kernels; each launch
+  // already waits for the GPU, and so does each GEMM.
+  be.check(be.api.cuStreamSynchronize(be.stream), "cublasLtMatmul");
+}
+
+extern "C" {
+
+CUmodule mgpuModuleLoadJIT(void *data, int optLevel) {
+  Backend &be = backend();
+  if (!be.start()) {
+    be.fail(be.startError);
+    return nullptr;
+  }
+  char log[4096] = {};
+  CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {reinterpret_cast<void *>(static_cast<intptr_t>(optLevel)),
+                    log, reinterpret_cast<void *>(sizeof(log) - 1)};
+  CUmodule module = nullptr;
+  if (CUresult r =
+          be.api.cuModuleLoadDataEx(&module, data, 3, options, values)) {
+    be.fail("compiling a kernel's PTX: " + be.describe(r) +
+            (log[0] ? std::string(": ") + log : std::string()));
+    return nullptr;
+  }
+  return module;
+}
+
+void mgpuModuleUnload(CUmodule module) {
+  if (module)
+    backend().api.cuModuleUnload(module);
+}
+
+CUfunction mgpuModuleGetFunction(CUmodule module, const char *name) {
+  Backend &be = backend();
+  CUfunction function = nullptr;
+  if (module)
+    be.check(be.api.cuModuleGetFunction(&function, module, name),
+             "cuModuleGetFunction");
+  return function;
+}
+
+CUstream mgpuStreamCreate() { return backend().stream; }
+
+void mgpuStreamDestroy(CUstream) {}
+
+void mgpuStreamSynchronize(CUstream stream) {
+  Backend &be = backend();
+  if (be.failure.empty())
+    be.check(be.api.cuStreamSynchronize(stream), "a kernel");
+}
+
+void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
+                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t smem, CUstream stream,
+                      void **params, void **extra, size_t /*paramsCount*/) {
+  Backend &be = backend();
+  if (!be.failure.empty())
+    return;
+  if (!function) {
+    be.fail("launching a kernel that was not loaded");
+    return;
+  }
+  be.check(be.api.cuLaunchKernel(function, gridX, gridY, gridZ, blockX, blockY,
+                                 blockZ, smem, stream, params, extra),
+           "cuLaunchKernel");
+}
+
+} // extern "C"
+
+#else  // !LOOM_HAVE_CUDA
+
+bool loom::useCuda(const std::string &) {
+  return setError("this artifact runs on a CUDA GPU, and this Loom runtime "
+                  "was built without CUDA (no CUDA toolkit at configure "
+                  "time)");
+}
+bool loom::cudaActive() { return false; }
+void *loom::cudaAllocate(size_t) {
+  setError("this Loom runtime was built without CUDA");
+  return nullptr;
+}
+void loom::cudaFree(void *) {}
+bool loom::cudaMemoryInfo(size_t &, size_t &) {
+  return setError("this Loom runtime was built without CUDA");
+}
+bool loom::cudaSynchronize() { return true; }
+void loom::cudaSgemm(int32_t, int32_t, int64_t, int64_t, int64_t, float,
+                     const float *, int64_t, const float *, int64_t, float,
+                     float *, int64_t) {}
+
+// An artifact compiled for the GPU still loads, so that its manifest can
+// say why it does not run; its module constructors find no GPU.
+extern "C" {
+void *mgpuModuleLoadJIT(void *, int) { return nullptr; }
+void mgpuModuleUnload(void *) {}
+void *mgpuModuleGetFunction(void *, const char *) { return nullptr; }
+void *mgpuStreamCreate() { return nullptr; }
+void mgpuStreamDestroy(void *) {}
+void mgpuStreamSynchronize(void *) {}
+void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t, intptr_t, intptr_t,
+                      intptr_t, int32_t, void *, void **, void **, size_t) {}
+}
+#endif // LOOM_HAVE_CUDA

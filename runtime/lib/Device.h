@@ -1,0 +1,42 @@
+//===- Device.h - The device backend the runtime runs on --------*- C++ -*-===//
+//
+// The CPU backend is always there. The CUDA backend is switched on by an
+// artifact compiled with --target=cuda; from then on every buffer of the
+// step (the heap of generated code, the model's parameters, gradients and
+// optimizer state) is memory the GPU reads and writes, GEMMs go to
+// cuBLASLt and generated code launches its kernels through the mgpu*
+// functions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_DEVICE_H
+#define LOOM_RUNTIME_DEVICE_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace loom {
+/// Switches the runtime to its CUDA backend for kernels compiled for `arch`
+/// (sm_XX): loads the driver and cuBLASLt, picks this process's GPU
+/// (LOCAL_RANK, or MPI's local rank, modulo the GPUs it sees) and checks
+/// that it can run them. False, with the error set, when it cannot.
+bool useCuda(const std::string &arch);
+/// Whether the CUDA backend is on.
+bool cudaActive();
+/// Memory both the host and the GPU address (CUDA managed memory), or null
+/// with the error set. Only while the CUDA backend is on.
+void *cudaAllocate(size_t size);
+void cudaFree(void *ptr);
+/// Bytes of device memory free and in all.
+bool cudaMemoryInfo(size_t &free, size_t &total);
+/// Waits for the GPU's work; false, with the error set, when any launch,
+/// GEMM or kernel of the step failed since the backend started.
+bool cudaSynchronize();
+/// Row-major SGEMM on the GPU (loom_rt_sgemm's contract).
+void cudaSgemm(int32_t transA, int32_t transB, int64_t m, int64_t n, int64_t k,
+               float alpha, const float *a, int64_t lda, const float *b,
+               int64_t ldb, float beta, float *c, int64_t ldc);
+} // namespace loom
+
+#endif // LOOM_RUNTIME_DEVICE_H

@@ -1,0 +1,116 @@
+// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu | FileCheck %s
+// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=block-size=128 | FileCheck %s --check-prefix=B128
+// RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BAD
+
+// A two-dimensional nest is one thread per iteration, 256 to a block: the
+// thread's number split into the indices, the last dimension fastest.
+// CHECK-LABEL: func.func @nest(
+// CHECK-DAG: %[[TOTAL:.*]] = arith.constant 600 : index
+// CHECK-DAG: %[[C256:.*]] = arith.constant 256 : index
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %{{c3.*}}, %{{.*}} = %{{c1.*}}, %{{.*}} = %{{c1.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]],
+// CHECK: %[[BASE:.*]] = arith.muli %[[BX]], %[[C256]]
+// CHECK: %[[ID:.*]] = arith.addi %[[BASE]], %[[TX]]
+// CHECK: %[[IN:.*]] = arith.cmpi slt, %[[ID]], %[[TOTAL]]
+// CHECK: scf.if %[[IN]] {
+// CHECK: %[[J:.*]] = arith.remsi %[[ID]], %{{.*}}
+// CHECK: %[[I:.*]] = arith.divsi %[[ID]], %{{.*}}
+// CHECK: memref.load %{{.*}}[%[[I]], %[[J]]] : memref<6x100xf32>
+// CHECK: math.exp
+// CHECK: memref.store
+// CHECK: gpu.terminator
+// CHECK-NOT: scf.parallel
+// B128-LABEL: func.func @nest(
+// B128: arith.constant 128 : index
+// B128: gpu.launch
+// BAD: block-size must be in [1, 1024], got 2048
+func.func @nest(%a: memref<6x100xf32>, %b: memref<6x100xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c6, %c100) step (%c1, %c1) {
+    %x = memref.load %a[%i, %j] : memref<6x100xf32>
+    %y = math.exp %x : f32
+    memref.store %y, %b[%i, %j] : memref<6x100xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A loop that calls the runtime stays on the host; the nest inside it is
+// launched once per iteration, and the loops nested in a kernel stay in
+// each of its threads.
+// CHECK-LABEL: func.func @heads(
+// CHECK: scf.parallel (%[[H:.*]]) =
+// CHECK: func.call @loom_rt_sgemm
+// CHECK: gpu.launch
+// CHECK: scf.if
+// CHECK: scf.parallel
+// CHECK: memref.load %{{.*}}[%[[H]], %{{.*}}, %{{.*}}]
+func.func private @loom_rt_sgemm()
+func.func @heads(%a: memref<4x8x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%h) = (%c0) to (%c4) step (%c1) {
+    func.call @loom_rt_sgemm() : () -> ()
+    scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+      scf.parallel (%j) = (%c0) to (%c8) step (%c1) {
+        %x = memref.load %a[%h, %i, %j] : memref<4x8x8xf32>
+        %y = arith.maximumf %x, %zero : f32
+        memref.store %y, %a[%h, %i, %j] : memref<4x8x8xf32>
+        scf.reduce
+      }
+      scf.reduce
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A copy between buffers is a nest of its elements, on the device.
+// CHECK-LABEL: func.func @copy(
+// CHECK-NOT: memref.copy
+// CHECK: gpu.launch
+// CHECK: %[[V:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<3x5xf32, strided<[10, 1]>>
+// CHECK: memref.store %[[V]], %{{.*}}[%{{.*}}, %{{.*}}] : memref<3x5xf32>
+// CHECK-LABEL: func.func @copy_scalar(
+// CHECK: gpu.launch
+// CHECK: %[[S:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK: memref.store %[[S]], %{{.*}}[] : memref<f32>
+func.func @copy(%a: memref<3x5xf32, strided<[10, 1]>>, %b: memref<3x5xf32>) {
+  memref.copy %a, %b : memref<3x5xf32, strided<[10, 1]>> to memref<3x5xf32>
+  return
+}
+func.func @copy_scalar(%a: memref<f32>, %b: memref<f32>) {
+  memref.copy %a, %b : memref<f32> to memref<f32>
+  return
+}
+
+// -----
+
+// A parallel loop with reductions of its own is left alone.
+// CHECK-LABEL: func.func @sum(
+// CHECK-NOT: gpu.launch
+// CHECK: scf.parallel
+func.func @sum(%a: memref<16xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %zero = arith.constant 0.0 : f32
+  %s = scf.parallel (%i) = (%c0) to (%c16) step (%c1) init (%zero) -> f32 {
+    %x = memref.load %a[%i] : memref<16xf32>
+    scf.reduce(%x : f32) {
+    ^bb0(%l: f32, %r: f32):
+      %t = arith.addf %l, %r : f32
+      scf.reduce.return %t : f32
+    }
+  }
+  return %s : f32
+}
