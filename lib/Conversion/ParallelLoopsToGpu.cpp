@@ -85,6 +85,12 @@ void copyAsLoop(memref::CopyOp copy) {
 void launch(scf::ParallelOp loop, int64_t blockSize) {
   OpBuilder b(loop);
   Location loc = loop.getLoc();
+  // The launch's argument array is put on the stack where the launch is;
+  // in a host loop of many launches, the scope gives it back each time.
+  auto scope = memref::AllocaScopeOp::create(b, loc, TypeRange());
+  b.setInsertionPointToStart(&scope.getBodyRegion().emplaceBlock());
+  memref::AllocaScopeReturnOp::create(b, loc);
+  b.setInsertionPointToStart(&scope.getBodyRegion().front());
   auto constant = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };

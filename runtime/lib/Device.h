@@ -17,6 +17,12 @@
 #include <string>
 
 namespace loom {
+/// The heap of generated code (Memory.cpp): blocks of the step, managed
+/// memory under the CUDA backend, kept per size when freed. Null, with the
+/// error set where the backend says why, when none can be had.
+void *heapAllocate(size_t alignment, size_t size);
+void heapFree(void *ptr);
+
 /// Switches the runtime to its CUDA backend for kernels compiled for `arch`
 /// (sm_XX): loads the driver and cuBLASLt, picks this process's GPU
 /// (LOCAL_RANK, or MPI's local rank, modulo the GPUs it sees) and checks

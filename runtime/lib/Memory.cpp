@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -111,15 +112,31 @@ BlockCache &cache() {
 }
 } // namespace
 
+void *loom::heapAllocate(size_t alignment, size_t size) {
+  return cache().allocate(alignment, size);
+}
+
+void loom::heapFree(void *ptr) { cache().release(ptr); }
+
 extern "C" {
 
 // The names MLIR's memref-to-LLVM lowering calls with use-generic-functions.
+// Generated code does not check what they return, so a buffer that cannot
+// be had ends the process with the reason rather than a fault.
 void *_mlir_memref_to_llvm_alloc(size_t size) {
-  return cache().allocate(kMinAlignment, size);
+  return _mlir_memref_to_llvm_aligned_alloc(kMinAlignment, size);
 }
 
 void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
-  return cache().allocate(alignment, size);
+  void *p = loom::heapAllocate(alignment, size);
+  if (!p) {
+    std::fprintf(stderr,
+                 "loom: out of memory: a buffer of %zu bytes of the step "
+                 "cannot be allocated%s%s\n",
+                 size, *loom_last_error() ? ": " : "", loom_last_error());
+    std::exit(1);
+  }
+  return p;
 }
 
 void _mlir_memref_to_llvm_free(void *ptr) { cache().release(ptr); }

@@ -36,12 +36,12 @@ template <typename T> struct StepAllocator {
   StepAllocator() = default;
   template <typename U> StepAllocator(const StepAllocator<U> &) {}
   T *allocate(size_t n) {
-    void *p = _mlir_memref_to_llvm_aligned_alloc(64, n * sizeof(T));
+    void *p = heapAllocate(64, n * sizeof(T));
     if (!p)
       throw std::bad_alloc();
     return static_cast<T *>(p);
   }
-  void deallocate(T *p, size_t) { _mlir_memref_to_llvm_free(p); }
+  void deallocate(T *p, size_t) { heapFree(p); }
   template <typename U> bool operator==(const StepAllocator<U> &) const {
     return true;
   }

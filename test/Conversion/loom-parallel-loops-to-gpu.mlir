@@ -5,6 +5,7 @@
 // A two-dimensional nest is one thread per iteration, 256 to a block: the
 // thread's number split into the indices, the last dimension fastest.
 // CHECK-LABEL: func.func @nest(
+// CHECK: memref.alloca_scope {
 // CHECK-DAG: %[[TOTAL:.*]] = arith.constant 600 : index
 // CHECK-DAG: %[[C256:.*]] = arith.constant 256 : index
 // CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %{{c3.*}}, %{{.*}} = %{{c1.*}}, %{{.*}} = %{{c1.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]],

@@ -200,7 +200,10 @@ def LoomParallelLoopsToGpu
     parallel loop a GPU cannot run (attention's loop over heads, which calls
     the runtime's GEMM) stays on the host; the nests inside it are launched
     in turn. Copies between buffers become loop nests first, so that they
-    run on the device too.
+    run on the device too. Each launch is wrapped in `memref.alloca_scope`:
+    the launch's argument array goes on the host's stack where the launch
+    is, and a host loop of launches would otherwise grow the stack with
+    every iteration.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", "256",

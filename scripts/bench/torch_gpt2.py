@@ -1,0 +1,111 @@
+"""A plain PyTorch GPT-2 training step, to put Loom's CUDA figures next to.
+
+The same model shape as examples/gpt2-124m.json (tied embeddings, GELU with
+tanh, pre-layer-norm), AdamW with fused=False, random tokens. Prints one
+line per mode: tokens/s, ms/step (median of the timed steps, CUDA events),
+MFU against the given peak and peak memory.
+
+    python3 torch_gpt2.py --batch 8 --seq 1024 --modes eager-fp32,compile-fp32
+"""
+import argparse
+import math
+import statistics
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, c, h):
+        super().__init__()
+        self.h = h
+        self.ln_1 = nn.LayerNorm(c)
+        self.c_attn = nn.Linear(c, 3 * c)
+        self.c_proj = nn.Linear(c, c)
+        self.ln_2 = nn.LayerNorm(c)
+        self.c_fc = nn.Linear(c, 4 * c)
+        self.mlp_proj = nn.Linear(4 * c, c)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, layers=12, width=768, heads=12, vocab=50257, positions=1024):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(positions, width)
+        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(width)
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, std=0.02)
+            elif "ln" not in name:
+                nn.init.zeros_(p)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def run(mode, args):
+    torch.manual_seed(0)
+    model = GPT().cuda()
+    n_params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    compiled, dtype = mode.split("-")
+    step_model = torch.compile(model) if compiled == "compile" else model
+    idx = torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
+    tgt = torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+            loss = step_model(idx, tgt)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    for _ in range(args.warmup):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(args.steps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        loss = step()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    ms = statistics.median(times)
+    tokens = args.batch * args.seq
+    flops = tokens * (6 * n_params + 12 * 12 * 768 * args.seq)
+    peak = args.peak_bf16 if dtype == "bf16" else args.peak_fp32
+    print(f"torch {mode:13s} | {tokens / ms * 1e3:10.0f} tok/s | {ms:8.2f} ms/step | "
+          f"MFU {flops / (ms * 1e-3) / peak * 100:5.1f}% of {peak / 1e12:.0f} TFLOP/s | "
+          f"peak {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB | loss {loss.item():.3f}")
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch", type=int, default=8)
+parser.add_argument("--seq", type=int, default=1024)
+parser.add_argument("--steps", type=int, default=10)
+parser.add_argument("--warmup", type=int, default=3)
+parser.add_argument("--modes", default="eager-fp32,eager-bf16")
+# H100 SXM dense peaks: FP32 (CUDA cores) and BF16 tensor cores.
+parser.add_argument("--peak-fp32", type=float, default=67e12)
+parser.add_argument("--peak-bf16", type=float, default=989e12)
+args = parser.parse_args()
+for mode in args.modes.split(","):
+    run(mode, args)
