@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir {
 namespace loom {
@@ -28,31 +29,44 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
+/// Whether `op` allocates or frees memory that outlives its scope: the
+/// runtime's heap, which only the host reaches.
+bool usesHeap(Operation *op) {
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return false;
+  SmallVector<MemoryEffects::EffectInstance> instances;
+  effects.getEffects(instances);
+  return llvm::any_of(instances, [](MemoryEffects::EffectInstance &instance) {
+    return isa<MemoryEffects::Allocate, MemoryEffects::Free>(
+               instance.getEffect()) &&
+           instance.getResource() !=
+               SideEffects::AutomaticAllocationScopeResource::get();
+  });
+}
+
 /// Whether a GPU thread can run `op`: arithmetic, loads and stores, views
-/// and structured control flow. Calls, heap allocations and copies go
-/// through the host's runtime, and a loop with reductions needs threads
-/// that cooperate.
+/// and structured control flow. Calls and heap allocations go through the
+/// host's runtime, and a loop with reductions needs threads that cooperate.
 bool runsOnDevice(Operation *op) {
-  if (isa<CallOpInterface, memref::AllocOp, memref::DeallocOp, memref::CopyOp,
-          memref::ReallocOp>(op))
+  if (isa<CallOpInterface>(op) || usesHeap(op))
     return false;
   if (auto loop = dyn_cast<scf::ParallelOp>(op))
     if (!loop.getInitVals().empty())
       return false;
-  Dialect *dialect = op->getDialect();
   return isa_and_nonnull<arith::ArithDialect, math::MathDialect,
                          memref::MemRefDialect, scf::SCFDialect,
-                         affine::AffineDialect, index::IndexDialect>(dialect);
+                         affine::AffineDialect, index::IndexDialect>(
+      op->getDialect());
 }
 
-bool bodyRunsOnDevice(scf::ParallelOp loop) {
-  return !loop.getBody()
-              ->walk([](Operation *op) {
+/// Whether the nest of `loop`, the loop included, can be one kernel.
+bool nestRunsOnDevice(scf::ParallelOp loop) {
+  return !loop->walk([](Operation *op) {
                 return runsOnDevice(op) ? WalkResult::advance()
                                         : WalkResult::interrupt();
               })
-              .wasInterrupted() &&
-         loop.getInitVals().empty();
+              .wasInterrupted();
 }
 
 /// Replaces a copy by the loop nest of its elements, which runs on the device
@@ -160,7 +174,7 @@ struct ParallelLoopsToGpuPass
     // Outermost first; a loop that stays on the host is looked into.
     SmallVector<scf::ParallelOp> kernels;
     getOperation().walk<WalkOrder::PreOrder>([&](scf::ParallelOp loop) {
-      if (!bodyRunsOnDevice(loop))
+      if (!nestRunsOnDevice(loop))
         return WalkResult::advance();
       kernels.push_back(loop);
       return WalkResult::skip();

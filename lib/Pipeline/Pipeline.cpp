@@ -217,9 +217,9 @@ void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
   pm.addPass(createGpuToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   // PTX text, made in-process by LLVM's NVPTX back end; the driver compiles
-  // it for the GPU it finds when the runtime loads the artifact.
-  // What the polynomials leave (sqrt, fma, fabs, floor, max) the GPU
-  // lowering calls in libdevice, linked from the toolkit.
+  // it for the GPU it finds when the runtime loads the artifact. What the
+  // polynomials leave (sqrt, fma, fabs, floor, max), the GPU lowering calls
+  // in libdevice, which is linked from the toolkit.
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = "isa";
   binary.toolkitPath = cudaPath.str();

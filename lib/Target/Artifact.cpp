@@ -74,14 +74,14 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
 
-  registerBuiltinDialectTranslation(*module.getContext());
-  registerLLVMDialectTranslation(*module.getContext());
-  // A CUDA step's kernels are embedded as constants and launched through the
-  // runtime's mgpu* functions.
-  DialectRegistry gpuTranslation;
-  registerGPUDialectTranslation(gpuTranslation);
-  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(gpuTranslation);
-  module.getContext()->appendDialectRegistry(gpuTranslation);
+  // A CUDA step's kernels are embedded as constants (the gpu dialect's
+  // translation) and launched through the runtime's mgpu* functions.
+  DialectRegistry translations;
+  registerBuiltinDialectTranslation(translations);
+  registerLLVMDialectTranslation(translations);
+  registerGPUDialectTranslation(translations);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(translations);
+  module.getContext()->appendDialectRegistry(translations);
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, "loom");

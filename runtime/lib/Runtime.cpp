@@ -203,8 +203,6 @@ struct loom_model {
   float lr = 0, step = 0, loss = 0, gradNorm = 0;
   /// lr and step on their way in, loss and gradNorm on their way out.
   StepVector<Scalars> scalars;
-  /// The artifact's target: "cpu", or "cuda" with `cudaArch`.
-  std::string target = "cpu", cudaArch;
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
   /// Micro-batches in the whole batch: forward and forward_grad run on
@@ -316,11 +314,11 @@ bool loom_model::parseManifest(const char *text) {
       info.state_bytes = std::atoll(f["optimizer"].c_str());
       info.activation_bytes = std::atoll(f["activations"].c_str());
     } else if (key == "target") {
+      std::string target;
       line >> target;
       if (target != "cuda")
         return fail("unknown target '" + target + "'");
-      cudaArch = fields(line)["arch"];
-      if (!useCuda(cudaArch))
+      if (!useCuda(fields(line)["arch"]))
         return setError("%s: %s", path.c_str(),
                         std::string(loom_last_error()).c_str());
       // Blocks the heap kept from a CPU artifact are host memory.

@@ -190,8 +190,8 @@ def LoomParallelLoopsToGpu
   let summary = "Run each outermost parallel loop nest as a GPU kernel launch";
   let description = [{
     Every `scf.parallel` that is not inside another one, and whose body a
-    GPU can run (no calls, no allocations, no copies, no reductions of the
-    loop itself), becomes a `gpu.launch` of one thread per iteration: the
+    GPU can run (no calls, no heap allocations, no reductions of the loop
+    itself), becomes a `gpu.launch` of one thread per iteration: the
     iterations are numbered row-major (the last dimension fastest, so that
     neighbouring threads touch neighbouring elements), `block-size` threads
     to a block, and each thread recovers its indices from its number. The
