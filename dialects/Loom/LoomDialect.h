@@ -30,6 +30,16 @@ void printF64(AsmPrinter &printer, const llvm::APFloat &value);
 } // namespace loom
 } // namespace mlir
 
+namespace mlir {
+namespace loom {
+/// The trait of ops whose tensors mixed precision stores in bf16 or f16
+/// (see Loom_MixedPrecision in LoomOps.td).
+template <typename ConcreteType>
+class MixedPrecision : public OpTrait::TraitBase<ConcreteType, MixedPrecision> {
+};
+} // namespace loom
+} // namespace mlir
+
 #include "Loom/LoomConfig.h"
 #include "Loom/LoomCost.h"
 #include "Loom/LoomDialect.h.inc"

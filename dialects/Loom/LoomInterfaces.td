@@ -80,7 +80,10 @@ def Loom_OptimizerUpdateOpInterface
     InterfaceMethod<"The new parameter.", "::mlir::Value", "getNewParamValue",
       (ins), [{ return $_op->getResult(0); }]>,
     InterfaceMethod<"The new optimizer state.", "::mlir::ResultRange",
-      "getNewStateValues", (ins), [{ return $_op->getResults().drop_front(); }]>
+      "getNewStateValues", (ins), [{ return $_op->getResults().drop_front(); }]>,
+    InterfaceMethod<"Makes the update keep the parameter and its state "
+      "where `skip`, a 0-d i1 tensor, is true.", "void", "setSkipCondition",
+      (ins "::mlir::Value":$skip)>
   ];
 }
 

@@ -450,6 +450,20 @@ RankedTensorType ScanOp::getSliceType(Type type) {
                                tensor.getElementType());
 }
 
+void ScanOp::retypeBodyArguments() {
+  for (auto [argument, init] : llvm::zip(getCarryArguments(), getInits()))
+    argument.setType(init.getType());
+  for (auto [argument, stacked] : llvm::zip(getSliceArguments(), getStacked()))
+    argument.setType(getSliceType(stacked.getType()));
+}
+
+void ScanOp::retypeResults() {
+  for (auto [i, value] : llvm::enumerate(getYield().getOperands()))
+    getResult(i).setType(i < getNumCarries()
+                             ? value.getType()
+                             : getStackedType(value.getType(), getLength()));
+}
+
 YieldOp ScanOp::getYield() {
   return cast<YieldOp>(getBodyBlock().getTerminator());
 }
@@ -739,9 +753,25 @@ Value AdamWOp::getUpdateGrad() { return getGrad(); }
 OperandRange AdamWOp::getUpdateStates() {
   return getOperation()->getOperands().slice(2, 2);
 }
+void AdamWOp::setSkipCondition(Value skip) { getSkipMutable().assign(skip); }
 
 Value SGDOp::getUpdatedParam() { return getParam(); }
 Value SGDOp::getUpdateGrad() { return getGrad(); }
 OperandRange SGDOp::getUpdateStates() {
   return getOperation()->getOperands().slice(2, 1);
+}
+void SGDOp::setSkipCondition(Value skip) { getSkipMutable().assign(skip); }
+
+//===----------------------------------------------------------------------===//
+// Mixed precision
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvertOp::verify() {
+  if (dimsOf(getInput()) != dimsOf(getResult()))
+    return emitOpError() << "expected the result's shape "
+                         << shapeOf(getResult()) << " to be the input's "
+                         << shapeOf(getInput());
+  if (getInput().getType() == getResult().getType() && !getScale())
+    return emitOpError("converts to its own type without a scale");
+  return success();
 }

@@ -27,14 +27,26 @@ def Loom_Costed : DeclareOpInterfaceMethods<Loom_CostOpInterface>;
 def Loom_Partitioned
     : DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface>;
 
+// Ops whose tensors the precision pass stores in bf16 or f16 under mixed
+// precision: the layers' forward and backward computations. Each computes
+// in f32 whatever its storage (the lowering reads its operands widened and
+// rounds its results), so that statistics, softmax and accumulations keep
+// f32's range. Their 0-d results (the loss) stay f32.
+def Loom_MixedPrecision : NativeOpTrait<"MixedPrecision"> {
+  let cppNamespace = "::mlir::loom";
+}
+
 def Loom_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 // Token ids and targets.
 def Loom_IndexTensor : StaticShapeTensorOf<[I32]>;
 // A 0-d f32 tensor: losses, norms and optimizer hyperparameters.
 def Loom_Scalar : 0DTensorOf<[F32]>,
     BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+// A 0-d i1 tensor: a condition computed in the step.
+def Loom_Flag : 0DTensorOf<[I1]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI1Type())">;
 
-def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
+def Loom_EmbeddingOp : Loom_Op<"embedding", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
   let summary = "token plus learned position embedding";
   let description = [{
     `result[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]` for tokens of shape
@@ -60,7 +72,7 @@ def Loom_EmbeddingOp : Loom_Op<"embedding", [Pure, Loom_Differentiable, Loom_Cos
   }];
 }
 
-def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
+def Loom_LayerNormOp : Loom_Op<"layer_norm", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` along the last
@@ -74,7 +86,7 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_Differentiable, Loom_Co
   }];
 }
 
-def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
+def Loom_LinearOp : Loom_Op<"linear", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
   let summary = "affine map over the last dimension";
   let description = [{
     `result[..., n] = sum_k input[..., k] * weight[n, k] + bias[n]`, with the
@@ -96,7 +108,7 @@ def Loom_LinearOp : Loom_Op<"linear", [Pure, Loom_Differentiable, Loom_Costed, L
   }];
 }
 
-def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentiable, Loom_Costed,
+def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed,
     DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface,
       ["getTensorParallelBlocks"]>, InferTypeOpAdaptor]> {
   let summary = "causal multi-head self-attention on a fused QKV tensor";
@@ -114,7 +126,7 @@ def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Pure, Loom_Differentia
   }];
 }
 
-def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, SameOperandsAndResultType]> {
+def Loom_GeluOp : Loom_Op<"gelu", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, SameOperandsAndResultType]> {
   let summary = "GELU, GPT-2's tanh approximation";
   let description = [{
     `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
@@ -124,7 +136,7 @@ def Loom_GeluOp : Loom_Op<"gelu", [Pure, Loom_Differentiable, Loom_Costed, Loom_
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Loom_AddOp : Loom_Op<"add", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, SameOperandsAndResultType, Commutative]> {
+def Loom_AddOp : Loom_Op<"add", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, SameOperandsAndResultType, Commutative]> {
   let summary = "residual addition";
   let hasCanonicalizer = 1;
   let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs);
@@ -132,7 +144,7 @@ def Loom_AddOp : Loom_Op<"add", [Pure, Loom_Differentiable, Loom_Costed, Loom_Pa
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
   let summary = "mean softmax cross-entropy over the vocabulary";
   let description = [{
     `logits` [B, T, Vp] and integer `targets` [B, T] give the mean over all
@@ -161,7 +173,7 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_Differentiable, L
   let hasVerifier = 1;
 }
 
-def Loom_BiasAddOp : Loom_Op<"bias_add", [Pure, Loom_Differentiable, Loom_Partitioned,
+def Loom_BiasAddOp : Loom_Op<"bias_add", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Partitioned,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "a bias added along the last dimension";
   let description = [{
@@ -177,7 +189,7 @@ def Loom_BiasAddOp : Loom_Op<"bias_add", [Pure, Loom_Differentiable, Loom_Partit
   let hasVerifier = 1;
 }
 
-def Loom_FanOutOp : Loom_Op<"fan_out", [Pure, Loom_Differentiable,
+def Loom_FanOutOp : Loom_Op<"fan_out", [Loom_MixedPrecision, Pure, Loom_Differentiable,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "a value each rank of a group uses for its own part";
   let description = [{
@@ -315,6 +327,12 @@ def Loom_ScanOp : Loom_Op<"scan", [IsolatedFromAbove, RecursiveMemoryEffects,
     ::mlir::ResultRange getStackedResults();
     /// Adds the body block with the arguments the operands call for.
     ::mlir::Block &addBodyBlock();
+    /// After the operands' types changed: gives the body's arguments the
+    /// types the operands call for.
+    void retypeBodyArguments();
+    /// After the body's types changed: gives the results the types of what
+    /// the body yields, stacked where stacked.
+    void retypeResults();
     /// `type` with a leading dimension of `length` added or dropped.
     static ::mlir::RankedTensorType getStackedType(::mlir::Type type,
                                                    int64_t length);
@@ -333,7 +351,7 @@ def Loom_YieldOp : Loom_Op<"yield", [Pure, ReturnLike, Terminator,
 // Gradient ops: the vector-Jacobian products the forward ops build.
 //===----------------------------------------------------------------------===//
 
-def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure,
+def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Loom_MixedPrecision, Pure,
     AttrSizedOperandSegments]> {
   let summary = "gradient of the embedding tables";
   let description = [{
@@ -363,7 +381,7 @@ def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure,
   let hasVerifier = 1;
 }
 
-def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Pure]> {
+def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Loom_MixedPrecision, Pure]> {
   let summary = "gradient of layer normalization";
   let description = [{
     Given the result cotangent `grad` and the forward's `input` and `weight`,
@@ -381,7 +399,7 @@ def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Loom_LinearGradOp : Loom_Op<"linear_grad", [Pure]> {
+def Loom_LinearGradOp : Loom_Op<"linear_grad", [Loom_MixedPrecision, Pure]> {
   let summary = "gradient of a linear map";
   let description = [{
     Given the result cotangent `grad` [..., N], the forward's `input`
@@ -400,7 +418,7 @@ def Loom_LinearGradOp : Loom_Op<"linear_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Pure]> {
+def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Loom_MixedPrecision, Pure]> {
   let summary = "gradient of causal multi-head self-attention";
   let description = [{
     Given the result cotangent `grad` [B, T, C] and the forward's fused `qkv`
@@ -416,7 +434,7 @@ def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Loom_BiasAddGradOp : Loom_Op<"bias_add_grad", [Pure]> {
+def Loom_BiasAddGradOp : Loom_Op<"bias_add_grad", [Loom_MixedPrecision, Pure]> {
   let summary = "gradient of a bias added along the last dimension";
   let description = [{
     The sums of `grad` [..., N] over all its leading dimensions: [N].
@@ -429,14 +447,14 @@ def Loom_BiasAddGradOp : Loom_Op<"bias_add_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Loom_GeluGradOp : Loom_Op<"gelu_grad", [Pure, AllTypesMatch<["grad", "input", "input_grad"]>]> {
+def Loom_GeluGradOp : Loom_Op<"gelu_grad", [Loom_MixedPrecision, Pure, AllTypesMatch<["grad", "input", "input_grad"]>]> {
   let summary = "gradient of GELU (tanh form)";
   let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$input);
   let results = (outs Loom_FloatTensor:$input_grad);
   let assemblyFormat = "$grad `,` $input attr-dict `:` type($input_grad)";
 }
 
-def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Pure, AllTypesMatch<["logits", "logits_grad"]>]> {
+def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Loom_MixedPrecision, Pure, AllTypesMatch<["logits", "logits_grad"]>]> {
   let summary = "gradient of the mean softmax cross-entropy";
   let description = [{
     `logits_grad[b, t, v] = grad * (softmax(logits[b, t, :V])[v] -
@@ -458,12 +476,51 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Pure, AllTypesMatch
 }
 
 //===----------------------------------------------------------------------===//
+// Mixed precision
+//===----------------------------------------------------------------------===//
+
+def Loom_ConvertOp : Loom_Op<"convert", [Pure]> {
+  let summary = "a tensor in another float type, optionally scaled";
+  let description = [{
+    `result = convert(input * scale)` element by element, rounding to the
+    nearest value of the result's element type (a product formed in f32).
+    `scale` defaults to 1; the same element type with a scale multiplies.
+    The precision pass casts the parameters to bf16 or f16 with it, and
+    takes the gradients back to f32, dividing them by the loss scale.
+
+    ```mlir
+    %w16 = loom.convert %w : tensor<384x128xf32> to tensor<384x128xbf16>
+    %g = loom.convert %g16 scale %inv : tensor<384x128xf16> to tensor<384x128xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Optional<Loom_Scalar>:$scale);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`scale` $scale^)? attr-dict `:` type($input) `to` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_SeedOp : Loom_Op<"seed", [Pure]> {
+  let summary = "the cotangent the step's loss is differentiated from";
+  let description = [{
+    1: the step's gradients are those of the mean loss. Differentiation
+    seeds the whole model's loss with it, where the precision pass can find
+    it: under fp16 it becomes the loss scale, which the gradients are later
+    divided by.
+  }];
+  let results = (outs Loom_Scalar:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 
 def Loom_AdamWOp : Loom_Op<"adamw", [Pure,
     DeclareOpInterfaceMethods<Loom_OptimizerUpdateOpInterface,
-      ["getUpdatedParam", "getUpdateGrad", "getUpdateStates"]>,
+      ["getUpdatedParam", "getUpdateGrad", "getUpdateStates",
+       "setSkipCondition"]>,
     AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
   let summary = "one AdamW update of a parameter";
   let description = [{
@@ -472,39 +529,45 @@ def Loom_AdamWOp : Loom_Op<"adamw", [Pure,
     `m' = beta1 m + (1 - beta1) g`, `v' = beta2 v + (1 - beta2) g^2`,
     `param' = param - lr * (m' / (1 - beta1^step) /
     (sqrt(v' / (1 - beta2^step)) + epsilon) + weight_decay * param)`.
+    Where `skip` is true (the gradients overflowed under loss scaling), the
+    results are the parameter and its state unchanged.
   }];
   let arguments = (ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
                    Loom_FloatTensor:$m, Loom_FloatTensor:$v,
                    Loom_Scalar:$lr, Loom_Scalar:$step, Loom_Scalar:$grad_scale,
-                   F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                   Optional<Loom_Flag>:$skip, F64Attr:$beta1, F64Attr:$beta2,
+                   F64Attr:$epsilon,
                    F64Attr:$weight_decay);
   let results = (outs Loom_FloatTensor:$new_param, Loom_FloatTensor:$new_m,
                       Loom_FloatTensor:$new_v);
   let assemblyFormat = [{
-    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step `,` $grad_scale attr-dict
-    `:` type($param)
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step `,` $grad_scale
+    (`skip` `if` $skip^)? attr-dict `:` type($param)
   }];
 }
 
 def Loom_SGDOp : Loom_Op<"sgd", [Pure,
     DeclareOpInterfaceMethods<Loom_OptimizerUpdateOpInterface,
-      ["getUpdatedParam", "getUpdateGrad", "getUpdateStates"]>,
+      ["getUpdatedParam", "getUpdateGrad", "getUpdateStates",
+       "setSkipCondition"]>,
     AllTypesMatch<["param", "grad", "momentum_buffer", "new_param",
                    "new_momentum_buffer"]>]> {
   let summary = "one SGD update with momentum of a parameter";
   let description = [{
     With `g = grad * grad_scale + weight_decay * param`:
-    `buf' = momentum * buf + g`, `param' = param - lr * buf'`.
+    `buf' = momentum * buf + g`, `param' = param - lr * buf'`. Where
+    `skip` is true, the results are the parameter and its buffer unchanged.
   }];
   let arguments = (ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
                    Loom_FloatTensor:$momentum_buffer, Loom_Scalar:$lr,
-                   Loom_Scalar:$grad_scale, F64Attr:$momentum,
+                   Loom_Scalar:$grad_scale, Optional<Loom_Flag>:$skip,
+                   F64Attr:$momentum,
                    F64Attr:$weight_decay);
   let results = (outs Loom_FloatTensor:$new_param,
                       Loom_FloatTensor:$new_momentum_buffer);
   let assemblyFormat = [{
-    $param `,` $grad `,` $momentum_buffer `,` $lr `,` $grad_scale attr-dict
-    `:` type($param)
+    $param `,` $grad `,` $momentum_buffer `,` $lr `,` $grad_scale
+    (`skip` `if` $skip^)? attr-dict `:` type($param)
   }];
 }
 

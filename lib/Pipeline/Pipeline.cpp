@@ -6,6 +6,7 @@
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -103,6 +104,9 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     return;
 
   pm.addPass(createLoomDataParallel());
+  // After the collectives of the gradients, which stay f32 with the
+  // optimizer; before the memory report, which counts the narrow storage.
+  pm.addPass(createLoomLowerPrecision());
   LoomMemoryReportOptions memory;
   memory.print = stage == EmitStage::Memory;
   pm.addPass(createLoomMemoryReport(memory));
@@ -163,6 +167,16 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     buildLowerToLLVMPipeline(pm);
 }
 
+/// bf16 conversions as integer arithmetic: x86 has no instruction for them
+/// short of AVX512-BF16 and its C runtime no function, and a kernel's loop
+/// may as well stay on the host; on the GPU the few integer operations
+/// cost nothing next to the memory they convert.
+static void addExpandBf16Pass(OpPassManager &pm) {
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+}
+
 /// The host's conversions to the LLVM dialect, after the loops' structure is
 /// gone.
 static void addHostToLLVMPasses(OpPassManager &pm) {
@@ -181,6 +195,7 @@ static void addHostToLLVMPasses(OpPassManager &pm) {
 void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createLoomOutlineLoopNests());
   pm.addPass(createLoomApproximateMath());
+  addExpandBf16Pass(pm);
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -205,6 +220,7 @@ void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
   // Polynomials instead of libdevice's calls, as on the CPU, so that both
   // targets compute the same functions.
   pm.addPass(createLoomApproximateMath());
+  addExpandBf16Pass(pm);
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());

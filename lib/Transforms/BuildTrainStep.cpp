@@ -558,6 +558,8 @@ struct BuildTrainStepPass
       scale = arith::MulFOp::create(b, loc, scale, factor);
     }
     Value scaleTensor = s.wrap(scale);
+    // Before the updates, which loss scaling skips when it is not finite.
+    Value normTensor = s.wrap(norm);
 
     SmallVector<Value> newParams, newStates[2];
     auto states = entry->getArguments().drop_front(numParams);
@@ -572,7 +574,7 @@ struct BuildTrainStepPass
       if (adam) {
         auto update = AdamWOp::create(
             b, loc, p, grads[k], states[k], states[numParams + k], lr,
-            stepNumber, scaleTensor,
+            stepNumber, scaleTensor, /*skip=*/Value(),
             b.getF64FloatAttr(training.getBeta1().convertToDouble()),
             b.getF64FloatAttr(training.getBeta2().convertToDouble()),
             b.getF64FloatAttr(training.getEps().convertToDouble()),
@@ -582,14 +584,14 @@ struct BuildTrainStepPass
         newStates[1].push_back(update.getNewV());
       } else {
         auto update = SGDOp::create(
-            b, loc, p, grads[k], states[k], lr, scaleTensor,
+            b, loc, p, grads[k], states[k], lr, scaleTensor, /*skip=*/Value(),
             b.getF64FloatAttr(training.getMomentum().convertToDouble()),
             b.getF64FloatAttr(decay));
         newParams.push_back(update.getNewParam());
         newStates[0].push_back(update.getNewMomentumBuffer());
       }
     }
-    SmallVector<Value> returned = {loss, s.wrap(norm)};
+    SmallVector<Value> returned = {loss, normTensor};
     returned.append(newParams);
     for (unsigned st = 0; st < numStates; ++st)
       returned.append(newStates[st]);
@@ -810,11 +812,7 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
         Type outType = st.split.forward.getResultTypes().front();
         Value seed =
             k == stages - 1
-                ? arith::ConstantOp::create(
-                      b, loc,
-                      DenseElementsAttr::get(cast<RankedTensorType>(outType),
-                                             b.getF32FloatAttr(1.0f)))
-                      .getResult()
+                ? SeedOp::create(b, loc, outType).getResult()
                 : RecvOp::create(b, loc, outType, (k + 1) % pp, /*tag=*/1)
                       .getResult();
         SmallVector<Value> operands;

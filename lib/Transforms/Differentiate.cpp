@@ -59,7 +59,7 @@ struct DifferentiatePass
   /// gradient comes in as an argument after the stage's own
   /// (`loom.input = "loss_grad"` or `"activations_grad"`), and the gradient
   /// of the activations it took (`loom.input = "activations"`) goes out
-  /// after its output. The whole model's loss is seeded with 1.
+  /// after its output. The whole model's loss is seeded with `loom.seed`.
   LogicalResult buildGradFunction(func::FuncOp forward, StringRef name) {
     ModuleOp module = forward->getParentOfType<ModuleOp>();
     if (module.lookupSymbol(name))
@@ -142,10 +142,7 @@ struct DifferentiatePass
     rewriter.setInsertionPoint(ret);
     Value output = ret.getOperand(0);
     Value seed = isStage ? Value(block.getArguments().back())
-                         : arith::ConstantOp::create(
-                               rewriter, loc,
-                               DenseElementsAttr::get(
-                                   outputType, rewriter.getF32FloatAttr(1.0f)));
+                         : SeedOp::create(rewriter, loc, outputType);
     CotangentMap cotangents;
     cotangents.accumulate(rewriter, loc, output, seed);
     if (failed(backpropagate(rewriter, forwardOps, cotangents)))

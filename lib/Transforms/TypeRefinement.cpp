@@ -14,19 +14,10 @@ static LogicalResult refineBlock(Block &block) {
     if (op.hasTrait<OpTrait::IsTerminator>() || op.getNumResults() == 0)
       continue;
     if (auto scan = dyn_cast<ScanOp>(op)) {
-      for (auto [argument, init] :
-           llvm::zip(scan.getCarryArguments(), scan.getInits()))
-        argument.setType(init.getType());
-      for (auto [argument, stacked] :
-           llvm::zip(scan.getSliceArguments(), scan.getStacked()))
-        argument.setType(ScanOp::getSliceType(stacked.getType()));
+      scan.retypeBodyArguments();
       if (failed(refineBlock(scan.getBodyBlock())))
         return failure();
-      for (auto [i, value] : llvm::enumerate(scan.getYield().getOperands()))
-        scan.getResult(i).setType(
-            i < scan.getNumCarries()
-                ? value.getType()
-                : ScanOp::getStackedType(value.getType(), scan.getLength()));
+      scan.retypeResults();
       continue;
     }
     // Constants and other ops without operands do not depend on the inputs.

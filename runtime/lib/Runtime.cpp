@@ -54,7 +54,34 @@ template <typename T> using StepVector = std::vector<T, StepAllocator<T>>;
 /// The entry points' scalar arguments, where generated code reads and
 /// writes them.
 struct Scalars {
-  float lr, step, loss, gradNorm;
+  float lr, step, loss, gradNorm, lossScale;
+};
+
+/// fp16's dynamic loss scaling, between steps (the step scales and skips).
+struct LossScaler {
+  bool enabled = false;
+  float initial = 65536.0f, scale = 65536.0f;
+  int64_t growthInterval = 2000, cleanSteps = 0, skippedSteps = 0;
+  bool lastSkipped = false;
+
+  void reset() {
+    scale = initial;
+    cleanSteps = skippedSteps = 0;
+    lastSkipped = false;
+  }
+  /// After a step with gradient norm `norm`: whether it was skipped.
+  bool update(float norm) {
+    lastSkipped = !std::isfinite(norm);
+    if (lastSkipped) {
+      scale *= 0.5f;
+      cleanSteps = 0;
+      ++skippedSteps;
+    } else if (++cleanSteps >= growthInterval) {
+      scale *= 2.0f;
+      cleanSteps = 0;
+    }
+    return lastSkipped;
+  }
 };
 
 /// One argument of an entry point, as the manifest describes it.
@@ -201,7 +228,9 @@ struct loom_model {
   std::vector<Param> states;
   std::map<std::string, size_t> stateIndex;
   float lr = 0, step = 0, loss = 0, gradNorm = 0;
-  /// lr and step on their way in, loss and gradNorm on their way out.
+  LossScaler lossScaler;
+  /// lr, step and the loss scale on their way in, loss and gradNorm on
+  /// their way out.
   StepVector<Scalars> scalars;
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
@@ -241,6 +270,7 @@ struct loom_model {
   void resetOptimizer() {
     std::fill(state.begin(), state.end(), 0.0f);
     step = 0;
+    lossScaler.reset();
   }
   /// This rank's replica (0 for an artifact of one); false, with the error
   /// set, when a data parallel artifact's process has not joined its grid.
@@ -596,6 +626,10 @@ void *loom_model::bufferFor(const Arg &arg) {
       return &scalars[0].lr;
     if (arg.name == LOOM_INPUT_STEP)
       return &scalars[0].step;
+    if (arg.name == LOOM_INPUT_LOSS_SCALE) {
+      lossScaler.enabled = true;
+      return &scalars[0].lossScale;
+    }
     return nullptr;
   }
   if (arg.kind == LOOM_ARG_OUTPUT) {
@@ -654,6 +688,7 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
   bind(entry.targetsSlot, entry.targets, targets);
   scalars[0].lr = lr;
   scalars[0].step = step;
+  scalars[0].lossScale = lossScaler.scale;
   entry.fn(entry.buffers.data());
   if (cudaActive() && !cudaSynchronize())
     return false;
@@ -832,9 +867,38 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
   if (!model->call("train_step", tokens + replica * share,
                    targets + replica * share))
     return 1;
+  // An overflowed step left the parameters and the optimizer as they were.
+  if (model->lossScaler.enabled && model->lossScaler.update(model->gradNorm))
+    model->step -= 1;
   *loss = model->loss;
   if (grad_norm)
     *grad_norm = model->gradNorm;
+  return 0;
+}
+
+int loom_model_get_loss_scale(const loom_model *model, loom_loss_scale *out) {
+  const LossScaler &scaler = model->lossScaler;
+  if (!scaler.enabled)
+    return 0;
+  out->scale = scaler.scale;
+  out->last_skipped = scaler.lastSkipped;
+  out->skipped_steps = scaler.skippedSteps;
+  return 1;
+}
+
+int loom_model_set_loss_scaling(loom_model *model, float initial_scale,
+                                int64_t growth_interval) {
+  if (!(std::isfinite(initial_scale) && initial_scale > 0))
+    return !setError("the loss scale must be a positive finite number, got %g",
+                     initial_scale);
+  if (growth_interval < 1)
+    return !setError("the loss scale's growth interval must be at least 1 "
+                     "step, got %lld",
+                     static_cast<long long>(growth_interval));
+  LossScaler &scaler = model->lossScaler;
+  scaler.initial = scaler.scale = initial_scale;
+  scaler.growthInterval = growth_interval;
+  scaler.cleanSteps = 0;
   return 0;
 }
 

@@ -91,8 +91,60 @@ func.func @scan(%x: tensor<2x4xf32>, %w: tensor<3x4xf32>) -> (tensor<2x4xf32>, t
 
 // -----
 
-func.func @half(%x: tensor<4xf16>) -> tensor<4xf16> {
+func.func @half(%x: tensor<4xf16>) -> tensor<f32> {
   // expected-error@+1 {{is lowered for f32 tensors only, got 'tensor<4xf16>'}}
-  %y = loom.gelu %x : tensor<4xf16>
-  return %y : tensor<4xf16>
+  %y = loom.sum_squares %x : tensor<4xf16> -> tensor<f32>
+  return %y : tensor<f32>
+}
+
+// -----
+
+// A layer's op on bf16 storage computes in f32: its operand read widened,
+// its result rounded back.
+// CHECK-LABEL: func.func @narrow
+// CHECK: %[[WIDE:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<2x4xbf16>) outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[G:.*]] = linalg.generic {{.*}} ins(%[[WIDE]] : tensor<2x4xf32>) outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK: math.tanh
+// CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[G]] : tensor<2x4xf32>) outs(%{{.*}} : tensor<2x4xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: return %[[OUT]]
+func.func @narrow(%x: tensor<2x4xbf16>) -> tensor<2x4xbf16> {
+  %y = loom.gelu %x : tensor<2x4xbf16>
+  return %y : tensor<2x4xbf16>
+}
+
+// -----
+
+// A scaled conversion multiplies in f32 before it rounds; the loss's seed
+// is 1.
+// CHECK-LABEL: func.func @unscale
+// CHECK: %[[S:.*]] = tensor.extract %{{.*}}[] : tensor<f32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<3xf16>) outs(%{{.*}} : tensor<3xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:.*]]: f16, %{{.*}}: f32):
+// CHECK-NEXT: %[[E:.*]] = arith.extf %[[IN]] : f16 to f32
+// CHECK-NEXT: %[[M:.*]] = arith.mulf %[[E]], %[[S]] : f32
+// CHECK-NEXT: linalg.yield %[[M]] : f32
+// CHECK: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: return %{{.*}}, %[[ONE]]
+func.func @unscale(%g: tensor<3xf16>, %s: tensor<f32>) -> (tensor<3xf32>, tensor<f32>) {
+  %r = loom.convert %g scale %s : tensor<3xf16> to tensor<3xf32>
+  %one = loom.seed : tensor<f32>
+  return %r, %one : tensor<3xf32>, tensor<f32>
+}
+
+// -----
+
+// A skipped update yields what it read.
+// CHECK-LABEL: func.func @skipped
+// CHECK: %[[SKIP:.*]] = tensor.extract %{{.*}}[] : tensor<i1>
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[G:.*]]: f32, %[[P:.*]]: f32, %[[B:.*]]: f32):
+// CHECK: %[[NP:.*]] = arith.subf %[[P]]
+// CHECK: %[[KP:.*]] = arith.select %[[SKIP]], %[[P]], %[[NP]] : f32
+// CHECK: %[[KB:.*]] = arith.select %[[SKIP]], %[[B]], %{{.*}} : f32
+// CHECK: linalg.yield %[[KP]], %[[KB]] : f32, f32
+func.func @skipped(%p: tensor<4xf32>, %g: tensor<4xf32>, %b: tensor<4xf32>, %lr: tensor<f32>, %scale: tensor<f32>, %skip: tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %np, %nb = loom.sgd %p, %g, %b, %lr, %scale skip if %skip {momentum = 0.9 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  return %np, %nb : tensor<4xf32>, tensor<4xf32>
 }

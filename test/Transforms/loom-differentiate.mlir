@@ -19,7 +19,7 @@ module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, h
 // CHECK: %[[X:.*]] = loom.embedding
 // CHECK: %[[G:.*]] = loom.gelu %[[X]]
 // CHECK: %[[LOSS:.*]] = loom.cross_entropy
-// CHECK: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[ONE:.*]] = loom.seed : tensor<f32>
 // CHECK: %[[DL:.*]] = loom.cross_entropy_grad %[[ONE]]
 // CHECK: %[[DR:.*]], %[[DW:.*]] = loom.linear_grad %[[DL]]
 // CHECK: %[[DG:.*]] = loom.gelu_grad %[[DR]], %[[X]]

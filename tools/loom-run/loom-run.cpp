@@ -44,6 +44,12 @@ const char *const kUsage =
     "                      every core this process may use, divided among\n"
     "                      the ranks allowed on the same cores); the same\n"
     "                      N gives bitwise-identical losses run to run\n"
+    "  --loss-scale X      fp16 artifacts: the first loss scale (default\n"
+    "                      65536); it halves after a step whose gradients\n"
+    "                      overflowed, which is skipped\n"
+    "  --loss-scale-window N\n"
+    "                      fp16 artifacts: double the scale after N steps in\n"
+    "                      a row without overflow (default 2000)\n"
     "  --quiet             print only the summary line\n"
     "  --verbose-ranks     under mpirun, every rank prints (prefixed with its\n"
     "                      rank), not only rank 0\n"
@@ -55,9 +61,10 @@ const char *const kUsage =
 struct Options {
   std::string artifact, data, load, save, exportSafetensors, loadState,
       saveState;
-  long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0;
-  double lr = -1, valFraction = 0.1;
-  bool quiet = false, verboseRanks = false;
+  long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0,
+            lossScaleWindow = 2000;
+  double lr = -1, valFraction = 0.1, lossScale = 65536;
+  bool quiet = false, verboseRanks = false, lossScaleGiven = false;
 };
 
 int usageError(const char *format, const char *arg) {
@@ -132,6 +139,11 @@ int parseArgs(int argc, char **argv, Options &o) {
         ok = parseReal(v, 0.0, 1e3, o.lr);
       else if (a == "--val-fraction")
         ok = parseReal(v, 0.0, 0.9, o.valFraction);
+      else if (a == "--loss-scale")
+        ok = (o.lossScaleGiven = true) &&
+             parseReal(v, 0x1p-24, 0x1p64, o.lossScale);
+      else if (a == "--loss-scale-window")
+        ok = (o.lossScaleGiven = true) && parseInt(v, 1, o.lossScaleWindow);
       else
         return usageError("unknown option %s", argv[i - 1]);
       if (!ok)
@@ -231,6 +243,17 @@ int main(int argc, char **argv) {
   if (!o.loadState.empty() &&
       loom_model_load_optimizer_state(model, o.loadState.c_str()))
     return fail(loom_last_error());
+  loom_loss_scale scale;
+  if (!loom_model_get_loss_scale(model, &scale) && o.lossScaleGiven) {
+    std::string msg = o.artifact +
+                      ": --loss-scale and --loss-scale-window are for "
+                      "artifacts compiled with precision fp16, which scale "
+                      "their loss; this one does not";
+    return fail(msg.c_str());
+  }
+  if (loom_model_set_loss_scaling(model, static_cast<float>(o.lossScale),
+                                  o.lossScaleWindow))
+    return fail(loom_last_error());
   // Resumed, the run takes the batches that follow those already trained
   // on, and counts its steps on from theirs.
   long long first = loom_model_get_step(model) + 1, last = first + o.steps - 1;
@@ -300,6 +323,8 @@ int main(int argc, char **argv) {
       return fail(loom_last_error());
     auto start = std::chrono::steady_clock::now();
     float loss = 0, norm = 0;
+    loom_loss_scale before{};
+    bool scaling = loom_model_get_loss_scale(model, &before);
     if (loom_model_train_step(model, tokens.data(), targets.data(), lr, &loss,
                               &norm))
       return fail(loom_last_error());
@@ -308,10 +333,19 @@ int main(int argc, char **argv) {
                     .count();
     totalMs += ms;
     lastLoss = loss;
+    // fp16: the scale the step ran with, and whether its gradients
+    // overflowed, which left the parameters as they were.
+    char scaled[64] = "";
+    if (scaling) {
+      loom_loss_scale after{};
+      loom_model_get_loss_scale(model, &after);
+      std::snprintf(scaled, sizeof(scaled), " | scale %g%s", before.scale,
+                    after.last_skipped ? " | skipped (overflow)" : "");
+    }
     if (!o.quiet)
       report("step %5lld/%lld | loss %.6f | norm %.6f | %8.2f ms | "
-             "%9.0f tok/s\n",
-             step, last, loss, norm, ms, tokensPerStep / ms * 1e3);
+             "%9.0f tok/s%s\n",
+             step, last, loss, norm, ms, tokensPerStep / ms * 1e3, scaled);
     if (o.valEvery > 0 && (step % o.valEvery == 0 || step == last) &&
         !validate(step))
       return fail(loom_last_error());
@@ -323,9 +357,15 @@ int main(int argc, char **argv) {
     if (dist.world_size > 1)
       std::snprintf(comm, sizeof(comm), ", communication %.2f ms/step",
                     loom_dist_comm_seconds() * 1e3 / o.steps);
-    report("loom-run: %lld steps, final loss %.6f, %.2f ms/step, %.0f "
+    char scaled[96] = "";
+    loom_loss_scale scale;
+    if (loom_model_get_loss_scale(model, &scale))
+      std::snprintf(scaled, sizeof(scaled),
+                    ", %lld skipped (overflow), loss scale %g",
+                    static_cast<long long>(scale.skipped_steps), scale.scale);
+    report("loom-run: %lld steps%s, final loss %.6f, %.2f ms/step, %.0f "
            "tok/s, peak memory %.1f MiB%s\n",
-           o.steps, lastLoss, totalMs / o.steps,
+           o.steps, scaled, lastLoss, totalMs / o.steps,
            tokensPerStep * o.steps / totalMs * 1e3, loom_peak_memory_mib(),
            comm);
   }

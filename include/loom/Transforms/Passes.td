@@ -282,4 +282,41 @@ def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def LoomLowerPrecision : Pass<"loom-lower-precision", "::mlir::ModuleOp"> {
+  let summary = "Store the layers' tensors in bf16 or f16, keep the master "
+                "weights, the optimizer and the loss in f32, scale the loss "
+                "under fp16";
+  let description = [{
+    For the training precision `bf16` or `fp16` (`#loom.training`), rewrites
+    the functions that compute the model (those with ops of the
+    `MixedPrecision` trait and no optimizer update: `@forward`,
+    `@forward_grad`): every tensor of rank 1 or more that such an op reads
+    or produces is stored in bf16 or f16, and the op computes in f32 (its
+    lowering widens it). A parameter is converted (`loom.convert`) once
+    where the function receives it, a stacked one for all its layers at
+    once; layer loops carry and save narrow values; an op outside the trait
+    (a collective, a reshape) gets its operands back in f32. The functions'
+    signatures do not change: their results (the loss, the gradients) are
+    f32, converted where they are returned. The step function keeps f32
+    throughout: parameters (the master weights), gradient accumulation,
+    collectives of gradients, the norm, clipping and the optimizer state.
+
+    For `fp16` it also adds dynamic loss scaling's compiled half: the
+    gradient functions and the step take an input `loss_scale` (f32
+    scalar, `loom.input = "loss_scale"`), which replaces the loss's seed
+    (`loom.seed`), and the gradients are divided by it as they are
+    converted back to f32. The step passes its input to the gradient
+    functions and skips every optimizer update (`skip if`) when the global
+    gradient norm (its `grad_norm` output, which must be computed before
+    the updates) is infinite or NaN. The runtime raises and lowers the
+    scale between steps.
+
+    Does nothing for `fp32`. Fails for pipeline plans (pp > 1), which it
+    does not handle yet.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

@@ -31,6 +31,7 @@ void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
   populateLoomLossToLinalgPatterns(patterns);
   populateLoomOptimizerToLinalgPatterns(patterns);
   populateLoomScanToSCFPatterns(patterns);
+  populateLoomPrecisionToLinalgPatterns(patterns);
 }
 
 void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
@@ -44,10 +45,13 @@ namespace {
 struct LowerToLinalgPass
     : public loom::impl::LoomLowerToLinalgBase<LowerToLinalgPass> {
   void runOnOperation() override {
-    // The generated loops compute in f32; lower precisions arrive with the
-    // precision pass, which inserts the casts.
+    // The generated loops compute in f32: the layers' ops on bf16 or f16
+    // storage read it converted; besides them only conversions and the
+    // layer loops that carry their values take narrow floats.
+    widenMixedPrecisionOps(getOperation());
     WalkResult checked = getOperation()->walk([](Operation *op) {
-      if (!isa<LoomDialect>(op->getDialect()))
+      if (!isa<LoomDialect>(op->getDialect()) ||
+          isa<ConvertOp, ScanOp, YieldOp>(op))
         return WalkResult::advance();
       for (Type t : llvm::concat<const Type>(op->getOperandTypes(),
                                              op->getResultTypes()))

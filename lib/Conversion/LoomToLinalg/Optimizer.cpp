@@ -1,7 +1,8 @@
 //===- Optimizer.cpp - Optimizer updates and norms ------------------------===//
 //
-// AdamW and SGD as one elementwise generic per parameter; the sum of squares
-// of the global gradient norm as a full reduction.
+// AdamW and SGD as one elementwise generic per parameter (a skipped update
+// selects the values it read); the sum of squares of the global gradient
+// norm as a full reduction.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +43,24 @@ struct SumSquaresLowering : LoomPattern<SumSquaresOp> {
   }
 };
 
+/// The values an update yields: `updated`, or where the skip condition
+/// `skip` (an i1, null for none) holds, the `old` ones it read.
+SmallVector<Value> unlessSkipped(OpBuilder &nb, Location l, Value skip,
+                                 ValueRange updated, ValueRange old) {
+  SmallVector<Value> results(updated);
+  if (skip)
+    for (auto [result, before] : llvm::zip(results, old))
+      result = arith::SelectOp::create(nb, l, skip, before, result);
+  return results;
+}
+
+/// The skip condition of an update, read once outside its loops.
+Value skipCondition(Lowering &L, Value skip) {
+  return skip ? tensor::ExtractOp::create(L.b, L.loc, skip, ValueRange{})
+                    .getResult()
+              : Value();
+}
+
 struct AdamWLowering : LoomPattern<AdamWOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(AdamWOp op, OpAdaptor adaptor,
@@ -62,6 +81,7 @@ struct AdamWLowering : LoomPattern<AdamWOp> {
       return arith::SubFOp::create(b, loc, L.f32(b, 1.0), pow);
     };
     Value c1 = correction(beta1), c2 = correction(beta2);
+    Value skip = skipCondition(L, adaptor.getSkip());
     ValueRange r = L.elementwise(
         adaptor.getGrad(),
         ValueRange{adaptor.getParam(), adaptor.getM(), adaptor.getV()},
@@ -83,7 +103,8 @@ struct AdamWLowering : LoomPattern<AdamWOp> {
               arith::MulFOp::create(nb, l, a[1], L.f32(nb, decay)));
           Value p = arith::SubFOp::create(
               nb, l, a[1], arith::MulFOp::create(nb, l, lr, update));
-          linalg::YieldOp::create(nb, l, ValueRange{p, m, v});
+          linalg::YieldOp::create(
+              nb, l, unlessSkipped(nb, l, skip, {p, m, v}, a.slice(1, 3)));
         });
     return {r[0], r[1], r[2]};
   }
@@ -98,6 +119,7 @@ struct SGDLowering : LoomPattern<SGDOp> {
         tensor::ExtractOp::create(b, L.loc, adaptor.getLr(), ValueRange{});
     Value gradScale = tensor::ExtractOp::create(
         b, L.loc, adaptor.getGradScale(), ValueRange{});
+    Value skip = skipCondition(L, adaptor.getSkip());
     double momentum = op.getMomentum().convertToDouble();
     double decay = op.getWeightDecay().convertToDouble();
     ValueRange r = L.elementwise(
@@ -112,7 +134,8 @@ struct SGDLowering : LoomPattern<SGDOp> {
               g);
           Value p = arith::SubFOp::create(
               nb, l, a[1], arith::MulFOp::create(nb, l, lr, buf));
-          linalg::YieldOp::create(nb, l, ValueRange{p, buf});
+          linalg::YieldOp::create(
+              nb, l, unlessSkipped(nb, l, skip, {p, buf}, a.slice(1, 2)));
         });
     return {r[0], r[1]};
   }

@@ -57,6 +57,11 @@
 #define LOOM_INPUT_TARGETS "targets"
 #define LOOM_INPUT_LR "lr"
 #define LOOM_INPUT_STEP "step"
+/* fp16 training's loss scale (an f32 scalar): the backward pass starts from
+   it instead of 1 and the gradients are divided by it; the training step
+   leaves the parameters as they are when its gradient norm is not finite.
+   The runtime raises and lowers it between steps. */
+#define LOOM_INPUT_LOSS_SCALE "loss_scale"
 
 /* Outputs: the loss, the global gradient norm, and the gradient of a
    parameter as LOOM_OUTPUT_GRAD_PREFIX followed by its name. */

@@ -115,6 +115,28 @@ int loom_model_load_optimizer_state(loom_model *model, const char *path);
 /// Training steps taken since the initialization or the last load.
 int64_t loom_model_get_step(const loom_model *model);
 
+/// Dynamic loss scaling, for an artifact compiled with precision fp16 (its
+/// steps take a `loss_scale` input): the step's backward pass starts from
+/// `scale` instead of 1, and a step whose gradients overflowed (a gradient
+/// norm that is infinite or NaN) leaves the parameters, the optimizer state
+/// and the step count as they were. After such a step the scale halves;
+/// after `growth_interval` steps in a row without one, it doubles.
+typedef struct loom_loss_scale {
+  /// The scale the next step takes.
+  float scale;
+  /// Whether the last step was skipped, and how many were since the
+  /// initialization.
+  int last_skipped;
+  int64_t skipped_steps;
+} loom_loss_scale;
+/// 1 with `out` filled for an artifact that scales its loss, 0 otherwise.
+int loom_model_get_loss_scale(const loom_model *model, loom_loss_scale *out);
+/// The first scale (65536 unless set) and the growth interval (2000 unless
+/// set), from the next step on; 1, with the error set, for a scale that is
+/// not a positive finite number or an interval below 1.
+int loom_model_set_loss_scaling(loom_model *model, float initial_scale,
+                                int64_t growth_interval);
+
 /// Writes the parameters to a safetensors file under Hugging Face's GPT-2
 /// names and layouts (GPT2LMHeadModel's state dict): F32 tensors
 /// "transformer.wte.weight" (the vocabulary's rows, without the padding),

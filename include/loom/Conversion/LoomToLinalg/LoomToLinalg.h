@@ -34,6 +34,13 @@ void populateLoomLossToLinalgPatterns(RewritePatternSet &patterns);
 void populateLoomOptimizerToLinalgPatterns(RewritePatternSet &patterns);
 /// loom.scan, as an scf.for over tensor slices.
 void populateLoomScanToSCFPatterns(RewritePatternSet &patterns);
+/// loom.convert, and loom.seed as the constant 1.
+void populateLoomPrecisionToLinalgPatterns(RewritePatternSet &patterns);
+
+/// Rewrites each op with the MixedPrecision trait that has bf16 or f16
+/// tensors into the same op on f32 tensors between loom.convert ops, which
+/// the patterns above lower: they compute in f32.
+void widenMixedPrecisionOps(Operation *root);
 
 /// Every family above.
 void populateLoomToLinalgPatterns(RewritePatternSet &patterns);
