@@ -136,7 +136,8 @@ struct LowerPrecisionPass
         continue;
       if (!func.walk([](OptimizerUpdateOpInterface) {
                  return WalkResult::interrupt();
-               }).wasInterrupted())
+               })
+               .wasInterrupted())
         models.push_back(func);
       else
         steps.push_back(func);
@@ -146,7 +147,8 @@ struct LowerPrecisionPass
       if (!func.walk([](Operation *op) {
                  return op->hasTrait<MixedPrecision>() ? WalkResult::interrupt()
                                                        : WalkResult::advance();
-               }).wasInterrupted())
+               })
+               .wasInterrupted())
         continue;
       Value scale;
       if (scaled && !func.getOps<SeedOp>().empty()) {
@@ -166,12 +168,11 @@ struct LowerPrecisionPass
   Value addScaleArgument(func::FuncOp func) {
     OpBuilder b(func);
     unsigned index = func.getNumArguments();
-    (void)func.insertArgument(
-        index, RankedTensorType::get({}, b.getF32Type()),
-        b.getDictionaryAttr(b.getNamedAttr(
-            LoomDialect::getInputAttrName(),
-            b.getStringAttr(LOOM_INPUT_LOSS_SCALE))),
-        func.getLoc());
+    (void)func.insertArgument(index, RankedTensorType::get({}, b.getF32Type()),
+                              b.getDictionaryAttr(b.getNamedAttr(
+                                  LoomDialect::getInputAttrName(),
+                                  b.getStringAttr(LOOM_INPUT_LOSS_SCALE))),
+                              func.getLoc());
     return func.getArgument(index);
   }
 
@@ -238,8 +239,7 @@ struct LowerPrecisionPass
     Value overflow = arith::CmpFOp::create(
         b, loc, arith::CmpFPredicate::UGE, magnitude,
         arith::ConstantOp::create(
-            b, loc,
-            b.getF32FloatAttr(std::numeric_limits<float>::infinity())));
+            b, loc, b.getF32FloatAttr(std::numeric_limits<float>::infinity())));
     Value skip = tensor::FromElementsOp::create(
         b, loc, RankedTensorType::get({}, b.getI1Type()), ValueRange{overflow});
     DominanceInfo dominance(step);

@@ -40,18 +40,17 @@ struct ConvertLowering : LoomPattern<ConvertOp> {
       scale = tensor::ExtractOp::create(L.b, L.loc, adaptor.getScale(),
                                         ValueRange{});
     Value init = tensor::EmptyOp::create(L.b, L.loc, resultType.getShape(), to);
-    return {L.elementwise(
-        adaptor.getInput(), init,
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value x = a[0];
-          if (!from.isF32())
-            x = arith::ExtFOp::create(nb, l, L.f32(), x);
-          if (scale)
-            x = arith::MulFOp::create(nb, l, x, scale);
-          if (!to.isF32())
-            x = arith::TruncFOp::create(nb, l, to, x);
-          linalg::YieldOp::create(nb, l, x);
-        })[0]};
+    return {L.elementwise(adaptor.getInput(), init,
+                          [&](OpBuilder &nb, Location l, ValueRange a) {
+                            Value x = a[0];
+                            if (!from.isF32())
+                              x = arith::ExtFOp::create(nb, l, L.f32(), x);
+                            if (scale)
+                              x = arith::MulFOp::create(nb, l, x, scale);
+                            if (!to.isF32())
+                              x = arith::TruncFOp::create(nb, l, to, x);
+                            linalg::YieldOp::create(nb, l, x);
+                          })[0]};
   }
 };
 
