@@ -1012,7 +1012,8 @@ void fillHeader(const loom_model_info &info, const FileKind &kind,
 /// into `header` and `whole`; checks every field and the size.
 int readWholeFile(const loom_model_info &info, const char *path,
                   const FileKind &kind, int64_t count, int32_t header[256],
-                  std::vector<float> &whole) {
+                  std::vector<float> &whole,
+                  const std::vector<Param> &tensors) {
   FILE *file = std::fopen(path, "rb");
   if (!file)
     return !setError("%s: cannot open: %s", path, std::strerror(errno));
@@ -1044,6 +1045,16 @@ int readWholeFile(const loom_model_info &info, const char *path,
   if (std::fgetc(file) != EOF)
     return !setError("%s: longer than the %lld %s the header describes", path,
                      static_cast<long long>(whole.size()), kind.values);
+  // A NaN or an infinity would train as `loss nan` from the first step.
+  for (const Param &t : tensors)
+    for (int64_t i = 0; i < t.size; ++i)
+      if (!std::isfinite(whole[t.offset + i]))
+        return !setError("%s: %s holds %s at element %lld, not a finite "
+                         "number; %s is damaged",
+                         path, t.name.c_str(),
+                         std::isnan(whole[t.offset + i]) ? "NaN"
+                                                         : "an infinity",
+                         static_cast<long long>(i), kind.file);
   return 0;
 }
 
@@ -1059,7 +1070,8 @@ int writeFile(const char *path, const std::function<bool(FILE *)> &write) {
       direct ? std::string(path) : std::string(path) + ".partial";
   FILE *file = std::fopen(target.c_str(), "wb");
   if (!file)
-    return !setError("%s: cannot write: %s", target.c_str(),
+    return !setError("%s: cannot write%s: %s", path,
+                     direct ? "" : (" (as " + target + ")").c_str(),
                      std::strerror(errno));
   bool ok = write(file);
   ok &= std::fclose(file) == 0;
@@ -1068,7 +1080,8 @@ int writeFile(const char *path, const std::function<bool(FILE *)> &write) {
   int error = errno;
   if (!direct)
     std::remove(target.c_str());
-  return !setError("%s: cannot write: %s", path, std::strerror(error));
+  return !setError("%s: cannot write (as %s): %s", path, target.c_str(),
+                   std::strerror(error));
 }
 
 int writeWholeFile(const char *path, const int32_t header[256],
@@ -1097,9 +1110,11 @@ namespace {
 /// returns rank 0's outcome.
 int readOnFirstRank(const loom_model_info &info, const char *path,
                     const FileKind &kind, int64_t count, int32_t header[256],
-                    std::vector<float> &whole) {
-  int failed =
-      isFirstRank() ? readWholeFile(info, path, kind, count, header, whole) : 0;
+                    std::vector<float> &whole,
+                    const std::vector<Param> &tensors) {
+  int failed = isFirstRank() ? readWholeFile(info, path, kind, count, header,
+                                             whole, tensors)
+                             : 0;
   if (shareOutcome(failed, "read", path))
     return 1;
   loom_comm *world = jobComm();
@@ -1127,7 +1142,7 @@ int loom_model_load_checkpoint(loom_model *model, const char *path) {
   std::vector<float> whole;
   int32_t header[256];
   if (readOnFirstRank(model->info, path, kCheckpoint, model->info.num_params,
-                      header, whole))
+                      header, whole, model->params))
     return 1;
   // Copied, not swapped: the entry points are bound to this buffer, and
   // loom_model_params has handed it out.
@@ -1174,7 +1189,7 @@ int loom_model_load_optimizer_state(loom_model *model, const char *path) {
   std::vector<float> whole;
   int32_t header[256];
   if (readOnFirstRank(model->info, path, kOptimizerState, model->info.num_state,
-                      header, whole))
+                      header, whole, model->states))
     return 1;
   int32_t optimizer = model->optimizer == "adamw" ? 1 : 2;
   if (header[2] != optimizer || header[3] < 0)

@@ -9,12 +9,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 const char *const kUsage =
@@ -50,6 +55,8 @@ const char *const kUsage =
     "  --loss-scale-window N\n"
     "                      fp16 artifacts: double the scale after N steps in\n"
     "                      a row without overflow (default 2000)\n"
+    "  --allow-nonfinite   go on training after a loss that is NaN or\n"
+    "                      infinite (by default the run stops with exit 1)\n"
     "  --quiet             print only the summary line\n"
     "  --verbose-ranks     under mpirun, every rank prints (prefixed with its\n"
     "                      rank), not only rank 0\n"
@@ -64,13 +71,13 @@ struct Options {
   long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0,
             lossScaleWindow = 2000;
   double lr = -1, valFraction = 0.1, lossScale = 65536;
-  bool quiet = false, verboseRanks = false, lossScaleGiven = false;
+  bool quiet = false, verboseRanks = false, lossScaleGiven = false,
+       allowNonfinite = false;
 };
 
-int usageError(const char *format, const char *arg) {
-  std::fprintf(stderr, "loom-run: error: ");
-  std::fprintf(stderr, format, arg);
-  std::fprintf(stderr, "\n(loom-run --help for usage)\n");
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "loom-run: error: %s\n(loom-run --help for usage)\n",
+               message.c_str());
   return 1;
 }
 
@@ -93,7 +100,55 @@ bool parseReal(const char *text, double min, double max, double &out) {
   return true;
 }
 
+/// Whether a file can be written at `path` (given with `flag`): checked
+/// before training, so that a run does not end by losing its checkpoint.
+/// The file is written as `path`.partial next to it and renamed, or
+/// directly into a path that is not a regular file (/dev/null).
+std::string unwritable(const std::string &path, const char *flag) {
+  struct stat status;
+  if (::stat(path.c_str(), &status) == 0) {
+    if (S_ISDIR(status.st_mode))
+      return path + " (" + flag + "): is a directory";
+    if (!S_ISREG(status.st_mode))
+      return ::access(path.c_str(), W_OK) == 0
+                 ? ""
+                 : path + " (" + flag +
+                       "): cannot write: " + std::strerror(errno);
+  }
+  size_t slash = path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "."
+                    : slash == 0               ? "/"
+                                               : path.substr(0, slash);
+  if (::stat(dir.c_str(), &status) != 0 || !S_ISDIR(status.st_mode))
+    return path + " (" + flag + "): no directory " + dir;
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return path + " (" + flag + "): cannot write in " + dir + ": " +
+           std::strerror(errno);
+  return "";
+}
+
 int parseArgs(int argc, char **argv, Options &o) {
+  // Flags that take a value, and what a value must be.
+  struct Flag {
+    const char *name, *expected;
+  };
+  static const Flag kFlags[] = {
+      {"--data", nullptr},
+      {"--load", nullptr},
+      {"--save", nullptr},
+      {"--load-state", nullptr},
+      {"--save-state", nullptr},
+      {"--export-safetensors", nullptr},
+      {"--steps", "an integer, 0 or more"},
+      {"--seed", "an integer, 0 or more"},
+      {"--val-every", "an integer, 0 or more"},
+      {"--val-batches", "an integer, 1 or more"},
+      {"--threads", "an integer from 1 to 1024"},
+      {"--lr", "a number from 0 to 1000"},
+      {"--val-fraction", "a number from 0 to 0.9"},
+      {"--loss-scale", "a number from 2^-24 to 2^64"},
+      {"--loss-scale-window", "an integer, 1 or more"},
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -108,9 +163,19 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.verboseRanks = true;
       continue;
     }
+    if (a == "--allow-nonfinite") {
+      o.allowNonfinite = true;
+      continue;
+    }
     if (a.rfind("--", 0) == 0) {
+      const Flag *flag = nullptr;
+      for (const Flag &f : kFlags)
+        if (a == f.name)
+          flag = &f;
+      if (!flag)
+        return usageError("unknown option " + a);
       if (i + 1 >= argc)
-        return usageError("%s needs a value", argv[i]);
+        return usageError(a + " needs a value");
       const char *v = argv[++i];
       bool ok = true;
       if (a == "--data")
@@ -144,20 +209,32 @@ int parseArgs(int argc, char **argv, Options &o) {
              parseReal(v, 0x1p-24, 0x1p64, o.lossScale);
       else if (a == "--loss-scale-window")
         ok = (o.lossScaleGiven = true) && parseInt(v, 1, o.lossScaleWindow);
-      else
-        return usageError("unknown option %s", argv[i - 1]);
       if (!ok)
-        return usageError("bad value for %s", argv[i - 1]);
+        return usageError("bad value for " + a + ": '" + v + "' (expected " +
+                          flag->expected + ")");
+      if (!flag->expected && !*v)
+        return usageError(a + " needs a file name, got an empty one");
       continue;
     }
     if (!o.artifact.empty())
-      return usageError("more than one artifact given (%s)", argv[i]);
+      return usageError("more than one artifact given (" + a + ")");
     o.artifact = a;
   }
   if (o.artifact.empty())
-    return usageError("%s", "no artifact given");
+    return usageError("no artifact given");
   if (o.data.empty())
-    return usageError("%s", "no --data given");
+    return usageError("no --data given");
+  for (auto [path, flag] :
+       {std::pair<const std::string &, const char *>{o.save, "--save"},
+        {o.saveState, "--save-state"},
+        {o.exportSafetensors, "--export-safetensors"}})
+    if (!path.empty()) {
+      std::string why = unwritable(path, flag);
+      if (!why.empty()) {
+        std::fprintf(stderr, "loom-run: error: %s\n", why.c_str());
+        return 1;
+      }
+    }
   return 0;
 }
 
@@ -346,6 +423,14 @@ int main(int argc, char **argv) {
       report("step %5lld/%lld | loss %.6f | norm %.6f | %8.2f ms | "
              "%9.0f tok/s%s\n",
              step, last, loss, norm, ms, tokensPerStep / ms * 1e3, scaled);
+    if (!std::isfinite(loss) && !o.allowNonfinite) {
+      std::string msg = "step " + std::to_string(step) + ": the loss is " +
+                        (std::isnan(loss) ? "NaN" : "infinite") +
+                        ": training has diverged, or the data or the "
+                        "starting checkpoint is bad; stopping without "
+                        "saving (--allow-nonfinite trains on)";
+      return fail(msg.c_str());
+    }
     if (o.valEvery > 0 && (step % o.valEvery == 0 || step == last) &&
         !validate(step))
       return fail(loom_last_error());
