@@ -390,7 +390,7 @@ bool loom_model::parseManifest(const char *text) {
         return fail("bad shard dimension of " + arg.name + ": '" + lineText +
                     "'");
       if (!dimension("tp_dim", arg.tpDim) ||
-          arg.kind != LOOM_ARG_PARAM && arg.tpDim >= 0)
+          (arg.kind != LOOM_ARG_PARAM && arg.tpDim >= 0))
         return fail("bad tp_dim of " + arg.name + ": '" + lineText + "'");
       if (arg.tpDim >= 0) {
         arg.tpBlocks = std::atoll(f["tp_blocks"].c_str());
