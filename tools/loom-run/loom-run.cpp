@@ -127,27 +127,79 @@ std::string unwritable(const std::string &path, const char *flag) {
   return "";
 }
 
+/// A flag that takes a value: a path, an integer or a number, in bounds.
+struct ValueFlag {
+  const char *name;
+  std::string *path = nullptr;
+  long long *integer = nullptr;
+  double *real = nullptr;
+  double min = 0, max = 0;
+
+  /// What the value must be, for the error that echoes a bad one.
+  std::string expected() const {
+    char text[96];
+    if (integer && max == 0)
+      std::snprintf(text, sizeof(text), "an integer, %g or more", min);
+    else
+      std::snprintf(text, sizeof(text), "%s from %g to %g",
+                    integer ? "an integer" : "a number", min, max);
+    return text;
+  }
+  bool parse(const char *v) const {
+    if (path) {
+      *path = v;
+      return true;
+    }
+    if (integer) {
+      long long parsed;
+      if (!parseInt(v, static_cast<long long>(min), parsed) ||
+          (max != 0 && parsed > max))
+        return false;
+      *integer = parsed;
+      return true;
+    }
+    return parseReal(v, min, max, *real);
+  }
+};
+
 int parseArgs(int argc, char **argv, Options &o) {
-  // Flags that take a value, and what a value must be.
-  struct Flag {
-    const char *name, *expected;
+  auto path = [](const char *name, std::string &to) {
+    ValueFlag f{name};
+    f.path = &to;
+    return f;
   };
-  static const Flag kFlags[] = {
-      {"--data", nullptr},
-      {"--load", nullptr},
-      {"--save", nullptr},
-      {"--load-state", nullptr},
-      {"--save-state", nullptr},
-      {"--export-safetensors", nullptr},
-      {"--steps", "an integer, 0 or more"},
-      {"--seed", "an integer, 0 or more"},
-      {"--val-every", "an integer, 0 or more"},
-      {"--val-batches", "an integer, 1 or more"},
-      {"--threads", "an integer from 1 to 1024"},
-      {"--lr", "a number from 0 to 1000"},
-      {"--val-fraction", "a number from 0 to 0.9"},
-      {"--loss-scale", "a number from 2^-24 to 2^64"},
-      {"--loss-scale-window", "an integer, 1 or more"},
+  // max 0: no upper bound.
+  auto integer = [](const char *name, long long &to, long long min,
+                    long long max = 0) {
+    ValueFlag f{name};
+    f.integer = &to;
+    f.min = min;
+    f.max = max;
+    return f;
+  };
+  auto real = [](const char *name, double &to, double min, double max) {
+    ValueFlag f{name};
+    f.real = &to;
+    f.min = min;
+    f.max = max;
+    return f;
+  };
+  const ValueFlag flags[] = {
+      path("--data", o.data),
+      path("--load", o.load),
+      path("--save", o.save),
+      path("--load-state", o.loadState),
+      path("--save-state", o.saveState),
+      path("--export-safetensors", o.exportSafetensors),
+      integer("--steps", o.steps, 0),
+      integer("--seed", o.seed, 0),
+      integer("--val-every", o.valEvery, 0),
+      integer("--val-batches", o.valBatches, 1),
+      integer("--threads", o.threads, 1, 1024),
+      real("--lr", o.lr, 0.0, 1e3),
+      real("--val-fraction", o.valFraction, 0.0, 0.9),
+      real("--loss-scale", o.lossScale, 0x1p-24, 0x1p64),
+      integer("--loss-scale-window", o.lossScaleWindow, 1),
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -168,8 +220,8 @@ int parseArgs(int argc, char **argv, Options &o) {
       continue;
     }
     if (a.rfind("--", 0) == 0) {
-      const Flag *flag = nullptr;
-      for (const Flag &f : kFlags)
+      const ValueFlag *flag = nullptr;
+      for (const ValueFlag &f : flags)
         if (a == f.name)
           flag = &f;
       if (!flag)
@@ -177,43 +229,13 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (i + 1 >= argc)
         return usageError(a + " needs a value");
       const char *v = argv[++i];
-      bool ok = true;
-      if (a == "--data")
-        o.data = v;
-      else if (a == "--load")
-        o.load = v;
-      else if (a == "--save")
-        o.save = v;
-      else if (a == "--load-state")
-        o.loadState = v;
-      else if (a == "--save-state")
-        o.saveState = v;
-      else if (a == "--export-safetensors")
-        o.exportSafetensors = v;
-      else if (a == "--steps")
-        ok = parseInt(v, 0, o.steps);
-      else if (a == "--seed")
-        ok = parseInt(v, 0, o.seed);
-      else if (a == "--val-every")
-        ok = parseInt(v, 0, o.valEvery);
-      else if (a == "--val-batches")
-        ok = parseInt(v, 1, o.valBatches);
-      else if (a == "--threads")
-        ok = parseInt(v, 1, o.threads) && o.threads <= 1024;
-      else if (a == "--lr")
-        ok = parseReal(v, 0.0, 1e3, o.lr);
-      else if (a == "--val-fraction")
-        ok = parseReal(v, 0.0, 0.9, o.valFraction);
-      else if (a == "--loss-scale")
-        ok = (o.lossScaleGiven = true) &&
-             parseReal(v, 0x1p-24, 0x1p64, o.lossScale);
-      else if (a == "--loss-scale-window")
-        ok = (o.lossScaleGiven = true) && parseInt(v, 1, o.lossScaleWindow);
-      if (!ok)
+      if (!flag->parse(v))
         return usageError("bad value for " + a + ": '" + v + "' (expected " +
-                          flag->expected + ")");
-      if (!flag->expected && !*v)
+                          flag->expected() + ")");
+      if (flag->path && !*v)
         return usageError(a + " needs a file name, got an empty one");
+      if (flag->real == &o.lossScale || flag->integer == &o.lossScaleWindow)
+        o.lossScaleGiven = true;
       continue;
     }
     if (!o.artifact.empty())

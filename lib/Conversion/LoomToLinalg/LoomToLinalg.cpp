@@ -46,24 +46,8 @@ struct LowerToLinalgPass
     : public loom::impl::LoomLowerToLinalgBase<LowerToLinalgPass> {
   void runOnOperation() override {
     // The generated loops compute in f32: the layers' ops on bf16 or f16
-    // storage read it converted; besides them only conversions and the
-    // layer loops that carry their values take narrow floats.
-    widenMixedPrecisionOps(getOperation());
-    WalkResult checked = getOperation()->walk([](Operation *op) {
-      if (!isa<LoomDialect>(op->getDialect()) ||
-          isa<ConvertOp, ScanOp, YieldOp>(op))
-        return WalkResult::advance();
-      for (Type t : llvm::concat<const Type>(op->getOperandTypes(),
-                                             op->getResultTypes()))
-        if (auto tensor = dyn_cast<RankedTensorType>(t))
-          if (isa<FloatType>(tensor.getElementType()) &&
-              !tensor.getElementType().isF32()) {
-            op->emitOpError() << "is lowered for f32 tensors only, got " << t;
-            return WalkResult::interrupt();
-          }
-      return WalkResult::advance();
-    });
-    if (checked.wasInterrupted())
+    // storage read it converted.
+    if (failed(widenMixedPrecisionOps(getOperation())))
       return signalPassFailure();
 
     ConversionTarget target(getContext());

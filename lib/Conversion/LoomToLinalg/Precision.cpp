@@ -65,15 +65,30 @@ struct SeedLowering : LoomPattern<SeedOp> {
 };
 } // namespace
 
-void mlir::loom::widenMixedPrecisionOps(Operation *root) {
+LogicalResult mlir::loom::widenMixedPrecisionOps(Operation *root) {
   SmallVector<Operation *> narrow;
-  root->walk([&](Operation *op) {
-    if (op->hasTrait<MixedPrecision>() &&
-        llvm::any_of(llvm::concat<const Type>(op->getOperandTypes(),
-                                              op->getResultTypes()),
-                     isNarrowFloat))
+  WalkResult walked = root->walk([&](Operation *op) {
+    if (!isa<LoomDialect>(op->getDialect()))
+      return WalkResult::advance();
+    auto types =
+        llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes());
+    auto found = llvm::find_if(types, isNarrowFloat);
+    if (found == types.end())
+      return WalkResult::advance();
+    if (op->hasTrait<MixedPrecision>()) {
       narrow.push_back(op);
+      return WalkResult::advance();
+    }
+    // Conversions, and the layer loops that carry the layers' values,
+    // lower whatever their element types.
+    if (isa<ConvertOp>(op) || op->getNumRegions() > 0 ||
+        op->hasTrait<OpTrait::IsTerminator>())
+      return WalkResult::advance();
+    op->emitOpError() << "is lowered for f32 tensors only, got " << *found;
+    return WalkResult::interrupt();
   });
+  if (walked.wasInterrupted())
+    return failure();
   for (Operation *op : narrow) {
     OpBuilder b(op);
     Location loc = op->getLoc();
@@ -97,6 +112,7 @@ void mlir::loom::widenMixedPrecisionOps(Operation *root) {
     }
     op->erase();
   }
+  return success();
 }
 
 void mlir::loom::populateLoomPrecisionToLinalgPatterns(

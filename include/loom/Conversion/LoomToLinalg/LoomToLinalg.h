@@ -1,10 +1,10 @@
 //===- LoomToLinalg.h - Lowering loom ops to linalg, by family --*- C++ -*-===//
 //
-// Patterns that rewrite loom ops on f32 tensors into linalg, tensor, arith,
-// math and scf ops on tensors, one populate function per op family, so that
-// another lowering (GPU kernels, precision variants) can take some families
-// and replace others. All of them together are the `loom-lower-to-linalg`
-// pass.
+// Patterns that rewrite loom ops on f32 tensors (and conversions from and to
+// bf16 and f16) into linalg, tensor, arith, math and scf ops on tensors, one
+// populate function per op family, so that another lowering (GPU kernels,
+// precision variants) can take some families and replace others. All of them
+// together are the `loom-lower-to-linalg` pass.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,8 +39,10 @@ void populateLoomPrecisionToLinalgPatterns(RewritePatternSet &patterns);
 
 /// Rewrites each op with the MixedPrecision trait that has bf16 or f16
 /// tensors into the same op on f32 tensors between loom.convert ops, which
-/// the patterns above lower: they compute in f32.
-void widenMixedPrecisionOps(Operation *root);
+/// the patterns above lower: they compute in f32. Fails, with an error on
+/// the op, where another loom op (an optimizer update, a sum of squares)
+/// has narrow tensors.
+LogicalResult widenMixedPrecisionOps(Operation *root);
 
 /// Every family above.
 void populateLoomToLinalgPatterns(RewritePatternSet &patterns);
