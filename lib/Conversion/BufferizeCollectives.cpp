@@ -5,12 +5,16 @@
 // grid axes they communicate over: shard.all_reduce reduces its operand's
 // buffer in place (one-shot bufferization copies the operand first where
 // it is read again); shard.all_gather and shard.reduce_scatter write a new
-// buffer. The runtime ends the whole job if a collective fails, so the
-// generated code has no error path to take.
+// buffer. A pipeline's loom.send and loom.recv become the runtime's
+// messages on the pipeline's communicator. The runtime ends the whole job
+// if a collective or a message fails, so the generated code has no error
+// path to take.
 //
 //===----------------------------------------------------------------------===//
 
 #include "DataPointer.h"
+
+#include "Loom/LoomDialect.h"
 
 #include "loom/Conversion/Collectives.h"
 #include "loom/abi.h"
@@ -28,7 +32,7 @@
 
 using namespace mlir;
 using namespace mlir::bufferization;
-using mlir::loom::buildF32DataPointer;
+using mlir::loom::buildDataPointer;
 
 namespace {
 /// The runtime's group of ranks that share every coordinate but those of
@@ -103,27 +107,44 @@ FailureOr<Value> readableBuffer(RewriterBase &rewriter, Operation *op,
   return copy;
 }
 
-/// Calls the runtime's `callee(group, dtype, buffers..., count)` on f32
-/// `buffers`, declaring it on first use.
+/// Calls the runtime's `callee(group, dtype, buffers..., counts...)`,
+/// declaring it on first use: `counts` are the i64 arguments after the
+/// buffers (the elements, then a peer and a tag for point to point).
 void callCollective(RewriterBase &rewriter, Operation *op, StringRef callee,
-                    int32_t group, ArrayRef<Value> buffers, int64_t count) {
+                    int32_t group, ArrayRef<Value> buffers,
+                    ArrayRef<int64_t> counts,
+                    loom_dtype dtype = LOOM_DTYPE_F32) {
   Location loc = op->getLoc();
   MLIRContext *ctx = op->getContext();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   Type i32 = rewriter.getI32Type(), i64 = rewriter.getI64Type();
   SmallVector<Type> types = {i32, i32};
   types.append(buffers.size(), ptr);
-  types.push_back(i64);
+  types.append(counts.size(), i64);
   auto function =
       declare(rewriter, op->getParentOfType<ModuleOp>(), callee,
               LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), types));
-  SmallVector<Value> operands = {
-      llvmConstant(rewriter, loc, i32, group),
-      llvmConstant(rewriter, loc, i32, LOOM_DTYPE_F32)};
+  SmallVector<Value> operands = {llvmConstant(rewriter, loc, i32, group),
+                                 llvmConstant(rewriter, loc, i32, dtype)};
   for (Value buffer : buffers)
-    operands.push_back(buildF32DataPointer(rewriter, loc, buffer));
-  operands.push_back(llvmConstant(rewriter, loc, i64, count));
+    operands.push_back(buildDataPointer(rewriter, loc, buffer));
+  for (int64_t count : counts)
+    operands.push_back(llvmConstant(rewriter, loc, i64, count));
   LLVM::CallOp::create(rewriter, loc, function, operands);
+}
+
+/// The runtime's element type for `type`'s, which messages move as they
+/// are.
+FailureOr<loom_dtype> messageType(Operation *op, RankedTensorType type) {
+  Type element = type.getElementType();
+  if (element.isF32())
+    return LOOM_DTYPE_F32;
+  if (element.isBF16())
+    return LOOM_DTYPE_BF16;
+  if (element.isF16())
+    return LOOM_DTYPE_F16;
+  return op->emitOpError("moves ")
+         << element << " elements; the runtime moves f32, bf16 and f16";
 }
 
 bool isF32(Type type) {
@@ -168,7 +189,7 @@ struct AllReduceBufferization
     callCollective(rewriter, op,
                    max ? LOOM_RT_GROUP_ALL_REDUCE_MAX
                        : LOOM_RT_GROUP_ALL_REDUCE,
-                   *group, *buffer, type.getNumElements());
+                   *group, *buffer, {type.getNumElements()});
     replaceOpWithBufferizedValues(rewriter, op, *buffer);
     return success();
   }
@@ -301,12 +322,79 @@ struct ResultBufferCollective
     callCollective(rewriter, op, callee, *group,
                    {gather || !blocks ? *send : blocks,
                     !gather || !blocks ? *recv : blocks},
-                   count);
+                   {count});
     if (gather && blocks)
       linalg::TransposeOp::create(rewriter, loc, blocks,
                                   splitDim(rewriter, loc, *recv, axis, ranks),
                                   moveDim(input.getRank() + 1, 0, axis));
     replaceOpWithBufferizedValues(rewriter, op, *recv);
+    return success();
+  }
+};
+/// loom.send: a call that copies the operand's buffer into a message to
+/// the peer on the pipeline's communicator and returns without waiting.
+struct SendBufferization
+    : public BufferizableOpInterface::ExternalModel<SendBufferization,
+                                                    loom::SendOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+
+  LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto op = cast<loom::SendOp>(rawOp);
+    auto type = cast<RankedTensorType>(op.getValue().getType());
+    FailureOr<loom_dtype> dtype = messageType(op, type);
+    if (failed(dtype))
+      return failure();
+    FailureOr<Value> buffer =
+        readableBuffer(rewriter, op, op.getValue(), options, state);
+    if (failed(buffer))
+      return failure();
+    callCollective(rewriter, op, LOOM_RT_GROUP_SEND, LOOM_GROUP_PP, *buffer,
+                   {type.getNumElements(), static_cast<int64_t>(op.getPeer()),
+                    static_cast<int64_t>(op.getTag())},
+                   *dtype);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// loom.recv: a new buffer the runtime fills with the peer's next message
+/// of the tag, waiting for it.
+struct RecvBufferization
+    : public BufferizableOpInterface::ExternalModel<RecvBufferization,
+                                                    loom::RecvOp> {
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+
+  LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto op = cast<loom::RecvOp>(rawOp);
+    auto type = cast<RankedTensorType>(op.getResult().getType());
+    FailureOr<loom_dtype> dtype = messageType(op, type);
+    if (failed(dtype))
+      return failure();
+    FailureOr<Value> buffer = options.createAlloc(
+        rewriter, op.getLoc(),
+        MemRefType::get(type.getShape(), type.getElementType()), ValueRange{});
+    if (failed(buffer))
+      return failure();
+    callCollective(rewriter, op, LOOM_RT_GROUP_RECV, LOOM_GROUP_PP, *buffer,
+                   {type.getNumElements(), static_cast<int64_t>(op.getPeer()),
+                    static_cast<int64_t>(op.getTag())},
+                   *dtype);
+    replaceOpWithBufferizedValues(rewriter, op, *buffer);
     return success();
   }
 };
@@ -344,5 +432,11 @@ void mlir::loom::registerCollectiveBufferizationModels(
     // The dialects of the ops its bufferization creates.
     ctx->loadDialect<arith::ArithDialect, LLVM::LLVMDialect,
                      linalg::LinalgDialect, memref::MemRefDialect>();
+  });
+  registry.addExtension(+[](MLIRContext *ctx, loom::LoomDialect *) {
+    loom::SendOp::attachInterface<SendBufferization>(*ctx);
+    loom::RecvOp::attachInterface<RecvBufferization>(*ctx);
+    ctx->loadDialect<arith::ArithDialect, LLVM::LLVMDialect,
+                     memref::MemRefDialect>();
   });
 }

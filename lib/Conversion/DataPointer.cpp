@@ -7,15 +7,16 @@
 
 using namespace mlir;
 
-Value mlir::loom::buildF32DataPointer(
-    OpBuilder &b, Location loc, Value buffer,
-    memref::ExtractStridedMetadataOp *metadata) {
+Value mlir::loom::buildDataPointer(OpBuilder &b, Location loc, Value buffer,
+                                   memref::ExtractStridedMetadataOp *metadata) {
   auto view = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
   if (metadata)
     *metadata = view;
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+  int64_t width =
+      cast<MemRefType>(buffer.getType()).getElementTypeBitWidth() / 8;
   Value bytes = arith::MulIOp::create(
-      b, loc, view.getOffset(), arith::ConstantIndexOp::create(b, loc, 4));
+      b, loc, view.getOffset(), arith::ConstantIndexOp::create(b, loc, width));
   Value address = arith::IndexCastOp::create(
       b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, bytes));
   return LLVM::IntToPtrOp::create(

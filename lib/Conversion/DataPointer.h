@@ -7,11 +7,11 @@
 
 namespace mlir {
 namespace loom {
-/// The address of the first element of an f32 view, as an LLVM pointer: the
+/// The address of the first element of a view, as an LLVM pointer: the
 /// aligned pointer of its base buffer plus the view's offset. The view's
 /// strided metadata goes to `metadata` when asked for.
-Value buildF32DataPointer(OpBuilder &b, Location loc, Value buffer,
-                          memref::ExtractStridedMetadataOp *metadata = nullptr);
+Value buildDataPointer(OpBuilder &b, Location loc, Value buffer,
+                       memref::ExtractStridedMetadataOp *metadata = nullptr);
 } // namespace loom
 } // namespace mlir
 

@@ -133,18 +133,9 @@ struct ExportEntriesPass
     auto f = [](const llvm::APFloat &v) {
       return formatF64(v.convertToDouble());
     };
-    // Data and tensor parallelism are what the parallel passes compile so
-    // far: a pipeline plan would compile to a program that computes one
-    // stage's share without the communication that completes it.
     FailureOr<PlanConfig> plan = getResolvedPlan(module);
     if (failed(plan))
       return failure();
-    if (plan->pp > 1)
-      return module.emitError()
-             << "the plan (dp * tp * pp = " << plan->dp << " * " << plan->tp
-             << " * " << plan->pp
-             << ") needs pipeline passes that do not exist yet; artifacts "
-                "run data and tensor parallel plans only";
     os << "training batch=" << training.getBatch()
        << " sequence=" << training.getSequence()
        << " optimizer=" << stringifyOptimizerKind(training.getOptimizer())
@@ -153,17 +144,15 @@ struct ExportEntriesPass
        << " weight_decay=" << f(training.getWeightDecay())
        << " momentum=" << f(training.getMomentum())
        << " grad_clip=" << f(training.getGradClip()) << "\n";
-    if (module->hasAttr(LoomDialect::getPlanAttrName()))
+    if (module->hasAttr(LoomDialect::getPlanAttrName())) {
       os << "plan dp=" << plan->dp << " tp=" << plan->tp << " pp=" << plan->pp
-         << " zero=" << plan->zero << " micro_batches=" << plan->microBatches
-         << "\n";
-    if (auto memory = module->getAttrOfType<DictionaryAttr>(
-            LoomDialect::getMemoryAttrName())) {
-      os << "memory";
-      for (StringRef key : LoomDialect::getMemoryKeys())
-        os << " " << key << "=" << memory.getAs<IntegerAttr>(key).getInt();
+         << " zero=" << plan->zero << " micro_batches=" << plan->microBatches;
+      if (plan->pp > 1)
+        os << " schedule=" << getScheduleName(plan->schedule)
+           << " virtual_stages=" << plan->virtualStages;
       os << "\n";
     }
+    printMemory(module, os);
     if (target != "cpu" && target != "cuda")
       return module.emitError() << "loom-export-entries: unknown target '"
                                 << target << "' (cpu or cuda)";
@@ -177,8 +166,23 @@ struct ExportEntriesPass
     return success();
   }
 
-  /// The leading dimension of the parameters stacked over the layers,
-  /// which the runtime checks against the model's layers.
+  /// `loom.memory`'s figures as a manifest line: the module's, or an entry
+  /// point's own (a pipeline rank's), which follows its entry line.
+  static void printMemory(Operation *op, raw_ostream &os) {
+    auto memory =
+        op->getAttrOfType<DictionaryAttr>(LoomDialect::getMemoryAttrName());
+    if (!memory)
+      return;
+    os << "memory";
+    for (StringRef key : LoomDialect::getMemoryKeys())
+      os << " " << key << "=" << memory.getAs<IntegerAttr>(key).getInt();
+    os << "\n";
+  }
+
+  /// The layers of the whole model the parameters stacked over them hold,
+  /// which the runtime checks against the model's layers: their leading
+  /// dimension, or, where a pipeline stage holds some of the layers
+  /// (`loom.layers`), the layers those runs are of.
   FailureOr<int64_t> stackedLayers(ArrayRef<func::FuncOp> entries) {
     std::optional<int64_t> layers;
     for (func::FuncOp func : entries) {
@@ -189,11 +193,19 @@ struct ExportEntriesPass
         if (!name || !name.getValue().starts_with(LOOM_STACKED_PREFIX) ||
             !type || type.getRank() == 0)
           continue;
-        if (layers && *layers != type.getDimSize(0))
+        // The verifier checked that the runs add up to the leading
+        // dimension.
+        int64_t whole = type.getDimSize(0);
+        if (func.getArgAttr(i, LoomDialect::getLayersAttrName()))
+          whole =
+              func->getParentOfType<ModuleOp>()
+                  ->getAttrOfType<ModelAttr>(LoomDialect::getModelAttrName())
+                  .getLayers();
+        if (layers && *layers != whole)
           return func.emitOpError()
                  << "stacks parameter '" << name.getValue() << "' over "
-                 << type.getDimSize(0) << " layers, others over " << *layers;
-        layers = type.getDimSize(0);
+                 << whole << " layers, others over " << *layers;
+        layers = whole;
       }
     }
     if (!layers)
@@ -209,6 +221,7 @@ struct ExportEntriesPass
     std::string symbol = (kEntryPrefix + func.getName()).str();
     os << "entry " << func.getName() << " " << symbol << " "
        << func.getNumArguments() << "\n";
+    printMemory(func, os);
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
       auto desc = describeArg(func, i);
@@ -226,6 +239,13 @@ struct ExportEntriesPass
       if (auto split = func.getArgAttrOfType<DenseI64ArrayAttr>(
               i, LoomDialect::getTensorSplitAttrName()))
         os << " tp_dim=" << split[0] << " tp_blocks=" << split[1];
+      // A pipeline stage's layers: runs of the whole's, first:count each.
+      if (auto runs = func.getArgAttrOfType<DenseI64ArrayAttr>(
+              i, LoomDialect::getLayersAttrName())) {
+        os << " layers=";
+        for (int64_t r = 0; r + 1 < runs.size(); r += 2)
+          os << (r ? "," : "") << runs[r] << ":" << runs[r + 1];
+      }
       os << "\n";
     }
 

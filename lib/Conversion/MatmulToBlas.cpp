@@ -44,7 +44,7 @@ FailureOr<Operand> describe(OpBuilder &b, Location loc, Value memref,
            << "operand " << type
            << " is not an f32 matrix with contiguous rows, which BLAS needs";
   memref::ExtractStridedMetadataOp metadata;
-  Value pointer = buildF32DataPointer(b, loc, memref, &metadata);
+  Value pointer = buildDataPointer(b, loc, memref, &metadata);
   Value leading = arith::IndexCastOp::create(b, loc, b.getI64Type(),
                                              metadata.getStrides()[0]);
   return Operand{pointer, leading};

@@ -877,5 +877,11 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
   // The gradient functions live on as their two halves.
   for (Stage &st : info)
     st.grad.erase();
+  // A stage's forward pass alone takes or returns activations no runtime
+  // entry point provides: the steps are the pipeline's programs.
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(LoomDialect::getStageAttrName()) &&
+        !func.getName().starts_with(LoomDialect::getTrainStepFunctionName()))
+      func.setPrivate();
   return success();
 }

@@ -58,16 +58,16 @@ struct DataParallelPass
     FailureOr<PlanConfig> plan = getResolvedPlan(module);
     if (failed(plan))
       return signalPassFailure();
-    // Every pipeline rank has a step of its own, which the passes from here
-    // on do not handle yet.
-    if (plan->pp > 1) {
-      module.emitError("pipeline plans compile to each rank's training step "
-                       "(--emit=step); their data parallelism, memory report "
-                       "and artifact are not built yet");
-      return signalPassFailure();
-    }
     if (plan->dp == 1)
       return;
+    // Every pipeline rank has a step of its own, whose replicas this pass
+    // does not synchronize yet.
+    if (plan->pp > 1) {
+      module.emitError("data parallelism inside a pipeline (pp = ")
+          << plan->pp << ", dp = " << plan->dp
+          << ") is not compiled yet; pipeline plans compile with dp = 1";
+      return signalPassFailure();
+    }
     dp = plan->dp;
     FailureOr<func::FuncOp> trainStep = getTrainStep(module);
     if (failed(trainStep))

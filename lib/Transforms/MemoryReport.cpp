@@ -108,16 +108,119 @@ FailureOr<KeptActivations> measureKeptActivations(func::FuncOp grad) {
   return kept;
 }
 
+/// A rank's step, measured: its parameter and optimizer state arguments
+/// and the gradients its updates read slices of.
+struct StepMemory {
+  int64_t parameters = 0, gradients = 0, optimizer = 0;
+};
+
+FailureOr<StepMemory> measureStep(func::FuncOp step) {
+  StepMemory memory;
+  for (BlockArgument arg : step.getArguments()) {
+    auto shaped = dyn_cast<ShapedType>(arg.getType());
+    if (!shaped || !shaped.hasStaticShape())
+      continue;
+    unsigned i = arg.getArgNumber();
+    if (step.getArgAttr(i, LoomDialect::getParamAttrName()))
+      memory.parameters += bytesOf(shaped);
+    else if (step.getArgAttr(i, LoomDialect::getStateAttrName()))
+      memory.optimizer += bytesOf(shaped);
+  }
+  // The tensors the updates' gradients are views of: the whole reduced
+  // gradients (or their buckets) when each rank updates a slice of them
+  // (ZeRO-1), the reduce-scattered shards from ZeRO-2 on.
+  llvm::SetVector<Value> held;
+  step.walk([&](OptimizerUpdateOpInterface update) {
+    Value grad = update.getUpdateGrad();
+    while (Operation *def = grad.getDefiningOp()) {
+      if (!isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
+               tensor::ExpandShapeOp>(def))
+        break;
+      grad = def->getOperand(0);
+    }
+    held.insert(grad);
+  });
+  for (Value grad : held) {
+    auto type = dyn_cast<ShapedType>(grad.getType());
+    if (!type || !type.hasStaticShape())
+      return emitError(grad.getLoc(), "an optimizer update reads a gradient "
+                                      "of unknown size");
+    memory.gradients += bytesOf(type);
+  }
+  return memory;
+}
+
+/// What a pipeline rank's forward passes keep for their backward passes,
+/// one micro-batch of each of its chunks: the values the forward halves of
+/// its stages return after their output (loom-build-train-step split each
+/// stage's gradient function so that they are exactly those).
+FailureOr<KeptActivations> measurePipelineActivations(func::FuncOp step) {
+  KeptActivations kept;
+  llvm::SetVector<func::FuncOp> forwards;
+  step.walk([&](func::CallOp call) {
+    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        call, call.getCalleeAttr());
+    // The backward halves take the output's gradient last.
+    if (!callee || callee.isExternal() || callee.getNumResults() == 0 ||
+        !callee.getResultAttr(0, LoomDialect::getOutputAttrName()))
+      return;
+    auto seed = callee.getNumArguments() == 0
+                    ? StringAttr()
+                    : callee.getArgAttrOfType<StringAttr>(
+                          callee.getNumArguments() - 1,
+                          LoomDialect::getInputAttrName());
+    if (!seed || (seed != LoomDialect::getLossGradName() &&
+                  seed != LoomDialect::getActivationsGradName()))
+      forwards.insert(callee);
+  });
+  for (func::FuncOp forward : forwards) {
+    Operation *ret = forward.getBody().front().getTerminator();
+    for (Value value : ret->getOperands().drop_front()) {
+      auto type = dyn_cast<ShapedType>(value.getType());
+      if (!type || !type.hasStaticShape())
+        return emitError(value.getLoc())
+               << "the backward pass reads an activation of unknown size";
+      auto scan = value.getDefiningOp<ScanOp>();
+      if (!scan || llvm::is_contained(scan.getCarryResults(), value)) {
+        kept.outside += bytesOf(type);
+        continue;
+      }
+      // A rank's chunks differ in length: count layers, not loops.
+      kept.perLayer += bytesOf(type);
+    }
+    forward.walk([&](ScanOp scan) { kept.layers += scan.getLength(); });
+  }
+  // Per layer over all the rank's layers.
+  if (kept.layers > 0)
+    kept.perLayer /= kept.layers;
+  return kept;
+}
+
+DictionaryAttr memoryAttr(Builder &b, const StepMemory &memory,
+                          const KeptActivations &kept) {
+  SmallVector<NamedAttribute> figures;
+  for (auto [key, bytes] :
+       llvm::zip(LoomDialect::getMemoryKeys(),
+                 std::array<int64_t, 4>{memory.parameters, memory.gradients,
+                                        memory.optimizer, kept.total()}))
+    figures.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(bytes)));
+  return b.getDictionaryAttr(figures);
+}
+
 struct MemoryReportPass
     : public loom::impl::LoomMemoryReportBase<MemoryReportPass> {
   using LoomMemoryReportBase::LoomMemoryReportBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    FailureOr<PlanConfig> plan = getResolvedPlan(module);
+    if (failed(plan))
+      return signalPassFailure();
+    if (plan->pp > 1)
+      return reportPipeline(module, plan->pp);
     FailureOr<func::FuncOp> trainStep = getTrainStep(module);
     if (failed(trainStep))
       return signalPassFailure();
-    func::FuncOp step = *trainStep;
     auto grad = module.lookupSymbol<func::FuncOp>(
         LoomDialect::getForwardGradFunctionName());
     if (!grad || grad.isExternal()) {
@@ -127,57 +230,47 @@ struct MemoryReportPass
       return signalPassFailure();
     }
     FailureOr<KeptActivations> kept = measureKeptActivations(grad);
-    if (failed(kept))
+    FailureOr<StepMemory> memory = measureStep(*trainStep);
+    if (failed(kept) || failed(memory))
       return signalPassFailure();
-    int64_t parameters = 0, gradients = 0, optimizer = 0;
-    for (BlockArgument arg : step.getArguments()) {
-      auto shaped = dyn_cast<ShapedType>(arg.getType());
-      if (!shaped || !shaped.hasStaticShape())
-        continue;
-      unsigned i = arg.getArgNumber();
-      if (step.getArgAttr(i, LoomDialect::getParamAttrName()))
-        parameters += bytesOf(shaped);
-      else if (step.getArgAttr(i, LoomDialect::getStateAttrName()))
-        optimizer += bytesOf(shaped);
-    }
-    // The tensors the updates' gradients are views of: the whole reduced
-    // gradients (or their buckets) when each rank updates a slice of them
-    // (ZeRO-1), the reduce-scattered shards from ZeRO-2 on.
-    llvm::SetVector<Value> held;
-    step.walk([&](OptimizerUpdateOpInterface update) {
-      Value grad = update.getUpdateGrad();
-      while (Operation *def = grad.getDefiningOp()) {
-        if (!isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
-                 tensor::ExpandShapeOp>(def))
-          break;
-        grad = def->getOperand(0);
-      }
-      held.insert(grad);
-    });
-    for (Value grad : held) {
-      auto type = dyn_cast<ShapedType>(grad.getType());
-      if (!type || !type.hasStaticShape()) {
-        emitError(grad.getLoc(), "an optimizer update reads a gradient of "
-                                 "unknown size");
-        return signalPassFailure();
-      }
-      gradients += bytesOf(type);
-    }
-
     Builder b(&getContext());
-    SmallVector<NamedAttribute> figures;
-    for (auto [key, bytes] :
-         llvm::zip(LoomDialect::getMemoryKeys(),
-                   std::array<int64_t, 4>{parameters, gradients, optimizer,
-                                          kept->total()}))
-      figures.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(bytes)));
     module->setAttr(LoomDialect::getMemoryAttrName(),
-                    b.getDictionaryAttr(figures));
+                    memoryAttr(b, *memory, *kept));
     if (print) {
-      printStateMemory(llvm::outs(), "compiled", parameters, gradients,
-                       optimizer);
+      printStateMemory(llvm::outs(), "compiled", memory->parameters,
+                       memory->gradients, memory->optimizer);
       printActivationMemory(llvm::outs(), "compiled", kept->perLayer,
                             std::nullopt, kept->layers, kept->outside);
+    }
+    markAllAnalysesPreserved();
+  }
+
+  /// Each pipeline rank's figures on its own step (`loom.memory` there):
+  /// the ranks hold different layers, and the ends the embedding and head.
+  void reportPipeline(ModuleOp module, int64_t pp) {
+    Builder b(&getContext());
+    for (int64_t r = 0; r < pp; ++r) {
+      std::string name =
+          (LoomDialect::getTrainStepFunctionName() + "_stage" + Twine(r)).str();
+      auto step = module.lookupSymbol<func::FuncOp>(name);
+      if (!step || step.isExternal()) {
+        module.emitError() << "expected @" << name
+                           << " (run loom-build-train-step first)";
+        return signalPassFailure();
+      }
+      FailureOr<StepMemory> memory = measureStep(step);
+      FailureOr<KeptActivations> kept = measurePipelineActivations(step);
+      if (failed(memory) || failed(kept))
+        return signalPassFailure();
+      step->setAttr(LoomDialect::getMemoryAttrName(),
+                    memoryAttr(b, *memory, *kept));
+      if (print) {
+        llvm::outs() << "pipeline rank " << r << " (@" << name << "):\n";
+        printStateMemory(llvm::outs(), "compiled", memory->parameters,
+                         memory->gradients, memory->optimizer);
+        printActivationMemory(llvm::outs(), "compiled", kept->perLayer,
+                              std::nullopt, kept->layers, kept->outside);
+      }
     }
     markAllAnalysesPreserved();
   }

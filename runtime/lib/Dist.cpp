@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <initializer_list>
 #include <mpi.h>
 #include <sched.h>
@@ -32,8 +33,18 @@ struct loom_comm {
 };
 
 namespace {
+/// A message on its way: its copy of the sender's buffer lives until MPI
+/// is done with it.
+struct PendingSend {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<char> data;
+};
+
 struct Context {
   loom_dist_info info{};
+  /// The compiled steps' messages not known to be delivered yet, oldest
+  /// first.
+  std::deque<PendingSend> sends;
   bool initialized = false;
   /// MPI_Init ran: the job was launched by an MPI launcher.
   bool mpi = false;
@@ -289,6 +300,10 @@ void loom_dist_finalize(void) {
   Context &c = context();
   if (!c.mpi)
     return;
+  // Messages still on their way are owed to ranks that receive them.
+  for (PendingSend &send : c.sends)
+    MPI_Wait(&send.request, MPI_STATUS_IGNORE);
+  c.sends.clear();
   for (loom_comm &group : c.groups)
     if (group.comm != MPI_COMM_NULL)
       MPI_Comm_free(&group.comm);
@@ -398,6 +413,67 @@ int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
 
 double loom_dist_comm_seconds(void) { return context().commSeconds; }
 
+namespace {
+/// Frees the copies of the messages MPI has delivered, oldest first.
+bool reapSends(const loom_comm *comm) {
+  std::deque<PendingSend> &sends = context().sends;
+  while (!sends.empty()) {
+    int done = 0;
+    if (mpiFailed(MPI_Test(&sends.front().request, &done, MPI_STATUS_IGNORE),
+                  "send", comm))
+      return false;
+    if (!done)
+      break;
+    sends.pop_front();
+  }
+  return true;
+}
+
+/// A copy of `buffer` sent to `peer` with `tag`; returns without waiting
+/// for the receiver, so that two ranks sending to each other go on.
+int sendCopy(loom_comm *comm, loom_dtype dtype, const void *buffer,
+             int64_t count, int64_t peer, int64_t tag) {
+  if (!checkCall("send", comm, dtype, count, /*sum=*/false) ||
+      !checkPeer("send", comm, peer) || !reapSends(comm))
+    return 1;
+  if (tag < 0 || tag > 32767) // the tags MPI guarantees
+    return !setError("send: tag %lld is not in [0, 32767]",
+                     static_cast<long long>(tag));
+  PendingSend send;
+  const char *bytes = static_cast<const char *>(buffer);
+  send.data.assign(bytes, bytes + count * elementSize(dtype));
+  if (mpiFailed(MPI_Isend(send.data.data(), static_cast<int>(count),
+                          moveType(dtype), static_cast<int>(peer),
+                          static_cast<int>(tag), comm->comm, &send.request),
+                "send", comm))
+    return 1;
+  context().sends.push_back(std::move(send));
+  return 0;
+}
+
+int recvTagged(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
+               int64_t peer, int64_t tag) {
+  if (!checkCall("receive", comm, dtype, count, /*sum=*/false) ||
+      !checkPeer("receive", comm, peer))
+    return 1;
+  MPI_Status status;
+  if (mpiFailed(MPI_Recv(buffer, static_cast<int>(count), moveType(dtype),
+                         static_cast<int>(peer), static_cast<int>(tag),
+                         comm->comm, &status),
+                "receive", comm))
+    return 1;
+  int received = 0;
+  MPI_Get_count(&status, moveType(dtype), &received);
+  if (received != count)
+    return !setError("receive: rank %lld of the %s group sent %d elements "
+                     "with tag %lld, and this rank expected %lld",
+                     static_cast<long long>(peer), comm->name, received,
+                     static_cast<long long>(tag),
+                     static_cast<long long>(count));
+  return reapSends(comm) ? 0 : 1;
+}
+} // namespace
+
 void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
                               int64_t count) {
   groupCollective(group, [&](loom_comm *comm) {
@@ -427,6 +503,22 @@ void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
   groupCollective(group, [&](loom_comm *comm) {
     return loom_rt_reduce_scatter(comm, static_cast<loom_dtype>(dtype), send,
                                   recv, count);
+  });
+}
+
+void loom_rt_group_send(int32_t group, int32_t dtype, const void *buffer,
+                        int64_t count, int64_t peer, int64_t tag) {
+  groupCollective(group, [&](loom_comm *comm) {
+    return sendCopy(comm, static_cast<loom_dtype>(dtype), buffer, count, peer,
+                    tag);
+  });
+}
+
+void loom_rt_group_recv(int32_t group, int32_t dtype, void *buffer,
+                        int64_t count, int64_t peer, int64_t tag) {
+  groupCollective(group, [&](loom_comm *comm) {
+    return recvTagged(comm, static_cast<loom_dtype>(dtype), buffer, count, peer,
+                      tag);
   });
 }
 

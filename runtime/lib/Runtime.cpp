@@ -94,6 +94,9 @@ struct Arg {
   /// A parameter tensor parallelism divides: the dimension of the whole
   /// made of `tpBlocks` blocks that each tp rank holds its part of, or -1.
   int64_t tpDim = -1, tpBlocks = 1;
+  /// A pipeline stage's stacked parameter: the runs of the whole's layers
+  /// it holds, (first, count) each, in its order; empty for all of them.
+  std::vector<std::pair<int64_t, int64_t>> layerRuns;
   int64_t size() const {
     int64_t n = 1;
     for (int64_t d : shape)
@@ -105,6 +108,8 @@ struct Arg {
 struct Entry {
   EntryFn fn = nullptr;
   std::vector<Arg> args;
+  /// The entry's own memory line (a pipeline rank's), if it has one.
+  std::map<std::string, std::string> memory;
   /// The argument array the entry receives, bound once at load: every
   /// buffer is the model's but the tokens and targets of each call.
   std::vector<void *> buffers;
@@ -136,6 +141,40 @@ struct Param {
   std::vector<int64_t> part, dpShape;
   int64_t shard = -1;
   int64_t localOffset = 0, localSize = 0;
+  /// Pipelines: whether this rank holds the tensor, the first stage's rank
+  /// that does (which alone gives it to a gathered whole), and the layers a
+  /// stacked one holds (Arg::layerRuns).
+  bool held = true;
+  int64_t firstHolder = 0;
+  std::vector<std::pair<int64_t, int64_t>> layerRuns;
+
+  /// forEachRun, with the elements a pipeline stage holds placed among the
+  /// whole's layers.
+  template <typename Fn>
+  void forEachWholeRun(int64_t dp, int64_t dpRank, int64_t tp, int64_t tpRank,
+                       Fn copy) const {
+    if (layerRuns.empty())
+      return forEachRun(dp, dpRank, tp, tpRank, copy);
+    int64_t layerSize = size / shape[0];
+    forEachRun(dp, dpRank, tp, tpRank,
+               [&](int64_t local, int64_t at, int64_t count) {
+                 while (count > 0) {
+                   int64_t layer = at / layerSize, within = at % layerSize;
+                   for (const auto &[first, held] : layerRuns) {
+                     if (layer < held) {
+                       layer += first;
+                       break;
+                     }
+                     layer -= held;
+                   }
+                   int64_t n = std::min(count, layerSize - within);
+                   copy(local, layer * layerSize + within, n);
+                   local += n;
+                   at += n;
+                   count -= n;
+                 }
+               });
+  }
 
   /// Calls `copy(local, whole, count)` for each run of elements contiguous
   /// in both this rank's buffer and the whole, local offsets ascending.
@@ -234,6 +273,10 @@ struct loom_model {
   StepVector<Scalars> scalars;
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
+  std::string schedule;
+  /// The entry point train steps run: "train_step", or the pipeline rank's
+  /// own program.
+  std::string stepEntry = "train_step";
   /// Micro-batches in the whole batch: forward and forward_grad run on
   /// every one of them, on every rank, without communicating.
   int64_t forwardChunks = 1;
@@ -244,6 +287,19 @@ struct loom_model {
   }
 
   bool parseManifest(const char *text);
+  static bool parseLayerRuns(const std::string &text, Arg &arg);
+  void setMemory(std::map<std::string, std::string> f) {
+    info.param_bytes = std::atoll(f["parameters"].c_str());
+    info.grad_bytes = std::atoll(f["gradients"].c_str());
+    info.state_bytes = std::atoll(f["optimizer"].c_str());
+    info.activation_bytes = std::atoll(f["activations"].c_str());
+  }
+  /// A pipeline artifact's entries: one step per pipeline rank, which
+  /// together hold every layer once.
+  bool checkPipelineEntries();
+  /// Joins the job of a pipeline artifact, whose rank's stage decides what
+  /// it holds, and keeps that rank's step only.
+  bool joinPipeline();
   bool layoutParams();
   /// Calls a per-micro-batch entry on each micro-batch of a whole batch.
   bool callMicroBatches(const char *entryName, const int32_t *tokens,
@@ -251,8 +307,9 @@ struct loom_model {
                         float *gradsOut);
   float *paramFor(const std::string &name, float *base) {
     auto it = paramIndex.find(name);
-    return it == paramIndex.end() ? nullptr
-                                  : base + params[it->second].localOffset;
+    return it == paramIndex.end() || !params[it->second].held
+               ? nullptr
+               : base + params[it->second].localOffset;
   }
   /// Copies this rank's part of each of `tensors` from `whole` into
   /// `local`.
@@ -285,9 +342,127 @@ struct loom_model {
   bool checkDeviceMemory();
 };
 
+namespace {
+/// The entry point pipeline rank `r` runs.
+std::string stageEntry(int64_t r) {
+  return "train_step_stage" + std::to_string(r);
+}
+} // namespace
+
+bool loom_model::parseLayerRuns(const std::string &text, Arg &arg) {
+  // "first:count,first:count...", adding up to the argument's leading
+  // dimension.
+  std::stringstream ss(text);
+  std::string run;
+  int64_t held = 0;
+  while (std::getline(ss, run, ',')) {
+    char *end = nullptr;
+    long long first = std::strtoll(run.c_str(), &end, 10);
+    if (end == run.c_str() || *end != ':')
+      return false;
+    const char *countText = end + 1;
+    long long count = std::strtoll(countText, &end, 10);
+    if (end == countText || *end || first < 0 || count < 1)
+      return false;
+    arg.layerRuns.push_back({first, count});
+    held += count;
+  }
+  return !arg.layerRuns.empty() && !arg.shape.empty() && held == arg.shape[0] &&
+         arg.kind != LOOM_ARG_INPUT && arg.kind != LOOM_ARG_OUTPUT;
+}
+
+bool loom_model::checkPipelineEntries() {
+  auto fail = [&](const std::string &why) {
+    return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
+  };
+  for (int64_t r = 0; r < info.pp; ++r)
+    if (!entries.count(stageEntry(r)))
+      return fail("no '" + stageEntry(r) + "' entry point for pipeline rank " +
+                  std::to_string(r) + " of " + std::to_string(info.pp));
+  if (entries.size() != static_cast<size_t>(info.pp))
+    for (const auto &[entryName, entry] : entries)
+      if (entryName.rfind("train_step_stage", 0) != 0)
+        return fail("entry point '" + entryName +
+                    "' in a pipeline artifact, whose ranks run their "
+                    "train_step_stage<r>");
+  // Every rank takes the replica's whole share of the batch and cuts it
+  // into the plan's micro-batches.
+  for (const auto &[entryName, entry] : entries)
+    for (const Arg &arg : entry.args)
+      if (arg.kind == LOOM_ARG_INPUT &&
+          (arg.name == LOOM_INPUT_TOKENS || arg.name == LOOM_INPUT_TARGETS) &&
+          (arg.shape.size() != 2 || info.batch % info.dp ||
+           arg.shape[0] != info.batch / info.dp ||
+           arg.shape[1] != info.sequence))
+        return fail("the " + arg.name + " of '" + entryName +
+                    "' do not match the training batch of " +
+                    std::to_string(info.batch) +
+                    " over dp = " + std::to_string(info.dp) + " replicas");
+  if (planMicroBatches < 1 || (info.batch / info.dp) % planMicroBatches)
+    return fail("a pipeline's plan line must give micro-batches that divide "
+                "the batch");
+  info.micro_batches = planMicroBatches;
+  // Each layer of each stacked parameter on exactly one stage.
+  std::map<std::string, std::vector<int>> holders;
+  for (const auto &[entryName, entry] : entries)
+    for (const Arg &arg : entry.args) {
+      bool stacked =
+          arg.name.rfind(LOOM_STACKED_PREFIX, 0) == 0 ||
+          arg.name.find("." LOOM_STACKED_PREFIX) != std::string::npos;
+      if (arg.kind != LOOM_ARG_PARAM && arg.kind != LOOM_ARG_STATE)
+        continue;
+      if (stacked != !arg.layerRuns.empty())
+        return fail(arg.name + " of '" + entryName + "' " +
+                    (stacked ? "gives no layers"
+                             : "is not stacked and gives "
+                               "layers"));
+      if (!stacked)
+        continue;
+      std::vector<int> &count = holders[arg.name];
+      count.resize(info.layers);
+      for (const auto &[first, n] : arg.layerRuns)
+        for (int64_t l = first; l < first + n; ++l) {
+          if (l >= info.layers)
+            return fail(arg.name + " of '" + entryName + "' holds layer " +
+                        std::to_string(l) + " of a model of " +
+                        std::to_string(info.layers));
+          ++count[l];
+        }
+    }
+  for (const auto &[tensor, count] : holders)
+    for (int64_t l = 0; l < static_cast<int64_t>(count.size()); ++l)
+      if (count[l] != 1)
+        return fail("layer " + std::to_string(l) + " of " + tensor + " is " +
+                    (count[l] ? "held by " + std::to_string(count[l]) +
+                                    " pipeline stages"
+                              : "held by no pipeline stage"));
+  if (stackedLayers != info.layers)
+    return fail("parameters are stacked over " + std::to_string(stackedLayers) +
+                " layers, the model has " + std::to_string(info.layers));
+  info.name = name.c_str();
+  info.optimizer = optimizer.c_str();
+  info.schedule = schedule.c_str();
+  return true;
+}
+
+bool loom_model::joinPipeline() {
+  if (info.pp == 1)
+    return true;
+  if (loom_dist_init(info.pp, info.dp, info.tp))
+    return setError("%s: %s", path.c_str(),
+                    std::string(loom_last_error()).c_str());
+  stepEntry = stageEntry(loom_dist_get_info()->pp_rank);
+  const Entry &own = entries[stepEntry];
+  if (!own.memory.empty())
+    setMemory(own.memory);
+  return true;
+}
+
 bool loom_model::parseManifest(const char *text) {
-  // One rank unless the plan says otherwise; the plan line refuses more.
+  // One rank unless the plan says otherwise.
   info.pp = info.dp = info.tp = 1;
+  info.virtual_stages = 1;
+  info.schedule = "";
   std::istringstream in(text);
   std::string lineText;
   auto fail = [&](const std::string &why) {
@@ -325,24 +500,31 @@ bool loom_model::parseManifest(const char *text) {
       info.lr = std::atof(f["lr"].c_str());
     } else if (key == "plan") {
       auto f = fields(line);
-      if (std::atoll(f["pp"].c_str()) != 1)
-        return setError("%s: compiled for pp=%s pipeline stages; this "
-                        "runtime runs data and tensor parallel artifacts only",
-                        path.c_str(), f["pp"].c_str());
+      info.pp = std::atoll(f["pp"].c_str());
       info.dp = std::atoll(f["dp"].c_str());
       info.tp = std::atoll(f["tp"].c_str());
       info.zero = std::atoll(f["zero"].c_str());
-      if (info.dp < 1 || info.tp < 1 || info.zero < 0 || info.zero > 3)
+      if (info.pp < 1 || info.dp < 1 || info.tp < 1 || info.zero < 0 ||
+          info.zero > 3)
         return fail("bad plan line '" + lineText + "'");
+      if (info.pp > 1) {
+        schedule = f["schedule"];
+        info.virtual_stages = std::atoll(f["virtual_stages"].c_str());
+        if ((schedule != "gpipe" && schedule != "1f1b" &&
+             schedule != "interleaved") ||
+            info.virtual_stages < 1)
+          return fail("bad pipeline schedule in the plan line '" + lineText +
+                      "'");
+      }
       planMicroBatches = std::atoll(f["micro_batches"].c_str());
       if (planMicroBatches < 1)
         return fail("bad plan line '" + lineText + "'");
     } else if (key == "memory") {
-      auto f = fields(line);
-      info.param_bytes = std::atoll(f["parameters"].c_str());
-      info.grad_bytes = std::atoll(f["gradients"].c_str());
-      info.state_bytes = std::atoll(f["optimizer"].c_str());
-      info.activation_bytes = std::atoll(f["activations"].c_str());
+      // After an entry line, that entry's figures (a pipeline rank's).
+      if (current)
+        current->memory = fields(line);
+      else
+        setMemory(fields(line));
     } else if (key == "target") {
       std::string target;
       line >> target;
@@ -397,6 +579,8 @@ bool loom_model::parseManifest(const char *text) {
         if (arg.tpBlocks < 1 || arg.shape[arg.tpDim] % arg.tpBlocks)
           return fail("bad tp_blocks of " + arg.name + ": '" + lineText + "'");
       }
+      if (f.count("layers") && !parseLayerRuns(f["layers"], arg))
+        return fail("bad layers of " + arg.name + ": '" + lineText + "'");
       current->args.push_back(arg);
     } else if (key == "end") {
       break;
@@ -407,6 +591,8 @@ bool loom_model::parseManifest(const char *text) {
   if (info.layers <= 0 || info.width <= 0 || info.batch <= 0 ||
       info.sequence <= 0)
     return fail("missing model or training line");
+  if (info.pp > 1)
+    return checkPipelineEntries();
   for (const char *needed : {"train_step", "forward", "forward_grad"})
     if (!entries.count(needed))
       return fail(std::string("no '") + needed + "' entry point");
@@ -443,16 +629,21 @@ bool loom_model::parseManifest(const char *text) {
 bool loom_model::layoutParams() {
   // The step's parameters in the order it lists them: llm.c's order, so that
   // a checkpoint is one read or write.
-  // Each tensor after the previous one of its kind, whole and local.
+  // Each tensor after the previous one of its kind, whole and local; one
+  // this rank does not hold (another pipeline stage's) takes no room here.
   auto fail = [&](const std::string &why) {
     return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
   };
   auto place = [&](const Arg &arg, std::vector<Param> &tensors,
-                   std::map<std::string, size_t> &index) {
+                   std::map<std::string, size_t> &index, bool held,
+                   int64_t firstHolder) {
     Param p;
     p.name = arg.name;
     p.shard = arg.shard;
-    p.localSize = arg.size();
+    p.held = held;
+    p.firstHolder = firstHolder;
+    p.layerRuns = arg.layerRuns;
+    p.localSize = held ? arg.size() : 0;
     p.dpShape = arg.shape;
     if (p.shard >= 0)
       p.dpShape[p.shard] *= info.dp;
@@ -476,10 +667,14 @@ bool loom_model::layoutParams() {
       p.part = of.part;
       p.tpDim = of.tpDim;
       p.tpBlocks = of.tpBlocks;
+      p.layerRuns = of.layerRuns;
     }
     p.shape = p.part;
     if (p.tpDim >= 0)
       p.shape[p.tpDim] *= info.tp;
+    // A pipeline stage's layers of the whole's.
+    if (!p.layerRuns.empty())
+      p.shape[0] = info.layers;
     p.size = product(p.shape, 0, p.shape.size());
     if (!tensors.empty()) {
       p.offset = tensors.back().offset + tensors.back().size;
@@ -489,11 +684,32 @@ bool loom_model::layoutParams() {
     tensors.push_back(p);
     return true;
   };
-  for (const Arg &arg : entries["train_step"].args) {
-    if (arg.kind == LOOM_ARG_PARAM && !place(arg, params, paramIndex))
-      return false;
-    if (arg.kind == LOOM_ARG_STATE && !place(arg, states, stateIndex))
-      return false;
+  // A pipeline's whole model is its stages' tensors in stage order, each
+  // once (the tied token table is the first and the last stage's); this
+  // rank's own step says how it holds its own.
+  std::map<std::string, const Arg *> own;
+  for (const Arg &arg : entries[stepEntry].args)
+    own[arg.kind + " " + arg.name] = &arg;
+  std::vector<std::string> steps = {stepEntry};
+  if (info.pp > 1) {
+    steps.clear();
+    for (int64_t r = 0; r < info.pp; ++r)
+      steps.push_back(stageEntry(r));
+  }
+  for (size_t r = 0; r < steps.size(); ++r) {
+    for (const Arg &arg : entries[steps[r]].args) {
+      bool param = arg.kind == LOOM_ARG_PARAM;
+      if (!param && arg.kind != LOOM_ARG_STATE)
+        continue;
+      std::map<std::string, size_t> &index = param ? paramIndex : stateIndex;
+      if (index.count(arg.name))
+        continue;
+      auto mine = own.find(arg.kind + " " + arg.name);
+      bool held = mine != own.end();
+      if (!place(held ? *mine->second : arg, param ? params : states, index,
+                 held, static_cast<int64_t>(r)))
+        return false;
+    }
   }
   auto total = [](const std::vector<Param> &tensors, bool local) -> int64_t {
     if (tensors.empty())
@@ -530,11 +746,12 @@ void loom_model::scatter(const std::vector<Param> &tensors, const float *whole,
   const loom_dist_info *dist = loom_dist_get_info();
   int64_t dpRank = dist ? dist->dp_rank : 0, tpRank = dist ? dist->tp_rank : 0;
   for (const Param &p : tensors)
-    p.forEachRun(info.dp, dpRank, info.tp, tpRank,
-                 [&](int64_t local, int64_t at, int64_t count) {
-                   std::copy_n(whole + p.offset + at, count,
-                               localBase + p.localOffset + local);
-                 });
+    if (p.held)
+      p.forEachWholeRun(info.dp, dpRank, info.tp, tpRank,
+                        [&](int64_t local, int64_t at, int64_t count) {
+                          std::copy_n(whole + p.offset + at, count,
+                                      localBase + p.localOffset + local);
+                        });
 }
 
 bool loom_model::gather(const std::vector<Param> &tensors,
@@ -543,20 +760,23 @@ bool loom_model::gather(const std::vector<Param> &tensors,
   whole.assign(
       tensors.empty() ? 0 : tensors.back().offset + tensors.back().size, 0.0f);
   const loom_dist_info *dist = loom_dist_get_info();
-  int64_t dpRank = dist ? dist->dp_rank : 0, tpRank = dist ? dist->tp_rank : 0;
+  int64_t dpRank = dist ? dist->dp_rank : 0, tpRank = dist ? dist->tp_rank : 0,
+          ppRank = dist ? dist->pp_rank : 0;
   // Each element comes from one rank: of those holding the same part, the
-  // first replica and the first of the tensor-parallel group. The sum over
-  // the ranks of what each wrote into zeros is then the whole, exactly.
+  // first replica, the first of the tensor-parallel group and the first
+  // pipeline stage. The sum over the ranks of what each wrote into zeros is
+  // then the whole, exactly.
   for (const Param &p : tensors) {
-    if ((p.shard < 0 && dpRank > 0) || (p.tpDim < 0 && tpRank > 0))
+    if (!p.held || (p.shard < 0 && dpRank > 0) || (p.tpDim < 0 && tpRank > 0) ||
+        (p.layerRuns.empty() && p.firstHolder != ppRank))
       continue;
-    p.forEachRun(info.dp, dpRank, info.tp, tpRank,
-                 [&](int64_t local, int64_t at, int64_t count) {
-                   std::copy_n(localBase + p.localOffset + local, count,
-                               whole.data() + p.offset + at);
-                 });
+    p.forEachWholeRun(info.dp, dpRank, info.tp, tpRank,
+                      [&](int64_t local, int64_t at, int64_t count) {
+                        std::copy_n(localBase + p.localOffset + local, count,
+                                    whole.data() + p.offset + at);
+                      });
   }
-  if (info.dp * info.tp == 1)
+  if (info.dp * info.tp * info.pp == 1)
     return true;
   return !loom_rt_all_reduce(loom_dist_group(LOOM_GROUP_WORLD), LOOM_DTYPE_F32,
                              whole.data(), whole.data(),
@@ -616,6 +836,7 @@ void *loom_model::bufferFor(const Arg &arg) {
                 param = arg.name.substr(dot + 1);
     auto it = stateIndex.find(arg.name);
     if (!paramIndex.count(param) || it == stateIndex.end() ||
+        !states[it->second].held ||
         (which != LOOM_STATE_ADAM_M && which != LOOM_STATE_ADAM_V &&
          which != LOOM_STATE_MOMENTUM))
       return nullptr;
@@ -647,6 +868,9 @@ void *loom_model::bufferFor(const Arg &arg) {
 bool loom_model::bindEntries() {
   for (auto &[entryName, entry] : entries) {
     entry.buffers.clear();
+    // A pipeline rank runs its own step; the others' take what it lacks.
+    if (info.pp > 1 && entryName != stepEntry)
+      continue;
     for (const Arg &arg : entry.args) {
       int64_t slot = entry.buffers.size();
       void *p = nullptr;
@@ -786,8 +1010,8 @@ loom_model *loom_model_open(const char *path) {
     setError("%s: not a Loom artifact (no manifest)", path);
     return nullptr;
   }
-  if (!model->parseManifest(manifest) || !model->layoutParams() ||
-      !model->bindEntries())
+  if (!model->parseManifest(manifest) || !model->joinPipeline() ||
+      !model->layoutParams() || !model->bindEntries())
     return nullptr;
   return model.release();
 }
@@ -864,7 +1088,7 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
   int64_t share = info.batch / info.dp * info.sequence;
   model->lr = lr;
   model->step += 1;
-  if (!model->call("train_step", tokens + replica * share,
+  if (!model->call(model->stepEntry.c_str(), tokens + replica * share,
                    targets + replica * share))
     return 1;
   // An overflowed step left the parameters and the optimizer as they were.
@@ -905,6 +1129,10 @@ int loom_model_set_loss_scaling(loom_model *model, float initial_scale,
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss) {
   const loom_model_info &info = model->info;
+  if (info.pp > 1)
+    return !setError("%s: evaluation runs the forward pass alone, which "
+                     "pipeline artifacts (pp = %lld) do not compile yet",
+                     model->path.c_str(), static_cast<long long>(info.pp));
   int64_t replica;
   if (!model->replica(replica))
     return 1;
@@ -937,9 +1165,10 @@ int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
   if (info.dp * info.tp * info.pp > 1)
     return !setError("%s: the loss and gradients of a whole batch come from "
                      "single-rank artifacts; this one is compiled for dp = "
-                     "%lld, tp = %lld",
+                     "%lld, tp = %lld, pp = %lld",
                      model->path.c_str(), static_cast<long long>(info.dp),
-                     static_cast<long long>(info.tp));
+                     static_cast<long long>(info.tp),
+                     static_cast<long long>(info.pp));
   return model->callMicroBatches("forward_grad", tokens, targets, loss, grads)
              ? 0
              : 1;

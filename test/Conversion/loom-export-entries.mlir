@@ -62,14 +62,18 @@ module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, h
 
 // -----
 
-// Artifacts run data and tensor parallel plans; the pipeline passes do not
-// exist yet.
-// expected-error @+1 {{the plan (dp * tp * pp = 1 * 1 * 2) needs pipeline passes that do not exist yet; artifacts run data and tensor parallel plans only}}
-module attributes {loom.model = #loom.model<name = "t", layers = 2, width = 4, heads = 2, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
-  func.func @forward(%w: memref<8x4xf32> {loom.param = "w"}, %t: memref<1x3xi32> {loom.input = "tokens"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> {
+// A pipeline's ranks each have their step, with its memory figures after
+// its entry line; a stacked parameter says which of the model's layers it
+// holds.
+module attributes {loom.model = #loom.model<name = "t", layers = 3, width = 4, heads = 2, hidden = 16, vocab = 8, padded_vocab = 8, positions = 3, tied = true, epsilon = 1.0e-05>, loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, momentum = 0.9, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 2, schedule = one_f_one_b, recompute = none, sequence_parallel = false, stage_layers = [2, 1]>} {
+  func.func @train_step_stage0(%w: memref<8x4xf32> {loom.param = "wte"}, %h: memref<2x4xf32> {loom.param = "h.*.ln_1.weight", loom.layers = array<i64: 0, 2>}, %t: memref<2x3xi32> {loom.input = "tokens"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> attributes {loom.stage = 0 : i64, loom.memory = {parameters = 160 : i64, gradients = 160 : i64, optimizer = 0 : i64, activations = 96 : i64}} {
+    return %l : memref<f32>
+  }
+  func.func @train_step_stage1(%w: memref<8x4xf32> {loom.param = "wte"}, %h: memref<1x4xf32> {loom.param = "h.*.ln_1.weight", loom.layers = array<i64: 2, 1>}, %t: memref<2x3xi32> {loom.input = "targets"}, %l: memref<f32> {loom.output = "loss"}) -> memref<f32> attributes {loom.stage = 1 : i64} {
     return %l : memref<f32>
   }
 }
+// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=1 tp=1 pp=2 zero=0 micro_batches=2 schedule=1f1b virtual_stages=1\0Astacked h.* 3\0Aentry train_step_stage0 loom_entry_train_step_stage0 4\0Amemory parameters=160 gradients=160 optimizer=0 activations=96\0Aarg param wte f32 8x4\0Aarg param h.*.ln_1.weight f32 2x4 layers=0:2\0A{{.*}}entry train_step_stage1 loom_entry_train_step_stage1 4\0Aarg param wte f32 8x4\0Aarg param h.*.ln_1.weight f32 1x4 layers=2:1\0A
 
 // -----
 

@@ -8,8 +8,9 @@
 namespace mlir {
 class DialectRegistry;
 namespace loom {
-/// Gives shard.all_reduce, shard.all_gather and shard.reduce_scatter a
-/// bufferization: calls of the runtime's collectives on its communicators
+/// Gives shard.all_reduce, shard.all_gather and shard.reduce_scatter, and
+/// the pipeline's loom.send and loom.recv, a bufferization: calls of the
+/// runtime's collectives and messages on its communicators
 /// (lib/Conversion/BufferizeCollectives.cpp).
 void registerCollectiveBufferizationModels(DialectRegistry &registry);
 

@@ -36,6 +36,9 @@ void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
 
 void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
   target.addIllegalDialect<LoomDialect>();
+  // Point-to-point messages stay ops on tensors until bufferization makes
+  // them calls of the runtime on their buffers, as the collectives.
+  target.addLegalOp<SendOp, RecvOp>();
   target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
                          math::MathDialect, scf::SCFDialect,
                          tensor::TensorDialect>();

@@ -22,6 +22,8 @@
 #define LOOM_RT_GROUP_ALL_GATHER "loom_rt_group_all_gather"
 #define LOOM_RT_GROUP_REDUCE_SCATTER "loom_rt_group_reduce_scatter"
 #define LOOM_RT_GROUP_RANK "loom_rt_group_rank"
+#define LOOM_RT_GROUP_SEND "loom_rt_group_send"
+#define LOOM_RT_GROUP_RECV "loom_rt_group_recv"
 
 /* Parameters of the transformer's blocks are stacked over the layers and
    named LOOM_STACKED_PREFIX followed by GPT-2's per-layer name: slice l of

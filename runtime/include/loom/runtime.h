@@ -47,11 +47,18 @@ typedef struct loom_model_info {
      optimizer state; the activations one micro-batch keeps for the backward
      pass. */
   int64_t param_bytes, grad_bytes, state_bytes, activation_bytes;
+  /* A pipeline's schedule ("gpipe", "1f1b", "interleaved") and model chunks
+     per rank; "" and 1 for pp = 1. Each pipeline rank holds its stages'
+     parameters only, and its figures above are its own. */
+  const char *schedule;
+  int64_t virtual_stages;
 } loom_model_info;
 
 /// Opens an artifact and allocates its parameters, optimizer state and
 /// buffers. Fails on a file that is not a Loom artifact or comes from
-/// another Loom version.
+/// another Loom version. A pipeline artifact (pp > 1) joins the job first
+/// (loom_dist_init with its grid): which parameters a rank holds depends on
+/// its stage.
 loom_model *loom_model_open(const char *path);
 void loom_model_close(loom_model *model);
 const loom_model_info *loom_model_get_info(const loom_model *model);
@@ -293,6 +300,15 @@ void loom_rt_group_all_gather(int32_t group, int32_t dtype, const void *send,
 /// rank's slice of `count`. Ends the job on failure, as above.
 void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
                                   const void *send, void *recv, int64_t count);
+/// Sends `count` elements of `buffer` to rank `peer` of `group` with message
+/// `tag` (0 to 32767): the buffer is copied and the call returns without
+/// waiting for the receiver. Ends the job on failure, as above.
+void loom_rt_group_send(int32_t group, int32_t dtype, const void *buffer,
+                        int64_t count, int64_t peer, int64_t tag);
+/// Receives into `buffer` the next message rank `peer` of `group` sent with
+/// `tag`, waiting for it; a message of another size ends the job, as above.
+void loom_rt_group_recv(int32_t group, int32_t dtype, void *buffer,
+                        int64_t count, int64_t peer, int64_t tag);
 /// This rank's index in `group`; ends the job when there is no context.
 int64_t loom_rt_group_rank(int32_t group);
 
