@@ -725,6 +725,14 @@ struct AddIntoEmbeddingGrad : public OpRewritePattern<AddOp> {
       if (!grad || grad.getWteInit() || mine != grad.getWteGrad() ||
           !mine.hasOneUse())
         continue;
+      // The fused op takes the add's place: the position table's gradient
+      // must not be read before it (a tensor-parallel sum of it, say).
+      Block *block = add->getBlock();
+      if (llvm::any_of(grad.getWpeGrad().getUsers(), [&](Operation *user) {
+            Operation *there = block->findAncestorOpInBlock(*user);
+            return !there || !add->isBeforeInBlock(there);
+          }))
+        continue;
       auto fused = EmbeddingGradOp::create(
           rewriter, grad.getLoc(), grad.getWteGrad().getType(),
           grad.getWpeGrad().getType(), grad.getGrad(), grad.getTokens(), other,

@@ -176,6 +176,10 @@ FailureOr<KeptActivations> measurePipelineActivations(func::FuncOp step) {
   for (func::FuncOp forward : forwards) {
     Operation *ret = forward.getBody().front().getTerminator();
     for (Value value : ret->getOperands().drop_front()) {
+      // A grid index (a tensor-parallel rank's) is a scalar, not an
+      // activation.
+      if (value.getType().isIndex())
+        continue;
       auto type = dyn_cast<ShapedType>(value.getType());
       if (!type || !type.hasStaticShape())
         return emitError(value.getLoc())
