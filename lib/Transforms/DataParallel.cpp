@@ -60,65 +60,117 @@ struct DataParallelPass
       return signalPassFailure();
     if (plan->dp == 1)
       return;
-    // Every pipeline rank has a step of its own, whose replicas this pass
-    // does not synchronize yet.
-    if (plan->pp > 1) {
-      module.emitError("data parallelism inside a pipeline (pp = ")
-          << plan->pp << ", dp = " << plan->dp
-          << ") is not compiled yet; pipeline plans compile with dp = 1";
-      return signalPassFailure();
-    }
     dp = plan->dp;
-    FailureOr<func::FuncOp> trainStep = getTrainStep(module);
-    if (failed(trainStep))
-      return signalPassFailure();
-    func::FuncOp step = *trainStep;
-    Operation *producer = findGradientProducer(step);
-    if (!producer)
-      return signalPassFailure();
-    for (Type type : producer->getResultTypes()) {
-      auto tensor = dyn_cast<RankedTensorType>(type);
-      if (!tensor || !tensor.hasStaticShape()) {
-        producer->emitOpError("yields ")
-            << type
-            << "; the collectives over the replicas take static "
-               "tensors";
-        return signalPassFailure();
-      }
-    }
     FailureOr<shard::GridOp> gridOp = getOrCreateGrid(module, *plan);
     if (failed(gridOp))
       return signalPassFailure();
     grid = FlatSymbolRefAttr::get(gridOp->getSymNameAttr());
+    // One step, or each pipeline rank's.
+    SmallVector<func::FuncOp> steps;
+    if (plan->pp == 1) {
+      FailureOr<func::FuncOp> trainStep = getTrainStep(module);
+      if (failed(trainStep))
+        return signalPassFailure();
+      steps.push_back(*trainStep);
+    } else {
+      for (int64_t r = 0; r < plan->pp; ++r) {
+        std::string name =
+            (LoomDialect::getTrainStepFunctionName() + "_stage" + Twine(r))
+                .str();
+        auto step = module.lookupSymbol<func::FuncOp>(name);
+        if (!step || step.isExternal()) {
+          module.emitError()
+              << "expected @" << name << " (run loom-build-train-step first)";
+          return signalPassFailure();
+        }
+        steps.push_back(step);
+      }
+    }
+    for (func::FuncOp step : steps)
+      if (failed(parallelizeStep(step, *plan)))
+        return signalPassFailure();
+    if (plan->zero >= 3)
+      bucketShardCollectives(module);
+  }
 
-    OpBuilder b(producer->getContext());
-    b.setInsertionPointAfter(producer);
-    Location loc = producer->getLoc();
-    Value loss = producer->getResult(0);
-    ValueRange grads = producer->getResults().drop_front();
-    // The loss alone: the gradients' buckets then hold gradients only,
-    // which is what the memory report counts.
-    sumOverReplicas(b, loc, {loss});
+  /// The step's loss and gradients summed over the replicas, where it first
+  /// reads them; under ZeRO, its updates on this rank's shards.
+  LogicalResult parallelizeStep(func::FuncOp step, const PlanConfig &plan) {
+    OpBuilder b(step.getContext());
+    Location loc = step.getLoc();
+    Value loss;
+    SmallVector<Value> grads;
+    if (plan.pp == 1) {
+      // The results of the call of @forward_grad, or of the loop over
+      // micro-batches that holds it.
+      Operation *producer = findGradientProducer(step);
+      if (!producer)
+        return failure();
+      b.setInsertionPointAfter(producer);
+      loc = producer->getLoc();
+      loss = producer->getResult(0);
+      llvm::append_range(grads, producer->getResults().drop_front());
+    } else {
+      // A pipeline rank's gradients come from its schedule's backward
+      // passes: what its updates read, summed where the first of them is
+      // read (the norm's squares); its loss is the pipeline's mean.
+      Block &body = step.getBody().front();
+      step.walk([&](OptimizerUpdateOpInterface update) {
+        if (!llvm::is_contained(grads, update.getUpdateGrad()))
+          grads.push_back(update.getUpdateGrad());
+      });
+      // After the last of them is made, before anything reads them.
+      Operation *last = nullptr;
+      for (Value g : grads) {
+        Operation *there = isa<BlockArgument>(g)
+                               ? nullptr
+                               : body.findAncestorOpInBlock(*g.getDefiningOp());
+        if (there && (!last || last->isBeforeInBlock(there)))
+          last = there;
+      }
+      if (last)
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPointToStart(&body);
+      loss = body.getTerminator()->getOperand(0);
+    }
+    for (Value v : grads) {
+      auto tensor = dyn_cast<RankedTensorType>(v.getType());
+      if (!tensor || !tensor.hasStaticShape())
+        return emitError(v.getLoc())
+               << "a gradient of type " << v.getType()
+               << "; the collectives over the replicas take static tensors";
+    }
+
+    if (plan.pp > 1) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(step.getBody().front().getTerminator());
+      sumOverReplicas(b, loc, {loss});
+    } else {
+      // The loss alone: the gradients' buckets then hold gradients only,
+      // which is what the memory report counts.
+      sumOverReplicas(b, loc, {loss});
+    }
     // Each gradient as the optimizer reads it, where that is a shard.
     DenseMap<Value, Value> shardOf;
-    if (plan->zero <= 1) {
+    if (plan.zero <= 1) {
       for (ArrayRef<Value> bucket : makeBuckets(grads))
         sumOverReplicas(b, loc, bucket);
-    } else if (plan->zero == 2) {
+    } else if (plan.zero == 2) {
       for (ArrayRef<Value> bucket : makeBuckets(grads))
         if (failed(scatterOverReplicas(b, loc, bucket, shardOf)))
-          return signalPassFailure();
+          return failure();
     } else {
       // loom-shard-parameters made them shards, summed over the replicas.
       for (Value g : grads)
         shardOf[g] = g;
-      bucketShardCollectives(module);
     }
-    if (plan->zero >= 2)
+    if (plan.zero >= 2)
       sumSquaresOverReplicas(b, loc, step, shardOf);
-    if (plan->zero == 1 || plan->zero == 2)
+    if (plan.zero == 1 || plan.zero == 2)
       if (failed(shardUpdates(b, step, shardOf)))
-        return signalPassFailure();
+        return failure();
+    return success();
   }
 
   /// Whether a result of `op` is used before `point`, an op of its block.
@@ -418,9 +470,13 @@ struct DataParallelPass
                                     "argument of @")
                  << step.getName() << " read by this update only";
         arg.setType(shardType);
-        // The rank's part of the whole flattened state, for the runtime.
+        // The rank's part of the whole flattened state, for the runtime;
+        // flat, it is no longer layers (the runtime takes a pipeline
+        // stage's from the parameter).
         step.setArgAttr(arg.getArgNumber(), LoomDialect::getShardAttrName(),
                         b.getI64IntegerAttr(0));
+        step.removeArgAttr(arg.getArgNumber(),
+                           LoomDialect::getLayersAttrName());
       }
       Operation *sharded = b.clone(*update, mapping);
       for (OpResult result : sharded->getResults())

@@ -37,6 +37,15 @@ struct PipelineStagesPass
                        "stage runs (stage_layers; run loom-plan first)");
       return signalPassFailure();
     }
+    // ZeRO-3 gathers the tied token table once, before the layer loop, for
+    // the embedding and the head: the two ends of the pipeline.
+    if (plan->zero >= 3 && plan->dp > 1) {
+      module.emitError() << "ZeRO-3 inside a pipeline (pp = " << plan->pp
+                         << ", dp = " << plan->dp
+                         << ") is not compiled yet; pipeline plans take ZeRO "
+                            "0 to 2 over their replicas";
+      return signalPassFailure();
+    }
     FailureOr<func::FuncOp> forward =
         getForwardToDifferentiate(module, "pipeline stages split the layers");
     if (failed(forward) || failed(split(*forward, *plan)))
@@ -70,6 +79,7 @@ struct PipelineStagesPass
                                 "function's parameters, which each stage "
                                 "takes its layers of");
 
+    sinkParameterOps(forward, scan);
     // The embedding runs before the loop and the head after it; each may
     // read the function's arguments and constants, and the head nothing
     // else of the embedding's.
@@ -96,6 +106,45 @@ struct PipelineStagesPass
                  plan.stageLayers[k]);
     forward.erase();
     return success();
+  }
+
+  /// Moves the pure ops before the loop that only the ops after it read
+  /// and that compute from parameters, constants and grid indices alone
+  /// (the final norm's parameters fanned out to a sequence-parallel group,
+  /// say) to after the loop: the last stage, which has those, computes
+  /// them. Latest first, so that they keep their order.
+  static void sinkParameterOps(func::FuncOp forward, ScanOp scan) {
+    Block &block = forward.getBody().front();
+    llvm::SmallPtrSet<Operation *, 8> fromParameters;
+    SmallVector<Operation *> candidates;
+    for (Operation &op : block) {
+      if (&op == scan.getOperation())
+        break;
+      bool computable =
+          isMemoryEffectFree(&op) && op.getNumRegions() == 0 &&
+          !op.hasTrait<OpTrait::ConstantLike>() &&
+          llvm::all_of(op.getOperands(), [&](Value v) {
+            if (auto arg = dyn_cast<BlockArgument>(v))
+              return arg.getOwner() == &block &&
+                     !forward.getArgAttr(arg.getArgNumber(),
+                                         LoomDialect::getInputAttrName());
+            Operation *def = v.getDefiningOp();
+            return def->hasTrait<OpTrait::ConstantLike>() ||
+                   fromParameters.contains(def);
+          });
+      if (computable) {
+        fromParameters.insert(&op);
+        candidates.push_back(&op);
+      }
+    }
+    for (Operation *op : llvm::reverse(candidates)) {
+      bool afterOnly = llvm::all_of(op->getUsers(), [&](Operation *user) {
+        Operation *there = block.findAncestorOpInBlock(*user);
+        return there && scan->isBeforeInBlock(there);
+      });
+      if (afterOnly && !op->use_empty())
+        op->moveAfter(scan);
+    }
   }
 
   /// Stage `k` of `stages`: layers [first, first + count) of the loop, the

@@ -409,7 +409,9 @@ bool loom_model::checkPipelineEntries() {
       bool stacked =
           arg.name.rfind(LOOM_STACKED_PREFIX, 0) == 0 ||
           arg.name.find("." LOOM_STACKED_PREFIX) != std::string::npos;
-      if (arg.kind != LOOM_ARG_PARAM && arg.kind != LOOM_ARG_STATE)
+      // Optimizer state takes its layers from its parameter (flattened by
+      // ZeRO, it has none of its own).
+      if (arg.kind != LOOM_ARG_PARAM)
         continue;
       if (stacked != !arg.layerRuns.empty())
         return fail(arg.name + " of '" + entryName + "' " +
