@@ -45,6 +45,17 @@ def Loom_Schedule : I32EnumAttr<"Schedule", "pipeline schedule", [
 }
 def Loom_ScheduleAttr : EnumAttr<Loom_Dialect, Loom_Schedule, "schedule">;
 
+// The spans of a step's timeline that generated code marks; the runtime
+// numbers them the same way (LOOM_TRACE_* in abi.h).
+def Loom_TraceSpan : I32EnumAttr<"TraceSpan", "a span of a step's timeline", [
+    I32EnumAttrCase<"forward", 0>,
+    I32EnumAttrCase<"backward", 1>,
+    I32EnumAttrCase<"optimizer", 2>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+def Loom_TraceSpanAttr : EnumAttr<Loom_Dialect, Loom_TraceSpan, "trace_span">;
+
 def Loom_Recompute : I32EnumAttr<"Recompute", "activation recomputation", [
     I32EnumAttrCase<"none", 0>,
     I32EnumAttrCase<"selective", 1>,

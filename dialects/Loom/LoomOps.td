@@ -264,6 +264,38 @@ def Loom_RecvOp : Loom_Op<"recv", [MemoryEffects<[MemWrite]>]> {
   }];
 }
 
+def Loom_TraceBeginOp : Loom_Op<"trace_begin", [MemoryEffects<[MemWrite]>]> {
+  let summary = "the start of a span of the step's timeline";
+  let description = [{
+    Marks where a span of a rank's step begins: a micro-batch's forward or
+    backward pass through one of the rank's model chunks, or the optimizer.
+    `loom-run --trace` records the spans between this and the matching
+    `loom.trace_end` (nested spans end first); without it they cost a call
+    that returns. Ordered with the ops around it (it writes the runtime's
+    state), which is what makes its time stamps mean something.
+
+    ```mlir
+    loom.trace_begin forward micro_batch 3 chunk 0
+    ```
+  }];
+  let arguments = (ins Loom_TraceSpanAttr:$span,
+                   ConfinedAttr<I64Attr, [IntMinValue<-1>]>:$micro_batch,
+                   ConfinedAttr<I64Attr, [IntMinValue<-1>]>:$chunk);
+  let assemblyFormat = [{
+    $span `micro_batch` $micro_batch `chunk` $chunk attr-dict
+  }];
+}
+
+def Loom_TraceEndOp : Loom_Op<"trace_end", [MemoryEffects<[MemWrite]>]> {
+  let summary = "the end of a span of the step's timeline";
+  let description = [{
+    Ends the innermost span `loom.trace_begin` opened, which must be of the
+    same kind.
+  }];
+  let arguments = (ins Loom_TraceSpanAttr:$span);
+  let assemblyFormat = "$span attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Structure
 //===----------------------------------------------------------------------===//

@@ -563,6 +563,8 @@ struct BuildTrainStepPass
 
     SmallVector<Value> newParams, newStates[2];
     auto states = entry->getArguments().drop_front(numParams);
+    TraceBeginOp::create(b, loc, TraceSpan::optimizer, /*micro_batch=*/-1,
+                         /*chunk=*/-1);
     for (unsigned k = 0; k < numParams; ++k) {
       Value p = stepParams[k];
       // Parameters stacked over layers are matrices when each layer's is.
@@ -591,6 +593,7 @@ struct BuildTrainStepPass
         newStates[0].push_back(update.getNewMomentumBuffer());
       }
     }
+    TraceEndOp::create(b, loc, TraceSpan::optimizer);
     SmallVector<Value> returned = {loss, normTensor};
     returned.append(newParams);
     for (unsigned st = 0; st < numStates; ++st)
@@ -800,7 +803,9 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
             else
               operands.push_back(operand(c, i, mb));
           }
+          TraceBeginOp::create(b, loc, TraceSpan::forward, mb, c);
           auto call = func::CallOp::create(b, loc, st.split.forward, operands);
+          TraceEndOp::create(b, loc, TraceSpan::forward);
           Value out = call.getResult(0);
           if (k == stages - 1)
             lossSum = AddOp::create(b, loc, lossSum, out);
@@ -821,7 +826,9 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
         llvm::append_range(operands, saved[{mb, c}]);
         saved.erase({mb, c});
         operands.push_back(seed);
+        TraceBeginOp::create(b, loc, TraceSpan::backward, mb, c);
         auto call = func::CallOp::create(b, loc, st.split.backward, operands);
+        TraceEndOp::create(b, loc, TraceSpan::backward);
         ValueRange results = call.getResults();
         if (k > 0) {
           SendOp::create(b, loc, results.front(), (k - 1) % pp, /*tag=*/1);

@@ -9,7 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Dist.h"
 #include "Error.h"
+#include "Trace.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -175,16 +177,36 @@ loom_comm *stepGroup(int32_t group);
 /// Ends the job after a failure in generated code, with the error set.
 [[noreturn]] void endStep();
 
-/// Runs one collective of generated code on `group`, timing it. A failure
+/// What a collective of generated code moves, for the timeline: the
+/// elements per rank and, for a message, the peer and the tag.
+struct Traffic {
+  int64_t count, peer = -1, tag = -1;
+};
+
+/// Runs one collective of generated code on `group` (`what`: "all-reduce",
+/// "send"...), timing it and, when tracing, recording its span. A failure
 /// ends the whole job: the step cannot go on with a partial result.
 template <typename Collective>
-void groupCollective(int32_t group, Collective &&collective) {
-  auto start = std::chrono::steady_clock::now();
-  if (collective(stepGroup(group)))
+void groupCollective(int32_t group, const char *what, Traffic traffic,
+                     Collective &&collective) {
+  auto start = loom::TraceClock::now();
+  loom_comm *comm = stepGroup(group);
+  if (collective(comm))
     endStep();
   context().commSeconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+      std::chrono::duration<double>(loom::TraceClock::now() - start).count();
+  if (!loom::traceActive())
+    return;
+  std::string name = std::string(what) + " (" + comm->name + ")";
+  std::string args = "\"group\":\"" + std::string(comm->name) +
+                     "\",\"elements\":" + std::to_string(traffic.count);
+  if (traffic.peer >= 0) {
+    name = std::string(what) + (std::strcmp(what, "send") ? " from " : " to ") +
+           std::to_string(traffic.peer);
+    args += ",\"peer\":" + std::to_string(traffic.peer) +
+            ",\"tag\":" + std::to_string(traffic.tag);
+  }
+  loom::traceSpan(name, "communication", start, args);
 }
 
 loom_comm *stepGroup(int32_t group) {
@@ -413,6 +435,7 @@ int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
 
 double loom_dist_comm_seconds(void) { return context().commSeconds; }
 
+
 namespace {
 /// Frees the copies of the messages MPI has delivered, oldest first.
 bool reapSends(const loom_comm *comm) {
@@ -476,7 +499,7 @@ int recvTagged(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
 
 void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
                               int64_t count) {
-  groupCollective(group, [&](loom_comm *comm) {
+  groupCollective(group, "all-reduce", {count}, [&](loom_comm *comm) {
     return loom_rt_all_reduce(comm, static_cast<loom_dtype>(dtype), buffer,
                               buffer, count);
   });
@@ -484,7 +507,7 @@ void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
 
 void loom_rt_group_all_reduce_max(int32_t group, int32_t dtype, void *buffer,
                                   int64_t count) {
-  groupCollective(group, [&](loom_comm *comm) {
+  groupCollective(group, "all-reduce (max)", {count}, [&](loom_comm *comm) {
     return loom_rt_all_reduce_max(comm, static_cast<loom_dtype>(dtype), buffer,
                                   buffer, count);
   });
@@ -492,7 +515,7 @@ void loom_rt_group_all_reduce_max(int32_t group, int32_t dtype, void *buffer,
 
 void loom_rt_group_all_gather(int32_t group, int32_t dtype, const void *send,
                               void *recv, int64_t count) {
-  groupCollective(group, [&](loom_comm *comm) {
+  groupCollective(group, "all-gather", {count}, [&](loom_comm *comm) {
     return loom_rt_all_gather(comm, static_cast<loom_dtype>(dtype), send, recv,
                               count);
   });
@@ -500,7 +523,7 @@ void loom_rt_group_all_gather(int32_t group, int32_t dtype, const void *send,
 
 void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
                                   const void *send, void *recv, int64_t count) {
-  groupCollective(group, [&](loom_comm *comm) {
+  groupCollective(group, "reduce-scatter", {count}, [&](loom_comm *comm) {
     return loom_rt_reduce_scatter(comm, static_cast<loom_dtype>(dtype), send,
                                   recv, count);
   });
@@ -508,7 +531,7 @@ void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
 
 void loom_rt_group_send(int32_t group, int32_t dtype, const void *buffer,
                         int64_t count, int64_t peer, int64_t tag) {
-  groupCollective(group, [&](loom_comm *comm) {
+  groupCollective(group, "send", {count, peer, tag}, [&](loom_comm *comm) {
     return sendCopy(comm, static_cast<loom_dtype>(dtype), buffer, count, peer,
                     tag);
   });
@@ -516,7 +539,7 @@ void loom_rt_group_send(int32_t group, int32_t dtype, const void *buffer,
 
 void loom_rt_group_recv(int32_t group, int32_t dtype, void *buffer,
                         int64_t count, int64_t peer, int64_t tag) {
-  groupCollective(group, [&](loom_comm *comm) {
+  groupCollective(group, "receive", {count, peer, tag}, [&](loom_comm *comm) {
     return recvTagged(comm, static_cast<loom_dtype>(dtype), buffer, count, peer,
                       tag);
   });
@@ -527,3 +550,41 @@ int64_t loom_rt_group_rank(int32_t group) {
 }
 
 } // extern "C"
+
+bool loom::gatherToFirst(const std::string &mine,
+                         std::vector<std::string> &all) {
+  Context &c = context();
+  const loom_comm &world = c.groups[LOOM_GROUP_WORLD];
+  if (!c.mpi || world.size == 1) {
+    all = {mine};
+    return true;
+  }
+  int size = static_cast<int>(mine.size());
+  std::vector<int> sizes(world.size), offsets(world.size);
+  if (mpiFailed(MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0,
+                           world.comm),
+                "gathering", &world))
+    return false;
+  std::vector<char> text;
+  if (world.rank == 0) {
+    long long total = 0;
+    for (int64_t r = 0; r < world.size; ++r) {
+      offsets[r] = static_cast<int>(total);
+      total += sizes[r];
+    }
+    if (total > INT_MAX)
+      return setError("gathering: %lld bytes are more than one call moves",
+                      total);
+    text.resize(total);
+  }
+  if (mpiFailed(MPI_Gatherv(mine.data(), size, MPI_CHAR, text.data(),
+                            sizes.data(), offsets.data(), MPI_CHAR, 0,
+                            world.comm),
+                "gathering", &world))
+    return false;
+  all.clear();
+  if (world.rank == 0)
+    for (int64_t r = 0; r < world.size; ++r)
+      all.emplace_back(text.data() + offsets[r], sizes[r]);
+  return true;
+}

@@ -23,7 +23,9 @@
 #include <vector>
 
 #include "Device.h"
+#include "Dist.h"
 #include "Error.h"
+#include "Trace.h"
 
 namespace loom {
 namespace {
@@ -1090,9 +1092,12 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
   int64_t share = info.batch / info.dp * info.sequence;
   model->lr = lr;
   model->step += 1;
+  auto start = TraceClock::now();
   if (!model->call(model->stepEntry.c_str(), tokens + replica * share,
                    targets + replica * share))
     return 1;
+  traceSpan("step " + std::to_string(static_cast<int64_t>(model->step)),
+            "step", start);
   // An overflowed step left the parameters and the optimizer as they were.
   if (model->lossScaler.enabled && model->lossScaler.update(model->gradNorm))
     model->step -= 1;
@@ -1547,6 +1552,29 @@ int writeSafetensors(const loom_model &model, const char *path,
   });
 }
 } // namespace
+
+int loom_trace_write(const char *path) {
+  const loom_dist_info *dist = loom_dist_get_info();
+  int64_t rank = dist ? dist->rank : 0;
+  std::string label = "rank " + std::to_string(rank);
+  if (dist && dist->pp > 0)
+    label += " (pp " + std::to_string(dist->pp_rank) + ", dp " +
+             std::to_string(dist->dp_rank) + ", tp " +
+             std::to_string(dist->tp_rank) + ")";
+  std::vector<std::string> ranks;
+  if (!gatherToFirst(traceEvents(rank, label), ranks))
+    return 1;
+  int failed = 0;
+  if (isFirstRank())
+    failed = writeFile(path, [&](FILE *file) {
+      std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+      for (size_t r = 0; r < ranks.size(); ++r)
+        text += (r ? ",\n" : "") + ranks[r];
+      text += "\n]}\n";
+      return std::fwrite(text.data(), 1, text.size(), file) == text.size();
+    });
+  return shareOutcome(failed, "write", path);
+}
 
 int loom_model_export_safetensors(const loom_model *model, const char *path) {
   if (!checkLlmcLayout(model, path, "Hugging Face GPT-2"))

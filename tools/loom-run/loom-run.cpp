@@ -60,6 +60,11 @@ const char *const kUsage =
     "  --quiet             print only the summary line\n"
     "  --verbose-ranks     under mpirun, every rank prints (prefixed with its\n"
     "                      rank), not only rank 0\n"
+    "  --trace FILE        write the run's timeline as Chrome trace-event\n"
+    "                      JSON (Perfetto, chrome://tracing): a track per\n"
+    "                      rank, with each step, its micro-batches' forward\n"
+    "                      and backward passes, its collectives and messages\n"
+    "                      and the optimizer\n"
     "\n"
     "An artifact compiled for several ranks runs under mpirun, one loom-run\n"
     "per rank: mpirun -np N loom-run ARTIFACT --data FILE. The job's size\n"
@@ -67,7 +72,7 @@ const char *const kUsage =
 
 struct Options {
   std::string artifact, data, load, save, exportSafetensors, loadState,
-      saveState;
+      saveState, trace;
   long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0,
             lossScaleWindow = 2000;
   double lr = -1, valFraction = 0.1, lossScale = 65536;
@@ -191,6 +196,7 @@ int parseArgs(int argc, char **argv, Options &o) {
       path("--load-state", o.loadState),
       path("--save-state", o.saveState),
       path("--export-safetensors", o.exportSafetensors),
+      path("--trace", o.trace),
       integer("--steps", o.steps, 0),
       integer("--seed", o.seed, 0),
       integer("--val-every", o.valEvery, 0),
@@ -249,7 +255,8 @@ int parseArgs(int argc, char **argv, Options &o) {
   for (auto [path, flag] :
        {std::pair<const std::string &, const char *>{o.save, "--save"},
         {o.saveState, "--save-state"},
-        {o.exportSafetensors, "--export-safetensors"}})
+        {o.exportSafetensors, "--export-safetensors"},
+        {o.trace, "--trace"}})
     if (!path.empty()) {
       std::string why = unwritable(path, flag);
       if (!why.empty()) {
@@ -318,6 +325,13 @@ int main(int argc, char **argv) {
   printing = dist.rank == 0 || o.verboseRanks;
   if (o.verboseRanks && dist.world_size > 1)
     rankPrefix = "[rank " + std::to_string(dist.rank) + "] ";
+  if (o.valEvery > 0 && info.pp > 1) {
+    std::string msg = o.artifact +
+                      ": --val-every: validation runs the forward pass "
+                      "alone, which pipeline artifacts (pp = " +
+                      std::to_string(info.pp) + ") do not compile yet";
+    return fail(msg.c_str());
+  }
   loom_dataset *data = loom_dataset_open(o.data.c_str(), info.vocab);
   if (!data)
     return fail(loom_last_error());
@@ -374,6 +388,13 @@ int main(int argc, char **argv) {
   if (info.tp > 1)
     split += ", each layer split over " + std::to_string(info.tp) +
              " tensor-parallel ranks";
+  if (info.pp > 1) {
+    split += ", the layers in " + std::to_string(info.pp) +
+             " pipeline stages (" + info.schedule;
+    if (info.virtual_stages > 1)
+      split += ", " + std::to_string(info.virtual_stages) + " chunks each";
+    split += ")";
+  }
   if (info.micro_batches > 1)
     split += " in " + std::to_string(info.micro_batches) + " micro-batches";
   if (!o.quiet)
@@ -410,6 +431,8 @@ int main(int argc, char **argv) {
     return true;
   };
 
+  if (!o.trace.empty() && loom_trace_start())
+    return fail(loom_last_error());
   int64_t cursor = 0;
   for (long long skipped = 1; skipped < first; ++skipped)
     if (loom_dataset_batch(data, 0, valBegin, &cursor, info.batch,
@@ -477,6 +500,8 @@ int main(int argc, char **argv) {
            comm);
   }
   std::fflush(stdout);
+  if (!o.trace.empty() && loom_trace_write(o.trace.c_str()))
+    return fail(loom_last_error());
 
   // The ranks gather the whole model (under ZeRO-3, each holds a part of
   // it) and rank 0 writes it, once, for each file.

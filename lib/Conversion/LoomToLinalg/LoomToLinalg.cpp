@@ -32,6 +32,7 @@ void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
   populateLoomOptimizerToLinalgPatterns(patterns);
   populateLoomScanToSCFPatterns(patterns);
   populateLoomPrecisionToLinalgPatterns(patterns);
+  populateLoomTraceToCallPatterns(patterns);
 }
 
 void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {

@@ -24,6 +24,13 @@
 #define LOOM_RT_GROUP_RANK "loom_rt_group_rank"
 #define LOOM_RT_GROUP_SEND "loom_rt_group_send"
 #define LOOM_RT_GROUP_RECV "loom_rt_group_recv"
+#define LOOM_RT_TRACE_BEGIN "loom_rt_trace_begin"
+#define LOOM_RT_TRACE_END "loom_rt_trace_end"
+
+/* The spans of a step's timeline generated code marks (loom_rt_trace_*). */
+#define LOOM_TRACE_FORWARD 0
+#define LOOM_TRACE_BACKWARD 1
+#define LOOM_TRACE_OPTIMIZER 2
 
 /* Parameters of the transformer's blocks are stacked over the layers and
    named LOOM_STACKED_PREFIX followed by GPT-2's per-layer name: slice l of

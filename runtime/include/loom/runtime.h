@@ -156,6 +156,12 @@ int loom_model_set_loss_scaling(loom_model *model, float initial_scale,
 /// the model, rank 0 writes it and every rank returns rank 0's outcome.
 int loom_model_export_safetensors(const loom_model *model, const char *path);
 
+/// Writes the timeline loom_trace_start began, every rank's, to `path` as
+/// Chrome trace-event JSON (Perfetto, chrome://tracing): a track per rank,
+/// a complete event ("ph": "X") per span, times in microseconds from the
+/// start. Every rank calls it; rank 0 writes the file.
+int loom_trace_write(const char *path);
+
 /*--- Data ----------------------------------------------------------------*/
 
 typedef struct loom_dataset loom_dataset;
@@ -233,6 +239,11 @@ typedef struct loom_dist_info {
 int loom_dist_init(int64_t pp, int64_t dp, int64_t tp);
 /// Null before loom_dist_init.
 const loom_dist_info *loom_dist_get_info(void);
+/// Starts recording the timeline of this rank's steps: the forward and
+/// backward passes and the optimizer that the step marks, and the
+/// collectives, messages and steps themselves. Every rank of the job calls
+/// it (after loom_dist_init); the clocks start together when all have.
+int loom_trace_start(void);
 /// Null before a successful loom_dist_init.
 loom_comm *loom_dist_group(loom_group group);
 int64_t loom_comm_size(const loom_comm *comm);
@@ -309,6 +320,11 @@ void loom_rt_group_send(int32_t group, int32_t dtype, const void *buffer,
 /// `tag`, waiting for it; a message of another size ends the job, as above.
 void loom_rt_group_recv(int32_t group, int32_t dtype, void *buffer,
                         int64_t count, int64_t peer, int64_t tag);
+/// Generated code's marks of a span of the step's timeline: `kind` is a
+/// LOOM_TRACE_* of abi.h, `micro_batch` and `chunk` -1 where they do not
+/// apply. Recorded while tracing (loom_trace_start); nothing otherwise.
+void loom_rt_trace_begin(int32_t kind, int64_t micro_batch, int64_t chunk);
+void loom_rt_trace_end(int32_t kind);
 /// This rank's index in `group`; ends the job when there is no context.
 int64_t loom_rt_group_rank(int32_t group);
 

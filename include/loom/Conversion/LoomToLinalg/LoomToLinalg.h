@@ -36,6 +36,8 @@ void populateLoomOptimizerToLinalgPatterns(RewritePatternSet &patterns);
 void populateLoomScanToSCFPatterns(RewritePatternSet &patterns);
 /// loom.convert, and loom.seed as the constant 1.
 void populateLoomPrecisionToLinalgPatterns(RewritePatternSet &patterns);
+/// The timeline's spans as calls of the runtime.
+void populateLoomTraceToCallPatterns(RewritePatternSet &patterns);
 
 /// Rewrites each op with the MixedPrecision trait that has bf16 or f16
 /// tensors into the same op on f32 tensors between loom.convert ops, which
