@@ -1,9 +1,10 @@
 //===- Trace.cpp - The timeline of a run's steps --------------------------===//
 //
 // Spans are kept in memory until loom_trace_write: a few per micro-batch
-// and collective, small next to the step. Times are microseconds from the
-// moment the ranks left the barrier in loom_trace_start, which is the one
-// clock base they share (on one machine to the barrier's own latency).
+// and collective, small next to the step. Times are microseconds from one
+// base: rank 0's clock reading after a barrier in loom_trace_start, which
+// the ranks on its machine share exactly (one monotonic clock); those on
+// other machines take their own reading after the barrier, to its latency.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -106,17 +108,32 @@ extern "C" {
 
 int loom_trace_start(void) {
   Recorder &r = recorder();
-  // The ranks start their clocks together: each leaves a collective that
-  // none leaves before all have entered.
-  loom_comm *world = loom_dist_group(LOOM_GROUP_WORLD);
-  if (world && loom_comm_size(world) > 1) {
-    float token = 0;
-    if (loom_rt_all_reduce(world, LOOM_DTYPE_F32, &token, &token, 1))
-      return 1;
-  }
   r.spans.clear();
   r.open.clear();
   r.base = loom::TraceClock::now();
+  loom_comm *world = loom_dist_group(LOOM_GROUP_WORLD);
+  if (world && loom_comm_size(world) > 1) {
+    // The ranks start their clocks together: each leaves a collective that
+    // none leaves before all have entered. Those on rank 0's machine share
+    // its monotonic clock, and take its reading as theirs exactly.
+    struct {
+      char host[64];
+      int64_t base;
+    } first = {};
+    gethostname(first.host, sizeof(first.host) - 1);
+    std::string mine = first.host;
+    static_assert(sizeof(first) % 4 == 0, "moved as 4-byte words");
+    float token = 0;
+    if (loom_rt_all_reduce(world, LOOM_DTYPE_F32, &token, &token, 1))
+      return 1;
+    r.base = loom::TraceClock::now();
+    first.base = r.base.time_since_epoch().count();
+    if (loom_rt_broadcast(world, LOOM_DTYPE_F32, &first, sizeof(first) / 4, 0))
+      return 1;
+    if (mine == first.host)
+      r.base = loom::TraceClock::time_point(
+          loom::TraceClock::duration(first.base));
+  }
   r.active = true;
   return 0;
 }
