@@ -154,3 +154,38 @@ func.func @strided(%t: tensor<4x8xf32>) -> tensor<4x4xf32> {
   %g = shard.all_gather %s on @grid grid_axes = [1] gather_axis = 0 : tensor<2x4xf32> -> tensor<4x4xf32>
   return %g : tensor<4x4xf32>
 }
+
+// -----
+
+// A pipeline's messages: a send copies its operand's buffer to the peer on
+// the pipeline group (3) with its tag and does not wait; a receive fills a
+// new buffer. bf16 moves as it is (dtype 1).
+// CHECK-LABEL: func.func @messages(
+// CHECK: %[[PP:.*]] = llvm.mlir.constant(3 : i32) : i32
+// CHECK: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK: %[[N:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK: %[[PEER:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK: %[[TAG:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK: llvm.call @loom_rt_group_send(%[[PP]], %[[F32]], %{{.*}}, %[[N]], %[[PEER]], %[[TAG]])
+// CHECK: %[[R:.*]] = memref.alloc() {{.*}} : memref<2x4xbf16>
+// CHECK: %[[PP2:.*]] = llvm.mlir.constant(3 : i32) : i32
+// CHECK: %[[BF16:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: arith.muli %{{.*}}, %c2
+// CHECK: llvm.call @loom_rt_group_recv(%[[PP2]], %[[BF16]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: return %[[R]]
+// CHECK: llvm.func @loom_rt_group_send(i32, i32, !llvm.ptr, i64, i64, i64)
+// CHECK: llvm.func @loom_rt_group_recv(i32, i32, !llvm.ptr, i64, i64, i64)
+func.func @messages(%x: tensor<2x4xf32>) -> tensor<2x4xbf16> {
+  loom.send %x to 1 tag 2 : tensor<2x4xf32>
+  %r = loom.recv from 1 tag 2 : tensor<2x4xbf16>
+  return %r : tensor<2x4xbf16>
+}
+
+// -----
+
+func.func @integers(%x: tensor<2x4xi32>) {
+  // expected-error @+2 {{moves 'i32' elements; the runtime moves f32, bf16 and f16}}
+  // expected-error @+1 {{failed to bufferize op}}
+  loom.send %x to 1 tag 0 : tensor<2x4xi32>
+  return
+}

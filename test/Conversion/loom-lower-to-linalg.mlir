@@ -148,3 +148,23 @@ func.func @skipped(%p: tensor<4xf32>, %g: tensor<4xf32>, %b: tensor<4xf32>, %lr:
   %np, %nb = loom.sgd %p, %g, %b, %lr, %scale skip if %skip {momentum = 0.9 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
   return %np, %nb : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// The timeline's marks become calls of the runtime, in place; the messages
+// stay for bufferization.
+// CHECK: func.func private @loom_rt_trace_end(i32)
+// CHECK: func.func private @loom_rt_trace_begin(i32, i64, i64)
+// CHECK-LABEL: func.func @trace(
+// CHECK: %[[F:.*]] = arith.constant 0 : i32
+// CHECK: %[[MB:.*]] = arith.constant 3 : i64
+// CHECK: %[[C:.*]] = arith.constant 1 : i64
+// CHECK: call @loom_rt_trace_begin(%[[F]], %[[MB]], %[[C]]) : (i32, i64, i64) -> ()
+// CHECK: loom.send
+// CHECK: call @loom_rt_trace_end(%{{.*}}) : (i32) -> ()
+func.func @trace(%x: tensor<4xf32>) {
+  loom.trace_begin forward micro_batch 3 chunk 1
+  loom.send %x to 1 tag 0 : tensor<4xf32>
+  loom.trace_end forward
+  return
+}

@@ -107,12 +107,16 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // PIPE-SAME: {loom.param = "wte"}
 // PIPE-SAME: {loom.layers = array<i64: 0, 1>, loom.param = "h.*.ln_1.weight"}
 // PIPE-SAME: attributes {loom.stage = 0 : i64}
-// PIPE: %[[F0:.*]]:{{[0-9]+}} = call @forward_stage0_grad_forward
-// PIPE: loom.send %[[F0]]#0 to 1 tag 0 : tensor<2x4x8xf32>
+// PIPE: loom.trace_begin forward micro_batch 0 chunk 0
+// PIPE-NEXT: %[[F0:.*]]:{{[0-9]+}} = call @forward_stage0_grad_forward
+// PIPE-NEXT: loom.trace_end forward
+// PIPE-NEXT: loom.send %[[F0]]#0 to 1 tag 0 : tensor<2x4x8xf32>
 // PIPE: %[[F1:.*]]:{{[0-9]+}} = call @forward_stage0_grad_forward
 // PIPE: loom.send %[[F1]]#0 to 1 tag 0
 // PIPE: %[[G0:.*]] = loom.recv from 1 tag 1 : tensor<2x4x8xf32>
-// PIPE: call @forward_stage0_grad_backward({{.*}}%[[F0]]#1{{.*}}%[[G0]])
+// PIPE: loom.trace_begin backward micro_batch 0 chunk 0
+// PIPE-NEXT: call @forward_stage0_grad_backward({{.*}}%[[F0]]#1{{.*}}%[[G0]])
+// PIPE-NEXT: loom.trace_end backward
 // PIPE: %[[G1:.*]] = loom.recv from 1 tag 1
 // PIPE: call @forward_stage0_grad_backward({{.*}}%[[F1]]#1{{.*}}%[[G1]])
 // The tied table's gradient is exchanged with the last stage and summed.
@@ -122,7 +126,9 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // The loss and the norm's squares are summed over the pipeline.
 // PIPE: shard.all_reduce {{.*}} grid_axes = [0]
 // PIPE: shard.all_reduce {{.*}} grid_axes = [0]
+// PIPE: loom.trace_begin optimizer micro_batch -1 chunk -1
 // PIPE: loom.adamw
+// PIPE: loom.trace_end optimizer
 // Rank 1: no warm-up; each micro-batch's backward pass right after its
 // forward pass, seeded with 1.
 // PIPE-LABEL: func.func @train_step_stage1(

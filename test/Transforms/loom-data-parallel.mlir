@@ -1,6 +1,7 @@
 // RUN: loom-opt %s --loom-build-train-step --loom-data-parallel=bucket-bytes=0 --split-input-file --verify-diagnostics | FileCheck %s
 // RUN: loom-opt %s --loom-build-train-step --loom-data-parallel --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=BUCKET
 // RUN: loomc %S/Inputs/auto-plan.json --plan dp=2,zero=3 --emit=parallel | FileCheck %s --check-prefix=ZERO3
+// RUN: loomc %examples/gpt2-tiny.json --plan pp=2,dp=2,zero=1,mb=2 --emit=parallel | FileCheck %s --check-prefix=PIPE
 
 // Two replicas of two micro-batches: the loop that accumulates the
 // micro-batches' loss and gradients is followed by their sum over the
@@ -168,3 +169,18 @@ module attributes {loom.plan = #loom.plan<dp = 4, tp = 1, pp = 1, zero = 1, micr
 // ZERO3: shard.reduce_scatter %{{.*}} on @loom_grid grid_axes = [1] scatter_axis = 0 : tensor<2x88xf32> -> tensor<1x88xf32>
 // ZERO3-NOT: shard.reduce_scatter
 // ZERO3: return
+
+// Inside a pipeline, each rank's step sums its gradients over its replicas
+// (grid axis 1) after its last backward pass, before the norm; ZeRO-1
+// updates the rank's shard and gathers the parameters; the loss, summed
+// over the pipeline, is summed over the replicas too.
+// PIPE-LABEL: func.func @train_step_stage0(
+// PIPE: loom.trace_end backward
+// PIPE: shard.all_reduce {{.*}} grid_axes = [1] : tensor<437504xf32>
+// PIPE: loom.sum_squares
+// PIPE: loom.adamw
+// PIPE: shard.all_reduce {{.*}} grid_axes = [1] : tensor<f32>
+// PIPE: shard.all_gather {{.*}} grid_axes = [1] gather_axis = 0
+// PIPE: return
+// PIPE-LABEL: func.func @train_step_stage1(
+// PIPE: shard.all_reduce {{.*}} grid_axes = [1]

@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --loom-memory-report=print --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loomc %examples/gpt2-tiny.json --plan pp=2,mb=2 --emit=memory | FileCheck %s --check-prefix=PIPE
 
 // ZeRO-1 over two replicas: whole parameters, the whole reduced gradients
 // (each rank updates slices of them), and optimizer state for its half.
@@ -102,3 +103,14 @@ module {
     return %t : tensor<1x2xi32>
   }
 }
+
+// A pipeline's ranks each have their own figures: the first stage holds the
+// embedding and the first half of the layers, the last the other half,
+// the final norm and the tied table; each keeps, per micro-batch, what its
+// stage's forward half returns for its backward half.
+// PIPE: pipeline rank 0 (@train_step_stage0):
+// PIPE-NEXT: compiled per rank: parameters 1750016 B, gradients 1750016 B, optimizer state 3500032 B
+// PIPE-NEXT: compiled per rank: activations 2097152 B per layer x 2 + 0 B outside the layers = 4194304 B per micro-batch
+// PIPE: pipeline rank 1 (@train_step_stage1):
+// PIPE-NEXT: compiled per rank: parameters 1718272 B, gradients 1718272 B, optimizer state 3436544 B
+// PIPE-NEXT: compiled per rank: activations 2097152 B per layer x 2 + 524288 B outside the layers = 4718592 B per micro-batch

@@ -2,6 +2,7 @@
 // RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=2 --emit=loom | loom-opt --loom-plan --loom-micro-batches --loom-pipeline-stages --loom-differentiate | FileCheck %s --check-prefix=GRAD
 // RUN: loomc %S/Inputs/auto-plan.json --plan dp=2 --emit=loom | loom-opt --loom-pipeline-stages | FileCheck %s --check-prefix=NOPIPE
 // RUN: loom-opt %s --loom-pipeline-stages --split-input-file --verify-diagnostics
+// RUN: loomc %examples/gpt2-tiny.json --plan pp=2,tp=2,sp=1,mb=2 --emit=loom | loom-opt --loom-plan --loom-micro-batches --loom-tensor-parallel --loom-pipeline-stages | FileCheck %s --check-prefix=SP
 
 // Two stages of one layer each. The first runs the embedding and its
 // layer, and gives the activations on; it takes the embedding tables, its
@@ -88,3 +89,14 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micr
     return %s : tensor<f32>
   }
 }
+
+// Sequence parallelism fans the final norm's parameters out before the
+// layer loop; computed from parameters alone, they move to the last stage,
+// which reads them.
+// SP-LABEL: func.func @forward_stage0(
+// SP-NOT: loom.fan_out %{{.*}} : tensor<128xf32>
+// SP: loom.scan
+// SP-LABEL: func.func @forward_stage1(
+// SP: loom.scan
+// SP: loom.fan_out %{{.*}} on @loom_grid axes = [2] : tensor<128xf32>
+// SP: loom.layer_norm

@@ -101,4 +101,17 @@ module attributes {
     %g = loom.recv from 1 tag 1 : tensor<2x3x4xf32>
     return %g : tensor<2x3x4xf32>
   }
+
+  // CHECK-LABEL: func.func @trace
+  // CHECK: loom.trace_begin backward micro_batch 2 chunk 0
+  // CHECK: loom.trace_end backward
+  // CHECK: loom.trace_begin optimizer micro_batch -1 chunk -1
+  // CHECK: loom.trace_end optimizer
+  func.func @trace() {
+    loom.trace_begin backward micro_batch 2 chunk 0
+    loom.trace_end backward
+    loom.trace_begin optimizer micro_batch -1 chunk -1
+    loom.trace_end optimizer
+    return
+  }
 }
