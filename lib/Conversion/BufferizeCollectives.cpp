@@ -133,10 +133,9 @@ void callCollective(RewriterBase &rewriter, Operation *op, StringRef callee,
   LLVM::CallOp::create(rewriter, loc, function, operands);
 }
 
-/// The runtime's element type for `type`'s, which messages move as they
+/// The runtime's element type for `element`, which messages move as they
 /// are.
-FailureOr<loom_dtype> messageType(Operation *op, RankedTensorType type) {
-  Type element = type.getElementType();
+FailureOr<loom_dtype> messageType(Operation *op, Type element) {
   if (element.isF32())
     return LOOM_DTYPE_F32;
   if (element.isBF16())
@@ -234,17 +233,11 @@ SmallVector<int64_t> moveDim(int64_t rank, int64_t from, int64_t to) {
   return order;
 }
 
-/// Gathers and reduce-scatters read their operand and write a new buffer,
-/// through the runtime function `Callee`, which takes the group, the
-/// dtype, both buffers and the count of elements per rank. Along the
-/// leading dimension (or one that only ones precede), concatenating the
-/// ranks' blocks in rank order is what MPI does with contiguous buffers;
-/// along another, the blocks go through a buffer of shape [ranks, block]
-/// and a transpose.
-template <typename CollectiveOp>
-struct ResultBufferCollective
-    : public BufferizableOpInterface::ExternalModel<
-          ResultBufferCollective<CollectiveOp>, CollectiveOp> {
+/// The model of an op that only reads its operand, whose results (if any)
+/// are new buffers.
+template <typename Model, typename Op>
+struct ReadsOperandModel
+    : public BufferizableOpInterface::ExternalModel<Model, Op> {
   bool bufferizesToMemoryRead(Operation *, OpOperand &,
                               const AnalysisState &) const {
     return true;
@@ -257,6 +250,19 @@ struct ResultBufferCollective
                                       const AnalysisState &) const {
     return {};
   }
+};
+
+/// Gathers and reduce-scatters read their operand and write a new buffer,
+/// through the runtime function `Callee`, which takes the group, the
+/// dtype, both buffers and the count of elements per rank. Along the
+/// leading dimension (or one that only ones precede), concatenating the
+/// ranks' blocks in rank order is what MPI does with contiguous buffers;
+/// along another, the blocks go through a buffer of shape [ranks, block]
+/// and a transpose.
+template <typename CollectiveOp>
+struct ResultBufferCollective
+    : public ReadsOperandModel<ResultBufferCollective<CollectiveOp>,
+                               CollectiveOp> {
   bool bufferizesToAllocation(Operation *, Value) const { return true; }
 
   LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
@@ -331,40 +337,35 @@ struct ResultBufferCollective
     return success();
   }
 };
+/// Calls the runtime's message function `callee` on `buffer`, which holds
+/// the tensor `op` sends or receives.
+template <typename MessageOp>
+LogicalResult callMessage(RewriterBase &rewriter, MessageOp op,
+                          StringRef callee, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  FailureOr<loom_dtype> dtype = messageType(op, type.getElementType());
+  if (failed(dtype))
+    return failure();
+  callCollective(rewriter, op, callee, LOOM_GROUP_PP, buffer,
+                 {type.getNumElements(), static_cast<int64_t>(op.getPeer()),
+                  static_cast<int64_t>(op.getTag())},
+                 *dtype);
+  return success();
+}
+
 /// loom.send: a call that copies the operand's buffer into a message to
 /// the peer on the pipeline's communicator and returns without waiting.
 struct SendBufferization
-    : public BufferizableOpInterface::ExternalModel<SendBufferization,
-                                                    loom::SendOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
-
+    : public ReadsOperandModel<SendBufferization, loom::SendOp> {
   LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
     auto op = cast<loom::SendOp>(rawOp);
-    auto type = cast<RankedTensorType>(op.getValue().getType());
-    FailureOr<loom_dtype> dtype = messageType(op, type);
-    if (failed(dtype))
-      return failure();
     FailureOr<Value> buffer =
         readableBuffer(rewriter, op, op.getValue(), options, state);
-    if (failed(buffer))
+    if (failed(buffer) ||
+        failed(callMessage(rewriter, op, LOOM_RT_GROUP_SEND, *buffer)))
       return failure();
-    callCollective(rewriter, op, LOOM_RT_GROUP_SEND, LOOM_GROUP_PP, *buffer,
-                   {type.getNumElements(), static_cast<int64_t>(op.getPeer()),
-                    static_cast<int64_t>(op.getTag())},
-                   *dtype);
     rewriter.eraseOp(op);
     return success();
   }
@@ -382,18 +383,12 @@ struct RecvBufferization
                           BufferizationState &state) const {
     auto op = cast<loom::RecvOp>(rawOp);
     auto type = cast<RankedTensorType>(op.getResult().getType());
-    FailureOr<loom_dtype> dtype = messageType(op, type);
-    if (failed(dtype))
-      return failure();
     FailureOr<Value> buffer = options.createAlloc(
         rewriter, op.getLoc(),
         MemRefType::get(type.getShape(), type.getElementType()), ValueRange{});
-    if (failed(buffer))
+    if (failed(buffer) ||
+        failed(callMessage(rewriter, op, LOOM_RT_GROUP_RECV, *buffer)))
       return failure();
-    callCollective(rewriter, op, LOOM_RT_GROUP_RECV, LOOM_GROUP_PP, *buffer,
-                   {type.getNumElements(), static_cast<int64_t>(op.getPeer()),
-                    static_cast<int64_t>(op.getTag())},
-                   *dtype);
     replaceOpWithBufferizedValues(rewriter, op, *buffer);
     return success();
   }

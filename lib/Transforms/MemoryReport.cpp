@@ -37,6 +37,19 @@ struct KeptActivations {
   int64_t total() const { return perLayer * layers + outside; }
 };
 
+/// The bytes of `value`, a kept activation, and the layer loop that stacks
+/// it (null for one outside the layers).
+FailureOr<std::pair<int64_t, ScanOp>> keptBytes(Value value) {
+  auto type = dyn_cast<ShapedType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return emitError(value.getLoc())
+           << "the backward pass reads an activation of unknown size";
+  auto scan = value.getDefiningOp<ScanOp>();
+  if (scan && llvm::is_contained(scan.getCarryResults(), value))
+    scan = ScanOp();
+  return std::make_pair(bytesOf(type), scan);
+}
+
 /// The activations @forward_grad keeps: the data it reads and the values
 /// computed from them that the loss's computation produces and an op
 /// outside it (the backward pass) reads. A layer loop's stacked results are
@@ -89,13 +102,12 @@ FailureOr<KeptActivations> measureKeptActivations(func::FuncOp grad) {
     });
     if (!readByBackward)
       continue;
-    auto type = dyn_cast<ShapedType>(value.getType());
-    if (!type || !type.hasStaticShape())
-      return emitError(value.getLoc())
-             << "the backward pass reads an activation of unknown size";
-    auto scan = value.getDefiningOp<ScanOp>();
-    if (!scan || llvm::is_contained(scan.getCarryResults(), value)) {
-      kept.outside += bytesOf(type);
+    FailureOr<std::pair<int64_t, ScanOp>> bytes = keptBytes(value);
+    if (failed(bytes))
+      return failure();
+    auto [size, scan] = *bytes;
+    if (!scan) {
+      kept.outside += size;
       continue;
     }
     int64_t length = scan.getLength();
@@ -103,7 +115,7 @@ FailureOr<KeptActivations> measureKeptActivations(func::FuncOp grad) {
       return emitError(scan.getLoc()) << "layer loops of " << kept.layers
                                       << " and " << length << " layers";
     kept.layers = length;
-    kept.perLayer += bytesOf(type) / length;
+    kept.perLayer += size / length;
   }
   return kept;
 }
@@ -180,17 +192,11 @@ FailureOr<KeptActivations> measurePipelineActivations(func::FuncOp step) {
       // activation.
       if (value.getType().isIndex())
         continue;
-      auto type = dyn_cast<ShapedType>(value.getType());
-      if (!type || !type.hasStaticShape())
-        return emitError(value.getLoc())
-               << "the backward pass reads an activation of unknown size";
-      auto scan = value.getDefiningOp<ScanOp>();
-      if (!scan || llvm::is_contained(scan.getCarryResults(), value)) {
-        kept.outside += bytesOf(type);
-        continue;
-      }
+      FailureOr<std::pair<int64_t, ScanOp>> bytes = keptBytes(value);
+      if (failed(bytes))
+        return failure();
       // A rank's chunks differ in length: count layers, not loops.
-      kept.perLayer += bytesOf(type);
+      (bytes->second ? kept.perLayer : kept.outside) += bytes->first;
     }
     forward.walk([&](ScanOp scan) { kept.layers += scan.getLength(); });
   }
