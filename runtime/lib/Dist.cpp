@@ -435,7 +435,6 @@ int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
 
 double loom_dist_comm_seconds(void) { return context().commSeconds; }
 
-
 namespace {
 /// Frees the copies of the messages MPI has delivered, oldest first.
 bool reapSends(const loom_comm *comm) {

@@ -1096,8 +1096,8 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
   if (!model->call(model->stepEntry.c_str(), tokens + replica * share,
                    targets + replica * share))
     return 1;
-  traceSpan("step " + std::to_string(static_cast<int64_t>(model->step)),
-            "step", start);
+  traceSpan("step " + std::to_string(static_cast<int64_t>(model->step)), "step",
+            start);
   // An overflowed step left the parameters and the optimizer as they were.
   if (model->lossScaler.enabled && model->lossScaler.update(model->gradNorm))
     model->step -= 1;

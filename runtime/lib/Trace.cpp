@@ -91,11 +91,11 @@ std::string loom::traceEvents(int64_t pid, const std::string &label) {
                 pid, escape(label).c_str(), pid, pid);
   out += line;
   for (const Span &s : recorder().spans) {
-    std::snprintf(line, sizeof(line),
-                  ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%" PRId64
-                  ",\"tid\":0,\"ts\":%.3f,\"dur\":%.3f",
-                  escape(s.name).c_str(), s.category, pid, s.start,
-                  s.duration);
+    std::snprintf(
+        line, sizeof(line),
+        ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%" PRId64
+        ",\"tid\":0,\"ts\":%.3f,\"dur\":%.3f",
+        escape(s.name).c_str(), s.category, pid, s.start, s.duration);
     out += line;
     if (!s.args.empty())
       out += ",\"args\":{" + s.args + "}";
@@ -131,8 +131,8 @@ int loom_trace_start(void) {
     if (loom_rt_broadcast(world, LOOM_DTYPE_F32, &first, sizeof(first) / 4, 0))
       return 1;
     if (mine == first.host)
-      r.base = loom::TraceClock::time_point(
-          loom::TraceClock::duration(first.base));
+      r.base =
+          loom::TraceClock::time_point(loom::TraceClock::duration(first.base));
   }
   r.active = true;
   return 0;
@@ -152,16 +152,15 @@ void loom_rt_trace_end(int32_t kind) {
     return;
   Open o = r.open.back();
   r.open.pop_back();
-  static const char *const categories[] = {"forward", "backward",
-                                           "optimizer"};
+  static const char *const categories[] = {"forward", "backward", "optimizer"};
   if (kind < LOOM_TRACE_FORWARD || kind > LOOM_TRACE_OPTIMIZER)
     return;
   std::string name = kind == LOOM_TRACE_OPTIMIZER ? "optimizer" : "";
   std::string args;
   if (kind != LOOM_TRACE_OPTIMIZER) {
     // F3, B3; F3.1 in chunk 1, as --emit=schedule draws them.
-    name = (kind == LOOM_TRACE_FORWARD ? "F" : "B") +
-           std::to_string(o.microBatch);
+    name =
+        (kind == LOOM_TRACE_FORWARD ? "F" : "B") + std::to_string(o.microBatch);
     if (o.chunk > 0)
       name += "." + std::to_string(o.chunk);
     args = "\"micro_batch\":" + std::to_string(o.microBatch) +

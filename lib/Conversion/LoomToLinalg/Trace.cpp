@@ -18,7 +18,8 @@ using namespace mlir;
 using namespace mlir::loom;
 
 static_assert(LOOM_TRACE_FORWARD == static_cast<int>(TraceSpan::forward) &&
-                  LOOM_TRACE_BACKWARD == static_cast<int>(TraceSpan::backward) &&
+                  LOOM_TRACE_BACKWARD ==
+                      static_cast<int>(TraceSpan::backward) &&
                   LOOM_TRACE_OPTIMIZER ==
                       static_cast<int>(TraceSpan::optimizer),
               "the runtime numbers the spans as the dialect does");
@@ -69,7 +70,8 @@ struct TraceEndLowering : public OpConversionPattern<TraceEndOp> {
   matchAndRewrite(TraceEndOp op, OpAdaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Type i32 = rewriter.getI32Type();
-    func::FuncOp callee = declareRuntime(rewriter, op, LOOM_RT_TRACE_END, {i32});
+    func::FuncOp callee =
+        declareRuntime(rewriter, op, LOOM_RT_TRACE_END, {i32});
     rewriter.replaceOpWithNewOp<func::CallOp>(
         op, callee,
         ValueRange{constant(rewriter, op.getLoc(), i32,
