@@ -622,15 +622,7 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
   for (auto func : module.getOps<func::FuncOp>()) {
     auto stage =
         func->getAttrOfType<IntegerAttr>(LoomDialect::getStageAttrName());
-    // A stage's gradient function takes its output's gradient last.
-    auto seed =
-        func.getNumArguments() == 0
-            ? StringAttr()
-            : func.getArgAttrOfType<StringAttr>(
-                  func.getNumArguments() - 1, LoomDialect::getInputAttrName());
-    if (!stage || !seed ||
-        (seed != LoomDialect::getLossGradName() &&
-         seed != LoomDialect::getActivationsGradName()))
+    if (!stage || !takesOutputGradient(func))
       continue;
     if (stage.getInt() >= stages || grads[stage.getInt()])
       return func.emitOpError() << "is a gradient function of stage "
@@ -643,12 +635,15 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
              << "expected the gradient function of pipeline stage " << k
              << " (run loom-pipeline-stages and loom-differentiate first)";
   for (int64_t r = 0; r < pp; ++r)
-    if (module.lookupSymbol(
-            (LoomDialect::getTrainStepFunctionName() + "_stage" + Twine(r))
-                .str()))
+    if (module.lookupSymbol(getStageStepName(r)))
       return module.emitError()
-             << "the module already has a function @"
-             << LoomDialect::getTrainStepFunctionName() << "_stage" << r;
+             << "the module already has a function @" << getStageStepName(r);
+  // A stage's forward pass alone takes or returns activations no runtime
+  // entry point provides: the steps built below are the pipeline's
+  // programs.
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(LoomDialect::getStageAttrName()))
+      func.setPrivate();
 
   // Each stage's argument kinds and its split into forward and backward.
   struct Stage {
@@ -875,20 +870,12 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
       llvm::append_range(result, stepGrads);
       return result;
     };
-    std::string name =
-        (LoomDialect::getTrainStepFunctionName() + "_stage" + Twine(r)).str();
-    if (failed(buildStep(module, b, loc, training, plan, name, r, params,
-                         tokensType, sums)))
+    if (failed(buildStep(module, b, loc, training, plan, getStageStepName(r), r,
+                         params, tokensType, sums)))
       return failure();
   }
   // The gradient functions live on as their two halves.
   for (Stage &st : info)
     st.grad.erase();
-  // A stage's forward pass alone takes or returns activations no runtime
-  // entry point provides: the steps are the pipeline's programs.
-  for (auto func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(LoomDialect::getStageAttrName()) &&
-        !func.getName().starts_with(LoomDialect::getTrainStepFunctionName()))
-      func.setPrivate();
   return success();
 }

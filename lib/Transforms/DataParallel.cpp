@@ -67,24 +67,17 @@ struct DataParallelPass
     grid = FlatSymbolRefAttr::get(gridOp->getSymNameAttr());
     // One step, or each pipeline rank's.
     SmallVector<func::FuncOp> steps;
-    if (plan->pp == 1) {
-      FailureOr<func::FuncOp> trainStep = getTrainStep(module);
-      if (failed(trainStep))
+    if (plan->pp > 1) {
+      FailureOr<SmallVector<func::FuncOp>> stages =
+          getStageSteps(module, plan->pp);
+      if (failed(stages))
         return signalPassFailure();
-      steps.push_back(*trainStep);
+      steps = std::move(*stages);
     } else {
-      for (int64_t r = 0; r < plan->pp; ++r) {
-        std::string name =
-            (LoomDialect::getTrainStepFunctionName() + "_stage" + Twine(r))
-                .str();
-        auto step = module.lookupSymbol<func::FuncOp>(name);
-        if (!step || step.isExternal()) {
-          module.emitError()
-              << "expected @" << name << " (run loom-build-train-step first)";
-          return signalPassFailure();
-        }
-        steps.push_back(step);
-      }
+      FailureOr<func::FuncOp> step = getTrainStep(module);
+      if (failed(step))
+        return signalPassFailure();
+      steps.push_back(*step);
     }
     for (func::FuncOp step : steps)
       if (failed(parallelizeStep(step, *plan)))
@@ -112,14 +105,13 @@ struct DataParallelPass
       llvm::append_range(grads, producer->getResults().drop_front());
     } else {
       // A pipeline rank's gradients come from its schedule's backward
-      // passes: what its updates read, summed where the first of them is
-      // read (the norm's squares); its loss is the pipeline's mean.
+      // passes: what its updates read, summed after the last of them is
+      // made; its loss is the pipeline's mean, summed before the return.
       Block &body = step.getBody().front();
       step.walk([&](OptimizerUpdateOpInterface update) {
         if (!llvm::is_contained(grads, update.getUpdateGrad()))
           grads.push_back(update.getUpdateGrad());
       });
-      // After the last of them is made, before anything reads them.
       Operation *last = nullptr;
       for (Value g : grads) {
         Operation *there = isa<BlockArgument>(g)

@@ -172,17 +172,11 @@ FailureOr<KeptActivations> measurePipelineActivations(func::FuncOp step) {
   step.walk([&](func::CallOp call) {
     auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
         call, call.getCalleeAttr());
-    // The backward halves take the output's gradient last.
-    if (!callee || callee.isExternal() || callee.getNumResults() == 0 ||
-        !callee.getResultAttr(0, LoomDialect::getOutputAttrName()))
-      return;
-    auto seed = callee.getNumArguments() == 0
-                    ? StringAttr()
-                    : callee.getArgAttrOfType<StringAttr>(
-                          callee.getNumArguments() - 1,
-                          LoomDialect::getInputAttrName());
-    if (!seed || (seed != LoomDialect::getLossGradName() &&
-                  seed != LoomDialect::getActivationsGradName()))
+    // The forward halves return the stage's output first; the backward
+    // halves take its gradient last.
+    if (callee && !callee.isExternal() && callee.getNumResults() > 0 &&
+        callee.getResultAttr(0, LoomDialect::getOutputAttrName()) &&
+        !takesOutputGradient(callee))
       forwards.insert(callee);
   });
   for (func::FuncOp forward : forwards) {
@@ -259,15 +253,10 @@ struct MemoryReportPass
   /// the ranks hold different layers, and the ends the embedding and head.
   void reportPipeline(ModuleOp module, int64_t pp) {
     Builder b(&getContext());
-    for (int64_t r = 0; r < pp; ++r) {
-      std::string name =
-          (LoomDialect::getTrainStepFunctionName() + "_stage" + Twine(r)).str();
-      auto step = module.lookupSymbol<func::FuncOp>(name);
-      if (!step || step.isExternal()) {
-        module.emitError() << "expected @" << name
-                           << " (run loom-build-train-step first)";
-        return signalPassFailure();
-      }
+    FailureOr<SmallVector<func::FuncOp>> steps = getStageSteps(module, pp);
+    if (failed(steps))
+      return signalPassFailure();
+    for (auto [r, step] : llvm::enumerate(*steps)) {
       FailureOr<StepMemory> memory = measureStep(step);
       FailureOr<KeptActivations> kept = measurePipelineActivations(step);
       if (failed(memory) || failed(kept))
@@ -275,7 +264,8 @@ struct MemoryReportPass
       step->setAttr(LoomDialect::getMemoryAttrName(),
                     memoryAttr(b, *memory, *kept));
       if (print) {
-        llvm::outs() << "pipeline rank " << r << " (@" << name << "):\n";
+        llvm::outs() << "pipeline rank " << r << " (@" << step.getName()
+                     << "):\n";
         printStateMemory(llvm::outs(), "compiled", memory->parameters,
                          memory->gradients, memory->optimizer);
         printActivationMemory(llvm::outs(), "compiled", kept->perLayer,

@@ -2,6 +2,8 @@
 
 #include "Replicas.h"
 
+#include "loom/abi.h"
+
 using namespace mlir;
 using namespace mlir::loom;
 
@@ -30,6 +32,33 @@ FailureOr<func::FuncOp> mlir::loom::getTrainStep(ModuleOp module) {
            << "expected @" << LoomDialect::getTrainStepFunctionName()
            << " (run loom-build-train-step first)";
   return step;
+}
+
+std::string mlir::loom::getStageStepName(int64_t r) {
+  return (LOOM_STAGE_STEP_PREFIX + Twine(r)).str();
+}
+
+FailureOr<SmallVector<func::FuncOp>> mlir::loom::getStageSteps(ModuleOp module,
+                                                               int64_t pp) {
+  SmallVector<func::FuncOp> steps;
+  for (int64_t r = 0; r < pp; ++r) {
+    std::string name = getStageStepName(r);
+    auto step = module.lookupSymbol<func::FuncOp>(name);
+    if (!step || step.isExternal())
+      return module.emitError()
+             << "expected @" << name << " (run loom-build-train-step first)";
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+bool mlir::loom::takesOutputGradient(func::FuncOp func) {
+  if (func.getNumArguments() == 0)
+    return false;
+  auto seed = func.getArgAttrOfType<StringAttr>(
+      func.getNumArguments() - 1, LoomDialect::getInputAttrName());
+  return seed && (seed == LoomDialect::getLossGradName() ||
+                  seed == LoomDialect::getActivationsGradName());
 }
 
 FailureOr<func::FuncOp> mlir::loom::getForwardToDifferentiate(ModuleOp module,

@@ -25,6 +25,17 @@ FailureOr<shard::GridOp> getOrCreateGrid(ModuleOp module,
 /// The module's @train_step, or an error naming the pass that builds it.
 FailureOr<func::FuncOp> getTrainStep(ModuleOp module);
 
+/// The name of pipeline rank `r`'s training step.
+std::string getStageStepName(int64_t r);
+
+/// The steps of the pipeline's `pp` ranks in rank order, or an error naming
+/// the pass that builds them.
+FailureOr<SmallVector<func::FuncOp>> getStageSteps(ModuleOp module, int64_t pp);
+
+/// Whether `func` takes the gradient of a pipeline stage's output last: a
+/// stage's gradient function, or its backward half.
+bool takesOutputGradient(func::FuncOp func);
+
 /// @forward, for a pass that rewrites it before differentiation (`what`
 /// says what the pass does), or an error when it is missing or @forward_grad
 /// exists already.

@@ -197,15 +197,18 @@ void groupCollective(int32_t group, const char *what, Traffic traffic,
       std::chrono::duration<double>(loom::TraceClock::now() - start).count();
   if (!loom::traceActive())
     return;
-  std::string name = std::string(what) + " (" + comm->name + ")";
+  // "all-reduce (tp)"; a message by its peer, "send to 1".
+  bool message = traffic.peer >= 0;
+  std::string name = message
+                         ? std::string(what) +
+                               (std::strcmp(what, "send") ? " from " : " to ") +
+                               std::to_string(traffic.peer)
+                         : std::string(what) + " (" + comm->name + ")";
   std::string args = "\"group\":\"" + std::string(comm->name) +
                      "\",\"elements\":" + std::to_string(traffic.count);
-  if (traffic.peer >= 0) {
-    name = std::string(what) + (std::strcmp(what, "send") ? " from " : " to ") +
-           std::to_string(traffic.peer);
+  if (message)
     args += ",\"peer\":" + std::to_string(traffic.peer) +
             ",\"tag\":" + std::to_string(traffic.tag);
-  }
   loom::traceSpan(name, "communication", start, args);
 }
 

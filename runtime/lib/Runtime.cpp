@@ -347,7 +347,7 @@ struct loom_model {
 namespace {
 /// The entry point pipeline rank `r` runs.
 std::string stageEntry(int64_t r) {
-  return "train_step_stage" + std::to_string(r);
+  return LOOM_STAGE_STEP_PREFIX + std::to_string(r);
 }
 } // namespace
 
@@ -381,12 +381,16 @@ bool loom_model::checkPipelineEntries() {
     if (!entries.count(stageEntry(r)))
       return fail("no '" + stageEntry(r) + "' entry point for pipeline rank " +
                   std::to_string(r) + " of " + std::to_string(info.pp));
-  if (entries.size() != static_cast<size_t>(info.pp))
-    for (const auto &[entryName, entry] : entries)
-      if (entryName.rfind("train_step_stage", 0) != 0)
-        return fail("entry point '" + entryName +
-                    "' in a pipeline artifact, whose ranks run their "
-                    "train_step_stage<r>");
+  // With every rank's step there, any other entry is one too many.
+  for (const auto &[entryName, entry] : entries) {
+    bool step = false;
+    for (int64_t r = 0; r < info.pp && !step; ++r)
+      step = entryName == stageEntry(r);
+    if (!step)
+      return fail("entry point '" + entryName + "' in a pipeline artifact of " +
+                  std::to_string(info.pp) +
+                  " ranks, which run " LOOM_STAGE_STEP_PREFIX "<rank>");
+  }
   // Every rank takes the replica's whole share of the batch and cuts it
   // into the plan's micro-batches.
   for (const auto &[entryName, entry] : entries)
@@ -408,18 +412,15 @@ bool loom_model::checkPipelineEntries() {
   std::map<std::string, std::vector<int>> holders;
   for (const auto &[entryName, entry] : entries)
     for (const Arg &arg : entry.args) {
-      bool stacked =
-          arg.name.rfind(LOOM_STACKED_PREFIX, 0) == 0 ||
-          arg.name.find("." LOOM_STACKED_PREFIX) != std::string::npos;
       // Optimizer state takes its layers from its parameter (flattened by
       // ZeRO, it has none of its own).
       if (arg.kind != LOOM_ARG_PARAM)
         continue;
+      bool stacked = arg.name.rfind(LOOM_STACKED_PREFIX, 0) == 0;
       if (stacked != !arg.layerRuns.empty())
-        return fail(arg.name + " of '" + entryName + "' " +
-                    (stacked ? "gives no layers"
-                             : "is not stacked and gives "
-                               "layers"));
+        return fail(
+            arg.name + " of '" + entryName + "' " +
+            (stacked ? "gives no layers" : "is not stacked and gives layers"));
       if (!stacked)
         continue;
       std::vector<int> &count = holders[arg.name];
@@ -1096,8 +1097,9 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
   if (!model->call(model->stepEntry.c_str(), tokens + replica * share,
                    targets + replica * share))
     return 1;
-  traceSpan("step " + std::to_string(static_cast<int64_t>(model->step)), "step",
-            start);
+  if (traceActive())
+    traceSpan("step " + std::to_string(static_cast<int64_t>(model->step)),
+              "step", start);
   // An overflowed step left the parameters and the optimizer as they were.
   if (model->lossScaler.enabled && model->lossScaler.update(model->gradNorm))
     model->step -= 1;

@@ -13,6 +13,9 @@
 /* Symbols of an artifact. */
 #define LOOM_MANIFEST_SYMBOL "loom_manifest"
 #define LOOM_ENTRY_PREFIX "loom_entry_"
+/* A pipeline artifact's entry points: pipeline rank r runs the training
+   step named this prefix followed by r. */
+#define LOOM_STAGE_STEP_PREFIX "train_step_stage"
 
 /* Functions of the runtime that generated code calls (runtime.h). */
 #define LOOM_RT_SGEMM "loom_rt_sgemm"

@@ -156,6 +156,11 @@ int loom_model_set_loss_scaling(loom_model *model, float initial_scale,
 /// the model, rank 0 writes it and every rank returns rank 0's outcome.
 int loom_model_export_safetensors(const loom_model *model, const char *path);
 
+/// Starts recording the timeline of this rank's steps: the forward and
+/// backward passes and the optimizer that the step marks, and the
+/// collectives, messages and steps themselves. Every rank of the job calls
+/// it (after loom_dist_init); the clocks start together when all have.
+int loom_trace_start(void);
 /// Writes the timeline loom_trace_start began, every rank's, to `path` as
 /// Chrome trace-event JSON (Perfetto, chrome://tracing): a track per rank,
 /// a complete event ("ph": "X") per span, times in microseconds from the
@@ -239,11 +244,6 @@ typedef struct loom_dist_info {
 int loom_dist_init(int64_t pp, int64_t dp, int64_t tp);
 /// Null before loom_dist_init.
 const loom_dist_info *loom_dist_get_info(void);
-/// Starts recording the timeline of this rank's steps: the forward and
-/// backward passes and the optimizer that the step marks, and the
-/// collectives, messages and steps themselves. Every rank of the job calls
-/// it (after loom_dist_init); the clocks start together when all have.
-int loom_trace_start(void);
 /// Null before a successful loom_dist_init.
 loom_comm *loom_dist_group(loom_group group);
 int64_t loom_comm_size(const loom_comm *comm);
