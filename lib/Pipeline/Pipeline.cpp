@@ -151,6 +151,7 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   bufferization::BufferDeallocationPipelineOptions dealloc;
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);
   pm.addPass(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createLoomEarlyDeallocation());
   pm.addPass(createLoomMatmulToBlas());
   // Attention's loop over heads: an scf.parallel the outliner hands to the
   // runtime's threads.

@@ -8,6 +8,11 @@
 // free list per size and handed out again; the heap grows to the step's peak
 // once and stays there until loom_release_cached_memory.
 //
+// The bytes handed out and not yet freed are counted, with their peak: the
+// memory the step's tensors and the runtime's own (parameters, gradients,
+// optimizer state) need at once, the figure the compiler's memory report
+// predicts, without what the free lists and the process hold besides.
+//
 // Under the CUDA backend the blocks are managed memory, which the GPU's
 // kernels and the host's code both address.
 //
@@ -50,6 +55,7 @@ public:
       if (it != freeBlocks.end() && !it->second.empty()) {
         void *p = it->second.back();
         it->second.pop_back();
+        count(size);
         return p;
       }
     }
@@ -62,6 +68,8 @@ public:
       return nullptr;
     void *p = base + alignment;
     *headerOf(p) = Header{size, alignment, device};
+    std::lock_guard<std::mutex> lock(mutex);
+    count(size);
     return p;
   }
 
@@ -70,6 +78,7 @@ public:
       return;
     Header *header = headerOf(ptr);
     std::lock_guard<std::mutex> lock(mutex);
+    live -= header->size;
     freeBlocks[Key{header->size, header->alignment, header->device}].push_back(
         ptr);
   }
@@ -87,7 +96,18 @@ public:
     freeBlocks.clear();
   }
 
+  size_t getPeak() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return peak;
+  }
+
 private:
+  /// Under the lock.
+  void count(size_t size) {
+    live += size;
+    peak = std::max(peak, live);
+  }
+
   struct Key {
     size_t size, alignment;
     bool device;
@@ -103,6 +123,7 @@ private:
   };
   std::mutex mutex;
   std::unordered_map<Key, std::vector<void *>, KeyHash> freeBlocks;
+  size_t live = 0, peak = 0;
 };
 
 BlockCache &cache() {
@@ -142,5 +163,9 @@ void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
 void _mlir_memref_to_llvm_free(void *ptr) { cache().release(ptr); }
 
 void loom_release_cached_memory(void) { cache().trim(); }
+
+int64_t loom_heap_peak_bytes(void) {
+  return static_cast<int64_t>(cache().getPeak());
+}
 
 } // extern "C"

@@ -733,9 +733,17 @@ bool loom_model::layoutParams() {
     llmcLayout = params[i].name == kLlmcTensors[i];
   if (!checkDeviceMemory())
     return false;
+  // Only an entry that returns gradients (forward_grad) needs the runtime's
+  // own; a training step keeps its gradients in its own buffers.
+  bool returnsGradients = false;
+  for (const auto &entry : entries)
+    for (const Arg &arg : entry.second.args)
+      returnsGradients |= arg.kind == LOOM_ARG_OUTPUT &&
+                          arg.name.rfind(LOOM_OUTPUT_GRAD_PREFIX, 0) == 0;
   try {
     values.assign(localOffset, 0.0f);
-    grads.assign(localOffset, 0.0f);
+    if (returnsGradients)
+      grads.assign(localOffset, 0.0f);
     state.assign(stateSize, 0.0f);
     scalars.assign(1, Scalars{});
   } catch (const std::bad_alloc &) {

@@ -494,10 +494,10 @@ int main(int argc, char **argv) {
                     ", %lld skipped (overflow), loss scale %g",
                     static_cast<long long>(scale.skipped_steps), scale.scale);
     report("loom-run: %lld steps%s, final loss %.6f, %.2f ms/step, %.0f "
-           "tok/s, peak memory %.1f MiB%s\n",
+           "tok/s, peak memory %.1f MiB (tensors %lld B)%s\n",
            o.steps, scaled, lastLoss, totalMs / o.steps,
            tokensPerStep * o.steps / totalMs * 1e3, loom_peak_memory_mib(),
-           comm);
+           static_cast<long long>(loom_heap_peak_bytes()), comm);
   }
   std::fflush(stdout);
   if (!o.trace.empty() && loom_trace_write(o.trace.c_str()))

@@ -188,6 +188,12 @@ int loom_dataset_batch(const loom_dataset *data, int64_t begin, int64_t end,
 /// The process's peak resident memory in MiB, for reports.
 double loom_peak_memory_mib(void);
 
+/// The most bytes of the step's heap in use at once so far: the runtime's
+/// parameters, gradients and optimizer state, and the buffers of generated
+/// code (what the compiled step needs, without the freed buffers the heap
+/// keeps for reuse or the process's own memory).
+int64_t loom_heap_peak_bytes(void);
+
 /// Returns to the system the buffers generated code has freed. The runtime
 /// keeps them for the next step otherwise (see lib/Memory.cpp).
 void loom_release_cached_memory(void);
