@@ -59,7 +59,8 @@ def Loom_TraceSpanAttr : EnumAttr<Loom_Dialect, Loom_TraceSpan, "trace_span">;
 def Loom_Recompute : I32EnumAttr<"Recompute", "activation recomputation", [
     I32EnumAttrCase<"none", 0>,
     I32EnumAttrCase<"selective", 1>,
-    I32EnumAttrCase<"full", 2>]> {
+    I32EnumAttrCase<"full", 2>,
+    I32EnumAttrCase<"stage", 3>]> {
   let cppNamespace = "::mlir::loom";
   let genSpecializedAttr = 0;
 }

@@ -83,6 +83,11 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
     if (llvm::any_of(plan.stageLayers, [](int64_t n) { return n < 1; }))
       violate("plan.stage_layers", "every stage needs at least one layer");
   }
+  if (plan.recompute == Recompute::stage && plan.pp == 1)
+    violate("plan.recompute",
+            "recompute=stage reruns each pipeline stage's forward pass and "
+            "needs pipeline stages (pp > 1); on one stage, recompute=full "
+            "keeps each layer's input");
   if (plan.schedule == Schedule::interleaved) {
     if (plan.pp == 1)
       violate("plan.schedule",

@@ -4,6 +4,7 @@
 #include "loom/abi.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/InliningUtils.h"
 
@@ -145,9 +146,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                   "a non-negative integer on a function");
   }
   if (name == getRecomputeAttrName())
-    return expect(isa<UnitAttr>(attr.getValue()) &&
-                      op->getParentOfType<ScanOp>(),
-                  "a unit attribute on an op inside a loom.scan body");
+    return expect(
+        isa<UnitAttr>(attr.getValue()) &&
+            (op->getParentOfType<ScanOp>() || isa<CallOpInterface>(op)),
+        "a unit attribute on an op inside a loom.scan body or on "
+        "a call");
   return op->emitError() << "unknown loom attribute '" << name << "'";
 }
 

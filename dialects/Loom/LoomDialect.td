@@ -62,7 +62,9 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getAutoPlanName() { return "auto"; }
     /// Unit attribute on an op inside a loom.scan body: the backward pass
     /// recomputes its results instead of the forward pass saving them
-    /// (activation recomputation).
+    /// (activation recomputation). On a call in a pipeline rank's step: the
+    /// call reruns a stage's forward pass for its backward pass
+    /// (recompute=stage), so what it returns was not kept.
     static constexpr ::llvm::StringLiteral getRecomputeAttrName() {
       return "loom.recompute";
     }

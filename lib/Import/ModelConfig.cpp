@@ -250,7 +250,8 @@ constexpr StringRef kIgnoredHuggingFaceKeys[] = {
 constexpr StringRef kPrecisionChoices = "\"fp32\", \"bf16\", \"fp16\"";
 constexpr StringRef kOptimizerChoices = "\"adamw\", \"sgd\"";
 constexpr StringRef kScheduleChoices = "\"gpipe\", \"1f1b\", \"interleaved\"";
-constexpr StringRef kRecomputeChoices = "\"none\", \"selective\", \"full\"";
+constexpr StringRef kRecomputeChoices =
+    "\"none\", \"selective\", \"full\", \"stage\"";
 
 bool positive(double x) { return x > 0; }
 bool nonNegative(double x) { return x >= 0; }
@@ -551,7 +552,8 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field,
       if (auto recompute = symbolizeRecompute(value))
         plan.recompute = *recompute;
       else
-        fail(key, "expects one of none, selective, full, got '" + value + "'");
+        fail(key, "expects one of none, selective, full, stage, got '" + value +
+                      "'");
     } else if (key == "sp" || key == "sequence_parallel") {
       if (value == "1" || value == "true")
         plan.sequenceParallel = true;

@@ -380,19 +380,25 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     schedule = buildPipelineSchedule(plan);
   double worstTime = -1, worstMemory = -1;
   for (int64_t stage = 0; stage < pp; ++stage) {
-    SmallVector<size_t> members;
+    // The rank's groups (embedding, layers, head) and the chunk of each.
+    SmallVector<std::pair<size_t, int64_t>> members;
     if (stage == 0)
-      members.push_back(0);
-    for (int64_t c = stage; c < chunks; c += pp)
+      members.push_back({0, 0});
+    for (int64_t c = stage, chunk = 0; c < chunks; c += pp, ++chunk)
       for (int64_t l = 0; l < stageLayers[c]; ++l)
-        members.push_back(stageStarts[c] + l + 1);
+        members.push_back({stageStarts[c] + l + 1, chunk});
     if (stage == pp - 1)
-      members.push_back(layers + 1);
+      members.push_back({layers + 1, plan.virtualStages - 1});
 
     double compute = 0, recompute = 0, comm = 0, backward = 0;
     double params = 0, kept = 0, transient = 0, largestLayer = 0;
     double keptOutside = 0, keptStatistics = 0;
-    for (size_t index : members) {
+    // Stage recomputation keeps each chunk's input and reruns its forward
+    // pass whole before its backward pass, when all of the chunk's
+    // activations exist at once.
+    bool wholeStage = plan.recompute == Recompute::stage;
+    SmallVector<double> chunkActivations(plan.virtualStages, 0);
+    for (auto [index, chunk] : members) {
       const GroupCost &g = groupCosts[index];
       bool isLayer = index != 0 && index != static_cast<size_t>(layers) + 1;
       compute += g.tFwd + g.tBwd;
@@ -400,11 +406,18 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       comm += g.tCommFwd + g.tCommBwd;
       params += g.parameters;
       transient = std::max(transient, g.largestGradient);
+      if (isLayer)
+        largestLayer = std::max(largestLayer, g.parameters);
+      if (wholeStage) {
+        chunkActivations[chunk] += g.activations;
+        recompute += g.tFwd;
+        comm += g.tCommFwd;
+        continue;
+      }
       if (!isLayer) {
         keptOutside += g.activations;
         continue;
       }
-      largestLayer = std::max(largestLayer, g.parameters);
       switch (plan.recompute) {
       case Recompute::none:
         kept += g.activations;
@@ -421,7 +434,15 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
         recompute += g.tFwd;
         comm += g.tCommFwd;
         break;
+      case Recompute::stage:
+        llvm_unreachable("priced above");
       }
+    }
+    if (wholeStage) {
+      // Every chunk but the model's first receives its input.
+      int64_t inputs = stage == 0 ? plan.virtualStages - 1 : plan.virtualStages;
+      keptOutside = inputs * sendBytes;
+      transient += *llvm::max_element(chunkActivations);
     }
     // A stage shared with the embedding keeps its own copy of a tied table.
     if (pp == 1)
@@ -455,7 +476,9 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     double activations = inFlight * kept;
     double live = weights + gradients + optimizer + activations + temporary;
     double memory = live * (1 + eff.fragmentation) + eff.runtimeOverheadBytes;
-    est.stageMemory.push_back(memory);
+    est.stageMemory.push_back(
+        {weights, gradients, optimizer, kept, inFlight, temporary,
+         live * eff.fragmentation + eff.runtimeOverheadBytes});
 
     // Data-parallel traffic of this stage's parameters.
     double dpComm = 0;
@@ -521,7 +544,7 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       /*recompute=*/false);
   est.mfu = flopsUtilization(model, true, sequencesPerSecond, world, peak);
   FlopsPerSequence hardware = model;
-  if (plan.recompute == Recompute::full)
+  if (plan.recompute == Recompute::full || plan.recompute == Recompute::stage)
     hardware = trainingFlopsPerSequence(parameterCount, numLayers, arch.width,
                                         training.sequenceLength, true);
   else if (plan.recompute == Recompute::selective)

@@ -7,6 +7,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -33,7 +34,7 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
   SmallVector<Precision> precisions = getAllowedPrecisions(
       model.getTraining().precision, *model.getCluster().gpu);
   const Recompute recomputes[] = {Recompute::none, Recompute::selective,
-                                  Recompute::full};
+                                  Recompute::full, Recompute::stage};
   for (int64_t tp : getDivisors(world)) {
     for (int64_t pp : getDivisors(world / tp)) {
       int64_t dp = world / (tp * pp);
@@ -52,6 +53,8 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
             if (pp == 1 && schedule != Schedule::gpipe)
               continue;
             for (Recompute recompute : recomputes) {
+              if (pp == 1 && recompute == Recompute::stage)
+                continue;
               for (bool sp : {false, true}) {
                 if (sp && tp == 1)
                   continue;
@@ -271,6 +274,26 @@ void mlir::loom::printStateMemory(llvm::raw_ostream &os, StringRef source,
                       "{2:F0} B, optimizer state {3:F0} B ({4:F2} MiB)\n",
                       source, parameters, gradients, optimizer,
                       (parameters + gradients + optimizer) / (1 << 20));
+}
+
+void mlir::loom::printPipelineRankMemory(llvm::raw_ostream &os,
+                                         StringRef source, int64_t rank,
+                                         double state, double kept,
+                                         double inFlight,
+                                         std::optional<double> temporary) {
+  double total = state + kept * inFlight + temporary.value_or(0);
+  // Whole micro-batches but under interleaving, where chunk passes hold a
+  // fraction of the rank's layers each.
+  std::string held = inFlight == std::floor(inFlight)
+                         ? llvm::formatv("{0:F0}", inFlight).str()
+                         : llvm::formatv("{0:F2}", inFlight).str();
+  os << llvm::formatv("{0,-11} pipeline rank {1}: state {2:F0} B + "
+                      "activations {3:F0} B per micro-batch x {4} held",
+                      source, rank, state, kept, held);
+  if (temporary)
+    os << llvm::formatv(" + temporaries {0:F0} B", *temporary);
+  os << llvm::formatv(" = {0:F0} B ({1:F2} MiB){2}\n", total, total / (1 << 20),
+                      temporary ? "" : ", temporaries aside");
 }
 
 void mlir::loom::printActivationMemory(llvm::raw_ostream &os, StringRef source,

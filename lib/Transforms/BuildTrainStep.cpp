@@ -618,22 +618,33 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
                                                 TrainingAttr training,
                                                 const PlanConfig &plan) {
   int64_t pp = plan.pp, v = plan.virtualStages, stages = pp * v;
-  SmallVector<func::FuncOp> grads(stages);
+  // Each stage's gradient function, and its forward pass alone where the
+  // forward passes keep nothing for the backward ones (recompute=stage).
+  bool wholeStage = plan.recompute == Recompute::stage;
+  SmallVector<func::FuncOp> grads(stages), plains(stages);
   for (auto func : module.getOps<func::FuncOp>()) {
     auto stage =
         func->getAttrOfType<IntegerAttr>(LoomDialect::getStageAttrName());
-    if (!stage || !takesOutputGradient(func))
+    if (!stage)
       continue;
-    if (stage.getInt() >= stages || grads[stage.getInt()])
-      return func.emitOpError() << "is a gradient function of stage "
-                                << stage.getInt() << " of " << stages;
-    grads[stage.getInt()] = func;
+    bool isGrad = takesOutputGradient(func);
+    SmallVector<func::FuncOp> &found = isGrad ? grads : plains;
+    if (stage.getInt() >= stages || found[stage.getInt()])
+      return func.emitOpError()
+             << "is a " << (isGrad ? "gradient" : "forward")
+             << " function of stage " << stage.getInt() << " of " << stages;
+    found[stage.getInt()] = func;
   }
-  for (int64_t k = 0; k < stages; ++k)
+  for (int64_t k = 0; k < stages; ++k) {
     if (!grads[k])
       return module.emitError()
              << "expected the gradient function of pipeline stage " << k
              << " (run loom-pipeline-stages and loom-differentiate first)";
+    if (wholeStage && !plains[k])
+      return module.emitError()
+             << "expected the forward function of pipeline stage " << k
+             << ", which recompute=stage runs alone";
+  }
   for (int64_t r = 0; r < pp; ++r)
     if (module.lookupSymbol(getStageStepName(r)))
       return module.emitError()
@@ -780,6 +791,9 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
       Value lossSum = s.wrap(s.constant(0.0));
       // Per chunk, the gradients of its stage's parameters so far.
       SmallVector<SmallVector<Value>> chunkGrads(v);
+      // Per (micro-batch, chunk): what its backward pass reads of its
+      // forward pass, the forward half's kept values or, when the backward
+      // pass reruns the forward half, its operands.
       llvm::DenseMap<std::pair<int64_t, int64_t>, SmallVector<Value>> saved;
       for (const PipelineAction &action : schedule.ranks[r]) {
         int64_t c = action.chunk, k = c * pp + r, mb = action.microBatch;
@@ -799,14 +813,17 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
               operands.push_back(operand(c, i, mb));
           }
           TraceBeginOp::create(b, loc, TraceSpan::forward, mb, c);
-          auto call = func::CallOp::create(b, loc, st.split.forward, operands);
+          auto call = func::CallOp::create(
+              b, loc, wholeStage ? plains[k] : st.split.forward, operands);
           TraceEndOp::create(b, loc, TraceSpan::forward);
           Value out = call.getResult(0);
           if (k == stages - 1)
             lossSum = AddOp::create(b, loc, lossSum, out);
           else
             SendOp::create(b, loc, out, (k + 1) % pp, /*tag=*/0);
-          saved[{mb, c}] = SmallVector<Value>(call.getResults().drop_front());
+          saved[{mb, c}] =
+              wholeStage ? operands
+                         : SmallVector<Value>(call.getResults().drop_front());
           continue;
         }
         Type outType = st.split.forward.getResultTypes().front();
@@ -818,10 +835,18 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
         SmallVector<Value> operands;
         for (unsigned i : st.split.backwardArgs)
           operands.push_back(operand(c, i, mb));
-        llvm::append_range(operands, saved[{mb, c}]);
+        SmallVector<Value> kept = saved.lookup({mb, c});
         saved.erase({mb, c});
-        operands.push_back(seed);
         TraceBeginOp::create(b, loc, TraceSpan::backward, mb, c);
+        if (wholeStage) {
+          // The forward half again, on the inputs the forward pass kept; its
+          // output was sent (or summed) then.
+          auto rerun = func::CallOp::create(b, loc, st.split.forward, kept);
+          rerun->setAttr(LoomDialect::getRecomputeAttrName(), b.getUnitAttr());
+          kept.assign(rerun.getResults().begin() + 1, rerun.getResults().end());
+        }
+        llvm::append_range(operands, kept);
+        operands.push_back(seed);
         auto call = func::CallOp::create(b, loc, st.split.backward, operands);
         TraceEndOp::create(b, loc, TraceSpan::backward);
         ValueRange results = call.getResults();

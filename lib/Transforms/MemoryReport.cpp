@@ -10,6 +10,7 @@
 #include "Replicas.h"
 
 #include "loom/Plan/Planner.h"
+#include "loom/Plan/Schedule.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/SetVector.h"
@@ -165,10 +166,12 @@ FailureOr<StepMemory> measureStep(func::FuncOp step) {
 /// What a pipeline rank's forward passes keep for their backward passes,
 /// one micro-batch of each of its chunks: the values the forward halves of
 /// its stages return after their output (loom-build-train-step split each
-/// stage's gradient function so that they are exactly those).
+/// stage's gradient function so that they are exactly those), or, where
+/// the backward pass reruns a forward half (a call marked
+/// `loom.recompute`), the activations that call takes.
 FailureOr<KeptActivations> measurePipelineActivations(func::FuncOp step) {
   KeptActivations kept;
-  llvm::SetVector<func::FuncOp> forwards;
+  llvm::SetVector<func::FuncOp> forwards, reruns;
   step.walk([&](func::CallOp call) {
     auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
         call, call.getCalleeAttr());
@@ -177,9 +180,26 @@ FailureOr<KeptActivations> measurePipelineActivations(func::FuncOp step) {
     if (callee && !callee.isExternal() && callee.getNumResults() > 0 &&
         callee.getResultAttr(0, LoomDialect::getOutputAttrName()) &&
         !takesOutputGradient(callee))
-      forwards.insert(callee);
+      (call->hasAttr(LoomDialect::getRecomputeAttrName()) ? reruns : forwards)
+          .insert(callee);
   });
+  for (func::FuncOp rerun : reruns) {
+    for (BlockArgument arg : rerun.getArguments()) {
+      auto input = rerun.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), LoomDialect::getInputAttrName());
+      if (!input || input != LoomDialect::getActivationsName())
+        continue;
+      FailureOr<std::pair<int64_t, ScanOp>> bytes = keptBytes(arg);
+      if (failed(bytes))
+        return failure();
+      kept.outside += bytes->first;
+    }
+    rerun.walk([&](ScanOp scan) { kept.layers += scan.getLength(); });
+  }
   for (func::FuncOp forward : forwards) {
+    // A stage's forward pass alone, whose backward pass reruns it.
+    if (reruns.contains(forward) || forward.getNumResults() == 1)
+      continue;
     Operation *ret = forward.getBody().front().getTerminator();
     for (Value value : ret->getOperands().drop_front()) {
       // A grid index (a tensor-parallel rank's) is a scalar, not an
@@ -221,7 +241,7 @@ struct MemoryReportPass
     if (failed(plan))
       return signalPassFailure();
     if (plan->pp > 1)
-      return reportPipeline(module, plan->pp);
+      return reportPipeline(module, *plan);
     FailureOr<func::FuncOp> trainStep = getTrainStep(module);
     if (failed(trainStep))
       return signalPassFailure();
@@ -251,9 +271,11 @@ struct MemoryReportPass
 
   /// Each pipeline rank's figures on its own step (`loom.memory` there):
   /// the ranks hold different layers, and the ends the embedding and head.
-  void reportPipeline(ModuleOp module, int64_t pp) {
+  void reportPipeline(ModuleOp module, const PlanConfig &plan) {
     Builder b(&getContext());
-    FailureOr<SmallVector<func::FuncOp>> steps = getStageSteps(module, pp);
+    FailureOr<SmallVector<func::FuncOp>> steps = getStageSteps(module, plan.pp);
+    // How many micro-batches' activations each rank holds at most.
+    PipelineSchedule schedule = buildPipelineSchedule(plan);
     if (failed(steps))
       return signalPassFailure();
     for (auto [r, step] : llvm::enumerate(*steps)) {
@@ -270,6 +292,12 @@ struct MemoryReportPass
                          memory->gradients, memory->optimizer);
         printActivationMemory(llvm::outs(), "compiled", kept->perLayer,
                               std::nullopt, kept->layers, kept->outside);
+        printPipelineRankMemory(
+            llvm::outs(), "compiled", r,
+            memory->parameters + memory->gradients + memory->optimizer,
+            kept->total(),
+            static_cast<double>(schedule.peakInFlight[r]) / plan.virtualStages,
+            std::nullopt);
       }
     }
     markAllAnalysesPreserved();

@@ -132,6 +132,12 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
       printActivationMemory(llvm::outs(), "cost model", chosen.keptPerLayer,
                             chosen.keptStatisticsPerLayer, chosen.stageLayers,
                             chosen.keptOutsideLayers);
+      if (chosen.plan.pp > 1)
+        for (auto [r, rank] : llvm::enumerate(chosen.stageMemory))
+          printPipelineRankMemory(
+              llvm::outs(), "cost model", r,
+              rank.weights + rank.gradients + rank.optimizerState,
+              rank.keptPerMicroBatch, rank.inFlight, rank.temporary);
     }
     if (report != "cost" && report != "memory" && clusterAttr && !chosen.fits())
       return module.emitError()

@@ -29,7 +29,8 @@ struct RecomputePass : public loom::impl::LoomRecomputeBase<RecomputePass> {
     // Selective recomputation rebuilds the attention core (scores and
     // probabilities) from its input in the backward pass. Every attention
     // op's own vector-Jacobian product already does that, so there is
-    // nothing to mark.
+    // nothing to mark. Stage recomputation reruns whole stages, which
+    // loom-build-train-step does where it calls them.
     if (plan->recompute != Recompute::full)
       return;
     FailureOr<func::FuncOp> forward =

@@ -5,6 +5,7 @@
 // RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=4,schedule=1f1b --emit=step > %t.second
 // RUN: diff %t.first %t.second
 // RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=2,schedule=gpipe --emit=loom | loom-opt --loom-plan --loom-micro-batches --loom-pipeline-stages --loom-differentiate --loom-build-train-step | FileCheck %s --check-prefix=GPIPE
+// RUN: loomc %S/Inputs/auto-plan.json --plan pp=2,mb=2,schedule=gpipe,recompute=stage --emit=loom | loom-opt --loom-plan --loom-micro-batches --loom-pipeline-stages --loom-differentiate --loom-build-train-step | FileCheck %s --check-prefix=STAGE
 
 // AdamW with weight decay on the matrix only, the clip factor computed from
 // the global norm, and every new value marked with the argument it replaces.
@@ -151,3 +152,18 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // GPIPE: call @forward_stage1_grad_forward
 // GPIPE: call @forward_stage1_grad_backward
 // GPIPE: call @forward_stage1_grad_backward
+
+// Stage recomputation: a forward pass runs the stage's forward function
+// alone and keeps only its input (the activations received); the backward
+// pass reruns the forward half on it, marked, inside its span.
+// STAGE-LABEL: func.func @train_step_stage1(
+// STAGE: %[[X0:.*]] = loom.recv from 0 tag 0 : tensor<2x4x8xf32>
+// STAGE: call @forward_stage1({{.*}}%[[X0]]) : ({{.*}}) -> tensor<f32>
+// STAGE: %[[X1:.*]] = loom.recv from 0 tag 0 : tensor<2x4x8xf32>
+// STAGE: call @forward_stage1({{.*}}%[[X1]]) : ({{.*}}) -> tensor<f32>
+// STAGE-NOT: call @forward_stage1(
+// STAGE: loom.trace_begin backward micro_batch 0 chunk 0
+// STAGE-NEXT: %[[R0:.*]]:{{[0-9]+}} = call @forward_stage1_grad_forward({{.*}}%[[X0]]) {loom.recompute}
+// STAGE-NEXT: call @forward_stage1_grad_backward({{.*}}%[[R0]]#1
+// STAGE-NEXT: loom.trace_end backward
+// STAGE: call @forward_stage1_grad_forward({{.*}}%[[X1]]) {loom.recompute}

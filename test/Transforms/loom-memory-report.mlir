@@ -1,5 +1,6 @@
 // RUN: loom-opt %s --loom-memory-report=print --split-input-file --verify-diagnostics | FileCheck %s
 // RUN: loomc %examples/gpt2-tiny.json --plan pp=2,mb=2 --emit=memory | FileCheck %s --check-prefix=PIPE
+// RUN: loomc %examples/gpt2-tiny.json --plan pp=2,mb=2,recompute=stage --emit=memory | FileCheck %s --check-prefix=STAGE
 
 // ZeRO-1 over two replicas: whole parameters, the whole reduced gradients
 // (each rank updates slices of them), and optimizer state for its half.
@@ -114,3 +115,13 @@ module {
 // PIPE: pipeline rank 1 (@train_step_stage1):
 // PIPE-NEXT: compiled per rank: parameters 1718272 B, gradients 1718272 B, optimizer state 3436544 B
 // PIPE-NEXT: compiled per rank: activations 2097152 B per layer x 2 + 524288 B outside the layers = 4718592 B per micro-batch
+// With the order of the schedule (GPipe, both micro-batches held), what
+// each rank needs at once but for a pass's temporaries.
+// PIPE-NEXT: compiled pipeline rank 1: state 6873088 B + activations 4718592 B per micro-batch x 2 held = 16310272 B (15.55 MiB), temporaries aside
+
+// Stage recomputation keeps what the stage received: nothing on the first,
+// one micro-batch's hidden states (4 x 64 x 128 floats) on the last.
+// STAGE: pipeline rank 0 (@train_step_stage0):
+// STAGE: compiled per rank: activations 0 B per layer x 2 + 0 B outside the layers = 0 B per micro-batch
+// STAGE: pipeline rank 1 (@train_step_stage1):
+// STAGE: compiled per rank: activations 0 B per layer x 2 + 131072 B outside the layers = 131072 B per micro-batch

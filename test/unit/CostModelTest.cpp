@@ -305,7 +305,8 @@ TEST(CostModel, PredictsGpipeMemory) {
     PlanEstimate est = sized.model->estimate(plan, Precision::fp32);
     ASSERT_TRUE(est.illegal.empty()) << est.illegal;
     for (int64_t device = 0; device < row.partitions; ++device) {
-      double predicted = (est.stageMemory[device] - overhead) / (1 << 20);
+      double predicted =
+          (est.stageMemory[device].total() - overhead) / (1 << 20);
       double measured = row.deviceMiB[device];
       double error = predicted / measured - 1;
       errors.push_back(std::fabs(error));

@@ -79,10 +79,11 @@ static cl::opt<bool> summary(
 
 static cl::opt<std::string> planOverride(
     "plan",
-    cl::desc("Parallel plan, replacing the file's: auto (the cost model "
-             "chooses) or "
-             "dp=N,tp=N,pp=N,zero=0..3,mb=N,schedule=gpipe|1f1b,"
-             "recompute=none|selective|full,sp=0|1,precision=fp32|bf16|fp16"),
+    cl::desc(
+        "Parallel plan, replacing the file's: auto (the cost model "
+        "chooses) or "
+        "dp=N,tp=N,pp=N,zero=0..3,mb=N,schedule=gpipe|1f1b|interleaved,v=N,"
+        "recompute=none|selective|full|stage,sp=0|1,precision=fp32|bf16|fp16"),
     cl::value_desc("plan"), cl::cat(loomcCategory));
 
 static cl::opt<int64_t>

@@ -146,6 +146,27 @@ struct PricingKey {
   }
 };
 
+/// Memory (bytes) of one rank of a pipeline stage (of every rank, without a
+/// pipeline).
+struct RankMemory {
+  double weights = 0, gradients = 0, optimizerState = 0;
+  /// What one micro-batch's forward passes on the rank keep for their
+  /// backward passes, and how many micro-batches' worth the schedule holds
+  /// at most (chunk passes over chunks when interleaved).
+  double keptPerMicroBatch = 0, inFlight = 0;
+  /// Buffers that exist during one pass: the largest gradient, a layer or
+  /// stage being recomputed, ZeRO-3's gathered layers.
+  double temporary = 0;
+  /// The allocator's fragmentation and the framework's own memory.
+  double overhead = 0;
+  /// Everything the rank's tensors need at once.
+  double live() const {
+    return weights + gradients + optimizerState + keptPerMicroBatch * inFlight +
+           temporary;
+  }
+  double total() const { return live() + overhead; }
+};
+
 /// Step time and memory of a plan.
 struct PlanEstimate {
   PlanConfig plan;
@@ -185,8 +206,8 @@ struct PlanEstimate {
   bool fits() const { return illegal.empty() && memory() <= capacity; }
 
   llvm::SmallVector<int64_t> layersPerStage;
-  /// Memory of a rank of each stage, runtime overhead included.
-  llvm::SmallVector<double> stageMemory;
+  /// Memory of a rank of each stage.
+  llvm::SmallVector<RankMemory> stageMemory;
 };
 
 struct CostModelOptions {

@@ -59,6 +59,13 @@ void printActivationMemory(llvm::raw_ostream &os, llvm::StringRef source,
                            double perLayer, std::optional<double> statistics,
                            int64_t layers, double outside);
 
+/// One line of what pipeline rank `rank` needs at once: its state, the
+/// activations of `inFlight` micro-batches (`kept` each) its schedule holds,
+/// and, when given, the temporaries of one pass.
+void printPipelineRankMemory(llvm::raw_ostream &os, llvm::StringRef source,
+                             int64_t rank, double state, double kept,
+                             double inFlight, std::optional<double> temporary);
+
 void printCostReport(llvm::raw_ostream &os, const CostModel &model,
                      const PlanEstimate &estimate);
 
