@@ -296,7 +296,11 @@ TEST(CostModel, PredictsGpipeMemory) {
     plan.pp = row.partitions;
     plan.microBatches = row.microBatches;
     plan.schedule = Schedule::gpipe;
-    plan.recompute = row.checkpoint ? Recompute::full : Recompute::none;
+    // torchgpipe checkpoints whole partitions: stage recomputation, which
+    // needs a pipeline; on one partition, each layer's.
+    plan.recompute = !row.checkpoint         ? Recompute::none
+                     : row.partitions > 1 ? Recompute::stage
+                                          : Recompute::full;
     // The study used as many GPUs as partitions.
     ModelConfig config = getGpipeModel();
     PricedModel sized = priceModel(
