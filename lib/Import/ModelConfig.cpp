@@ -387,10 +387,52 @@ std::string formatParseError(llvm::Error error) {
       .str();
 }
 
+/// llvm::json parses nested arrays and objects by recursion: input nested
+/// deeply enough overflows the stack. A model description is a few levels
+/// deep; anything past this is refused before parsing.
+constexpr unsigned kMaxJsonDepth = 64;
+
+/// The line and column of the first bracket that opens level
+/// kMaxJsonDepth + 1, outside strings, if any.
+std::optional<std::pair<unsigned, unsigned>> findTooDeep(StringRef text) {
+  unsigned depth = 0, line = 1, column = 0;
+  bool inString = false, escaped = false;
+  for (char c : text) {
+    ++column;
+    if (c == '\n') {
+      ++line;
+      column = 0;
+    }
+    if (inString) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"')
+      inString = true;
+    else if ((c == '[' || c == '{') && ++depth > kMaxJsonDepth)
+      return std::make_pair(line, column);
+    else if ((c == ']' || c == '}') && depth > 0)
+      --depth;
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 std::optional<ModelConfig>
 mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
+  if (auto where = findTooDeep(text)) {
+    diag.error(llvm::formatv("malformed JSON at line {0}, column {1}: arrays "
+                             "and objects nested deeper than {2} levels",
+                             where->first, where->second, kMaxJsonDepth)
+                   .str());
+    return std::nullopt;
+  }
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed) {
     diag.error("malformed JSON at " + formatParseError(parsed.takeError()));
@@ -500,20 +542,33 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field,
                "': \"auto\" stands alone; it cannot be read as plan keys");
     return false;
   }
+  // A problem is reported once, however often the string repeats it.
+  llvm::StringSet<> reported;
+  auto report = [&](const llvm::Twine &message) {
+    std::string text = ("field '" + field + "': " + message).str();
+    if (reported.insert(text).second)
+      diag.error(text);
+  };
   auto fail = [&](StringRef key, const llvm::Twine &message) {
-    diag.error("field '" + field + "': '" + key + "' " + message);
+    report("'" + key + "' " + message);
   };
   llvm::SmallVector<StringRef> items;
-  text.split(items, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
-  if (items.empty())
-    diag.error("field '" + field + "': empty plan");
+  text.split(items, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/true);
+  if (text.trim().empty()) {
+    report("empty plan");
+    return false;
+  }
   llvm::StringSet<> seen;
   for (StringRef item : items) {
     auto [rawKey, rawValue] = item.split('=');
     StringRef key = rawKey.trim(), value = rawValue.trim();
+    if (item.trim().empty()) {
+      report("an empty item (two commas in a row, or one at an end); "
+             "expected key=value");
+      continue;
+    }
     if (!item.contains('=') || key.empty() || value.empty()) {
-      diag.error("field '" + field + "': expected key=value, got '" +
-                 item.trim() + "'");
+      report("expected key=value, got '" + item.trim() + "'");
       continue;
     }
     if (!seen.insert(key).second) {

@@ -289,6 +289,13 @@ struct BuildTrainStepPass
           tokensArg = i;
         else if (input.getValue() == LOOM_INPUT_TARGETS)
           targetsArg = i;
+      } else {
+        // The step would have nothing to pass for it.
+        return grad.emitOpError()
+               << "argument #" << i
+               << " is neither a model parameter (loom.param) nor a data "
+                  "input (loom.input), as every argument of the forward "
+                  "function must be";
       }
     }
     return success();

@@ -23,6 +23,8 @@ static constexpr int32_t kShardMagic = 20240520;
 extern "C" {
 
 loom_dataset *loom_dataset_open(const char *path, int64_t vocab) {
+  if (!checkRegularFile(path))
+    return nullptr;
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     setError("%s: cannot open: %s", path, std::strerror(errno));

@@ -962,6 +962,8 @@ bool loom_model::checkDeviceMemory() {
 /// holds them, and a truncated file then faults on first touch. Check the
 /// ELF header and every segment against the file's size before dlopen.
 static bool checkObjectFile(const char *path) {
+  if (!checkRegularFile(path))
+    return false;
   std::ifstream file(path, std::ios::binary);
   if (!file)
     return setError("%s: cannot open: %s", path, std::strerror(errno));
@@ -1260,6 +1262,8 @@ int readWholeFile(const loom_model_info &info, const char *path,
                   const FileKind &kind, int64_t count, int32_t header[256],
                   std::vector<float> &whole,
                   const std::vector<Param> &tensors) {
+  if (!checkRegularFile(path))
+    return 1;
   FILE *file = std::fopen(path, "rb");
   if (!file)
     return !setError("%s: cannot open: %s", path, std::strerror(errno));

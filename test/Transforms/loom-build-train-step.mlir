@@ -62,6 +62,18 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
 
 // -----
 
+// An argument that is neither a parameter nor data: the step would have
+// nothing to pass for it (this once crashed the pass).
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = fp32>} {
+  // expected-error@+1 {{argument #1 is neither a model parameter (loom.param) nor a data input (loom.input), as every argument of the forward function must be}}
+  func.func @forward_grad(%w: tensor<8x4xf32> {loom.param = "w"}, %x: tensor<8x4xf32>, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32>, tensor<8x4xf32>) {
+    %l = arith.constant dense<1.0> : tensor<f32>
+    return %l, %w : tensor<f32>, tensor<8x4xf32>
+  }
+}
+
+// -----
+
 // Buffers: the step is built on tensors, before bufferization.
 module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = fp32>} {
   // expected-error@+1 {{expected tensor arguments (the training step is built before bufferization)}}
