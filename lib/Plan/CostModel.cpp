@@ -473,12 +473,11 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       temporary += 2 * largestLayer * elementBytes;
     double keptPerLayer = kept / est.layersPerStage[stage];
     kept += keptOutside;
-    double activations = inFlight * kept;
-    double live = weights + gradients + optimizer + activations + temporary;
-    double memory = live * (1 + eff.fragmentation) + eff.runtimeOverheadBytes;
-    est.stageMemory.push_back(
-        {weights, gradients, optimizer, kept, inFlight, temporary,
-         live * eff.fragmentation + eff.runtimeOverheadBytes});
+    RankMemory rank{weights, gradients, optimizer, kept, inFlight, temporary};
+    double live = rank.live();
+    rank.overhead = live * eff.fragmentation + eff.runtimeOverheadBytes;
+    double memory = rank.total();
+    est.stageMemory.push_back(rank);
 
     // Data-parallel traffic of this stage's parameters.
     double dpComm = 0;
@@ -525,7 +524,7 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       est.weights = weights;
       est.gradients = gradients;
       est.optimizerState = optimizer;
-      est.activations = activations;
+      est.activations = inFlight * kept;
       est.keptPerLayer = keptPerLayer;
       est.keptStatisticsPerLayer = keptStatistics / est.layersPerStage[stage];
       est.keptOutsideLayers = keptOutside;

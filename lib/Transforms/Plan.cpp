@@ -134,10 +134,9 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
                             chosen.keptOutsideLayers);
       if (chosen.plan.pp > 1)
         for (auto [r, rank] : llvm::enumerate(chosen.stageMemory))
-          printPipelineRankMemory(
-              llvm::outs(), "cost model", r,
-              rank.weights + rank.gradients + rank.optimizerState,
-              rank.keptPerMicroBatch, rank.inFlight, rank.temporary);
+          printPipelineRankMemory(llvm::outs(), "cost model", r, rank.state(),
+                                  rank.keptPerMicroBatch, rank.inFlight,
+                                  rank.temporary);
     }
     if (report != "cost" && report != "memory" && clusterAttr && !chosen.fits())
       return module.emitError()

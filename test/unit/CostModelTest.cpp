@@ -298,7 +298,7 @@ TEST(CostModel, PredictsGpipeMemory) {
     plan.schedule = Schedule::gpipe;
     // torchgpipe checkpoints whole partitions: stage recomputation, which
     // needs a pipeline; on one partition, each layer's.
-    plan.recompute = !row.checkpoint         ? Recompute::none
+    plan.recompute = !row.checkpoint      ? Recompute::none
                      : row.partitions > 1 ? Recompute::stage
                                           : Recompute::full;
     // The study used as many GPUs as partitions.

@@ -159,10 +159,11 @@ struct RankMemory {
   double temporary = 0;
   /// The allocator's fragmentation and the framework's own memory.
   double overhead = 0;
+  /// What the rank holds between steps.
+  double state() const { return weights + gradients + optimizerState; }
   /// Everything the rank's tensors need at once.
   double live() const {
-    return weights + gradients + optimizerState + keptPerMicroBatch * inFlight +
-           temporary;
+    return state() + keptPerMicroBatch * inFlight + temporary;
   }
   double total() const { return live() + overhead; }
 };
