@@ -13,6 +13,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -392,17 +393,27 @@ std::string formatParseError(llvm::Error error) {
 /// deep; anything past this is refused before parsing.
 constexpr unsigned kMaxJsonDepth = 64;
 
-/// The line and column of the first bracket that opens level
-/// kMaxJsonDepth + 1, outside strings, if any.
-std::optional<std::pair<unsigned, unsigned>> findTooDeep(StringRef text) {
-  unsigned depth = 0, line = 1, column = 0;
-  bool inString = false, escaped = false;
-  for (char c : text) {
-    ++column;
+/// A position in the text, counted as an editor does.
+struct TextPosition {
+  unsigned line = 1, column = 0;
+  void advance(char c) {
     if (c == '\n') {
       ++line;
       column = 0;
+    } else {
+      ++column;
     }
+  }
+};
+
+/// The line and column of the first bracket that opens level
+/// kMaxJsonDepth + 1, outside strings, if any.
+std::optional<TextPosition> findTooDeep(StringRef text) {
+  unsigned depth = 0;
+  TextPosition at;
+  bool inString = false, escaped = false;
+  for (char c : text) {
+    at.advance(c);
     if (inString) {
       if (escaped)
         escaped = false;
@@ -415,9 +426,74 @@ std::optional<std::pair<unsigned, unsigned>> findTooDeep(StringRef text) {
     if (c == '"')
       inString = true;
     else if ((c == '[' || c == '{') && ++depth > kMaxJsonDepth)
-      return std::make_pair(line, column);
+      return at;
     else if ((c == ']' || c == '}') && depth > 0)
       --depth;
+  }
+  return std::nullopt;
+}
+
+/// What llvm::json accepts beyond RFC 8259 and a reader must not let pass:
+/// numbers such as `01`, `+1`, `.5` or `1.` (other readers refuse them, so a
+/// file Loom accepted would fail elsewhere), and a key given twice in one
+/// object (llvm::json keeps the last, Python's json too, others the first:
+/// which value the user meant is unknown). Run on text llvm::json parsed, so
+/// the structure is valid; returns "line L, column C: what" for the first.
+std::optional<std::string> findNonStandardJson(StringRef text) {
+  static const llvm::Regex number(
+      "^-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?$");
+  // For each open bracket: whether it is an object, and its keys so far.
+  SmallVector<std::pair<bool, llvm::StringSet<>>> open;
+  TextPosition at;
+  auto problem = [&](TextPosition where, const llvm::Twine &what) {
+    return llvm::formatv("line {0}, column {1}: {2}", where.line,
+                         std::max(where.column, 1u), what.str())
+        .str();
+  };
+  for (size_t i = 0; i < text.size(); at.advance(text[i++])) {
+    char c = text[i];
+    if (c == '{' || c == '[') {
+      open.emplace_back(c == '{', llvm::StringSet<>());
+    } else if ((c == '}' || c == ']') && !open.empty()) {
+      open.pop_back();
+    } else if (c == '"') {
+      TextPosition start = at;
+      start.advance(c);
+      size_t end = i + 1;
+      while (end < text.size() && text[end] != '"')
+        end += text[end] == '\\' ? 2 : 1;
+      StringRef quoted = text.slice(i, end + 1);
+      size_t next = text.find_first_not_of(" \t\r\n", end + 1);
+      bool isKey = !open.empty() && open.back().first &&
+                   next != StringRef::npos && text[next] == ':';
+      if (isKey) {
+        // Escapes spell the same key differently: compare decoded keys.
+        std::string key = quoted.drop_front().drop_back().str();
+        if (quoted.contains('\\')) {
+          if (llvm::Expected<json::Value> decoded = json::parse(quoted))
+            key = decoded->getAsString()->str();
+          else
+            llvm::consumeError(decoded.takeError());
+        }
+        if (!open.back().second.insert(key).second)
+          return problem(start, "the key \"" + key +
+                                    "\" is given twice in one object");
+      }
+      for (; i < end; ++i)
+        at.advance(text[i]);
+    } else if (llvm::StringRef("+-.0123456789").contains(c)) {
+      TextPosition start = at;
+      start.advance(c);
+      size_t end = text.find_first_not_of("+-.0123456789eE", i);
+      StringRef token = text.slice(i, end);
+      if (!number.match(token))
+        return problem(start, "the number '" + token +
+                                  "' is not written as JSON writes numbers "
+                                  "(no leading zeros or '+', digits on both "
+                                  "sides of a '.')");
+      for (; i + 1 < std::min(end, text.size()); ++i)
+        at.advance(text[i]);
+    }
   }
   return std::nullopt;
 }
@@ -429,13 +505,17 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
   if (auto where = findTooDeep(text)) {
     diag.error(llvm::formatv("malformed JSON at line {0}, column {1}: arrays "
                              "and objects nested deeper than {2} levels",
-                             where->first, where->second, kMaxJsonDepth)
+                             where->line, where->column, kMaxJsonDepth)
                    .str());
     return std::nullopt;
   }
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed) {
     diag.error("malformed JSON at " + formatParseError(parsed.takeError()));
+    return std::nullopt;
+  }
+  if (std::optional<std::string> problem = findNonStandardJson(text)) {
+    diag.error("malformed JSON at " + *problem);
     return std::nullopt;
   }
   const json::Object *root = parsed->getAsObject();
@@ -464,7 +544,10 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
     config.training.sequenceLength = config.arch.positions;
   } else {
     reader.readString("name", config.name, false);
-    reader.ignore({"description"});
+    // Free text, but text: a number or an object here is a mistake.
+    if (const json::Value *description = reader.get("description", false))
+      if (!description->getAsString())
+        reader.mismatch("description", "a string", *description);
     if (const json::Object *model = reader.readObject("model", true)) {
       ObjectReader modelReader(*model, "model", diag);
       readArchitecture(modelReader, config.arch, /*positionsRequired=*/false);
