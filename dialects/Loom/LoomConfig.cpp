@@ -28,9 +28,33 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
     violate("plan.zero",
             llvm::formatv("ZeRO stage {0} does not exist (0 to 3)", plan.zero)
                 .str());
+  // The products below must fit in 64 bits.
+  for (auto [key, value] : {std::pair<llvm::StringRef, int64_t>{"dp", plan.dp},
+                            {"tp", plan.tp},
+                            {"pp", plan.pp}})
+    if (value > kMaxWorldSize)
+      violate(("plan." + key).str(),
+              llvm::formatv("{0} exceeds Loom's limit of {1} ranks", value,
+                            kMaxWorldSize)
+                  .str());
+  for (auto [key, value] :
+       {std::pair<llvm::StringRef, int64_t>{"mb", plan.microBatches},
+        {"v", plan.virtualStages}})
+    if (value > (int64_t(1) << 32))
+      violate(("plan." + key).str(),
+              llvm::formatv("{0} exceeds Loom's limit of 2^32", value).str());
   // The divisions below need positive sizes.
   if (!violations.empty())
     return violations;
+  if (plan.pp > 1 &&
+      plan.microBatches > kMaxPipelinePasses / plan.virtualStages)
+    violate(plan.virtualStages > 1 ? "plan.v" : "plan.mb",
+            llvm::formatv("a pipeline rank's step is unrolled per micro-batch "
+                          "and model chunk: {0} micro-batches x {1} chunks "
+                          "exceed Loom's limit of {2} passes",
+                          plan.microBatches, plan.virtualStages,
+                          kMaxPipelinePasses)
+                .str());
 
   int64_t tp = plan.tp;
   if (plan.sequenceParallel && tp == 1)

@@ -67,6 +67,16 @@ struct PlanConfig {
   llvm::SmallVector<int64_t> getStageStarts() const;
 };
 
+/// The most GPUs a cluster description may have (2^20): ten times the
+/// largest machines built, small enough that planning stays quick and that
+/// products of plan sizes fit in 64 bits.
+constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
+
+/// A pipeline step is unrolled per micro-batch pass: past this many passes
+/// per rank (micro-batches times model chunks) its IR no longer fits a
+/// compile.
+constexpr int64_t kMaxPipelinePasses = 4096;
+
 struct ClusterConfig {
   std::string gpu;
   int64_t gpusPerNode = 0;

@@ -736,6 +736,38 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
     if (value > kMaxSize)
       diag.error("field '" + field + "': " + llvm::Twine(value) +
                  " exceeds Loom's limit of 2^32");
+  if (config.cluster) {
+    // Bounded so that planning stays quick and the world's size and its
+    // products fit in 64 bits; ten times the largest machines built.
+    ClusterConfig &cluster = *config.cluster;
+    for (auto [field, value] :
+         {std::pair<StringRef, int64_t>{"cluster.gpus_per_node",
+                                        cluster.gpusPerNode},
+          {"cluster.nodes", cluster.nodes}})
+      if (value > kMaxWorldSize)
+        diag.error("field '" + field + "': " + llvm::Twine(value) +
+                   " exceeds Loom's limit of " + llvm::Twine(kMaxWorldSize));
+    if (cluster.gpusPerNode <= kMaxWorldSize &&
+        cluster.nodes <= kMaxWorldSize &&
+        cluster.getWorldSize() > kMaxWorldSize)
+      diag.error("fields 'cluster.nodes', 'cluster.gpus_per_node': " +
+                 llvm::Twine(cluster.nodes) + " nodes of " +
+                 llvm::Twine(cluster.gpusPerNode) +
+                 " GPUs exceed Loom's "
+                 "limit of " +
+                 llvm::Twine(kMaxWorldSize) + " GPUs");
+    const GpuSpec *gpu = lookupGpu(cluster.gpu);
+    if (gpu && gpu->tensorBf16Flops == 0 &&
+        training.precision == Precision::bf16) {
+      if (!config.plan)
+        diag.warning("field 'training.precision': the " + gpu->name +
+                     " has no bf16 arithmetic; the planner considers fp16 "
+                     "(with loss scaling) instead");
+      else
+        diag.error("field 'training.precision': the " + gpu->name +
+                   " (cluster.gpu) has no bf16 arithmetic; use fp16 or fp32");
+    }
+  }
   if (diag.getNumErrors() != errorsBefore)
     return false;
 

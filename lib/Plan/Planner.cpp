@@ -19,18 +19,26 @@ SmallVector<Precision> mlir::loom::getAllowedPrecisions(Precision requested,
   return {requested};
 }
 
+/// In increasing order, by trial division up to the square root: a batch of
+/// 2^32 sequences takes 2^16 divisions, not 2^32.
 static SmallVector<int64_t> getDivisors(int64_t n) {
-  SmallVector<int64_t> divisors;
-  for (int64_t d = 1; d <= n; ++d)
-    if (n % d == 0)
-      divisors.push_back(d);
-  return divisors;
+  SmallVector<int64_t> small, large;
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d)
+      continue;
+    small.push_back(d);
+    if (d != n / d)
+      large.push_back(n / d);
+  }
+  small.append(large.rbegin(), large.rend());
+  return small;
 }
 
 PlanSearch mlir::loom::searchPlans(CostModel &model) {
   PlanSearch search;
   int64_t world = model.getCluster().getWorldSize();
   int64_t batch = model.getTraining().batchSize;
+  const ArchitectureConfig &arch = model.getArchitecture();
   SmallVector<Precision> precisions = getAllowedPrecisions(
       model.getTraining().precision, *model.getCluster().gpu);
   const Recompute recomputes[] = {Recompute::none, Recompute::selective,
@@ -42,8 +50,11 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
       base.dp = dp;
       base.tp = tp;
       base.pp = pp;
-      // No micro-batch count splits a batch that dp does not divide.
-      if (batch % dp) {
+      // No micro-batch count splits a batch that dp does not divide; tensor
+      // parallelism must divide the heads and a stage needs a layer. Pruned
+      // here, such a pair costs nothing whatever the world's size.
+      if (batch % dp || arch.heads % tp || pp > arch.layers) {
+        ++search.evaluated;
         ++search.illegal;
         continue;
       }
