@@ -5,6 +5,8 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::loom;
 
@@ -51,8 +53,8 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (paddedVocab < vocab)
     return emitError() << "'padded_vocab' (" << paddedVocab
                        << ") must be at least 'vocab' (" << vocab << ")";
-  if (!(epsilon > 0))
-    return emitError() << "'epsilon' must be positive, got "
+  if (!(epsilon > 0) || !std::isfinite(epsilon))
+    return emitError() << "'epsilon' must be finite and positive, got "
                        << formatF64(epsilon);
   return success();
 }
@@ -71,6 +73,17 @@ LogicalResult TrainingAttr::verify(
   if (failed(checkPositive(emitError, "batch", batch)) ||
       failed(checkPositive(emitError, "sequence", sequence)))
     return failure();
+  // A NaN fails every comparison below; infinities are tested apart.
+  for (auto [what, value] : {std::pair<StringRef, double>{"lr", lr},
+                             {"beta1", beta1},
+                             {"beta2", beta2},
+                             {"eps", eps},
+                             {"weight_decay", weightDecay},
+                             {"momentum", momentum},
+                             {"grad_clip", gradClip}})
+    if (std::isinf(value))
+      return emitError() << "'" << what << "' must be finite, got "
+                         << formatF64(value);
   if (!(lr > 0))
     return emitError() << "'lr' must be positive, got " << formatF64(lr);
   if (optimizer == OptimizerKind::adamw) {

@@ -147,10 +147,6 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
       failed(check.shape("bias", adaptor.getBias(), in.back(),
                          "the input's last dimension")))
     return failure();
-  if (!(adaptor.getEpsilon().convertToDouble() > 0))
-    return check.emitError()
-           << "expected a positive epsilon, got "
-           << formatF64(adaptor.getEpsilon().convertToDouble());
   types.push_back(input.getType());
   return success();
 }

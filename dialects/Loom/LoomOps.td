@@ -36,6 +36,20 @@ def Loom_MixedPrecision : NativeOpTrait<"MixedPrecision"> {
   let cppNamespace = "::mlir::loom";
 }
 
+// Hyperparameters read by the generated code: a NaN or an infinity would
+// only show up as a NaN loss, so each is confined to its meaningful range.
+class Loom_F64RangeAttr<string pred, string desc>
+    : ConfinedAttr<F64Attr, [AttrConstraint<
+          CPred<"[](double x) { return " # pred # "; }("
+                "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble())">,
+          desc>]>;
+def Loom_PositiveF64Attr
+    : Loom_F64RangeAttr<"x > 0 && ::std::isfinite(x)", "whose value is finite and positive">;
+def Loom_NonNegativeF64Attr
+    : Loom_F64RangeAttr<"x >= 0 && ::std::isfinite(x)", "whose value is finite and not negative">;
+def Loom_DecayF64Attr
+    : Loom_F64RangeAttr<"x >= 0 && x < 1", "whose value lies in [0, 1)">;
+
 def Loom_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 // Token ids and targets.
 def Loom_IndexTensor : StaticShapeTensorOf<[I32]>;
@@ -79,7 +93,7 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [Loom_MixedPrecision, Pure, Loom_Di
     dimension C of `x`, with `weight` and `bias` of shape [C].
   }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
-                   Loom_FloatTensor:$bias, F64Attr:$epsilon);
+                   Loom_FloatTensor:$bias, Loom_PositiveF64Attr:$epsilon);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
@@ -421,7 +435,7 @@ def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Loom_MixedPrecision, Pure
     the inverse standard deviation are recomputed from the input.
   }];
   let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$input,
-                   Loom_FloatTensor:$weight, F64Attr:$epsilon);
+                   Loom_FloatTensor:$weight, Loom_PositiveF64Attr:$epsilon);
   let results = (outs Loom_FloatTensor:$input_grad,
                       Loom_FloatTensor:$weight_grad,
                       Loom_FloatTensor:$bias_grad);
@@ -567,9 +581,9 @@ def Loom_AdamWOp : Loom_Op<"adamw", [Pure,
   let arguments = (ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
                    Loom_FloatTensor:$m, Loom_FloatTensor:$v,
                    Loom_Scalar:$lr, Loom_Scalar:$step, Loom_Scalar:$grad_scale,
-                   Optional<Loom_Flag>:$skip, F64Attr:$beta1, F64Attr:$beta2,
-                   F64Attr:$epsilon,
-                   F64Attr:$weight_decay);
+                   Optional<Loom_Flag>:$skip, Loom_DecayF64Attr:$beta1,
+                   Loom_DecayF64Attr:$beta2, Loom_PositiveF64Attr:$epsilon,
+                   Loom_NonNegativeF64Attr:$weight_decay);
   let results = (outs Loom_FloatTensor:$new_param, Loom_FloatTensor:$new_m,
                       Loom_FloatTensor:$new_v);
   let assemblyFormat = [{
@@ -593,8 +607,8 @@ def Loom_SGDOp : Loom_Op<"sgd", [Pure,
   let arguments = (ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
                    Loom_FloatTensor:$momentum_buffer, Loom_Scalar:$lr,
                    Loom_Scalar:$grad_scale, Optional<Loom_Flag>:$skip,
-                   F64Attr:$momentum,
-                   F64Attr:$weight_decay);
+                   Loom_DecayF64Attr:$momentum,
+                   Loom_NonNegativeF64Attr:$weight_decay);
   let results = (outs Loom_FloatTensor:$new_param,
                       Loom_FloatTensor:$new_momentum_buffer);
   let assemblyFormat = [{

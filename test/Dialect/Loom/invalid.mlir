@@ -78,8 +78,7 @@ func.func @layer_norm_weight(%x: tensor<2x6xf32>, %w: tensor<5xf32>, %b: tensor<
 // -----
 
 func.func @layer_norm_epsilon(%x: tensor<2x6xf32>, %w: tensor<6xf32>, %b: tensor<6xf32>) {
-  // expected-error @+2 {{expected a positive epsilon, got 0.0}}
-  // expected-error @+1 {{failed to infer returned types}}
+  // expected-error @+1 {{attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is finite and positive}}
   %0 = loom.layer_norm %x, %w, %b {epsilon = 0.0 : f64} : (tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<2x6xf32>
   return
 }
@@ -302,7 +301,7 @@ module attributes {loom.model = #loom.model<name = "m", layers = 2, width = 8, h
 
 // -----
 
-// expected-error @+1 {{'epsilon' must be positive, got -1.0}}
+// expected-error @+1 {{'epsilon' must be finite and positive, got -1.0}}
 module attributes {loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 2, hidden = 32, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = -1.0>} {}
 
 // -----
@@ -550,3 +549,50 @@ func.func private @stage(%w: tensor<2x4xf32> {loom.param = "h.*.w", loom.layers 
 
 // expected-error @+1 {{attribute 'loom.stage' must be a non-negative integer on a function, got -1}}
 func.func private @stage(%w: tensor<2x4xf32>) attributes {loom.stage = -1 : i64}
+
+// -----
+
+// Infinities and NaNs (here as their bit patterns, the only way MLIR's float
+// syntax writes them) are refused like any other out-of-range value.
+
+// expected-error @+1 {{'lr' must be finite, got inf}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 8, optimizer = adamw, lr = 0x7FF0000000000000, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{'lr' must be finite, got -inf}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 8, optimizer = adamw, lr = 0xFFF0000000000000, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{'eps' must be positive for AdamW, got nan}}
+module attributes {loom.training = #loom.training<batch = 4, sequence = 8, optimizer = adamw, lr = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 0x7FF8000000000000, precision = fp32>} {}
+
+// -----
+
+// expected-error @+1 {{'epsilon' must be finite and positive, got nan}}
+module attributes {loom.model = #loom.model<name = "m", layers = 2, width = 8, heads = 2, hidden = 32, vocab = 10, padded_vocab = 10, positions = 4, tied = true, epsilon = 0x7FF8000000000000>} {}
+
+// -----
+
+func.func @adamw_beta(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{attribute 'beta1' failed to satisfy constraint: 64-bit float attribute whose value lies in [0, 1)}}
+  %0:3 = loom.adamw %p, %p, %p, %p, %s, %s, %s {beta1 = -1.0 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_epsilon(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is finite and positive}}
+  %0:3 = loom.adamw %p, %p, %p, %p, %s, %s, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 0x7FF8000000000000 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_weight_decay(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{attribute 'weight_decay' failed to satisfy constraint: 64-bit float attribute whose value is finite and not negative}}
+  %0:2 = loom.sgd %p, %p, %p, %s, %s {momentum = 0.9 : f64, weight_decay = 0x7FF0000000000000 : f64} : tensor<4xf32>
+  return
+}
