@@ -124,6 +124,8 @@ struct ExportEntriesPass
              << "' attributes for the manifest";
     os << "loom-artifact 1\n";
     os << "loom-version " << LOOM_VERSION << "\n";
+    // Zeros until the artifact is linked (writeArtifact fills them in).
+    os << LOOM_CHECKSUM_KEY << std::string(LOOM_CHECKSUM_DIGITS, '0') << "\n";
     os << "model " << model.getName() << " layers=" << model.getLayers()
        << " width=" << model.getWidth() << " heads=" << model.getHeads()
        << " hidden=" << model.getHidden() << " vocab=" << model.getVocab()

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Target/Artifact.h"
+#include "loom/abi.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Support/FileUtilities.h"
@@ -23,6 +24,8 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
@@ -63,6 +66,40 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine,
   mpm.run(module, mam);
 }
 } // namespace
+
+/// Writes the linked artifact's checksum (abi.h) over the zeros its
+/// manifest was compiled with.
+static LogicalResult fillChecksum(ModuleOp module, llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return module.emitError()
+           << "cannot read " << path << ": " << buffer.getError().message();
+  std::string bytes = (*buffer)->getBuffer().str();
+  const std::string placeholder =
+      "\n" LOOM_CHECKSUM_KEY + std::string(LOOM_CHECKSUM_DIGITS, '0') + "\n";
+  size_t at = bytes.find(placeholder);
+  if (at == std::string::npos ||
+      bytes.find(placeholder, at + 1) != std::string::npos)
+    return module.emitError("the linked artifact does not hold its manifest's "
+                            "checksum line exactly once");
+  uint64_t hash = loom_checksum(LOOM_CHECKSUM_SEED, bytes.data(), bytes.size());
+  std::string digits = llvm::formatv("{0:x-16}", hash).str();
+  bytes.replace(at + 1 + std::strlen(LOOM_CHECKSUM_KEY), LOOM_CHECKSUM_DIGITS,
+                digits);
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
+  if (!ec) {
+    out << bytes;
+    out.close();
+    ec = out.error();
+    out.clear_error();
+  }
+  if (ec)
+    return module.emitError()
+           << "cannot write " << path << ": " << ec.message();
+  return success();
+}
 
 LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
                                         const ArtifactOptions &options,
@@ -169,6 +206,8 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
     return module.emitError()
            << "linking the artifact with " << *cc << " failed"
            << (message.empty() ? "" : ": " + message);
+  if (failed(fillChecksum(module, partial)))
+    return failure();
   std::error_code ec = direct ? llvm::sys::fs::copy_file(partial, path)
                               : llvm::sys::fs::rename(partial, path);
   if (ec)

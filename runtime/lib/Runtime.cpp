@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <set>
 #include <sstream>
 #include <string>
 #include <sys/resource.h>
@@ -25,6 +26,7 @@
 #include "Device.h"
 #include "Dist.h"
 #include "Error.h"
+#include "Manifest.h"
 #include "Trace.h"
 
 namespace loom {
@@ -109,9 +111,13 @@ struct Arg {
 
 struct Entry {
   EntryFn fn = nullptr;
+  std::string symbolName;
   std::vector<Arg> args;
-  /// The entry's own memory line (a pipeline rank's), if it has one.
-  std::map<std::string, std::string> memory;
+  /// The entry's own memory line (a pipeline rank's), if it has one:
+  /// parameters, gradients, optimizer state and activations, in bytes.
+  std::vector<int64_t> memory;
+  /// The arguments its entry line announces.
+  int64_t declaredArgs = 0;
   /// The argument array the entry receives, bound once at load: every
   /// buffer is the model's but the tokens and targets of each call.
   std::vector<void *> buffers;
@@ -221,33 +227,6 @@ const char *const kLlmcTensors[] = {
 // clang-format on
 constexpr size_t kNumLlmcTensors = sizeof(kLlmcTensors) / sizeof(*kLlmcTensors);
 
-bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
-  shape.clear();
-  if (text == "-")
-    return true;
-  std::stringstream ss(text);
-  std::string dim;
-  while (std::getline(ss, dim, 'x')) {
-    char *end = nullptr;
-    long long v = std::strtoll(dim.c_str(), &end, 10);
-    if (dim.empty() || *end || v <= 0)
-      return false;
-    shape.push_back(v);
-  }
-  return !shape.empty();
-}
-
-/// "key=value" fields of a manifest line.
-std::map<std::string, std::string> fields(std::istringstream &line) {
-  std::map<std::string, std::string> result;
-  std::string word;
-  while (line >> word) {
-    size_t eq = word.find('=');
-    if (eq != std::string::npos)
-      result[word.substr(0, eq)] = word.substr(eq + 1);
-  }
-  return result;
-}
 } // namespace
 } // namespace loom
 
@@ -290,12 +269,15 @@ struct loom_model {
 
   bool parseManifest(const char *text);
   static bool parseLayerRuns(const std::string &text, Arg &arg);
-  void setMemory(std::map<std::string, std::string> f) {
-    info.param_bytes = std::atoll(f["parameters"].c_str());
-    info.grad_bytes = std::atoll(f["gradients"].c_str());
-    info.state_bytes = std::atoll(f["optimizer"].c_str());
-    info.activation_bytes = std::atoll(f["activations"].c_str());
+  void setMemory(const std::vector<int64_t> &bytes) {
+    info.param_bytes = bytes[0];
+    info.grad_bytes = bytes[1];
+    info.state_bytes = bytes[2];
+    info.activation_bytes = bytes[3];
   }
+  /// Checks every parameter's whole shape against the model line, which
+  /// checkpoints' headers are written from.
+  bool checkModelShapes();
   /// A pipeline artifact's entries: one step per pipeline rank, which
   /// together hold every layer once.
   bool checkPipelineEntries();
@@ -481,75 +463,138 @@ bool loom_model::parseManifest(const char *text) {
     return setError("%s: compiled by another Loom version (%s); this runtime "
                     "is %s: recompile it with this version's loomc",
                     path.c_str(), lineText.c_str(), LOOM_VERSION);
+  // A line's fields, each read in its range: a field nobody reads, or one
+  // out of range, is an error, not a default.
+  auto badLine = [&](const std::string &lineName,
+                     const ManifestFields &fields) {
+    return fail("the " + lineName + " line '" + lineText +
+                "': " + fields.problem());
+  };
+  std::set<std::string> seen;
   Entry *current = nullptr;
-  while (std::getline(in, lineText)) {
+  auto argsComplete = [&] {
+    return !current ||
+           static_cast<int64_t>(current->args.size()) == current->declaredArgs;
+  };
+  bool ended = false;
+  while (!ended && std::getline(in, lineText)) {
     std::istringstream line(lineText);
     std::string key;
     line >> key;
-    if (key == "model") {
+    // Lines of the header come once each.
+    if (key != "arg" && key != "entry" && key != "memory" &&
+        !seen.insert(key).second)
+      return fail("a second '" + key + "' line");
+    if (key == "checksum") {
+      // Its value was checked against the file's bytes before loading.
+      std::string digits, rest;
+      line >> digits;
+      if (digits.size() != LOOM_CHECKSUM_DIGITS || line >> rest)
+        return fail("bad checksum line '" + lineText + "'");
+    } else if (key == "model") {
       line >> name;
-      auto f = fields(line);
-      info.layers = std::atoll(f["layers"].c_str());
-      info.width = std::atoll(f["width"].c_str());
-      info.heads = std::atoll(f["heads"].c_str());
-      info.hidden = std::atoll(f["hidden"].c_str());
-      info.vocab = std::atoll(f["vocab"].c_str());
-      info.padded_vocab = std::atoll(f["padded_vocab"].c_str());
-      info.positions = std::atoll(f["positions"].c_str());
-      info.tied = std::atoi(f["tied"].c_str());
+      ManifestFields f(line);
+      int64_t tied = 0;
+      if (name.empty() ||
+          !f.integer("layers", info.layers, 1, kMaxManifestLayers) ||
+          !f.integer("width", info.width, 1, kMaxManifestSize) ||
+          !f.integer("heads", info.heads, 1, kMaxManifestSize) ||
+          !f.integer("hidden", info.hidden, 1, kMaxManifestSize) ||
+          !f.integer("vocab", info.vocab, 1, kMaxManifestSize) ||
+          !f.integer("padded_vocab", info.padded_vocab, 1, kMaxManifestSize) ||
+          !f.integer("positions", info.positions, 1, kMaxManifestSize) ||
+          !f.integer("tied", tied, 0, 1) || !f.allRead())
+        return badLine("model", f);
+      info.tied = static_cast<int>(tied);
+      if (info.width % info.heads || info.padded_vocab < info.vocab)
+        return fail("the model line '" + lineText +
+                    "' contradicts itself: heads must divide width, "
+                    "padded_vocab be at least vocab");
     } else if (key == "training") {
-      auto f = fields(line);
-      info.batch = std::atoll(f["batch"].c_str());
-      info.sequence = std::atoll(f["sequence"].c_str());
-      optimizer = f["optimizer"];
-      info.lr = std::atof(f["lr"].c_str());
+      ManifestFields f(line);
+      double ignored;
+      if (!f.integer("batch", info.batch, 1, kMaxManifestSize) ||
+          !f.integer("sequence", info.sequence, 1, kMaxManifestSize) ||
+          !f.text("optimizer", optimizer) ||
+          !f.number("lr", info.lr, 1e-300, 1e300) ||
+          !f.number("beta1", ignored, 0, 1) ||
+          !f.number("beta2", ignored, 0, 1) ||
+          !f.number("eps", ignored, 0, 1e300) ||
+          !f.number("weight_decay", ignored, 0, 1e300) ||
+          !f.number("momentum", ignored, 0, 1) ||
+          !f.number("grad_clip", ignored, 0, 1e300) || !f.allRead())
+        return badLine("training", f);
+      if (optimizer != "adamw" && optimizer != "sgd")
+        return fail("the training line '" + lineText +
+                    "': unknown optimizer '" + optimizer + "'");
     } else if (key == "plan") {
-      auto f = fields(line);
-      info.pp = std::atoll(f["pp"].c_str());
-      info.dp = std::atoll(f["dp"].c_str());
-      info.tp = std::atoll(f["tp"].c_str());
-      info.zero = std::atoll(f["zero"].c_str());
-      if (info.pp < 1 || info.dp < 1 || info.tp < 1 || info.zero < 0 ||
-          info.zero > 3)
-        return fail("bad plan line '" + lineText + "'");
+      ManifestFields f(line);
+      if (!f.integer("dp", info.dp, 1, kMaxManifestRanks) ||
+          !f.integer("tp", info.tp, 1, kMaxManifestRanks) ||
+          !f.integer("pp", info.pp, 1, kMaxManifestRanks) ||
+          !f.integer("zero", info.zero, 0, 3) ||
+          !f.integer("micro_batches", planMicroBatches, 1, kMaxManifestSize))
+        return badLine("plan", f);
       if (info.pp > 1) {
-        schedule = f["schedule"];
-        info.virtual_stages = std::atoll(f["virtual_stages"].c_str());
-        if ((schedule != "gpipe" && schedule != "1f1b" &&
-             schedule != "interleaved") ||
-            info.virtual_stages < 1)
+        if (!f.text("schedule", schedule) ||
+            !f.integer("virtual_stages", info.virtual_stages, 1,
+                       kMaxManifestLayers))
+          return badLine("plan", f);
+        if (schedule != "gpipe" && schedule != "1f1b" &&
+            schedule != "interleaved")
           return fail("bad pipeline schedule in the plan line '" + lineText +
                       "'");
       }
-      planMicroBatches = std::atoll(f["micro_batches"].c_str());
-      if (planMicroBatches < 1)
-        return fail("bad plan line '" + lineText + "'");
+      if (!f.allRead())
+        return badLine("plan", f);
     } else if (key == "memory") {
       // After an entry line, that entry's figures (a pipeline rank's).
+      ManifestFields f(line);
+      std::vector<int64_t> bytes(4);
+      if (!f.integer("parameters", bytes[0], 0, INT64_MAX / 8) ||
+          !f.integer("gradients", bytes[1], 0, INT64_MAX / 8) ||
+          !f.integer("optimizer", bytes[2], 0, INT64_MAX / 8) ||
+          !f.integer("activations", bytes[3], 0, INT64_MAX / 8) || !f.allRead())
+        return badLine("memory", f);
       if (current)
-        current->memory = fields(line);
+        current->memory = bytes;
       else
-        setMemory(fields(line));
+        setMemory(bytes);
     } else if (key == "target") {
-      std::string target;
+      std::string target, arch;
       line >> target;
+      ManifestFields f(line);
       if (target != "cuda")
         return fail("unknown target '" + target + "'");
-      if (!useCuda(fields(line)["arch"]))
+      if (!f.text("arch", arch) || !f.allRead())
+        return badLine("target", f);
+      if (!useCuda(arch))
         return setError("%s: %s", path.c_str(),
                         std::string(loom_last_error()).c_str());
       // Blocks the heap kept from a CPU artifact are host memory.
       loom_release_cached_memory();
     } else if (key == "stacked") {
-      std::string prefix;
-      line >> prefix >> stackedLayers;
-      if (prefix + "." != LOOM_STACKED_PREFIX || stackedLayers < 1)
+      std::string prefix, count, rest;
+      line >> prefix >> count;
+      if (prefix + "." != LOOM_STACKED_PREFIX ||
+          !parseInteger(count, 1, kMaxManifestLayers, stackedLayers) ||
+          line >> rest)
         return fail("bad stacked line '" + lineText + "'");
     } else if (key == "entry") {
-      std::string entryName, symbol;
-      size_t count = 0;
+      if (!argsComplete())
+        return fail("entry point '" + current->symbolName + "' announces " +
+                    std::to_string(current->declaredArgs) +
+                    " arguments and lists " +
+                    std::to_string(current->args.size()));
+      std::string entryName, symbol, count, rest;
       line >> entryName >> symbol >> count;
+      if (entryName.empty() || entries.count(entryName) ||
+          symbol != LOOM_ENTRY_PREFIX + entryName || line >> rest)
+        return fail("bad entry line '" + lineText + "'");
       current = &entries[entryName];
+      current->symbolName = symbol;
+      if (!parseInteger(count, 1, 1 << 20, current->declaredArgs))
+        return fail("bad entry line '" + lineText + "'");
       current->fn = reinterpret_cast<EntryFn>(dlsym(handle, symbol.c_str()));
       if (!current->fn)
         return fail("entry point '" + symbol + "' is missing");
@@ -559,43 +604,61 @@ bool loom_model::parseManifest(const char *text) {
       Arg arg;
       std::string shape;
       line >> arg.kind >> arg.name >> arg.dtype >> shape;
+      if (arg.kind != LOOM_ARG_PARAM && arg.kind != LOOM_ARG_STATE &&
+          arg.kind != LOOM_ARG_INPUT && arg.kind != LOOM_ARG_OUTPUT)
+        return fail("argument of unknown kind '" + arg.kind + "': '" +
+                    lineText + "'");
+      // Every buffer the runtime binds holds floats, but the tokens.
+      bool tokens =
+          arg.kind == LOOM_ARG_INPUT &&
+          (arg.name == LOOM_INPUT_TOKENS || arg.name == LOOM_INPUT_TARGETS);
+      if (arg.dtype != (tokens ? "i32" : "f32"))
+        return fail("argument " + arg.name + " of type '" + arg.dtype +
+                    "', expected " + (tokens ? "i32" : "f32"));
       if (!parseShape(shape, arg.shape))
         return fail("bad shape '" + shape + "' of " + arg.name);
-      auto f = fields(line);
+      ManifestFields f(line);
+      int64_t rank = static_cast<int64_t>(arg.shape.size());
+      bool divisible = arg.kind == LOOM_ARG_PARAM || arg.kind == LOOM_ARG_STATE;
       // Dimensions of the argument's shape (`shard`), and of the whole
       // tensor, of the same rank (`tp_dim`).
-      auto dimension = [&](const char *field, int64_t &dim) {
-        if (!f.count(field))
-          return true;
-        char *end = nullptr;
-        dim = std::strtoll(f[field].c_str(), &end, 10);
-        return !*end && dim >= 0 &&
-               dim < static_cast<int64_t>(arg.shape.size()) &&
-               (arg.kind == LOOM_ARG_PARAM || arg.kind == LOOM_ARG_STATE);
-      };
-      if (!dimension("shard", arg.shard))
+      if (f.has("shard") &&
+          (!divisible || !f.integer("shard", arg.shard, 0, rank - 1)))
         return fail("bad shard dimension of " + arg.name + ": '" + lineText +
                     "'");
-      if (!dimension("tp_dim", arg.tpDim) ||
-          (arg.kind != LOOM_ARG_PARAM && arg.tpDim >= 0))
+      if (f.has("tp_dim") && (arg.kind != LOOM_ARG_PARAM ||
+                              !f.integer("tp_dim", arg.tpDim, 0, rank - 1)))
         return fail("bad tp_dim of " + arg.name + ": '" + lineText + "'");
-      if (arg.tpDim >= 0) {
-        arg.tpBlocks = std::atoll(f["tp_blocks"].c_str());
-        if (arg.tpBlocks < 1 || arg.shape[arg.tpDim] % arg.tpBlocks)
+      if (arg.tpDim >= 0 || f.has("tp_blocks")) {
+        if (arg.tpDim < 0 ||
+            !f.integer("tp_blocks", arg.tpBlocks, 1, kMaxManifestSize) ||
+            arg.shape[arg.tpDim] % arg.tpBlocks)
           return fail("bad tp_blocks of " + arg.name + ": '" + lineText + "'");
       }
-      if (f.count("layers") && !parseLayerRuns(f["layers"], arg))
+      std::string layers;
+      if (f.has("layers") &&
+          (!f.text("layers", layers) || !parseLayerRuns(layers, arg)))
         return fail("bad layers of " + arg.name + ": '" + lineText + "'");
+      if (!f.allRead())
+        return badLine("arg", f);
       current->args.push_back(arg);
     } else if (key == "end") {
-      break;
-    } else if (!key.empty()) {
+      ended = true;
+    } else {
       return fail("unknown line '" + lineText + "'");
     }
   }
-  if (info.layers <= 0 || info.width <= 0 || info.batch <= 0 ||
-      info.sequence <= 0)
-    return fail("missing model or training line");
+  if (!ended)
+    return fail("no 'end' line: the manifest is cut short");
+  if (!argsComplete())
+    return fail("entry point '" + current->symbolName + "' announces " +
+                std::to_string(current->declaredArgs) +
+                " arguments and lists " + std::to_string(current->args.size()));
+  for (const char *line : {"checksum", "model", "training", "stacked"})
+    if (!seen.count(line))
+      return fail(std::string("no '") + line + "' line");
+  if (!checkModelShapes())
+    return false;
   if (info.pp > 1)
     return checkPipelineEntries();
   for (const char *needed : {"train_step", "forward", "forward_grad"})
@@ -628,6 +691,77 @@ bool loom_model::parseManifest(const char *text) {
                 " layers, the model has " + std::to_string(info.layers));
   info.name = name.c_str();
   info.optimizer = optimizer.c_str();
+  return true;
+}
+
+bool loom_model::checkModelShapes() {
+  auto fail = [&](const std::string &why) {
+    return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
+  };
+  auto format = [](const std::vector<int64_t> &shape) {
+    std::string text;
+    for (int64_t d : shape)
+      text += (text.empty() ? "" : "x") + std::to_string(d);
+    return text.empty() ? std::string("a scalar") : text;
+  };
+  if (info.sequence > info.positions)
+    return fail("the training line's sequence of " +
+                std::to_string(info.sequence) +
+                " exceeds the model line's positions (" +
+                std::to_string(info.positions) + ")");
+  ModelShape model{info.layers,    info.width,    info.heads,
+                   info.hidden,    info.vocab,    info.padded_vocab,
+                   info.positions, info.tied != 0};
+  for (const auto &[entryName, entry] : entries) {
+    std::map<std::string, int64_t> paramSizes;
+    for (const Arg &arg : entry.args)
+      if (arg.kind == LOOM_ARG_PARAM)
+        paramSizes[arg.name] = arg.size();
+    for (const Arg &arg : entry.args) {
+      std::string where = arg.kind + " " + arg.name + " of '" + entryName + "'";
+      bool tokens =
+          arg.name == LOOM_INPUT_TOKENS || arg.name == LOOM_INPUT_TARGETS;
+      static const std::string gradPrefix = LOOM_OUTPUT_GRAD_PREFIX;
+      if (arg.kind == LOOM_ARG_INPUT && tokens) {
+        if (arg.shape.size() != 2 || arg.shape[1] != info.sequence)
+          return fail(where + " is " + format(arg.shape) +
+                      ", not sequences of the training line's " +
+                      std::to_string(info.sequence) + " tokens");
+      } else if (arg.kind == LOOM_ARG_OUTPUT &&
+                 arg.name.rfind(gradPrefix, 0) == 0) {
+        auto param = paramSizes.find(arg.name.substr(gradPrefix.size()));
+        if (param == paramSizes.end() || param->second != arg.size())
+          return fail(where + " is not the size of a parameter of the entry");
+      } else if (arg.kind == LOOM_ARG_INPUT || arg.kind == LOOM_ARG_OUTPUT) {
+        // The scalars: lr, step, the loss scale, the loss and the norm.
+        if (!arg.shape.empty())
+          return fail(where + " is " + format(arg.shape) +
+                      ", expected a scalar");
+      } else if (arg.kind == LOOM_ARG_PARAM) {
+        // The whole tensor: the argument's shape with the plan's parts
+        // multiplied back, and a pipeline stage's layers the model's.
+        std::vector<int64_t> expected, whole = arg.shape;
+        if (!model.expectedShape(arg.name, expected))
+          return fail(where + ": the model line's GPT-2 has no such "
+                              "parameter");
+        if (arg.shard >= 0)
+          whole[arg.shard] *= info.dp;
+        if (arg.tpDim >= 0)
+          whole[arg.tpDim] *= info.tp;
+        if (!arg.layerRuns.empty())
+          whole[0] = info.layers;
+        if (whole != expected)
+          return fail(where + " makes a whole tensor of " + format(whole) +
+                      ", but the model line '" + name +
+                      " layers=" + std::to_string(info.layers) +
+                      " width=" + std::to_string(info.width) +
+                      " hidden=" + std::to_string(info.hidden) +
+                      " padded_vocab=" + std::to_string(info.padded_vocab) +
+                      " positions=" + std::to_string(info.positions) +
+                      "...' makes it " + format(expected));
+      }
+    }
+  }
   return true;
 }
 
@@ -1000,7 +1134,7 @@ static bool checkObjectFile(const char *path) {
         read(h + 8, 8) + read(h + 32, 8) > bytes.size()) // p_offset + p_filesz
       return truncated();
   }
-  return true;
+  return checkArtifactChecksum(path, bytes);
 }
 
 extern "C" {

@@ -10,6 +10,9 @@
 #ifndef LOOM_ABI_H
 #define LOOM_ABI_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* Symbols of an artifact. */
 #define LOOM_MANIFEST_SYMBOL "loom_manifest"
 #define LOOM_ENTRY_PREFIX "loom_entry_"
@@ -85,5 +88,27 @@
 #define LOOM_STATE_ADAM_M "m"
 #define LOOM_STATE_ADAM_V "v"
 #define LOOM_STATE_MOMENTUM "momentum"
+
+/* The manifest's third line, "checksum <16 lowercase hex digits>": the
+   FNV-1a 64-bit hash of the whole artifact file with those digits written
+   as '0'. loomc writes the zeros, links, then fills them in; the runtime
+   recomputes it before loading the code, so that a corrupted file is an
+   error rather than a crash. FNV-1a catches any change of one byte (each
+   step of the hash is a bijection of its state); it is no defence against
+   deliberate tampering. */
+#define LOOM_CHECKSUM_KEY "checksum "
+#define LOOM_CHECKSUM_DIGITS 16
+#define LOOM_CHECKSUM_SEED 0xcbf29ce484222325ull
+
+/* Continues `hash` (LOOM_CHECKSUM_SEED to start) over `size` bytes. */
+static inline uint64_t loom_checksum(uint64_t hash, const void *data,
+                                     size_t size) {
+  const unsigned char *bytes = (const unsigned char *)data;
+  for (size_t i = 0; i < size; ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
 
 #endif /* LOOM_ABI_H */

@@ -1,0 +1,207 @@
+//===- Manifest.cpp - Reading an artifact's manifest strictly -------------===//
+
+#include "Manifest.h"
+
+#include "Error.h"
+#include "loom/abi.h"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace loom {
+
+ManifestFields::ManifestFields(std::istringstream &line) {
+  std::string word;
+  while (line >> word) {
+    size_t eq = word.find('=');
+    std::string key = word.substr(0, eq);
+    if (eq == std::string::npos || eq == 0) {
+      fail("'" + word + "' is not key=value");
+      return;
+    }
+    if (!values.emplace(key, word.substr(eq + 1)).second) {
+      fail("'" + key + "' is given twice");
+      return;
+    }
+  }
+}
+
+bool ManifestFields::fail(const std::string &message) {
+  if (why.empty())
+    why = message;
+  return false;
+}
+
+bool parseInteger(const std::string &text, int64_t min, int64_t max,
+                  int64_t &out) {
+  if (text.empty() || text.size() > 19 ||
+      text.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  long long value = std::strtoll(text.c_str(), nullptr, 10);
+  if (value < min || value > max)
+    return false;
+  out = value;
+  return true;
+}
+
+bool ManifestFields::integer(const std::string &key, int64_t &out, int64_t min,
+                             int64_t max) {
+  if (!why.empty())
+    return false;
+  read.insert(key);
+  auto it = values.find(key);
+  if (it == values.end())
+    return fail("no '" + key + "'");
+  if (!parseInteger(it->second, min, max, out))
+    return fail("'" + key + "=" + it->second + "' is not an integer from " +
+                std::to_string(min) + " to " + std::to_string(max));
+  return true;
+}
+
+bool ManifestFields::number(const std::string &key, double &out, double min,
+                            double max) {
+  if (!why.empty())
+    return false;
+  read.insert(key);
+  auto it = values.find(key);
+  if (it == values.end())
+    return fail("no '" + key + "'");
+  const char *begin = it->second.c_str();
+  char *end = nullptr;
+  double value = std::strtod(begin, &end);
+  if (it->second.empty() || *end || !std::isfinite(value) || value < min ||
+      value > max)
+    return fail("'" + key + "=" + it->second + "' is not a number from " +
+                std::to_string(min) + " to " + std::to_string(max));
+  out = value;
+  return true;
+}
+
+bool ManifestFields::text(const std::string &key, std::string &out) {
+  if (!why.empty())
+    return false;
+  read.insert(key);
+  auto it = values.find(key);
+  if (it == values.end() || it->second.empty())
+    return fail("no '" + key + "'");
+  out = it->second;
+  return true;
+}
+
+bool ManifestFields::allRead() {
+  if (!why.empty())
+    return false;
+  for (const auto &field : values)
+    if (!read.count(field.first))
+      return fail("unknown field '" + field.first + "'");
+  return true;
+}
+
+bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
+  shape.clear();
+  if (text == "-")
+    return true;
+  std::stringstream ss(text);
+  std::string dim;
+  int64_t elements = 1, value = 0;
+  while (std::getline(ss, dim, 'x')) {
+    if (!parseInteger(dim, 1, kMaxManifestSize, value) ||
+        __builtin_mul_overflow(elements, value, &elements) ||
+        elements > (int64_t(1) << 62))
+      return false;
+    shape.push_back(value);
+  }
+  return !shape.empty() && text.back() != 'x';
+}
+
+bool checkArtifactChecksum(const char *path, const std::vector<char> &bytes) {
+  // The manifest is the one NUL-terminated string starting with its first
+  // line; its checksum line follows the version.
+  static const char kStart[] = "loom-artifact 1\n";
+  static const char kKey[] = "\n" LOOM_CHECKSUM_KEY;
+  const char *data = bytes.data(), *end = data + bytes.size();
+  const char *manifest = static_cast<const char *>(
+      memmem(data, bytes.size(), kStart, sizeof(kStart) - 1));
+  if (!manifest)
+    return setError("%s: not a Loom artifact (no manifest)", path);
+  const char *manifestEnd =
+      static_cast<const char *>(std::memchr(manifest, '\0', end - manifest));
+  if (!manifestEnd)
+    manifestEnd = end;
+  // Another version may checksum otherwise: say which version it is.
+  static const char kVersion[] = "loom-version " LOOM_VERSION "\n";
+  const char *version = manifest + sizeof(kStart) - 1;
+  if (manifestEnd - version < static_cast<ptrdiff_t>(sizeof(kVersion) - 1) ||
+      std::memcmp(version, kVersion, sizeof(kVersion) - 1) != 0) {
+    const char *eol = static_cast<const char *>(
+        std::memchr(version, '\n', manifestEnd - version));
+    return setError("%s: compiled by another Loom version (%.*s); this "
+                    "runtime is %s: recompile it with this version's loomc",
+                    path, static_cast<int>((eol ? eol : manifestEnd) - version),
+                    version, LOOM_VERSION);
+  }
+  const char *key = static_cast<const char *>(
+      memmem(manifest, manifestEnd - manifest, kKey, sizeof(kKey) - 1));
+  const char *digits = key ? key + sizeof(kKey) - 1 : nullptr;
+  if (!digits || manifestEnd - digits < LOOM_CHECKSUM_DIGITS + 1 ||
+      digits[LOOM_CHECKSUM_DIGITS] != '\n' ||
+      std::string(digits, LOOM_CHECKSUM_DIGITS)
+              .find_first_not_of("0123456789abcdef") != std::string::npos)
+    return setError("%s: bad manifest: no 'checksum' line of %d hex digits "
+                    "after the version",
+                    path, LOOM_CHECKSUM_DIGITS);
+  // The hash of the file with the digits written as zeros.
+  static const char kZeros[LOOM_CHECKSUM_DIGITS + 1] = "0000000000000000";
+  uint64_t hash = loom_checksum(LOOM_CHECKSUM_SEED, data, digits - data);
+  hash = loom_checksum(hash, kZeros, LOOM_CHECKSUM_DIGITS);
+  const char *after = digits + LOOM_CHECKSUM_DIGITS;
+  hash = loom_checksum(hash, after, end - after);
+  char computed[LOOM_CHECKSUM_DIGITS + 1];
+  std::snprintf(computed, sizeof(computed), "%016" PRIx64, hash);
+  if (std::memcmp(computed, digits, LOOM_CHECKSUM_DIGITS) != 0)
+    return setError("%s: the artifact is corrupt: its contents do not match "
+                    "its manifest's checksum (%.*s, computed %s); compile it "
+                    "again with loomc",
+                    path, LOOM_CHECKSUM_DIGITS, digits, computed);
+  return true;
+}
+
+bool ModelShape::expectedShape(const std::string &name,
+                               std::vector<int64_t> &shape) const {
+  const int64_t C = width, H = hidden, L = layers;
+  static const std::string stacked = LOOM_STACKED_PREFIX;
+  if (name == "wte" || (name == "lm_head.weight" && !tied))
+    shape = {paddedVocab, C};
+  else if (name == "wpe")
+    shape = {positions, C};
+  else if (name == "ln_f.weight" || name == "ln_f.bias")
+    shape = {C};
+  else if (name.compare(0, stacked.size(), stacked) != 0)
+    return false;
+  else {
+    static const std::map<std::string, std::vector<char>> kBlocks = {
+        {"ln_1.weight", {'C'}},
+        {"ln_1.bias", {'C'}},
+        {"attn.c_attn.weight", {'3', 'C'}},
+        {"attn.c_attn.bias", {'3'}},
+        {"attn.c_proj.weight", {'C', 'C'}},
+        {"attn.c_proj.bias", {'C'}},
+        {"ln_2.weight", {'C'}},
+        {"ln_2.bias", {'C'}},
+        {"mlp.c_fc.weight", {'H', 'C'}},
+        {"mlp.c_fc.bias", {'H'}},
+        {"mlp.c_proj.weight", {'C', 'H'}},
+        {"mlp.c_proj.bias", {'C'}}};
+    auto block = kBlocks.find(name.substr(stacked.size()));
+    if (block == kBlocks.end())
+      return false;
+    shape = {L};
+    for (char dim : block->second)
+      shape.push_back(dim == 'C' ? C : dim == 'H' ? H : 3 * C);
+  }
+  return true;
+}
+
+} // namespace loom
