@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev base-files
   libopenmpi-dev openmpi-bin
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  clang
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every Loom test (lit + FileCheck), then prints
-# how many ran: "N passed, N failed, N skipped".
+# how many ran: "N passed, N failed, N skipped"; then runs each fuzzer for
+# LOOM_FUZZ_SECONDS (default 12) from its seeds (scripts/fuzz.sh).
 #
 #   scripts/test.sh [lit flags...]
 set -euo pipefail
@@ -14,7 +15,8 @@ rm -f "$results"
 status=0
 /usr/lib/llvm-22/bin/lit "$build_dir/test" "$build_dir/test/unit" -sv -o "$results" "$@" || status=$?
 
-python3 - "$results" "$status" <<'PY'
+summary=0
+python3 - "$results" "$status" <<'PY' || summary=$?
 import json, sys
 path, status = sys.argv[1], int(sys.argv[2])
 try:
@@ -29,3 +31,9 @@ failed = len(codes) - passed - skipped
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed or status or not codes else 0)
 PY
+
+# Each fuzzer for a few seconds from its seeds (docs/fuzzing.md): about a
+# minute; any finding fails the run.
+fuzz=0
+"$root/scripts/fuzz.sh" "${LOOM_FUZZ_SECONDS:-12}" || fuzz=$?
+exit $(( summary || fuzz ))

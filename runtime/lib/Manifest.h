@@ -9,6 +9,8 @@
 #ifndef LOOM_RUNTIME_MANIFEST_H
 #define LOOM_RUNTIME_MANIFEST_H
 
+#include "loom/runtime.h"
+
 #include <cstdint>
 #include <map>
 #include <set>
@@ -70,6 +72,13 @@ struct ModelShape {
   bool expectedShape(const std::string &name,
                      std::vector<int64_t> &shape) const;
 };
+
+/// A model read from the manifest `text` alone, without an artifact: its
+/// entry points have no code and cannot run, but its checks, its layout
+/// (with `layout`; not for pipelines) and its checkpoint reader are the
+/// real ones. For the fuzzers (fuzz/); null with the error set when the
+/// manifest is refused. Close it with loom_model_close.
+loom_model *openManifest(const char *text, bool layout);
 
 } // namespace loom
 

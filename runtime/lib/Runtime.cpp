@@ -595,8 +595,11 @@ bool loom_model::parseManifest(const char *text) {
       current->symbolName = symbol;
       if (!parseInteger(count, 1, 1 << 20, current->declaredArgs))
         return fail("bad entry line '" + lineText + "'");
-      current->fn = reinterpret_cast<EntryFn>(dlsym(handle, symbol.c_str()));
-      if (!current->fn)
+      // A model read from its manifest alone (openManifest) has no code.
+      current->fn = handle ? reinterpret_cast<EntryFn>(
+                                 dlsym(handle, symbol.c_str()))
+                           : nullptr;
+      if (handle && !current->fn)
         return fail("entry point '" + symbol + "' is missing");
     } else if (key == "arg") {
       if (!current)
@@ -1135,6 +1138,17 @@ static bool checkObjectFile(const char *path) {
       return truncated();
   }
   return checkArtifactChecksum(path, bytes);
+}
+
+loom_model *loom::openManifest(const char *text, bool layout) {
+  auto model = std::make_unique<loom_model>();
+  model->path = "manifest";
+  if (!model->parseManifest(text))
+    return nullptr;
+  // A pipeline's layout depends on the rank, which needs the job.
+  if (layout && (model->info.pp > 1 || !model->layoutParams()))
+    return nullptr;
+  return model.release();
 }
 
 extern "C" {
