@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -301,6 +302,46 @@ int fail(const char *what) {
 
 } // namespace
 
+namespace {
+/// The signal (SIGINT or SIGTERM) that asked training to stop, 0 if none.
+volatile std::sig_atomic_t stopSignal = 0;
+
+/// The first SIGINT or SIGTERM lets the step in flight finish and ends
+/// training after it, saving what --save asks for; a second one ends the
+/// process at once, as the default action would have.
+void requestStop(int signal) {
+  if (stopSignal) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
+  stopSignal = signal;
+}
+
+void installStopHandlers() {
+  struct sigaction action {};
+  action.sa_handler = requestStop;
+  sigemptyset(&action.sa_mask);
+  // Reads and waits interrupted by the signal resume.
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+/// Whether to stop after this step: on several ranks, whether any rank was
+/// asked to, agreed by all so that none is left waiting in a collective.
+bool stopAgreed(const loom_dist_info &dist) {
+  float stop = static_cast<float>(stopSignal);
+  if (dist.world_size > 1 &&
+      loom_rt_all_reduce_max(loom_dist_group(LOOM_GROUP_WORLD), LOOM_DTYPE_F32,
+                             &stop, &stop, 1))
+    return false;
+  if (stop > 0 && !stopSignal)
+    stopSignal = static_cast<int>(stop);
+  return stop > 0;
+}
+} // namespace
+
 int main(int argc, char **argv) {
   Options o;
   if (int rc = parseArgs(argc, argv, o))
@@ -439,6 +480,8 @@ int main(int argc, char **argv) {
                            info.sequence, tokens.data(), targets.data()))
       return fail(loom_last_error());
   double totalMs = 0, lastLoss = 0;
+  installStopHandlers();
+  long long stoppedAfter = 0;
   for (long long step = first; step <= last; ++step) {
     if (loom_dataset_batch(data, 0, valBegin, &cursor, info.batch,
                            info.sequence, tokens.data(), targets.data()))
@@ -479,6 +522,18 @@ int main(int argc, char **argv) {
     if (o.valEvery > 0 && (step % o.valEvery == 0 || step == last) &&
         !validate(step))
       return fail(loom_last_error());
+    if (step < last && stopAgreed(dist)) {
+      stoppedAfter = step;
+      o.steps = step - first + 1;
+      report("loom-run: %s after step %lld of %lld: stopping%s\n",
+             stopSignal == SIGINT ? "interrupted (SIGINT)"
+                                  : "terminated (SIGTERM)",
+             step, last,
+             o.save.empty() && o.saveState.empty()
+                 ? ""
+                 : "; saving what this step left");
+      break;
+    }
   }
   if (o.steps > 0) {
     // Under several ranks, the part of the step spent in its collectives
@@ -516,5 +571,6 @@ int main(int argc, char **argv) {
   loom_dataset_close(data);
   loom_model_close(model);
   loom_dist_finalize();
-  return 0;
+  // A run cut short by a signal says so to whoever started it.
+  return stoppedAfter ? 128 + stopSignal : 0;
 }
