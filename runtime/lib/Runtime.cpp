@@ -21,6 +21,7 @@
 #include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 #include "Device.h"
@@ -596,9 +597,9 @@ bool loom_model::parseManifest(const char *text) {
       if (!parseInteger(count, 1, 1 << 20, current->declaredArgs))
         return fail("bad entry line '" + lineText + "'");
       // A model read from its manifest alone (openManifest) has no code.
-      current->fn = handle ? reinterpret_cast<EntryFn>(
-                                 dlsym(handle, symbol.c_str()))
-                           : nullptr;
+      current->fn =
+          handle ? reinterpret_cast<EntryFn>(dlsym(handle, symbol.c_str()))
+                 : nullptr;
       if (handle && !current->fn)
         return fail("entry point '" + symbol + "' is missing");
     } else if (key == "arg") {
@@ -1072,9 +1073,30 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
 }
 
 bool loom_model::checkDeviceMemory() {
-  if (!cudaActive())
-    return true;
   size_t free = 0, total = 0;
+  if (!cudaActive()) {
+    // The host: a step needing more than the machine's memory would only
+    // fail midway (or swap for hours); no count of what is free is exact
+    // enough to refuse less.
+    long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || pageSize <= 0)
+      return true;
+    total = static_cast<size_t>(pages) * static_cast<size_t>(pageSize);
+    int64_t needed = info.param_bytes + info.grad_bytes + info.state_bytes +
+                     info.activation_bytes;
+    if (needed > 0 && static_cast<size_t>(needed) > total)
+      return setError(
+          "%s: the step needs %lld MiB of memory (parameters %lld, gradients "
+          "%lld, optimizer state %lld, activations %lld MiB, as compiled) and "
+          "this machine has %zu MiB: compile it for a smaller batch or more "
+          "micro-batches",
+          path.c_str(), static_cast<long long>(needed >> 20),
+          static_cast<long long>(info.param_bytes >> 20),
+          static_cast<long long>(info.grad_bytes >> 20),
+          static_cast<long long>(info.state_bytes >> 20),
+          static_cast<long long>(info.activation_bytes >> 20), total >> 20);
+    return true;
+  }
   if (!cudaMemoryInfo(free, total))
     return false;
   // The compiled step's own count (the manifest's memory line); the heap

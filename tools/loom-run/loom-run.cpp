@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -413,7 +414,17 @@ int main(int argc, char **argv) {
   long long first = loom_model_get_step(model) + 1, last = first + o.steps - 1;
   float lr = o.lr >= 0 ? static_cast<float>(o.lr) : static_cast<float>(info.lr);
   int64_t tokensPerStep = info.batch * info.sequence;
-  std::vector<int32_t> tokens(tokensPerStep), targets(tokensPerStep);
+  std::vector<int32_t> tokens, targets;
+  try {
+    tokens.resize(tokensPerStep);
+    targets.resize(tokensPerStep);
+  } catch (const std::bad_alloc &) {
+    std::string msg = o.artifact +
+                      ": cannot allocate the batch's tokens and "
+                      "targets (" +
+                      std::to_string(2 * 4 * tokensPerStep) + " bytes)";
+    return fail(msg.c_str());
+  }
 
   // How the step's batch is split: over replicas, then micro-batches.
   std::string split;
