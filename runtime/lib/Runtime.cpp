@@ -1400,6 +1400,11 @@ int shareOutcome(int failed, const char *what, const char *path) {
 /// What llm.c checkpoints and Loom's optimizer state files share: a header
 /// of 256 int32, the magic, the version and, from `dims` on, the model's
 /// dimensions as llm.c writes them; then the float32 values.
+/// Words of an optimizer state file's header holding fp16's loss scaling:
+/// 1 when present, the scale's float32 bits, clean steps since it last
+/// changed, steps skipped.
+constexpr int kLossScaleWord = 16;
+
 struct FileKind {
   const char *what; ///< "an llm.c checkpoint"
   int32_t magic, version;
@@ -1601,6 +1606,16 @@ int loom_model_save_optimizer_state(const loom_model *model, const char *path) {
   fillHeader(model->info, kOptimizerState, header);
   header[2] = model->optimizer == "adamw" ? 1 : 2;
   header[3] = static_cast<int32_t>(model->step);
+  // fp16's loss scaling resumes where it was, not from its initial scale.
+  const LossScaler &scaler = model->lossScaler;
+  if (scaler.enabled) {
+    header[kLossScaleWord] = 1;
+    std::memcpy(&header[kLossScaleWord + 1], &scaler.scale, sizeof(float));
+    header[kLossScaleWord + 2] =
+        static_cast<int32_t>(std::min<int64_t>(scaler.cleanSteps, INT32_MAX));
+    header[kLossScaleWord + 3] =
+        static_cast<int32_t>(std::min<int64_t>(scaler.skippedSteps, INT32_MAX));
+  }
   int failed = isFirstRank() ? writeWholeFile(path, header, whole) : 0;
   return shareOutcome(failed, "write", path);
 }
@@ -1620,8 +1635,27 @@ int loom_model_load_optimizer_state(loom_model *model, const char *path) {
                      : header[2] == 2 ? "sgd"
                                       : "an unknown optimizer",
                      header[3], model->optimizer.c_str());
+  float scale = 0;
+  std::memcpy(&scale, &header[kLossScaleWord + 1], sizeof(float));
+  bool scaled = header[kLossScaleWord] == 1;
+  if ((header[kLossScaleWord] != 0 && !scaled) ||
+      (scaled &&
+       (!std::isfinite(scale) || scale <= 0 || header[kLossScaleWord + 2] < 0 ||
+        header[kLossScaleWord + 3] < 0)))
+    return !setError("%s: bad loss scaling state in words %d-%d of the "
+                     "header (flag %d, scale %g, %d clean and %d skipped "
+                     "steps)",
+                     path, kLossScaleWord, kLossScaleWord + 3,
+                     header[kLossScaleWord], scale, header[kLossScaleWord + 2],
+                     header[kLossScaleWord + 3]);
   model->scatter(model->states, whole.data(), model->state.data());
   model->step = static_cast<float>(header[3]);
+  // A state saved without loss scaling (fp32) leaves the scaler at its start.
+  if (scaled && model->lossScaler.enabled) {
+    model->lossScaler.scale = scale;
+    model->lossScaler.cleanSteps = header[kLossScaleWord + 2];
+    model->lossScaler.skippedSteps = header[kLossScaleWord + 3];
+  }
   return 0;
 }
 

@@ -389,15 +389,6 @@ int main(int argc, char **argv) {
     return fail(msg.c_str());
   }
 
-  if (!o.load.empty()) {
-    if (loom_model_load_checkpoint(model, o.load.c_str()))
-      return fail(loom_last_error());
-  } else {
-    loom_model_init(model, static_cast<uint64_t>(o.seed));
-  }
-  if (!o.loadState.empty() &&
-      loom_model_load_optimizer_state(model, o.loadState.c_str()))
-    return fail(loom_last_error());
   loom_loss_scale scale;
   if (!loom_model_get_loss_scale(model, &scale) && o.lossScaleGiven) {
     std::string msg = o.artifact +
@@ -406,8 +397,19 @@ int main(int argc, char **argv) {
                       "their loss; this one does not";
     return fail(msg.c_str());
   }
+  // The initial scale, before a state file (--load-state) may restore the
+  // one its run had reached.
   if (loom_model_set_loss_scaling(model, static_cast<float>(o.lossScale),
                                   o.lossScaleWindow))
+    return fail(loom_last_error());
+  if (!o.load.empty()) {
+    if (loom_model_load_checkpoint(model, o.load.c_str()))
+      return fail(loom_last_error());
+  } else {
+    loom_model_init(model, static_cast<uint64_t>(o.seed));
+  }
+  if (!o.loadState.empty() &&
+      loom_model_load_optimizer_state(model, o.loadState.c_str()))
     return fail(loom_last_error());
   // Resumed, the run takes the batches that follow those already trained
   // on, and counts its steps on from theirs.
