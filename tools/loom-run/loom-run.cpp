@@ -304,6 +304,16 @@ int fail(const char *what) {
 } // namespace
 
 namespace {
+/// A loss or a norm with six decimals; a NaN as `nan` whatever its sign
+/// bit (printf writes `-nan` for some), so that logs compare as text.
+std::string formatValue(float value) {
+  if (std::isnan(value))
+    return "nan";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.6f", value);
+  return text;
+}
+
 /// The signal (SIGINT or SIGTERM) that asked training to stop, 0 if none.
 volatile std::sig_atomic_t stopSignal = 0;
 
@@ -521,9 +531,10 @@ int main(int argc, char **argv) {
                     after.last_skipped ? " | skipped (overflow)" : "");
     }
     if (!o.quiet)
-      report("step %5lld/%lld | loss %.6f | norm %.6f | %8.2f ms | "
+      report("step %5lld/%lld | loss %s | norm %s | %8.2f ms | "
              "%9.0f tok/s%s\n",
-             step, last, loss, norm, ms, tokensPerStep / ms * 1e3, scaled);
+             step, last, formatValue(loss).c_str(), formatValue(norm).c_str(),
+             ms, tokensPerStep / ms * 1e3, scaled);
     if (!std::isfinite(loss) && !o.allowNonfinite) {
       std::string msg = "step " + std::to_string(step) + ": the loss is " +
                         (std::isnan(loss) ? "NaN" : "infinite") +
