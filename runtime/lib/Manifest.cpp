@@ -46,48 +46,46 @@ bool parseInteger(const std::string &text, int64_t min, int64_t max,
   return true;
 }
 
-bool ManifestFields::integer(const std::string &key, int64_t &out, int64_t min,
-                             int64_t max) {
+const std::string *ManifestFields::find(const std::string &key) {
   if (!why.empty())
-    return false;
+    return nullptr;
   read.insert(key);
   auto it = values.find(key);
-  if (it == values.end())
-    return fail("no '" + key + "'");
-  if (!parseInteger(it->second, min, max, out))
-    return fail("'" + key + "=" + it->second + "' is not an integer from " +
+  if (it == values.end() || it->second.empty()) {
+    fail("no '" + key + "'");
+    return nullptr;
+  }
+  return &it->second;
+}
+
+bool ManifestFields::integer(const std::string &key, int64_t &out, int64_t min,
+                             int64_t max) {
+  const std::string *value = find(key);
+  if (value && !parseInteger(*value, min, max, out))
+    return fail("'" + key + "=" + *value + "' is not an integer from " +
                 std::to_string(min) + " to " + std::to_string(max));
-  return true;
+  return value != nullptr;
 }
 
 bool ManifestFields::number(const std::string &key, double &out, double min,
                             double max) {
-  if (!why.empty())
+  const std::string *value = find(key);
+  if (!value)
     return false;
-  read.insert(key);
-  auto it = values.find(key);
-  if (it == values.end())
-    return fail("no '" + key + "'");
-  const char *begin = it->second.c_str();
   char *end = nullptr;
-  double value = std::strtod(begin, &end);
-  if (it->second.empty() || *end || !std::isfinite(value) || value < min ||
-      value > max)
-    return fail("'" + key + "=" + it->second + "' is not a number from " +
+  double parsed = std::strtod(value->c_str(), &end);
+  if (*end || !std::isfinite(parsed) || parsed < min || parsed > max)
+    return fail("'" + key + "=" + *value + "' is not a number from " +
                 std::to_string(min) + " to " + std::to_string(max));
-  out = value;
+  out = parsed;
   return true;
 }
 
 bool ManifestFields::text(const std::string &key, std::string &out) {
-  if (!why.empty())
-    return false;
-  read.insert(key);
-  auto it = values.find(key);
-  if (it == values.end() || it->second.empty())
-    return fail("no '" + key + "'");
-  out = it->second;
-  return true;
+  const std::string *value = find(key);
+  if (value)
+    out = *value;
+  return value != nullptr;
 }
 
 bool ManifestFields::allRead() {

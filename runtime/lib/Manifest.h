@@ -46,6 +46,9 @@ public:
 
 private:
   bool fail(const std::string &message);
+  /// The value of `key`, marked read; null (problem() set) when absent or
+  /// empty, or after an earlier problem.
+  const std::string *find(const std::string &key);
   std::map<std::string, std::string> values;
   std::set<std::string> read;
   std::string why;

@@ -1073,48 +1073,40 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
 }
 
 bool loom_model::checkDeviceMemory() {
-  size_t free = 0, total = 0;
-  if (!cudaActive()) {
+  // The compiled step's own count (the manifest's memory line); the heap
+  // also keeps the step's temporaries, which the activations bound.
+  int64_t needed = info.param_bytes + info.grad_bytes + info.state_bytes +
+                   info.activation_bytes;
+  size_t available = 0, total = 0;
+  if (cudaActive()) {
+    if (!cudaMemoryInfo(available, total))
+      return false;
+  } else {
     // The host: a step needing more than the machine's memory would only
     // fail midway (or swap for hours); no count of what is free is exact
     // enough to refuse less.
     long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || pageSize <= 0)
       return true;
-    total = static_cast<size_t>(pages) * static_cast<size_t>(pageSize);
-    int64_t needed = info.param_bytes + info.grad_bytes + info.state_bytes +
-                     info.activation_bytes;
-    if (needed > 0 && static_cast<size_t>(needed) > total)
-      return setError(
-          "%s: the step needs %lld MiB of memory (parameters %lld, gradients "
-          "%lld, optimizer state %lld, activations %lld MiB, as compiled) and "
-          "this machine has %zu MiB: compile it for a smaller batch or more "
-          "micro-batches",
-          path.c_str(), static_cast<long long>(needed >> 20),
-          static_cast<long long>(info.param_bytes >> 20),
-          static_cast<long long>(info.grad_bytes >> 20),
-          static_cast<long long>(info.state_bytes >> 20),
-          static_cast<long long>(info.activation_bytes >> 20), total >> 20);
-    return true;
+    available = total =
+        static_cast<size_t>(pages) * static_cast<size_t>(pageSize);
   }
-  if (!cudaMemoryInfo(free, total))
-    return false;
-  // The compiled step's own count (the manifest's memory line); the heap
-  // also keeps the step's temporaries, which the activations bound.
-  int64_t needed = info.param_bytes + info.grad_bytes + info.state_bytes +
-                   info.activation_bytes;
-  if (needed > 0 && static_cast<size_t>(needed) > free)
-    return setError(
-        "%s: the step needs %lld MiB of GPU memory (parameters %lld, "
-        "gradients %lld, optimizer state %lld, activations %lld MiB) and "
-        "the GPU has %zu MiB free of %zu",
-        path.c_str(), static_cast<long long>(needed >> 20),
-        static_cast<long long>(info.param_bytes >> 20),
-        static_cast<long long>(info.grad_bytes >> 20),
-        static_cast<long long>(info.state_bytes >> 20),
-        static_cast<long long>(info.activation_bytes >> 20), free >> 20,
-        total >> 20);
-  return true;
+  if (needed <= 0 || static_cast<size_t>(needed) <= available)
+    return true;
+  return setError(
+      "%s: the step needs %lld MiB of %smemory (parameters %lld, gradients "
+      "%lld, optimizer state %lld, activations %lld MiB, as compiled) and "
+      "%s has %zu MiB%s%s: compile it for a smaller batch or more "
+      "micro-batches",
+      path.c_str(), static_cast<long long>(needed >> 20),
+      cudaActive() ? "GPU " : "",
+      static_cast<long long>(info.param_bytes >> 20),
+      static_cast<long long>(info.grad_bytes >> 20),
+      static_cast<long long>(info.state_bytes >> 20),
+      static_cast<long long>(info.activation_bytes >> 20),
+      cudaActive() ? "the GPU" : "this machine", available >> 20,
+      cudaActive() ? " free of " : "",
+      cudaActive() ? std::to_string(total >> 20).c_str() : "");
 }
 
 /// The loader maps a shared object's segments without checking that the file
