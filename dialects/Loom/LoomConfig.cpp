@@ -40,7 +40,7 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
   for (auto [key, value] :
        {std::pair<llvm::StringRef, int64_t>{"mb", plan.microBatches},
         {"v", plan.virtualStages}})
-    if (value > (int64_t(1) << 32))
+    if (value > kMaxSize)
       violate(("plan." + key).str(),
               llvm::formatv("{0} exceeds Loom's limit of 2^32", value).str());
   // The divisions below need positive sizes.

@@ -67,6 +67,10 @@ struct PlanConfig {
   llvm::SmallVector<int64_t> getStageStarts() const;
 };
 
+/// The largest size of a model, a batch or a plan's micro-batch count
+/// (2^32): bounded so that the sums and products of sizes fit in 64 bits.
+constexpr int64_t kMaxSize = int64_t(1) << 32;
+
 /// The most GPUs a cluster description may have (2^20): ten times the
 /// largest machines built, small enough that planning stays quick and that
 /// products of plan sizes fit in 64 bits.

@@ -37,6 +37,8 @@ struct GpuSpec {
   double matrixPeak(Precision precision) const;
   /// Vector peak for elementwise work in `precision`.
   double vectorPeak(Precision precision) const;
+  /// Whether the GPU computes in `precision` at all (a V100 has no bf16).
+  bool supports(Precision precision) const { return matrixPeak(precision) > 0; }
 };
 
 /// All GPU kinds, in the order docs and messages list them.

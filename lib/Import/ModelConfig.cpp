@@ -718,9 +718,8 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
   unsigned errorsBefore = diag.getNumErrors();
   ArchitectureConfig &arch = config.arch;
   TrainingConfig &training = config.training;
-  // Bounding every size keeps the sums and products below within 64 bits
-  // (the products are checked further down).
-  constexpr int64_t kMaxSize = int64_t(1) << 32;
+  // Bounding every size (kMaxSize) keeps the sums and products below within
+  // 64 bits (the products are checked further down).
   if (config.planAuto && !config.cluster)
     diag.error("field 'plan': \"auto\" needs a 'cluster' section (GPU "
                "kind, GPUs per node, nodes) to plan for");
@@ -750,15 +749,15 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
     if (cluster.gpusPerNode <= kMaxWorldSize &&
         cluster.nodes <= kMaxWorldSize &&
         cluster.getWorldSize() > kMaxWorldSize)
-      diag.error("fields 'cluster.nodes', 'cluster.gpus_per_node': " +
-                 llvm::Twine(cluster.nodes) + " nodes of " +
-                 llvm::Twine(cluster.gpusPerNode) +
-                 " GPUs exceed Loom's "
-                 "limit of " +
-                 llvm::Twine(kMaxWorldSize) + " GPUs");
+      diag.error(llvm::formatv("fields 'cluster.nodes', "
+                               "'cluster.gpus_per_node': {0} nodes of {1} "
+                               "GPUs exceed Loom's limit of {2} GPUs",
+                               cluster.nodes, cluster.gpusPerNode,
+                               kMaxWorldSize)
+                     .str());
     const GpuSpec *gpu = lookupGpu(cluster.gpu);
-    if (gpu && gpu->tensorBf16Flops == 0 &&
-        training.precision == Precision::bf16) {
+    if (gpu && training.precision == Precision::bf16 &&
+        !gpu->supports(Precision::bf16)) {
       if (!config.plan)
         diag.warning("field 'training.precision': the " + gpu->name +
                      " has no bf16 arithmetic; the planner considers fp16 "

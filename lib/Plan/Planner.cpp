@@ -14,7 +14,7 @@ using namespace mlir::loom;
 
 SmallVector<Precision> mlir::loom::getAllowedPrecisions(Precision requested,
                                                         const GpuSpec &gpu) {
-  if (requested == Precision::bf16 && gpu.tensorBf16Flops == 0)
+  if (requested == Precision::bf16 && !gpu.supports(Precision::bf16))
     return {Precision::fp16};
   return {requested};
 }

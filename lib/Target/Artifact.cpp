@@ -76,11 +76,12 @@ static LogicalResult fillChecksum(ModuleOp module, llvm::StringRef path) {
     return module.emitError()
            << "cannot read " << path << ": " << buffer.getError().message();
   std::string bytes = (*buffer)->getBuffer().str();
-  const std::string placeholder =
+  // The checksum line as ExportEntries wrote it, its digits all zeros.
+  const std::string zeroLine =
       "\n" LOOM_CHECKSUM_KEY + std::string(LOOM_CHECKSUM_DIGITS, '0') + "\n";
-  size_t at = bytes.find(placeholder);
+  size_t at = bytes.find(zeroLine);
   if (at == std::string::npos ||
-      bytes.find(placeholder, at + 1) != std::string::npos)
+      bytes.find(zeroLine, at + 1) != std::string::npos)
     return module.emitError("the linked artifact does not hold its manifest's "
                             "checksum line exactly once");
   uint64_t hash = loom_checksum(LOOM_CHECKSUM_SEED, bytes.data(), bytes.size());

@@ -169,36 +169,30 @@ bool checkArtifactChecksum(const char *path, const std::vector<char> &bytes) {
 bool ModelShape::expectedShape(const std::string &name,
                                std::vector<int64_t> &shape) const {
   const int64_t C = width, H = hidden, L = layers;
-  static const std::string stacked = LOOM_STACKED_PREFIX;
-  if (name == "wte" || (name == "lm_head.weight" && !tied))
-    shape = {paddedVocab, C};
-  else if (name == "wpe")
-    shape = {positions, C};
-  else if (name == "ln_f.weight" || name == "ln_f.bias")
-    shape = {C};
-  else if (name.compare(0, stacked.size(), stacked) != 0)
+  const std::string h = LOOM_STACKED_PREFIX;
+  std::map<std::string, std::vector<int64_t>> shapes = {
+      {"wte", {paddedVocab, C}},
+      {"wpe", {positions, C}},
+      {h + "ln_1.weight", {L, C}},
+      {h + "ln_1.bias", {L, C}},
+      {h + "attn.c_attn.weight", {L, 3 * C, C}},
+      {h + "attn.c_attn.bias", {L, 3 * C}},
+      {h + "attn.c_proj.weight", {L, C, C}},
+      {h + "attn.c_proj.bias", {L, C}},
+      {h + "ln_2.weight", {L, C}},
+      {h + "ln_2.bias", {L, C}},
+      {h + "mlp.c_fc.weight", {L, H, C}},
+      {h + "mlp.c_fc.bias", {L, H}},
+      {h + "mlp.c_proj.weight", {L, C, H}},
+      {h + "mlp.c_proj.bias", {L, C}},
+      {"ln_f.weight", {C}},
+      {"ln_f.bias", {C}}};
+  if (!tied)
+    shapes["lm_head.weight"] = {paddedVocab, C};
+  auto it = shapes.find(name);
+  if (it == shapes.end())
     return false;
-  else {
-    static const std::map<std::string, std::vector<char>> kBlocks = {
-        {"ln_1.weight", {'C'}},
-        {"ln_1.bias", {'C'}},
-        {"attn.c_attn.weight", {'3', 'C'}},
-        {"attn.c_attn.bias", {'3'}},
-        {"attn.c_proj.weight", {'C', 'C'}},
-        {"attn.c_proj.bias", {'C'}},
-        {"ln_2.weight", {'C'}},
-        {"ln_2.bias", {'C'}},
-        {"mlp.c_fc.weight", {'H', 'C'}},
-        {"mlp.c_fc.bias", {'H'}},
-        {"mlp.c_proj.weight", {'C', 'H'}},
-        {"mlp.c_proj.bias", {'C'}}};
-    auto block = kBlocks.find(name.substr(stacked.size()));
-    if (block == kBlocks.end())
-      return false;
-    shape = {L};
-    for (char dim : block->second)
-      shape.push_back(dim == 'C' ? C : dim == 'H' ? H : 3 * C);
-  }
+  shape = it->second;
   return true;
 }
 

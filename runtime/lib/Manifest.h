@@ -28,7 +28,7 @@ constexpr int64_t kMaxManifestLayers = 10000;
 constexpr int64_t kMaxManifestRanks = int64_t(1) << 20;
 
 /// The `key=value` fields of one manifest line. Each reader returns false
-/// with problem() set on a missing or malformed field; unread() names a
+/// with problem() set on a missing or malformed field; allRead() fails on a
 /// field no reader asked for.
 class ManifestFields {
 public:
@@ -69,7 +69,7 @@ bool checkArtifactChecksum(const char *path, const std::vector<char> &bytes);
 /// The model line's sizes, and the whole shape each GPT-2 parameter must
 /// have for them (llm.c's layout, stacked blocks leading with the layers).
 struct ModelShape {
-  int64_t layers, width, heads, hidden, vocab, paddedVocab, positions;
+  int64_t layers, width, hidden, paddedVocab, positions;
   bool tied;
   /// False for a name the model does not have.
   bool expectedShape(const std::string &name,

@@ -268,6 +268,10 @@ struct loom_model {
       dlclose(handle);
   }
 
+  /// Sets "<path>: bad manifest: <why>"; returns false.
+  bool badManifest(const std::string &why) const {
+    return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
+  }
   bool parseManifest(const char *text);
   static bool parseLayerRuns(const std::string &text, Arg &arg);
   void setMemory(const std::vector<int64_t> &bytes) {
@@ -357,9 +361,7 @@ bool loom_model::parseLayerRuns(const std::string &text, Arg &arg) {
 }
 
 bool loom_model::checkPipelineEntries() {
-  auto fail = [&](const std::string &why) {
-    return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
-  };
+  auto fail = [&](const std::string &why) { return badManifest(why); };
   for (int64_t r = 0; r < info.pp; ++r)
     if (!entries.count(stageEntry(r)))
       return fail("no '" + stageEntry(r) + "' entry point for pipeline rank " +
@@ -453,9 +455,7 @@ bool loom_model::parseManifest(const char *text) {
   info.schedule = "";
   std::istringstream in(text);
   std::string lineText;
-  auto fail = [&](const std::string &why) {
-    return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
-  };
+  auto fail = [&](const std::string &why) { return badManifest(why); };
   if (!std::getline(in, lineText) || lineText != "loom-artifact 1")
     return fail("expected 'loom-artifact 1' first, the only format this "
                 "runtime reads");
@@ -473,9 +473,14 @@ bool loom_model::parseManifest(const char *text) {
   };
   std::set<std::string> seen;
   Entry *current = nullptr;
+  // The previous entry lists the arguments its entry line announced.
   auto argsComplete = [&] {
-    return !current ||
-           static_cast<int64_t>(current->args.size()) == current->declaredArgs;
+    if (!current ||
+        static_cast<int64_t>(current->args.size()) == current->declaredArgs)
+      return true;
+    return fail("entry point '" + current->symbolName + "' announces " +
+                std::to_string(current->declaredArgs) +
+                " arguments and lists " + std::to_string(current->args.size()));
   };
   bool ended = false;
   while (!ended && std::getline(in, lineText)) {
@@ -583,10 +588,7 @@ bool loom_model::parseManifest(const char *text) {
         return fail("bad stacked line '" + lineText + "'");
     } else if (key == "entry") {
       if (!argsComplete())
-        return fail("entry point '" + current->symbolName + "' announces " +
-                    std::to_string(current->declaredArgs) +
-                    " arguments and lists " +
-                    std::to_string(current->args.size()));
+        return false;
       std::string entryName, symbol, count, rest;
       line >> entryName >> symbol >> count;
       if (entryName.empty() || entries.count(entryName) ||
@@ -655,9 +657,7 @@ bool loom_model::parseManifest(const char *text) {
   if (!ended)
     return fail("no 'end' line: the manifest is cut short");
   if (!argsComplete())
-    return fail("entry point '" + current->symbolName + "' announces " +
-                std::to_string(current->declaredArgs) +
-                " arguments and lists " + std::to_string(current->args.size()));
+    return false;
   for (const char *line : {"checksum", "model", "training", "stacked"})
     if (!seen.count(line))
       return fail(std::string("no '") + line + "' line");
@@ -699,9 +699,7 @@ bool loom_model::parseManifest(const char *text) {
 }
 
 bool loom_model::checkModelShapes() {
-  auto fail = [&](const std::string &why) {
-    return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
-  };
+  auto fail = [&](const std::string &why) { return badManifest(why); };
   auto format = [](const std::vector<int64_t> &shape) {
     std::string text;
     for (int64_t d : shape)
@@ -713,9 +711,8 @@ bool loom_model::checkModelShapes() {
                 std::to_string(info.sequence) +
                 " exceeds the model line's positions (" +
                 std::to_string(info.positions) + ")");
-  ModelShape model{info.layers,    info.width,    info.heads,
-                   info.hidden,    info.vocab,    info.padded_vocab,
-                   info.positions, info.tied != 0};
+  ModelShape model{info.layers,       info.width,     info.hidden,
+                   info.padded_vocab, info.positions, info.tied != 0};
   for (const auto &[entryName, entry] : entries) {
     std::map<std::string, int64_t> paramSizes;
     for (const Arg &arg : entry.args)
@@ -774,9 +771,7 @@ bool loom_model::layoutParams() {
   // a checkpoint is one read or write.
   // Each tensor after the previous one of its kind, whole and local; one
   // this rank does not hold (another pipeline stage's) takes no room here.
-  auto fail = [&](const std::string &why) {
-    return setError("%s: bad manifest: %s", path.c_str(), why.c_str());
-  };
+  auto fail = [&](const std::string &why) { return badManifest(why); };
   auto place = [&](const Arg &arg, std::vector<Param> &tensors,
                    std::map<std::string, size_t> &index, bool held,
                    int64_t firstHolder) {
@@ -1093,20 +1088,20 @@ bool loom_model::checkDeviceMemory() {
   }
   if (needed <= 0 || static_cast<size_t>(needed) <= available)
     return true;
+  std::string has =
+      cudaActive() ? "the GPU has " + std::to_string(available >> 20) +
+                         " MiB free of " + std::to_string(total >> 20)
+                   : "this machine has " + std::to_string(total >> 20) + " MiB";
   return setError(
       "%s: the step needs %lld MiB of %smemory (parameters %lld, gradients "
-      "%lld, optimizer state %lld, activations %lld MiB, as compiled) and "
-      "%s has %zu MiB%s%s: compile it for a smaller batch or more "
-      "micro-batches",
+      "%lld, optimizer state %lld, activations %lld MiB, as compiled) and %s: "
+      "compile it for a smaller batch or more micro-batches",
       path.c_str(), static_cast<long long>(needed >> 20),
       cudaActive() ? "GPU " : "",
       static_cast<long long>(info.param_bytes >> 20),
       static_cast<long long>(info.grad_bytes >> 20),
       static_cast<long long>(info.state_bytes >> 20),
-      static_cast<long long>(info.activation_bytes >> 20),
-      cudaActive() ? "the GPU" : "this machine", available >> 20,
-      cudaActive() ? " free of " : "",
-      cudaActive() ? std::to_string(total >> 20).c_str() : "");
+      static_cast<long long>(info.activation_bytes >> 20), has.c_str());
 }
 
 /// The loader maps a shared object's segments without checking that the file
@@ -1389,14 +1384,14 @@ int shareOutcome(int failed, const char *what, const char *path) {
   return flag != 0;
 }
 
-/// What llm.c checkpoints and Loom's optimizer state files share: a header
-/// of 256 int32, the magic, the version and, from `dims` on, the model's
-/// dimensions as llm.c writes them; then the float32 values.
 /// Words of an optimizer state file's header holding fp16's loss scaling:
 /// 1 when present, the scale's float32 bits, clean steps since it last
 /// changed, steps skipped.
 constexpr int kLossScaleWord = 16;
 
+/// What llm.c checkpoints and Loom's optimizer state files share: a header
+/// of 256 int32, the magic, the version and, from `dims` on, the model's
+/// dimensions as llm.c writes them; then the float32 values.
 struct FileKind {
   const char *what; ///< "an llm.c checkpoint"
   int32_t magic, version;

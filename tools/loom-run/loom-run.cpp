@@ -301,9 +301,6 @@ int fail(const char *what) {
   return 1;
 }
 
-} // namespace
-
-namespace {
 /// A loss or a norm with six decimals; a NaN as `nan` whatever its sign
 /// bit (printf writes `-nan` for some), so that logs compare as text.
 std::string formatValue(float value) {
