@@ -143,7 +143,8 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   StringRef gpu, int64_t gpusPerNode,
                                   int64_t nodes,
                                   llvm::APFloat intraNodeBandwidth,
-                                  llvm::APFloat interNodeBandwidth) {
+                                  llvm::APFloat interNodeBandwidth,
+                                  llvm::APFloat memoryMargin) {
   if (!lookupGpu(gpu))
     return emitError() << "'gpu' must name a GPU kind of the catalogue ("
                        << getGpuNames() << "), got \"" << gpu << "\"";
@@ -153,6 +154,9 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (intraNodeBandwidth.isNegative() || interNodeBandwidth.isNegative() ||
       !intraNodeBandwidth.isFinite() || !interNodeBandwidth.isFinite())
     return emitError() << "link bandwidths must not be negative";
+  double margin = memoryMargin.convertToDouble();
+  if (!(margin >= 0 && margin < 1))
+    return emitError() << "'memory_margin' must be in [0, 1), got " << margin;
   return success();
 }
 
@@ -239,6 +243,7 @@ ClusterConfig ClusterAttr::getConfig() const {
   config.nodes = getNodes();
   config.intraNodeBandwidth = getIntraNodeBandwidth().convertToDouble();
   config.interNodeBandwidth = getInterNodeBandwidth().convertToDouble();
+  config.memoryMargin = getMemoryMargin().convertToDouble();
   return config;
 }
 
@@ -246,5 +251,5 @@ ClusterAttr ClusterAttr::get(MLIRContext *context,
                              const ClusterConfig &config) {
   return get(context, config.gpu, config.gpusPerNode, config.nodes,
              APFloat(config.intraNodeBandwidth),
-             APFloat(config.interNodeBandwidth));
+             APFloat(config.interNodeBandwidth), APFloat(config.memoryMargin));
 }

@@ -200,14 +200,16 @@ def Loom_ClusterAttr : Loom_Attr<"Cluster", "cluster"> {
   let description = [{
     GPU kind by name (one of the catalogue's, Loom/LoomHardware.h), GPUs per
     node and node count. Link bandwidths in GB/s
-    per direction; 0 means the catalogue's figure for the GPU kind.
+    per direction; 0 means the catalogue's figure for the GPU kind. The
+    memory margin is the share of each GPU's memory a plan leaves free.
   }];
   let parameters = (ins
     StringRefParameter<"GPU kind">:$gpu,
     "int64_t":$gpus_per_node,
     "int64_t":$nodes,
     Loom_F64Parameter<"intra-node link bandwidth (GB/s)", "0.0">:$intra_node_bandwidth,
-    Loom_F64Parameter<"inter-node link bandwidth (GB/s)", "0.0">:$inter_node_bandwidth);
+    Loom_F64Parameter<"inter-node link bandwidth (GB/s)", "0.0">:$inter_node_bandwidth,
+    Loom_F64Parameter<"share of memory left free", "0.08">:$memory_margin);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

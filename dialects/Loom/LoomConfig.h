@@ -81,12 +81,19 @@ constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
 /// compile.
 constexpr int64_t kMaxPipelinePasses = 4096;
 
+/// The default of ClusterConfig::memoryMargin: 8%.
+constexpr double kDefaultMemoryMargin = 0.08;
+
 struct ClusterConfig {
   std::string gpu;
   int64_t gpusPerNode = 0;
   int64_t nodes = 1;
   double intraNodeBandwidth = 0; ///< GB/s; 0: the catalogue's figure.
   double interNodeBandwidth = 0; ///< GB/s; 0: the catalogue's figure.
+  /// Share of each GPU's memory a plan must leave free to fit: the caching
+  /// allocator's retries and run-to-run variation need room
+  /// (docs/cost-model.md).
+  double memoryMargin = kDefaultMemoryMargin;
 
   int64_t getWorldSize() const { return gpusPerNode * nodes; }
 };

@@ -43,6 +43,10 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getPlanAttrName() {
       return "loom.plan";
     }
+    /// Set by loom-plan on a module whose plan does not fit in memory.
+    static constexpr ::llvm::StringLiteral getDoesNotFitAttrName() {
+      return "loom.plan_does_not_fit";
+    }
     static constexpr ::llvm::StringLiteral getClusterAttrName() {
       return "loom.cluster";
     }

@@ -370,6 +370,8 @@ void readCluster(ObjectReader &reader, ClusterConfig &cluster) {
                     false, positive, "a positive number (GB/s)");
   reader.readNumber("inter_node_bandwidth_GBps", cluster.interNodeBandwidth,
                     false, positive, "a positive number (GB/s)");
+  reader.readNumber("memory_margin", cluster.memoryMargin, false, unitInterval,
+                    "a share of the GPU's memory in [0, 1)");
 }
 
 /// Turns llvm::json's "[line:col, byte=N]: message" into "line L, column C:

@@ -83,6 +83,7 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   else if (stage == EmitStage::Schedule)
     plan.report = "schedule";
   plan.materializedAttention = options.materializedAttention;
+  plan.framework = options.costFramework;
   pm.addPass(createLoomPlan(plan));
   if (options.summary)
     pm.addPass(createLoomPrintSummary());

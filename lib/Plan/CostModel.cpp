@@ -29,6 +29,32 @@ double mlir::loom::getElementBytes(Precision precision) {
 // ClusterModel
 //===----------------------------------------------------------------------===//
 
+FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
+  constexpr double GiB = 1024.0 * 1024 * 1024;
+  FrameworkAssumptions f;
+  f.contextBytes = 1.0 * GiB;
+  f.communicatorBytes = 0.25 * GiB;
+  // Fitted on seed 004 with the contention below (docs/cost-model.md).
+  f.stepOverhead = 0.03;
+  switch (framework) {
+  case Framework::pytorch:
+    f.allocatorReserve = 0.10;
+    f.fp32Gradients = true;
+    f.fp32Logits = true;
+    // DeepSpeed's defaults: reduce_bucket_size and
+    // stage3_prefetch_bucket_size.
+    f.reduceBucketElements = 5e8;
+    f.prefetchElements = 5e7;
+    f.overlapContention = 0.8;
+    break;
+  case Framework::loom:
+    // One stream: nothing overlaps the compute.
+    f.overlapContention = 1;
+    break;
+  }
+  return f;
+}
+
 std::optional<ClusterModel> ClusterModel::get(const ClusterConfig &config) {
   const GpuSpec *gpu = lookupGpu(config.gpu);
   if (!gpu)
@@ -43,6 +69,7 @@ std::optional<ClusterModel> ClusterModel::get(const ClusterConfig &config) {
   model.interNodeBandwidth = config.interNodeBandwidth > 0
                                  ? config.interNodeBandwidth * 1e9
                                  : gpu->networkBandwidth;
+  model.memoryMargin = config.memoryMargin;
   return model;
 }
 
@@ -124,6 +151,7 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
            << LoomDialect::getModelAttrName() << "' and '"
            << LoomDialect::getTrainingAttrName() << "' attributes";
   CostModel model(cluster, options);
+  model.cluster.framework = FrameworkAssumptions::get(options.framework);
   model.name = modelAttr.getName().str();
   model.arch = modelAttr.getConfig();
   model.training = trainingAttr.getConfig();
@@ -329,10 +357,12 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   est.plan = plan;
   est.precision = precision;
   est.capacity = cluster.gpu->memoryBytes;
+  est.usable = est.capacity * (1 - cluster.memoryMargin);
   est.illegal = checkPlan(plan);
   if (!est.illegal.empty())
     return est;
   const EfficiencyAssumptions &eff = cluster.efficiency;
+  const FrameworkAssumptions &fw = cluster.framework;
   int64_t dp = plan.dp, tp = plan.tp, pp = plan.pp, m = plan.microBatches;
   est.microBatchSize = training.batchSize / (dp * m);
   PricingKey key{est.microBatchSize, tp, plan.sequenceParallel, precision};
@@ -352,8 +382,13 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   // The model's pp * v stages (chunk c of rank r is stage c * pp + r), as
   // the plan gives them or balanced by time.
   int64_t chunks = pp * plan.virtualStages;
-  SmallVector<int64_t> stageLayers =
-      plan.stageLayers.empty() ? balance(costs, chunks) : plan.stageLayers;
+  SmallVector<int64_t> stageLayers = plan.stageLayers;
+  if (stageLayers.empty()) {
+    auto [it, inserted] = balanced.try_emplace({key, chunks});
+    if (inserted)
+      it->second = balance(costs, chunks);
+    stageLayers = it->second;
+  }
   if (pp > 1)
     est.plan.stageLayers = stageLayers;
   SmallVector<int64_t> stageStarts = est.plan.getStageStarts();
@@ -364,6 +399,9 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   double elementBytes = getElementBytes(precision);
   bool mixed = precision != Precision::fp32;
   double gradBytes = elementBytes;
+  // The fp32 gradients mixed precision keeps next to those of the compute
+  // precision, for the optimizer.
+  double masterGradBytes = mixed && fw.fp32Gradients ? 4 : 0;
   double optimizerBytes =
       training.optimizer == OptimizerKind::adamw
           ? (mixed ? 12 : 8)
@@ -390,7 +428,9 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     if (stage == pp - 1)
       members.push_back({layers + 1, plan.virtualStages - 1});
 
-    double compute = 0, recompute = 0, comm = 0, backward = 0;
+    double compute = 0, recompute = 0, comm = 0, forward = 0, backward = 0;
+    // ZeRO-3's gathers and reduce-scatters, one per group and pass.
+    double zeroForward = 0, zeroBackward = 0;
     double params = 0, kept = 0, transient = 0, largestLayer = 0;
     double keptOutside = 0, keptStatistics = 0;
     // Stage recomputation keeps each chunk's input and reruns its forward
@@ -402,7 +442,16 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       const GroupCost &g = groupCosts[index];
       bool isLayer = index != 0 && index != static_cast<size_t>(layers) + 1;
       compute += g.tFwd + g.tBwd;
+      forward += g.tFwd + g.tCommFwd;
       backward += g.tBwd + g.tCommBwd;
+      if (plan.zero >= 3) {
+        double gather = cluster.collectiveTime(
+            CollectiveKind::allGather, g.parameters * elementBytes, dp, tp);
+        zeroForward += gather;
+        zeroBackward +=
+            gather + cluster.collectiveTime(CollectiveKind::reduceScatter,
+                                            g.parameters * gradBytes, dp, tp);
+      }
       comm += g.tCommFwd + g.tCommBwd;
       params += g.parameters;
       transient = std::max(transient, g.largestGradient);
@@ -447,6 +496,12 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     // A stage shared with the embedding keeps its own copy of a tied table.
     if (pp == 1)
       params -= tiedParameters / tp;
+    // The loss copies the logits to fp32 while its probabilities exist.
+    if (stage == pp - 1 && mixed && fw.fp32Logits)
+      transient =
+          std::max(transient, static_cast<double>(est.microBatchSize) *
+                                  training.sequenceLength * arch.paddedVocab /
+                                  tp * (elementBytes + 4));
 
     double perMicroBatch =
         compute + recompute + comm + (pp > 1 ? 2 * sendTime : 0);
@@ -466,34 +521,69 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     // Memory of one rank of this stage.
     double shard = static_cast<double>(dp);
     double weights = params * elementBytes / (plan.zero >= 3 ? shard : 1);
-    double gradients = params * gradBytes / (plan.zero >= 2 ? shard : 1);
+    double gradients = params * gradBytes / (plan.zero >= 2 ? shard : 1) +
+                       params * masterGradBytes / (plan.zero >= 1 ? shard : 1);
     double optimizer = params * optimizerBytes / (plan.zero >= 1 ? shard : 1);
     double temporary = transient;
-    if (plan.zero >= 3) // gathered layer, and the next one prefetched
-      temporary += 2 * largestLayer * elementBytes;
+    // The gathered layer and what is prefetched after it, or the bucket
+    // that gradients are reduced through.
+    if (dp > 1 && plan.zero >= 3)
+      temporary +=
+          (largestLayer +
+           std::min(params, std::max(largestLayer, fw.prefetchElements))) *
+          elementBytes;
+    else if (dp > 1)
+      temporary += std::min(params, fw.reduceBucketElements) * gradBytes;
     double keptPerLayer = kept / est.layersPerStage[stage];
     kept += keptOutside;
     RankMemory rank{weights, gradients, optimizer, kept, inFlight, temporary};
     double live = rank.live();
-    rank.overhead = live * eff.fragmentation + eff.runtimeOverheadBytes;
+    rank.reserve = live * fw.allocatorReserve;
+    int64_t communicators = (dp > 1) + (tp > 1) + (pp > 1);
+    rank.runtime = fw.contextBytes + communicators * fw.communicatorBytes;
     double memory = rank.total();
     est.stageMemory.push_back(rank);
 
-    // Data-parallel traffic of this stage's parameters.
+    // Data-parallel traffic of this stage's parameters, on a stream of its
+    // own: a collective overlapping compute costs what the compute does not
+    // hide, and the share of the rest that the streams' contention adds.
+    auto overlapped = [&](double collective, double hiding) {
+      return std::max(0.0, collective - hiding) +
+             fw.overlapContention * std::min(collective, hiding);
+    };
+    double buckets = fw.reduceBucketElements > 0
+                         ? std::ceil(params / fw.reduceBucketElements)
+                         : 1;
+    auto bucketed = [&](CollectiveKind kind, double bytes) {
+      if (bytes <= 0)
+        return 0.0;
+      return buckets * cluster.collectiveTime(kind, bytes / buckets, dp, tp);
+    };
+    double gradientBytes = params * gradBytes;
+    double weightBytes = params * elementBytes;
     double dpComm = 0;
-    if (plan.zero < 3) {
-      double sync = cluster.collectiveTime(CollectiveKind::allReduce,
-                                           params * gradBytes, dp, tp);
-      // Overlaps the last micro-batch's backward pass.
-      dpComm = std::max(0.0, sync - backward);
-    } else {
-      double gathers =
-          2 * cluster.collectiveTime(CollectiveKind::allGather,
-                                     params * elementBytes, dp, tp) +
-          cluster.collectiveTime(CollectiveKind::reduceScatter,
-                                 params * gradBytes, dp, tp);
-      // Prefetched: hidden behind the micro-batch's own compute.
-      dpComm = m * std::max(0.0, gathers - perMicroBatch);
+    switch (plan.zero) {
+    case 0: // One all-reduce behind the last micro-batch's backward pass.
+      dpComm = overlapped(bucketed(CollectiveKind::allReduce, gradientBytes),
+                          backward);
+      break;
+    case 1: // Reduced to the shards' owners behind the last backward pass;
+            // the updated parameters gathered after the optimizer.
+      dpComm =
+          overlapped(bucketed(CollectiveKind::reduceScatter, gradientBytes),
+                     backward) +
+          bucketed(CollectiveKind::allGather, weightBytes);
+      break;
+    case 2: // The gradients leave every micro-batch's backward pass.
+      dpComm =
+          m * overlapped(bucketed(CollectiveKind::reduceScatter, gradientBytes),
+                         backward) +
+          bucketed(CollectiveKind::allGather, weightBytes);
+      break;
+    default: // Every layer gathered in both passes of every micro-batch.
+      dpComm = m * (overlapped(zeroForward, forward) +
+                    overlapped(zeroBackward, backward));
+      break;
     }
     double optimizerParams = params / (plan.zero >= 1 ? shard : 1);
     double optimizerTraffic =
@@ -506,7 +596,8 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     double bubble =
         (pp - 1) * perMicroBatch /
         (plan.schedule == Schedule::interleaved ? plan.virtualStages : 1);
-    double stageTime = m * perMicroBatch + bubble + dpComm + optimizerTime;
+    double stageTime =
+        m * perMicroBatch + bubble + dpComm + optimizerTime + fw.stepOverhead;
     if (stageTime > worstTime) {
       worstTime = stageTime;
       est.computeTime = m * (compute + recompute);
@@ -516,6 +607,7 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       est.bubbleTime = bubble;
       est.dpCommTime = dpComm;
       est.optimizerTime = optimizerTime;
+      est.fixedTime = fw.stepOverhead;
       est.stepTime = stageTime;
     }
     if (memory > worstMemory) {
@@ -529,8 +621,9 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       est.keptStatisticsPerLayer = keptStatistics / est.layersPerStage[stage];
       est.keptOutsideLayers = keptOutside;
       est.stageLayers = est.layersPerStage[stage];
-      est.temporary = temporary + (live * eff.fragmentation);
-      est.overhead = eff.runtimeOverheadBytes;
+      est.temporary = temporary;
+      est.reserve = rank.reserve;
+      est.runtime = rank.runtime;
     }
   }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -34,8 +35,54 @@ static SmallVector<int64_t> getDivisors(int64_t n) {
   return small;
 }
 
+bool mlir::loom::isBetterPlan(const PlanEstimate &a, const PlanEstimate &b) {
+  double tolerance = 1e-6 * std::max(a.stepTime, b.stepTime);
+  if (std::fabs(a.stepTime - b.stepTime) > tolerance)
+    return a.stepTime < b.stepTime;
+  double memoryTolerance = 1e-6 * std::max(a.memory(), b.memory());
+  if (std::fabs(a.headroom() - b.headroom()) > memoryTolerance)
+    return a.headroom() > b.headroom();
+  return a.plan.zero < b.plan.zero;
+}
+
+namespace {
+/// The best `limit` of the estimates it is given under `better`, pruned as
+/// it goes: a search of a million plans keeps a few dozen.
+class BestPlans {
+public:
+  using Order = bool (*)(const PlanEstimate &, const PlanEstimate &);
+  BestPlans(std::vector<PlanEstimate> &plans, size_t limit, Order better)
+      : plans(plans), limit(limit), better(better) {}
+  void add(PlanEstimate est) {
+    plans.push_back(std::move(est));
+    if (plans.size() >= 2 * limit)
+      prune();
+  }
+  void prune() {
+    llvm::stable_sort(plans, better);
+    if (plans.size() > limit)
+      plans.erase(plans.begin() + limit, plans.end());
+  }
+
+private:
+  std::vector<PlanEstimate> &plans;
+  size_t limit;
+  Order better;
+};
+
+bool isFaster(const PlanEstimate &a, const PlanEstimate &b) {
+  return a.stepTime < b.stepTime;
+}
+} // namespace
+
 PlanSearch mlir::loom::searchPlans(CostModel &model) {
   PlanSearch search;
+  BestPlans ranked(search.ranked, PlanSearch::kKeptPlans, isBetterPlan);
+  // The plan that needs least memory is kept aside: the error when nothing
+  // fits names it.
+  std::optional<PlanEstimate> leastMemory;
+  std::vector<PlanEstimate> fasterOutOfMemory;
+  BestPlans faster(fasterOutOfMemory, PlanSearch::kKeptPlans - 1, isFaster);
   int64_t world = model.getCluster().getWorldSize();
   int64_t batch = model.getTraining().batchSize;
   const ArchitectureConfig &arch = model.getArchitecture();
@@ -78,12 +125,17 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
                   plan.sequenceParallel = sp;
                   ++search.evaluated;
                   PlanEstimate est = model.estimate(plan, precision);
-                  if (!est.illegal.empty())
+                  if (!est.illegal.empty()) {
                     ++search.illegal;
-                  else if (est.fits())
-                    search.ranked.push_back(std::move(est));
-                  else
-                    search.outOfMemory.push_back(std::move(est));
+                  } else if (est.fits()) {
+                    ++search.fit;
+                    ranked.add(std::move(est));
+                  } else {
+                    ++search.doNotFit;
+                    if (!leastMemory || est.memory() < leastMemory->memory())
+                      leastMemory = est;
+                    faster.add(std::move(est));
+                  }
                 }
               }
             }
@@ -92,14 +144,15 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
       }
     }
   }
-  llvm::stable_sort(search.ranked, [](const auto &a, const auto &b) {
-    if (a.stepTime != b.stepTime)
-      return a.stepTime < b.stepTime;
-    return a.memory() < b.memory();
-  });
-  llvm::stable_sort(search.outOfMemory, [](const auto &a, const auto &b) {
-    return a.memory() < b.memory();
-  });
+  ranked.prune();
+  faster.prune();
+  if (leastMemory)
+    search.outOfMemory.push_back(std::move(*leastMemory));
+  for (PlanEstimate &est : fasterOutOfMemory)
+    if (!leastMemory || formatPlan(est.plan, est.precision) !=
+                            formatPlan(search.outOfMemory.front().plan,
+                                       search.outOfMemory.front().precision))
+      search.outOfMemory.push_back(std::move(est));
   return search;
 }
 
@@ -131,30 +184,35 @@ static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
       "  step time: {0:F4} s = pipeline {1:F4} (compute {2:F4}, of which "
       "recompute {3:F4}; tensor-parallel comm {4:F4}; stage sends {5:F4}; "
       "bubble {6:F4}) + exposed data-parallel comm {7:F4} + optimizer "
-      "{8:F4}\n",
+      "{8:F4} + fixed {9:F4}\n",
       est.stepTime,
       est.computeTime + est.tpCommTime + est.ppCommTime + est.bubbleTime,
       est.computeTime, est.recomputeTime, est.tpCommTime, est.ppCommTime,
-      est.bubbleTime, est.dpCommTime, est.optimizerTime);
+      est.bubbleTime, est.dpCommTime, est.optimizerTime, est.fixedTime);
   os << llvm::formatv("  throughput: {0:F0} tokens/s; MFU {1:F4}, HFU {2:F4} "
                       "(peak {3:F0} TFLOP/s per GPU)\n",
                       est.tokensPerSecond, est.mfu, est.hfu,
                       model.getCluster().gpu->matrixPeak(est.precision) / 1e12);
   os << llvm::formatv(
-      "  memory per GPU (stage {0}): {1:F2} GiB of {2:F2} = weights {3:F2} + "
-      "gradients {4:F2} + optimizer state {5:F2} + activations {6:F2} + "
-      "temporary {7:F2} + runtime {8:F2}\n",
-      est.worstStage, est.memory() / kBytesPerGiB, est.capacity / kBytesPerGiB,
+      "  memory per GPU (stage {0}): {1:F2} GiB of {2:F2} usable ({3:F2} "
+      "less a margin of {4:F1}%) = weights {5:F2} + gradients {6:F2} + "
+      "optimizer "
+      "state {7:F2} + activations {8:F2} + temporary {9:F2} + allocator "
+      "reserve {10:F2} + runtime {11:F2}\n",
+      est.worstStage, est.memory() / kBytesPerGiB, est.usable / kBytesPerGiB,
+      est.capacity / kBytesPerGiB, 100 * (1 - est.usable / est.capacity),
       est.weights / kBytesPerGiB, est.gradients / kBytesPerGiB,
       est.optimizerState / kBytesPerGiB, est.activations / kBytesPerGiB,
-      est.temporary / kBytesPerGiB, est.overhead / kBytesPerGiB);
+      est.temporary / kBytesPerGiB, est.reserve / kBytesPerGiB,
+      est.runtime / kBytesPerGiB);
 }
 
-static std::string describeOutOfMemory(const PlanEstimate &est) {
-  return llvm::formatv("out of memory by {0:F2} GiB (needs {1:F2} of {2:F2} "
-                       "GiB; activations {3:F2})",
-                       (est.memory() - est.capacity) / kBytesPerGiB,
-                       est.memory() / kBytesPerGiB, est.capacity / kBytesPerGiB,
+std::string mlir::loom::describeOutOfMemory(const PlanEstimate &est) {
+  return llvm::formatv("out of memory by {0:F2} GiB (needs {1:F2} GiB of the "
+                       "{2:F2} a plan may use of {3:F2}; activations {4:F2})",
+                       -est.headroom() / kBytesPerGiB,
+                       est.memory() / kBytesPerGiB, est.usable / kBytesPerGiB,
+                       est.capacity / kBytesPerGiB,
                        est.activations / kBytesPerGiB)
       .str();
 }
@@ -181,17 +239,37 @@ void mlir::loom::printPlanReport(llvm::raw_ostream &os, const CostModel &model,
   }
   os << llvm::formatv("searched {0} plans: {1} fit, {2} out of memory, {3} "
                       "illegal\n",
-                      search.evaluated, search.ranked.size(),
-                      search.outOfMemory.size(), search.illegal);
+                      search.evaluated, search.fit, search.doNotFit,
+                      search.illegal);
   if (search.ranked.empty())
     return;
   os << "chosen ";
   printEstimate(os, model, search.ranked.front());
   os << "best plans:\n";
   printTableHeader(os);
-  for (auto [i, est] :
-       llvm::enumerate(llvm::ArrayRef(search.ranked).take_front(8)))
-    printTableRow(os, i + 1, est);
+  // A row that differs from one above only in a ZeRO stage that changes
+  // neither time nor memory says nothing new.
+  auto withoutZero = [](const PlanEstimate &est) {
+    PlanConfig plan = est.plan;
+    plan.zero = 0;
+    return formatPlan(plan, est.precision);
+  };
+  auto same = [](double a, double b) {
+    return std::fabs(a - b) <= 1e-3 * std::max(std::fabs(a), std::fabs(b));
+  };
+  SmallVector<const PlanEstimate *> shown;
+  for (const PlanEstimate &est : search.ranked) {
+    if (shown.size() == 8)
+      break;
+    if (llvm::any_of(shown, [&](const PlanEstimate *other) {
+          return same(other->stepTime, est.stepTime) &&
+                 same(other->memory(), est.memory()) &&
+                 withoutZero(*other) == withoutZero(est);
+        }))
+      continue;
+    shown.push_back(&est);
+    printTableRow(os, shown.size(), est);
+  }
   // The rejected plans that would have beaten the choice, fastest first.
   std::vector<const PlanEstimate *> faster;
   for (const PlanEstimate &est : search.outOfMemory)

@@ -25,6 +25,13 @@ using namespace mlir::loom;
 
 namespace {
 
+/// Tells the driver that the plan failed for memory, not for bad input: loomc
+/// exits with a status of its own then.
+void markDoesNotFit(ModuleOp module) {
+  module->setAttr(LoomDialect::getDoesNotFitAttrName(),
+                  UnitAttr::get(module.getContext()));
+}
+
 struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
   using LoomPlanBase::LoomPlanBase;
 
@@ -37,6 +44,12 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
                          << report << "'";
       return signalPassFailure();
     }
+    if (framework != "pytorch" && framework != "loom") {
+      module.emitError() << "loom-plan: framework must be 'pytorch' or "
+                            "'loom', got '"
+                         << framework << "'";
+      return signalPassFailure();
+    }
     Attribute planAttr = module->getAttr(LoomDialect::getPlanAttrName());
     bool isAuto = planAttr && isa<StringAttr>(planAttr);
     // Nothing to choose: keep the user's plan or take the single-rank one.
@@ -47,6 +60,10 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
     // The schedule's diagram needs the plan only, not its price. A pipeline
     // plan's stages are balanced by the cost model when not given.
     auto given = dyn_cast_or_null<PlanAttr>(planAttr);
+    if (given && given.getZero() > 0 && given.getDp() == 1)
+      module.emitWarning() << "plan asks for ZeRO stage " << given.getZero()
+                           << " with dp=1: there is nothing to partition, "
+                              "and it runs as ZeRO-0";
     bool balanceStages = given && given.getPp() > 1 && !given.getStageLayers();
     bool price =
         isAuto || (!report.empty() && report != "schedule") || balanceStages;
@@ -91,6 +108,10 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
              << "unknown GPU kind '" << clusterConfig.gpu << "'";
     CostModelOptions options;
     options.fusedAttention = !materializedAttention;
+    // The memory report sits next to the compiled step's figures.
+    options.framework = framework == "loom" || report == "memory"
+                            ? Framework::loom
+                            : Framework::pytorch;
     FailureOr<CostModel> model = CostModel::build(module, *cluster, options);
     if (failed(model))
       return failure();
@@ -112,12 +133,16 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
                  << llvm::formatv("no legal plan for {0} GPUs ({1} tried)",
                                   cluster->getWorldSize(), search.evaluated);
         const PlanEstimate &least = search.outOfMemory.front();
+        markDoesNotFit(module);
         return module.emitError() << llvm::formatv(
                    "no plan fits: the model needs at least {0:F2} GiB per GPU "
-                   "({1}), and a {2} has {3:F2} GiB",
+                   "({1}), and a {2} has {3:F2} GiB ({4:F2} GiB less the "
+                   "cluster's memory_margin of {5:F1}%)",
                    least.memory() / kBytesPerGiB,
                    formatPlan(least.plan, least.precision), cluster->gpu->name,
-                   cluster->gpu->memoryBytes / kBytesPerGiB);
+                   least.usable / kBytesPerGiB,
+                   cluster->gpu->memoryBytes / kBytesPerGiB,
+                   cluster->memoryMargin * 100);
       }
       chosen = search.ranked.front();
     }
@@ -138,10 +163,13 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
                                   rank.keptPerMicroBatch, rank.inFlight,
                                   rank.temporary);
     }
-    if (report != "cost" && report != "memory" && clusterAttr && !chosen.fits())
+    if (report != "cost" && report != "memory" && clusterAttr &&
+        !chosen.fits()) {
+      markDoesNotFit(module);
       return module.emitError()
              << "plan " << formatPlan(chosen.plan, chosen.precision)
-             << " does not fit in memory";
+             << " does not fit in memory: " << describeOutOfMemory(chosen);
+    }
     return success();
   }
 };

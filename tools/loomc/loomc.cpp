@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Loom/LoomDialect.h"
 #include "loom/Import/Importer.h"
 #include "loom/InitLoom.h"
 #include "loom/Pipeline/Pipeline.h"
@@ -101,6 +102,12 @@ static cl::opt<int64_t> padVocab(
     cl::desc("Pad the token table to a multiple of N rows (llm.c uses 128)"),
     cl::value_desc("N"), cl::cat(loomcCategory));
 
+static cl::opt<double> memoryMargin(
+    "memory-margin",
+    cl::desc("Share of each GPU's memory a plan must leave free, in [0, 1), "
+             "replacing the cluster's memory_margin (default 0.08)"),
+    cl::value_desc("fraction"), cl::cat(loomcCategory));
+
 /// Applies the command line's overrides to the description; reports bad
 /// values as errors of the flag.
 static bool applyOverrides(ModelConfig &config) {
@@ -123,6 +130,19 @@ static bool applyOverrides(ModelConfig &config) {
   if (positive(padVocab))
     config.arch.paddedVocab = static_cast<int64_t>(std::min<uint64_t>(
         llvm::alignTo(config.arch.vocab, padVocab), INT64_MAX));
+  if (memoryMargin.getNumOccurrences()) {
+    if (!(memoryMargin >= 0 && memoryMargin < 1)) {
+      llvm::WithColor::error(llvm::errs(), "loomc")
+          << "--memory-margin must be in [0, 1), got " << memoryMargin << "\n";
+      ok = false;
+    } else if (!config.cluster) {
+      llvm::WithColor::error(llvm::errs(), "loomc")
+          << "--memory-margin needs the description's 'cluster' section\n";
+      ok = false;
+    } else {
+      config.cluster->memoryMargin = memoryMargin;
+    }
+  }
   if (planOverride.getNumOccurrences() && isAutoPlan(planOverride)) {
     config.plan.reset();
     config.planAuto = true;
@@ -152,6 +172,14 @@ static cl::opt<bool> materializedAttention(
     cl::desc("Price attention as separate kernels that keep the score matrix "
              "(as eager PyTorch runs it) instead of one fused kernel"),
     cl::init(false), cl::cat(loomcCategory));
+
+static cl::opt<std::string> costFramework(
+    "cost-framework",
+    cl::desc("Whose memory and overheads the cost model prices: pytorch (a "
+             "DeepSpeed, Megatron-LM or FSDP trainer; the default) or loom "
+             "(Loom's compiled step)"),
+    cl::init("pytorch"), cl::value_desc("pytorch|loom"),
+    cl::cat(loomcCategory));
 
 /// Prints a diagnostic as the description reader does ("model.json: error:
 /// ..."), naming the part of the model an op stands for when there is one:
@@ -188,6 +216,9 @@ static void printDiagnostic(Diagnostic &diag) {
   for (Diagnostic &note : diag.getNotes())
     printDiagnostic(note);
 }
+
+/// loomc's exit status when the plan does not fit in the GPUs' memory.
+constexpr int kExitDoesNotFit = 2;
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -260,6 +291,13 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (costFramework != "pytorch" && costFramework != "loom") {
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--cost-framework must be pytorch or loom, got '" << costFramework
+        << "'\n";
+    return 1;
+  }
+
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
@@ -268,12 +306,17 @@ int main(int argc, char **argv) {
   pipeline.emit = emit;
   pipeline.summary = summary;
   pipeline.materializedAttention = materializedAttention;
+  pipeline.costFramework = costFramework;
   pipeline.target = target;
   pipeline.cudaArch = cudaArch;
   pipeline.cudaPath = toolkit;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
-    return 1;
+    // A plan that does not fit in memory is not bad input: scripts that try
+    // plans tell the two apart (docs/loomc.md).
+    return (*module)->hasAttr(LoomDialect::getDoesNotFitAttrName())
+               ? kExitDoesNotFit
+               : 1;
   // The plan, cost and memory reports went to stdout on the way.
   if (emit == EmitStage::Plan || emit == EmitStage::Cost ||
       emit == EmitStage::Memory || emit == EmitStage::Schedule)

@@ -73,6 +73,11 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
       llvm::cl::desc("Let the cost model price attention as separate kernels "
                      "that keep the score matrix"),
       llvm::cl::init(false)};
+  PassOptions::Option<std::string> costFramework{
+      *this, "cost-framework",
+      llvm::cl::desc("Whose memory and overheads the cost model prices: "
+                     "pytorch or loom"),
+      llvm::cl::init("pytorch")};
   PassOptions::Option<Target> target{
       *this, "target", llvm::cl::desc("What the compiled step runs on"),
       llvm::cl::init(Target::Cpu), getTargetValues()};

@@ -42,12 +42,51 @@ struct EfficiencyAssumptions {
   double link = 0.80;      ///< NVLink / network bus bandwidth.
   double intraNodeLatency = 8e-6;
   double interNodeLatency = 15e-6;
-  double kernelLaunch = 4e-6; ///< Per kernel, forward or backward.
-  /// Memory every GPU loses to the CUDA context, library workspaces and
-  /// communication buffers.
-  double runtimeOverheadBytes = 1.5e9;
-  /// Share of the caching allocator's reserve above live tensors.
-  double fragmentation = 0.10;
+  /// Per kernel, forward or backward. With the roofline it makes small
+  /// kernels slow: one moving V bytes streams at V / (V + launch * HBM
+  /// bandwidth) of `memory`.
+  double kernelLaunch = 4e-6;
+};
+
+/// Which training program runs the plan: what it keeps besides the tensors
+/// of the step and what it adds to the step's time.
+enum class Framework {
+  /// A PyTorch trainer (DeepSpeed ZeRO, Megatron-LM, FSDP): caching
+  /// allocator, fp32 gradient copies in mixed precision, bucketed
+  /// collectives on a second stream.
+  pytorch,
+  /// Loom's compiled step: buffers in one arena, gradients in the compute
+  /// precision.
+  loom,
+};
+
+/// The terms of a framework's memory and time beyond the step's tensors,
+/// each stated with its source in docs/cost-model.md.
+struct FrameworkAssumptions {
+  /// The CUDA context with the kernels loaded, and library handles and
+  /// workspaces (cuBLAS, cuDNN).
+  double contextBytes = 0;
+  /// NCCL's buffers for each communicator a rank belongs to (its data,
+  /// tensor and pipeline groups larger than one rank).
+  double communicatorBytes = 0;
+  /// The allocator's reserve above the peak of live tensors.
+  double allocatorReserve = 0;
+  /// Mixed precision also keeps an fp32 copy of the gradients (the
+  /// optimizer's input), partitioned by ZeRO from stage 1.
+  bool fp32Gradients = false;
+  /// The loss copies the logits to fp32 in mixed precision.
+  bool fp32Logits = false;
+  /// Elements of the data-parallel gradient bucket (reduced per collective)
+  /// and, under ZeRO-3, of the parameters prefetched ahead of their layer.
+  double reduceBucketElements = 0, prefetchElements = 0;
+  /// Fixed cost of a step: the optimizer's launches, the gradient norm and
+  /// overflow checks, synchronisation with the host.
+  double stepOverhead = 0;
+  /// Share of an overlapped data-parallel collective's time that still
+  /// delays the compute it overlaps (streams contend for SMs and HBM).
+  double overlapContention = 0;
+
+  static FrameworkAssumptions get(Framework framework);
 };
 
 /// A cluster ready for pricing: the GPU kind, how many per node, and the
@@ -58,7 +97,11 @@ struct ClusterModel {
   int64_t nodes = 1;
   double intraNodeBandwidth = 0;
   double interNodeBandwidth = 0;
+  /// Share of each GPU's memory a plan leaves free (ClusterConfig).
+  double memoryMargin = kDefaultMemoryMargin;
   EfficiencyAssumptions efficiency;
+  FrameworkAssumptions framework =
+      FrameworkAssumptions::get(Framework::pytorch);
 
   int64_t getWorldSize() const { return gpusPerNode * nodes; }
 
@@ -157,15 +200,17 @@ struct RankMemory {
   /// Buffers that exist during one pass: the largest gradient, a layer or
   /// stage being recomputed, ZeRO-3's gathered layers.
   double temporary = 0;
-  /// The allocator's fragmentation and the framework's own memory.
-  double overhead = 0;
+  /// The allocator's reserve above `live()`.
+  double reserve = 0;
+  /// The CUDA context and the communicators' buffers.
+  double runtime = 0;
   /// What the rank holds between steps.
   double state() const { return weights + gradients + optimizerState; }
   /// Everything the rank's tensors need at once.
   double live() const {
     return state() + keptPerMicroBatch * inFlight + temporary;
   }
-  double total() const { return live() + overhead; }
+  double total() const { return live() + reserve + runtime; }
 };
 
 /// Step time and memory of a plan.
@@ -185,13 +230,14 @@ struct PlanEstimate {
   double bubbleTime = 0; ///< Pipeline fill and drain.
   double dpCommTime = 0; ///< Exposed gradient sync and ZeRO gathers.
   double optimizerTime = 0;
+  double fixedTime = 0; ///< The framework's fixed cost of a step.
   double tokensPerSecond = 0;
   double mfu = 0, hfu = 0;
 
   // Memory (bytes) of the rank that needs most.
   int64_t worstStage = 0;
   double weights = 0, gradients = 0, optimizerState = 0;
-  double activations = 0, temporary = 0, overhead = 0;
+  double activations = 0, temporary = 0, reserve = 0, runtime = 0;
   /// What that rank keeps for the backward pass of one micro-batch: each of
   /// its layers (they are alike), and the embedding and head when it holds
   /// them. `activations` is this times the micro-batches in flight.
@@ -201,10 +247,13 @@ struct PlanEstimate {
   int64_t stageLayers = 0;
   double memory() const {
     return weights + gradients + optimizerState + activations + temporary +
-           overhead;
+           reserve + runtime;
   }
   double capacity = 0; ///< The GPU's memory.
-  bool fits() const { return illegal.empty() && memory() <= capacity; }
+  double usable = 0;   ///< What a plan may use: capacity less the margin.
+  bool fits() const { return illegal.empty() && memory() <= usable; }
+  /// What the plan leaves free of what it may use (negative: lacks).
+  double headroom() const { return usable - memory(); }
 
   llvm::SmallVector<int64_t> layersPerStage;
   /// Memory of a rank of each stage.
@@ -216,6 +265,8 @@ struct CostModelOptions {
   /// as separate score, softmax and weighted-sum kernels that keep the
   /// score matrix.
   bool fusedAttention = true;
+  /// Whose memory and overheads to price (a PyTorch trainer's by default).
+  Framework framework = Framework::pytorch;
 };
 
 /// The model's cost structure, read once from its forward function and
@@ -274,6 +325,9 @@ private:
   /// table), priced by both groups' rows.
   double tiedParameters = 0;
   std::map<PricingKey, llvm::SmallVector<GroupCost>> cache;
+  /// Layers of each of a pipeline's chunks, balanced by time, by the number
+  /// of chunks.
+  std::map<std::pair<PricingKey, int64_t>, llvm::SmallVector<int64_t>> balanced;
 };
 
 /// Bytes per element of activations and weights in `precision`.

@@ -20,14 +20,29 @@ namespace loom {
 /// Memory figures are reported in GiB, as the cards' capacities are given.
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
+/// What a search found. Of the plans priced, it keeps those a report
+/// shows, so that its memory does not grow with the plans it prices.
 struct PlanSearch {
-  /// Plans that fit, fastest first.
+  /// The fastest plans that fit, fastest first; among plans as fast, the
+  /// one with the most headroom first. At most kKeptPlans.
   std::vector<PlanEstimate> ranked;
-  /// Legal plans that do not fit in memory, least memory first.
+  /// Legal plans that do not fit in memory: the one that needs least
+  /// memory first, then the fastest others (at most kKeptPlans in all).
   std::vector<PlanEstimate> outOfMemory;
   int64_t evaluated = 0;
   int64_t illegal = 0;
+  int64_t fit = 0;      ///< Plans that fit, kept or not.
+  int64_t doNotFit = 0; ///< Legal plans out of memory, kept or not.
+  static constexpr size_t kKeptPlans = 64;
 };
+
+/// Whether `a` ranks before `b` among plans that fit: faster, or as fast
+/// (within a millionth) with more headroom, or as both with the lower ZeRO
+/// stage.
+bool isBetterPlan(const PlanEstimate &a, const PlanEstimate &b);
+
+/// Why `est` does not fit: what it lacks, needs and may use.
+std::string describeOutOfMemory(const PlanEstimate &est);
 
 /// The precisions a plan may use when the description asks for
 /// `requested` on `gpu`: fp32 stays fp32; bf16 falls back to fp16 on GPUs

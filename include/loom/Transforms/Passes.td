@@ -51,7 +51,11 @@ def LoomPlan : Pass<"loom-plan", "::mlir::ModuleOp"> {
     Option<"materializedAttention", "materialized-attention", "bool",
            /*default=*/"false",
            "Price attention as separate kernels that keep the score matrix "
-           "(as eager PyTorch runs it) instead of one fused kernel">
+           "(as eager PyTorch runs it) instead of one fused kernel">,
+    Option<"framework", "framework", "std::string", /*default=*/"\"pytorch\"",
+           "Whose memory and overheads the cost model prices: pytorch (a "
+           "DeepSpeed, Megatron-LM or FSDP trainer) or loom (Loom's "
+           "compiled step); report=memory always prices Loom's">
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
