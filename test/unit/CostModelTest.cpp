@@ -368,26 +368,36 @@ TEST(Planner, PlansGpt3On1024Gpus) {
   EXPECT_GE(search.fit, static_cast<int64_t>(search.ranked.size()));
 }
 
-/// GPT-2 124M at batch 256 of 1024 tokens on eight A100-40GB, bf16.
-PricedModel priceGpt2OnEightA100s(MLIRContext &context,
-                                  Framework framework = Framework::pytorch) {
+/// GPT-2 124M at a batch of `batch` x 1024 tokens on `cluster`, bf16.
+PricedModel priceGpt2(MLIRContext &context, const ClusterConfig &cluster,
+                      int64_t batch = 256,
+                      Framework framework = Framework::pytorch) {
   CostModelOptions options;
   options.framework = framework;
   return priceModel(
       context,
-      makeGpt("gpt2", 12, 768, 12, 50257, 1024, 256, 1024, Precision::bf16),
-      {"A100-40GB", 8, 1, 0, 0}, options);
+      makeGpt("gpt2", 12, 768, 12, 50257, 1024, batch, 1024, Precision::bf16),
+      cluster, options);
+}
+
+/// Eight A100-40GB in one node.
+const ClusterConfig kEightA100s{"A100-40GB", 8, 1, 0, 0};
+
+/// Data parallelism over `dp` replicas in `microBatches` micro-batches.
+PlanConfig dataParallel(int64_t dp, int64_t microBatches = 1) {
+  PlanConfig plan;
+  plan.dp = dp;
+  plan.microBatches = microBatches;
+  return plan;
 }
 
 TEST(CostModel, CapacitiesAreBinary) {
   EXPECT_EQ(lookupGpu("A100-40GB")->memoryBytes, 40.0 * (1 << 30));
   EXPECT_EQ(lookupGpu("H100-SXM")->memoryBytes, 80.0 * (1 << 30));
   MLIRContext context;
-  PricedModel priced = priceGpt2OnEightA100s(context);
+  PricedModel priced = priceGpt2(context, kEightA100s);
   ASSERT_TRUE(priced.model);
-  PlanConfig plan;
-  plan.dp = 8;
-  PlanEstimate est = priced.model->estimate(plan, Precision::bf16);
+  PlanEstimate est = priced.model->estimate(dataParallel(8), Precision::bf16);
   EXPECT_EQ(est.capacity, 40.0 * (1 << 30));
   EXPECT_DOUBLE_EQ(est.usable, est.capacity * (1 - kDefaultMemoryMargin));
   EXPECT_EQ(est.fits(), est.memory() <= est.usable);
@@ -396,14 +406,9 @@ TEST(CostModel, CapacitiesAreBinary) {
 TEST(CostModel, ZeroStagesDoNotTieOnTime) {
   MLIRContext context;
   // Two nodes of four: the data-parallel ring crosses the network.
-  PricedModel priced = priceModel(
-      context,
-      makeGpt("gpt2", 12, 768, 12, 50257, 1024, 256, 1024, Precision::bf16),
-      {"A100-40GB", 4, 2, 0, 0});
+  PricedModel priced = priceGpt2(context, {"A100-40GB", 4, 2, 0, 0});
   ASSERT_TRUE(priced.model);
-  PlanConfig plan;
-  plan.dp = 8;
-  plan.microBatches = 4;
+  PlanConfig plan = dataParallel(8, 4);
   std::vector<PlanEstimate> stages;
   for (int64_t zero = 0; zero <= 3; ++zero) {
     plan.zero = zero;
@@ -425,27 +430,25 @@ TEST(CostModel, ZeroStagesDoNotTieOnTime) {
 
 TEST(CostModel, StepTimeHasAFixedPart) {
   MLIRContext context;
-  PricedModel priced = priceGpt2OnEightA100s(context);
-  ASSERT_TRUE(priced.model);
-  PlanConfig plan;
-  plan.dp = 8;
-  plan.microBatches = 1;
-  PlanEstimate one = priced.model->estimate(plan, Precision::bf16);
-  plan.microBatches = 2; // the same micro-batches, twice as many
-  PlanEstimate two = priced.model->estimate(plan, Precision::bf16);
+  // Twice the batch in twice the micro-batches of the same size.
+  PricedModel single = priceGpt2(context, kEightA100s, 64);
+  PricedModel twice = priceGpt2(context, kEightA100s, 128);
+  ASSERT_TRUE(single.model && twice.model);
+  PlanEstimate one =
+      single.model->estimate(dataParallel(8, 1), Precision::bf16);
+  PlanEstimate two = twice.model->estimate(dataParallel(8, 2), Precision::bf16);
+  ASSERT_EQ(one.microBatchSize, two.microBatchSize);
   EXPECT_GT(one.fixedTime, 0);
   EXPECT_LT(two.stepTime, 2 * one.stepTime);
 }
 
 TEST(CostModel, FrameworksKeepDifferentMemory) {
   MLIRContext context;
-  PricedModel pytorch = priceGpt2OnEightA100s(context);
-  PricedModel loom = priceGpt2OnEightA100s(context, Framework::loom);
+  PricedModel pytorch = priceGpt2(context, kEightA100s);
+  PricedModel loom = priceGpt2(context, kEightA100s, 256, Framework::loom);
   ASSERT_TRUE(pytorch.model && loom.model);
-  PlanConfig plan;
-  plan.dp = 8;
-  PlanEstimate a = pytorch.model->estimate(plan, Precision::bf16);
-  PlanEstimate b = loom.model->estimate(plan, Precision::bf16);
+  PlanEstimate a = pytorch.model->estimate(dataParallel(8), Precision::bf16);
+  PlanEstimate b = loom.model->estimate(dataParallel(8), Precision::bf16);
   // bf16 gradients and their fp32 copy, against bf16 gradients alone.
   EXPECT_NEAR(a.gradients / a.weights, 3.0, 1e-9);
   EXPECT_NEAR(b.gradients / b.weights, 1.0, 1e-9);
