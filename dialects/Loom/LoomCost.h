@@ -46,6 +46,10 @@ struct CostRow {
   double weights = 0;
   double memFwd = 0; ///< Bytes the forward pass moves to and from HBM.
   double activationGrad = 0, weightsGrad = 0;
+  /// Bytes of the fp32 copy of the input that PyTorch trainers make in
+  /// mixed precision (the loss's logits, cast with `.float()`); it exists
+  /// with the input while the op runs.
+  double fp32InputCopy = 0;
   double memBwd = 0; ///< Bytes the backward pass moves.
   /// Tensor-parallel collectives: their kind and the bytes of the whole
   /// (unsharded) buffer they operate on.

@@ -195,6 +195,8 @@ void CrossEntropyOp::estimateCost(const CostContext &context,
   row.memFwd = logits + row.activationInOther + probabilities;
   row.activationGrad = logits;
   row.memBwd = row.activationBuffer + row.activationGrad;
+  if (context.elementBytes < 4)
+    row.fp32InputCopy = positions * vocab * 4;
   // A vocabulary split reduces each position's max and sum across ranks.
   if (context.tensorParallel > 1) {
     row.commFwdKind = CollectiveKind::allReduce;

@@ -40,7 +40,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
   case Framework::pytorch:
     f.allocatorReserve = 0.10;
     f.fp32Gradients = true;
-    f.fp32Logits = true;
+    f.fp32InputCopies = true;
     // DeepSpeed's defaults: reduce_bucket_size and
     // stage3_prefetch_bucket_size.
     f.reduceBucketElements = 5e8;
@@ -279,6 +279,9 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
         cost.parameters += row.weights / elementBytes;
         cost.largestGradient =
             std::max(cost.largestGradient, row.activationGrad);
+        if (row.fp32InputCopy > 0)
+          cost.largestFp32Copy = std::max(cost.largestFp32Copy,
+                                          row.activationIn + row.fp32InputCopy);
       }
       if (!group.ops.empty()) {
         auto type =
@@ -455,6 +458,8 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       comm += g.tCommFwd + g.tCommBwd;
       params += g.parameters;
       transient = std::max(transient, g.largestGradient);
+      if (fw.fp32InputCopies)
+        transient = std::max(transient, g.largestFp32Copy);
       if (isLayer)
         largestLayer = std::max(largestLayer, g.parameters);
       if (wholeStage) {
@@ -496,13 +501,6 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     // A stage shared with the embedding keeps its own copy of a tied table.
     if (pp == 1)
       params -= tiedParameters / tp;
-    // The loss copies the logits to fp32 while its probabilities exist.
-    if (stage == pp - 1 && mixed && fw.fp32Logits)
-      transient =
-          std::max(transient, static_cast<double>(est.microBatchSize) *
-                                  training.sequenceLength * arch.paddedVocab /
-                                  tp * (elementBytes + 4));
-
     double perMicroBatch =
         compute + recompute + comm + (pp > 1 ? 2 * sendTime : 0);
     // Without a pipeline, micro-batches run one after the other (gradient

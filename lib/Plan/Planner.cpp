@@ -146,12 +146,14 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
   }
   ranked.prune();
   faster.prune();
-  if (leastMemory)
+  // The least-memory plan may be among the fastest too; it is listed once.
+  std::string least;
+  if (leastMemory) {
+    least = formatPlan(leastMemory->plan, leastMemory->precision);
     search.outOfMemory.push_back(std::move(*leastMemory));
+  }
   for (PlanEstimate &est : fasterOutOfMemory)
-    if (!leastMemory || formatPlan(est.plan, est.precision) !=
-                            formatPlan(search.outOfMemory.front().plan,
-                                       search.outOfMemory.front().precision))
+    if (formatPlan(est.plan, est.precision) != least)
       search.outOfMemory.push_back(std::move(est));
   return search;
 }

@@ -74,8 +74,9 @@ struct FrameworkAssumptions {
   /// Mixed precision also keeps an fp32 copy of the gradients (the
   /// optimizer's input), partitioned by ZeRO from stage 1.
   bool fp32Gradients = false;
-  /// The loss copies the logits to fp32 in mixed precision.
-  bool fp32Logits = false;
+  /// Ops copy their input to fp32 in mixed precision, as the loss does its
+  /// logits (CostRow::fp32InputCopy).
+  bool fp32InputCopies = false;
   /// Elements of the data-parallel gradient bucket (reduced per collective)
   /// and, under ZeRO-3, of the parameters prefetched ahead of their layer.
   double reduceBucketElements = 0, prefetchElements = 0;
@@ -174,6 +175,8 @@ struct GroupCost {
   double inputBytes = 0;             ///< The group's input activation.
   double parameters = 0;             ///< Elements of weights on this rank.
   double largestGradient = 0;        ///< Biggest transient gradient buffer.
+  /// Biggest input with its fp32 copy (CostRow::fp32InputCopy).
+  double largestFp32Copy = 0;
 };
 
 /// How a plan executes each group, for pricing.
