@@ -1,7 +1,7 @@
 //===- CheckpointFuzzer.cpp - Fuzzing the llm.c checkpoint reader ---------===//
 //
 // Any bytes as a checkpoint (and as an optimizer state file) for a small
-// model read from its manifest alone (micro-gpt.manifest).
+// model read from its manifest alone (corpus/manifest/micro-gpt).
 //
 //===----------------------------------------------------------------------===//
 

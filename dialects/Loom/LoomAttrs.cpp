@@ -151,6 +151,12 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (failed(checkPositive(emitError, "gpus_per_node", gpusPerNode)) ||
       failed(checkPositive(emitError, "nodes", nodes)))
     return failure();
+  // The description reader's bound, for IR written by hand: planning time
+  // and the grid's ranks grow with the world.
+  if (gpusPerNode > kMaxWorldSize || nodes > kMaxWorldSize ||
+      gpusPerNode * nodes > kMaxWorldSize)
+    return emitError() << "a cluster has at most " << kMaxWorldSize
+                       << " GPUs, got " << nodes << " nodes of " << gpusPerNode;
   if (intraNodeBandwidth.isNegative() || interNodeBandwidth.isNegative() ||
       !intraNodeBandwidth.isFinite() || !interNodeBandwidth.isFinite())
     return emitError() << "link bandwidths must not be negative";

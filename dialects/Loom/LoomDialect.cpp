@@ -123,6 +123,9 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == getClusterAttrName())
     return expect(isa<ClusterAttr>(attr.getValue()), "a #loom.cluster");
+  if (name == getDoesNotFitAttrName())
+    return expect(isa<UnitAttr>(attr.getValue()) && isa<ModuleOp>(op),
+                  "a unit attribute on a module");
   if (name == getMemoryAttrName()) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
     return expect(dict && dict.size() == getMemoryKeys().size() &&

@@ -29,6 +29,13 @@ double mlir::loom::getElementBytes(Precision precision) {
 // ClusterModel
 //===----------------------------------------------------------------------===//
 
+llvm::cl::ValuesClass mlir::loom::getFrameworkValues() {
+  return llvm::cl::values(
+      clEnumValN(Framework::pytorch, "pytorch",
+                 "a PyTorch trainer (DeepSpeed, Megatron-LM, FSDP)"),
+      clEnumValN(Framework::loom, "loom", "Loom's compiled step"));
+}
+
 FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
   constexpr double GiB = 1024.0 * 1024 * 1024;
   FrameworkAssumptions f;

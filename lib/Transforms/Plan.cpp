@@ -44,12 +44,6 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
                          << report << "'";
       return signalPassFailure();
     }
-    if (framework != "pytorch" && framework != "loom") {
-      module.emitError() << "loom-plan: framework must be 'pytorch' or "
-                            "'loom', got '"
-                         << framework << "'";
-      return signalPassFailure();
-    }
     Attribute planAttr = module->getAttr(LoomDialect::getPlanAttrName());
     bool isAuto = planAttr && isa<StringAttr>(planAttr);
     // Nothing to choose: keep the user's plan or take the single-rank one.
@@ -109,9 +103,7 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
     CostModelOptions options;
     options.fusedAttention = !materializedAttention;
     // The memory report sits next to the compiled step's figures.
-    options.framework = framework == "loom" || report == "memory"
-                            ? Framework::loom
-                            : Framework::pytorch;
+    options.framework = report == "memory" ? Framework::loom : framework;
     FailureOr<CostModel> model = CostModel::build(module, *cluster, options);
     if (failed(model))
       return failure();

@@ -564,6 +564,8 @@ bool loom_model::parseManifest(const char *text) {
         return badLine("memory", f);
       if (current)
         current->memory = bytes;
+      else if (!seen.insert("memory").second)
+        return fail("a second 'memory' line");
       else
         setMemory(bytes);
     } else if (key == "target") {
@@ -1155,7 +1157,12 @@ loom_model *loom::openManifest(const char *text, bool layout) {
   if (!model->parseManifest(text))
     return nullptr;
   // A pipeline's layout depends on the rank, which needs the job.
-  if (layout && (model->info.pp > 1 || !model->layoutParams()))
+  if (layout && model->info.pp > 1) {
+    setError("manifest: a pipeline artifact's tensors are laid out by rank, "
+             "on open");
+    return nullptr;
+  }
+  if (layout && !model->layoutParams())
     return nullptr;
   return model.release();
 }

@@ -173,13 +173,11 @@ static cl::opt<bool> materializedAttention(
              "(as eager PyTorch runs it) instead of one fused kernel"),
     cl::init(false), cl::cat(loomcCategory));
 
-static cl::opt<std::string> costFramework(
+static cl::opt<Framework> costFramework(
     "cost-framework",
-    cl::desc("Whose memory and overheads the cost model prices: pytorch (a "
-             "DeepSpeed, Megatron-LM or FSDP trainer; the default) or loom "
-             "(Loom's compiled step)"),
-    cl::init("pytorch"), cl::value_desc("pytorch|loom"),
-    cl::cat(loomcCategory));
+    cl::desc("Whose memory and overheads the cost model prices (default "
+             "pytorch)"),
+    cl::init(Framework::pytorch), getFrameworkValues(), cl::cat(loomcCategory));
 
 /// Prints a diagnostic as the description reader does ("model.json: error:
 /// ..."), naming the part of the model an op stands for when there is one:
@@ -288,13 +286,6 @@ int main(int argc, char **argv) {
         << toolkit
         << "/nvvm/libdevice/libdevice.10.bc (--cuda-path names the "
            "toolkit)\n";
-    return 1;
-  }
-
-  if (costFramework != "pytorch" && costFramework != "loom") {
-    llvm::WithColor::error(llvm::errs(), "loomc")
-        << "--cost-framework must be pytorch or loom, got '" << costFramework
-        << "'\n";
     return 1;
   }
 

@@ -8,6 +8,8 @@
 #ifndef LOOM_PIPELINE_PIPELINE_H
 #define LOOM_PIPELINE_PIPELINE_H
 
+#include "loom/Plan/CostModel.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -73,11 +75,10 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
       llvm::cl::desc("Let the cost model price attention as separate kernels "
                      "that keep the score matrix"),
       llvm::cl::init(false)};
-  PassOptions::Option<std::string> costFramework{
+  PassOptions::Option<Framework> costFramework{
       *this, "cost-framework",
-      llvm::cl::desc("Whose memory and overheads the cost model prices: "
-                     "pytorch or loom"),
-      llvm::cl::init("pytorch")};
+      llvm::cl::desc("Whose memory and overheads the cost model prices"),
+      llvm::cl::init(Framework::pytorch), getFrameworkValues()};
   PassOptions::Option<Target> target{
       *this, "target", llvm::cl::desc("What the compiled step runs on"),
       llvm::cl::init(Target::Cpu), getTargetValues()};

@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <map>
 #include <optional>
@@ -59,6 +60,9 @@ enum class Framework {
   /// precision.
   loom,
 };
+
+/// The values of Framework on a command line: pytorch, loom.
+llvm::cl::ValuesClass getFrameworkValues();
 
 /// The terms of a framework's memory and time beyond the step's tensors,
 /// each stated with its source in docs/cost-model.md.

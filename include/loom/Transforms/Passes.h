@@ -4,6 +4,7 @@
 #define LOOM_TRANSFORMS_PASSES_H
 
 #include "Loom/LoomDialect.h"
+#include "loom/Plan/CostModel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -52,10 +52,12 @@ def LoomPlan : Pass<"loom-plan", "::mlir::ModuleOp"> {
            /*default=*/"false",
            "Price attention as separate kernels that keep the score matrix "
            "(as eager PyTorch runs it) instead of one fused kernel">,
-    Option<"framework", "framework", "std::string", /*default=*/"\"pytorch\"",
+    Option<"framework", "framework", "::mlir::loom::Framework",
+           /*default=*/"::mlir::loom::Framework::pytorch",
            "Whose memory and overheads the cost model prices: pytorch (a "
            "DeepSpeed, Megatron-LM or FSDP trainer) or loom (Loom's "
-           "compiled step); report=memory always prices Loom's">
+           "compiled step); report=memory always prices Loom's",
+           "::mlir::loom::getFrameworkValues()">
   ];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

@@ -596,3 +596,15 @@ func.func @sgd_weight_decay(%p: tensor<4xf32>, %s: tensor<f32>) {
   %0:2 = loom.sgd %p, %p, %p, %s, %s {momentum = 0.9 : f64, weight_decay = 0x7FF0000000000000 : f64} : tensor<4xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{a cluster has at most 1048576 GPUs, got 1099511627776 nodes of 8}}
+module attributes {loom.cluster = #loom.cluster<gpu = "A100-80GB", gpus_per_node = 8, nodes = 1099511627776>} {
+}
+
+// -----
+
+// expected-error @+1 {{attribute 'loom.plan_does_not_fit' must be a unit attribute on a module, got 1 : i64}}
+module attributes {loom.plan_does_not_fit = 1 : i64} {
+}
