@@ -58,7 +58,7 @@ def per_rank(pattern, text):
         sys.exit(f"expected figures of {pp} ranks, found {sorted(found)}")
     return [found[r] / 2**20 for r in range(pp)]
 
-measured = per_rank(r"\[rank (\d+)\] loom-run: .* \(tensors (\d+) B\)", run)
+measured = per_rank(r"\[rank (\d+)\] loom-run: .* \(tensors (\d+) B,", run)
 compiled = per_rank(r"compiled\s+pipeline rank (\d+): .* = (\d+) B", memory)
 model = per_rank(r"cost model\s+pipeline rank (\d+): .* = (\d+) B", memory)
 cells = [" / ".join(f"{x:.2f}" for x in xs) for xs in (measured, compiled, model)]

@@ -137,6 +137,22 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                   "a dictionary of byte counts (parameters, gradients, "
                   "optimizer, activations)");
   }
+  if (name == getArenaAttrName()) {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    return expect(dict && isa<FunctionOpInterface>(op) &&
+                      dict.size() == getArenaKeys().size() &&
+                      llvm::all_of(getArenaKeys(),
+                                   [&](StringRef key) {
+                                     auto v = dict.getAs<IntegerAttr>(key);
+                                     return v && v.getInt() >= 0;
+                                   }),
+                  "a dictionary of byte counts (bytes, live, communication) "
+                  "on a function");
+  }
+  if (name == getCommunicationAttrName())
+    return expect(isa<UnitAttr>(attr.getValue()) &&
+                      isa<FunctionOpInterface>(op),
+                  "a unit attribute on a function");
   if (name == getParallelForAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) &&
                       isa<FunctionOpInterface>(op) &&

@@ -62,6 +62,24 @@ def Loom_Dialect : Dialect {
           "parameters", "gradients", "optimizer", "activations"};
       return keys;
     }
+    /// Function attribute: the static arena `loom-static-arena` placed the
+    /// function's buffers in, a dictionary of i64 named by getArenaKeys():
+    /// the arena's bytes, the most bytes of buffers live at once, and of
+    /// those the bytes of buffers a collective or message reads or writes.
+    static constexpr ::llvm::StringLiteral getArenaAttrName() {
+      return "loom.arena";
+    }
+    static ::llvm::ArrayRef<::llvm::StringLiteral> getArenaKeys() {
+      static constexpr ::llvm::StringLiteral keys[] = {"bytes", "live",
+                                                       "communication"};
+      return keys;
+    }
+    /// Unit attribute on a declaration of the runtime's functions that
+    /// communicate with other ranks (collectives and messages): the memory
+    /// plan counts the buffers they read or write.
+    static constexpr ::llvm::StringLiteral getCommunicationAttrName() {
+      return "loom.communication";
+    }
     /// The value of `loom.plan` that asks `loom-plan` to choose the plan.
     static constexpr ::llvm::StringLiteral getAutoPlanName() { return "auto"; }
     /// Unit attribute on an op inside a loom.scan body: the backward pass

@@ -61,7 +61,10 @@ LLVM::LLVMFuncOp declare(OpBuilder &b, ModuleOp module, StringRef name,
     return existing;
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(module.getBody());
-  return LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
+  auto func = LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
+  func->setAttr(mlir::loom::LoomDialect::getCommunicationAttrName(),
+                b.getUnitAttr());
+  return func;
 }
 
 Value llvmConstant(OpBuilder &b, Location loc, Type type, int64_t value) {

@@ -181,6 +181,18 @@ struct ExportEntriesPass
     os << "\n";
   }
 
+  /// `loom.arena`'s figures as a manifest line after its entry line.
+  static void printArena(func::FuncOp func, raw_ostream &os) {
+    auto arena =
+        func->getAttrOfType<DictionaryAttr>(LoomDialect::getArenaAttrName());
+    if (!arena)
+      return;
+    os << "arena";
+    for (StringRef key : LoomDialect::getArenaKeys())
+      os << " " << key << "=" << arena.getAs<IntegerAttr>(key).getInt();
+    os << "\n";
+  }
+
   /// The layers of the whole model the parameters stacked over them hold,
   /// which the runtime checks against the model's layers: their leading
   /// dimension, or, where a pipeline stage holds some of the layers
@@ -224,6 +236,7 @@ struct ExportEntriesPass
     os << "entry " << func.getName() << " " << symbol << " "
        << func.getNumArguments() << "\n";
     printMemory(func, os);
+    printArena(func, os);
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
       auto desc = describeArg(func, i);

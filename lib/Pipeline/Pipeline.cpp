@@ -62,6 +62,34 @@ llvm::cl::ValuesClass mlir::loom::getTargetValues() {
                  "GPU kernels (PTX) and cuBLASLt on an NVIDIA GPU"));
 }
 
+/// Bufferization and the static arena, on the step the lowering to linalg
+/// left.
+static void buildBufferizePipeline(OpPassManager &pm, bool printArena) {
+  // No CSE before bufferization: merged zero-filled tensors would each need
+  // a copy once they are written.
+  // Values a layer loop saves or stacks (activations for the backward pass,
+  // each layer's weight gradients) are computed straight into their slice
+  // of the stack instead of being copied there. Before the entry points'
+  // results become destinations, which would anchor it too. The
+  // elimination does not look through reshapes: those move onto the stacks
+  // first.
+  pm.addPass(createLoomReshapeDestinations());
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
+  pm.addPass(createLoomDestinationOutputs());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  // Gradient accumulation over micro-batches yields fresh sums from its loop.
+  bufferize.allowReturnAllocsFromLoops = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(createLoomLowerGridIndices());
+  // Before deallocation, which then has one buffer per function to free.
+  LoomStaticArenaOptions arena;
+  arena.print = printArena;
+  pm.addPass(createLoomStaticArena(arena));
+}
+
 void mlir::loom::buildLoomPipeline(OpPassManager &pm,
                                    const LoomPipelineOptions &options) {
   EmitStage stage = options.emit;
@@ -111,7 +139,7 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   LoomMemoryReportOptions memory;
   memory.print = stage == EmitStage::Memory;
   pm.addPass(createLoomMemoryReport(memory));
-  if (stage == EmitStage::Parallel || stage == EmitStage::Memory)
+  if (stage == EmitStage::Parallel)
     return;
 
   // Inlining @forward_grad into @train_step lets bufferization see the
@@ -121,26 +149,10 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   if (stage == EmitStage::Linalg)
     return;
+  buildBufferizePipeline(pm, stage == EmitStage::Memory);
+  if (stage == EmitStage::Memory)
+    return;
 
-  // No CSE before bufferization: merged zero-filled tensors would each need
-  // a copy once they are written.
-  // Values a layer loop saves or stacks (activations for the backward pass,
-  // each layer's weight gradients) are computed straight into their slice
-  // of the stack instead of being copied there. Before the entry points'
-  // results become destinations, which would anchor it too. The
-  // elimination does not look through reshapes: those move onto the stacks
-  // first.
-  pm.addPass(createLoomReshapeDestinations());
-  pm.addPass(bufferization::createEmptyTensorEliminationPass());
-  pm.addPass(createLoomDestinationOutputs());
-  bufferization::OneShotBufferizePassOptions bufferize;
-  bufferize.bufferizeFunctionBoundaries = true;
-  // Gradient accumulation over micro-batches yields fresh sums from its loop.
-  bufferize.allowReturnAllocsFromLoops = true;
-  bufferize.functionBoundaryTypeConversion =
-      bufferization::LayoutMapOption::IdentityLayoutMap;
-  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-  pm.addPass(createLoomLowerGridIndices());
   // The shard grid, which the collectives' runtime calls no longer name.
   pm.addPass(createSymbolDCEPass());
   LoomExportEntriesOptions entries;
@@ -149,8 +161,17 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   pm.addPass(createLoomExportEntries(entries));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  bufferization::BufferDeallocationPipelineOptions dealloc;
-  bufferization::buildBufferDeallocationPipeline(pm, dealloc);
+  // MLIR's deallocation pipeline, with a second round of simplification:
+  // the ownership of what a loop yields from the arena becomes a constant
+  // only after the first, and a dealloc left with it would be lowered to a
+  // run-time alias check with buffers of its own.
+  pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
+  for (int round = 0; round < 2; ++round) {
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
+  }
+  pm.addPass(bufferization::createLowerDeallocationsPass());
+  pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createLoomEarlyDeallocation());
   pm.addPass(createLoomMatmulToBlas());
@@ -186,9 +207,12 @@ static void addHostToLLVMPasses(OpPassManager &pm) {
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
-  // Buffers come from the runtime's heap, which keeps them between steps.
+  // Buffers come from the runtime's heap, which keeps them between steps,
+  // at the alignment asked for rather than padded for it: the heap then
+  // counts the arena's own size.
   FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
   memrefToLLVM.useGenericFunctions = true;
+  memrefToLLVM.useAlignedAlloc = true;
   pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());

@@ -22,6 +22,10 @@ namespace loom {
 /// error set where the backend says why, when none can be had.
 void *heapAllocate(size_t alignment, size_t size);
 void heapFree(void *ptr);
+/// Brackets one call of an entry point, whose own allocations
+/// loom_heap_step_peak_bytes counts.
+void heapBeginCall();
+void heapEndCall();
 
 /// Switches the runtime to its CUDA backend for kernels compiled for `arch`
 /// (sm_XX): loads the driver and cuBLASLt, picks this process's GPU

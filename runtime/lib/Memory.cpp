@@ -11,7 +11,9 @@
 // The bytes handed out and not yet freed are counted, with their peak: the
 // memory the step's tensors and the runtime's own (parameters, gradients,
 // optimizer state) need at once, the figure the compiler's memory report
-// predicts, without what the free lists and the process hold besides.
+// predicts, without what the free lists and the process hold besides. The
+// peak of each call of an entry point is counted apart: what the step
+// itself allocates, which a compiled step's static arena accounts for.
 //
 // Under the CUDA backend the blocks are managed memory, which the GPU's
 // kernels and the host's code both address.
@@ -101,11 +103,27 @@ public:
     return peak;
   }
 
+  void beginCall() {
+    std::lock_guard<std::mutex> lock(mutex);
+    callBase = callPeak = live;
+  }
+
+  void endCall() {
+    std::lock_guard<std::mutex> lock(mutex);
+    stepPeak = std::max(stepPeak, callPeak - callBase);
+  }
+
+  size_t getStepPeak() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return stepPeak;
+  }
+
 private:
   /// Under the lock.
   void count(size_t size) {
     live += size;
     peak = std::max(peak, live);
+    callPeak = std::max(callPeak, live);
   }
 
   struct Key {
@@ -124,6 +142,9 @@ private:
   std::mutex mutex;
   std::unordered_map<Key, std::vector<void *>, KeyHash> freeBlocks;
   size_t live = 0, peak = 0;
+  /// What was live when the current entry point's call began, the most
+  /// live during it, and the most any call added to what it began with.
+  size_t callBase = 0, callPeak = 0, stepPeak = 0;
 };
 
 BlockCache &cache() {
@@ -138,6 +159,10 @@ void *loom::heapAllocate(size_t alignment, size_t size) {
 }
 
 void loom::heapFree(void *ptr) { cache().release(ptr); }
+
+void loom::heapBeginCall() { cache().beginCall(); }
+
+void loom::heapEndCall() { cache().endCall(); }
 
 extern "C" {
 
@@ -166,6 +191,10 @@ void loom_release_cached_memory(void) { cache().trim(); }
 
 int64_t loom_heap_peak_bytes(void) {
   return static_cast<int64_t>(cache().getPeak());
+}
+
+int64_t loom_heap_step_peak_bytes(void) {
+  return static_cast<int64_t>(cache().getStepPeak());
 }
 
 } // extern "C"

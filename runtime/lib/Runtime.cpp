@@ -119,6 +119,8 @@ struct Entry {
   std::vector<int64_t> memory;
   /// The arguments its entry line announces.
   int64_t declaredArgs = 0;
+  /// The bytes of its static arena (its arena line), or -1 without one.
+  int64_t arena = -1;
   /// The argument array the entry receives, bound once at load: every
   /// buffer is the model's but the tokens and targets of each call.
   std::vector<void *> buffers;
@@ -488,7 +490,7 @@ bool loom_model::parseManifest(const char *text) {
     std::string key;
     line >> key;
     // Lines of the header come once each.
-    if (key != "arg" && key != "entry" && key != "memory" &&
+    if (key != "arg" && key != "entry" && key != "memory" && key != "arena" &&
         !seen.insert(key).second)
       return fail("a second '" + key + "' line");
     if (key == "checksum") {
@@ -568,6 +570,21 @@ bool loom_model::parseManifest(const char *text) {
         return fail("a second 'memory' line");
       else
         setMemory(bytes);
+    } else if (key == "arena") {
+      // After an entry line: its arena, and how much of it is live at once
+      // and communicated (for reports).
+      ManifestFields f(line);
+      int64_t bytes = 0, live = 0, communication = 0;
+      if (!f.integer("bytes", bytes, 0, INT64_MAX / 8) ||
+          !f.integer("live", live, 0, bytes) ||
+          !f.integer("communication", communication, 0, live) || !f.allRead())
+        return badLine("arena", f);
+      if (!current)
+        return fail("an 'arena' line before any entry line");
+      if (current->arena >= 0)
+        return fail("a second 'arena' line for entry point '" +
+                    current->symbolName + "'");
+      current->arena = bytes;
     } else if (key == "target") {
       std::string target, arch;
       line >> target;
@@ -866,6 +883,7 @@ bool loom_model::layoutParams() {
                params.size() == kNumLlmcTensors;
   for (size_t i = 0; llmcLayout && i < kNumLlmcTensors; ++i)
     llmcLayout = params[i].name == kLlmcTensors[i];
+  info.arena_bytes = std::max<int64_t>(entries[stepEntry].arena, 0);
   if (!checkDeviceMemory())
     return false;
   // Only an entry that returns gradients (forward_grad) needs the runtime's
@@ -1061,7 +1079,9 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
   scalars[0].lr = lr;
   scalars[0].step = step;
   scalars[0].lossScale = lossScaler.scale;
+  heapBeginCall();
   entry.fn(entry.buffers.data());
+  heapEndCall();
   if (cudaActive() && !cudaSynchronize())
     return false;
   loss = scalars[0].loss;
@@ -1070,10 +1090,13 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
 }
 
 bool loom_model::checkDeviceMemory() {
-  // The compiled step's own count (the manifest's memory line); the heap
-  // also keeps the step's temporaries, which the activations bound.
-  int64_t needed = info.param_bytes + info.grad_bytes + info.state_bytes +
-                   info.activation_bytes;
+  // The compiled step's own count (the manifest's memory and arena lines):
+  // the runtime's buffers and the step's arena, which holds every buffer
+  // the step allocates. Without an arena, the activations bound the
+  // step's buffers from below.
+  bool arena = info.arena_bytes > 0;
+  int64_t step = arena ? info.arena_bytes : info.activation_bytes;
+  int64_t needed = info.param_bytes + info.grad_bytes + info.state_bytes + step;
   size_t available = 0, total = 0;
   if (cudaActive()) {
     if (!cudaMemoryInfo(available, total))
@@ -1096,14 +1119,15 @@ bool loom_model::checkDeviceMemory() {
                    : "this machine has " + std::to_string(total >> 20) + " MiB";
   return setError(
       "%s: the step needs %lld MiB of %smemory (parameters %lld, gradients "
-      "%lld, optimizer state %lld, activations %lld MiB, as compiled) and %s: "
+      "%lld, optimizer state %lld, %s %lld MiB, as compiled) and %s: "
       "compile it for a smaller batch or more micro-batches",
       path.c_str(), static_cast<long long>(needed >> 20),
       cudaActive() ? "GPU " : "",
       static_cast<long long>(info.param_bytes >> 20),
       static_cast<long long>(info.grad_bytes >> 20),
       static_cast<long long>(info.state_bytes >> 20),
-      static_cast<long long>(info.activation_bytes >> 20), has.c_str());
+      arena ? "the step's arena" : "activations",
+      static_cast<long long>(step >> 20), has.c_str());
 }
 
 /// The loader maps a shared object's segments without checking that the file

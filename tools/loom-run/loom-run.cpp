@@ -476,6 +476,9 @@ int main(int argc, char **argv) {
            static_cast<long long>(info.state_bytes),
            (info.param_bytes + info.grad_bytes + info.state_bytes) / 1048576.0,
            static_cast<long long>(info.activation_bytes));
+  if (!o.quiet && info.arena_bytes > 0)
+    report("loom-run: the step's buffers: an arena of %lld B, as compiled\n",
+           static_cast<long long>(info.arena_bytes));
 
   auto validate = [&](long long step) -> bool {
     int64_t cursor = valBegin;
@@ -570,10 +573,12 @@ int main(int argc, char **argv) {
                     ", %lld skipped (overflow), loss scale %g",
                     static_cast<long long>(scale.skipped_steps), scale.scale);
     report("loom-run: %lld steps%s, final loss %.6f, %.2f ms/step, %.0f "
-           "tok/s, peak memory %.1f MiB (tensors %lld B)%s\n",
+           "tok/s, peak memory %.1f MiB (tensors %lld B, the step's "
+           "buffers %lld B)%s\n",
            o.steps, scaled, lastLoss, totalMs / o.steps,
            tokensPerStep * o.steps / totalMs * 1e3, loom_peak_memory_mib(),
-           static_cast<long long>(loom_heap_peak_bytes()), comm);
+           static_cast<long long>(loom_heap_peak_bytes()),
+           static_cast<long long>(loom_heap_step_peak_bytes()), comm);
   }
   std::fflush(stdout);
   if (!o.trace.empty() && loom_trace_write(o.trace.c_str()))

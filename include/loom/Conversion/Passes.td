@@ -110,6 +110,38 @@ def LoomEarlyDeallocation
   }];
 }
 
+def LoomStaticArena : Pass<"loom-static-arena", "::mlir::ModuleOp"> {
+  let summary = "Place each function's buffers in one arena by liveness";
+  let description = [{
+    Runs on bufferized functions, before buffer deallocation. Every
+    `memref.alloc` of a static, identity-layout buffer becomes a
+    `memref.view` of one `memref<Nxi8>` allocated at the function's entry,
+    at an offset no buffer live at the same time shares, so the function's
+    memory is known at compile time and the heap serves it with one block.
+
+    A buffer is live from its allocation to the end of the last op of its
+    block that uses it or anything made from it (views, casts, pointers,
+    what a region's terminator forwards it to), an op with regions counting
+    whole; intervals come from numbering the ops in pre-order. A buffer an
+    `scf.if` yields lives over the whole `scf.if`. A buffer an `scf.for`
+    body yields to the next iteration, through one iteration argument that
+    the body passes on no further, gets two slots taken in turn by even and
+    odd iterations. Offsets are first-fit, the largest buffers first, at
+    64-byte alignment or the allocation's own. Buffers of dynamic size, or
+    allocated inside a loop whose iterations may run at once, stay on the
+    heap, with a remark.
+
+    The function gets `loom.arena = {bytes, live, communication}`: the
+    arena's size, the most bytes of buffers live at once, and of those the
+    bytes of buffers a function declared `loom.communication` reads or
+    writes. With `print`, each planned function prints one line.
+  }];
+  let options = [Option<"print", "print", "bool", /*default=*/"false",
+                        "Print each function's arena">];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def LoomExportEntries : Pass<"loom-export-entries", "::mlir::ModuleOp"> {
   let summary = "Add the C entry points and the manifest the runtime reads";
   let description = [{

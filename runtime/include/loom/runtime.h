@@ -52,6 +52,10 @@ typedef struct loom_model_info {
      parameters only, and its figures above are its own. */
   const char *schedule;
   int64_t virtual_stages;
+  /* The bytes of the static arena the training step's buffers live in
+     (the manifest's arena line; 0 for an artifact without one): what the
+     step allocates, at once, besides the runtime's buffers. */
+  int64_t arena_bytes;
 } loom_model_info;
 
 /// Opens an artifact and allocates its parameters, optimizer state and
@@ -193,6 +197,11 @@ double loom_peak_memory_mib(void);
 /// code (what the compiled step needs, without the freed buffers the heap
 /// keeps for reuse or the process's own memory).
 int64_t loom_heap_peak_bytes(void);
+
+/// The most bytes generated code has had allocated at once during one call
+/// of an entry point so far: a compiled step's arena, and whatever else it
+/// allocates (nothing, when every buffer is in its arena).
+int64_t loom_heap_step_peak_bytes(void);
 
 /// Returns to the system the buffers generated code has freed. The runtime
 /// keeps them for the next step otherwise (see lib/Memory.cpp).
