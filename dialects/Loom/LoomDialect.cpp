@@ -126,29 +126,23 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == getDoesNotFitAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) && isa<ModuleOp>(op),
                   "a unit attribute on a module");
-  if (name == getMemoryAttrName()) {
+  // A dictionary of exactly `keys`, each a non-negative integer.
+  auto isByteCounts = [&](ArrayRef<StringLiteral> keys) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
-    return expect(dict && dict.size() == getMemoryKeys().size() &&
-                      llvm::all_of(getMemoryKeys(),
-                                   [&](StringRef key) {
-                                     auto v = dict.getAs<IntegerAttr>(key);
-                                     return v && v.getInt() >= 0;
-                                   }),
+    return dict && dict.size() == keys.size() &&
+           llvm::all_of(keys, [&](StringRef key) {
+             auto v = dict.getAs<IntegerAttr>(key);
+             return v && v.getInt() >= 0;
+           });
+  };
+  if (name == getMemoryAttrName())
+    return expect(isByteCounts(getMemoryKeys()),
                   "a dictionary of byte counts (parameters, gradients, "
                   "optimizer, activations)");
-  }
-  if (name == getArenaAttrName()) {
-    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
-    return expect(dict && isa<FunctionOpInterface>(op) &&
-                      dict.size() == getArenaKeys().size() &&
-                      llvm::all_of(getArenaKeys(),
-                                   [&](StringRef key) {
-                                     auto v = dict.getAs<IntegerAttr>(key);
-                                     return v && v.getInt() >= 0;
-                                   }),
+  if (name == getArenaAttrName())
+    return expect(isByteCounts(getArenaKeys()) && isa<FunctionOpInterface>(op),
                   "a dictionary of byte counts (bytes, live, communication) "
                   "on a function");
-  }
   if (name == getCommunicationAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) &&
                       isa<FunctionOpInterface>(op),

@@ -168,29 +168,24 @@ struct ExportEntriesPass
     return success();
   }
 
-  /// `loom.memory`'s figures as a manifest line: the module's, or an entry
-  /// point's own (a pipeline rank's), which follows its entry line.
-  static void printMemory(Operation *op, raw_ostream &os) {
-    auto memory =
-        op->getAttrOfType<DictionaryAttr>(LoomDialect::getMemoryAttrName());
-    if (!memory)
+  /// A dictionary of byte counts on `op`, if it has one, as the manifest
+  /// line `<line> <key>=<bytes>...`.
+  static void printCounts(Operation *op, StringRef attrName, StringRef line,
+                          ArrayRef<StringLiteral> keys, raw_ostream &os) {
+    auto counts = op->getAttrOfType<DictionaryAttr>(attrName);
+    if (!counts)
       return;
-    os << "memory";
-    for (StringRef key : LoomDialect::getMemoryKeys())
-      os << " " << key << "=" << memory.getAs<IntegerAttr>(key).getInt();
+    os << line;
+    for (StringRef key : keys)
+      os << " " << key << "=" << counts.getAs<IntegerAttr>(key).getInt();
     os << "\n";
   }
 
-  /// `loom.arena`'s figures as a manifest line after its entry line.
-  static void printArena(func::FuncOp func, raw_ostream &os) {
-    auto arena =
-        func->getAttrOfType<DictionaryAttr>(LoomDialect::getArenaAttrName());
-    if (!arena)
-      return;
-    os << "arena";
-    for (StringRef key : LoomDialect::getArenaKeys())
-      os << " " << key << "=" << arena.getAs<IntegerAttr>(key).getInt();
-    os << "\n";
+  /// `loom.memory`'s figures as a manifest line: the module's, or an entry
+  /// point's own (a pipeline rank's), which follows its entry line.
+  static void printMemory(Operation *op, raw_ostream &os) {
+    printCounts(op, LoomDialect::getMemoryAttrName(), "memory",
+                LoomDialect::getMemoryKeys(), os);
   }
 
   /// The layers of the whole model the parameters stacked over them hold,
@@ -236,7 +231,8 @@ struct ExportEntriesPass
     os << "entry " << func.getName() << " " << symbol << " "
        << func.getNumArguments() << "\n";
     printMemory(func, os);
-    printArena(func, os);
+    printCounts(func, LoomDialect::getArenaAttrName(), "arena",
+                LoomDialect::getArenaKeys(), os);
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
       auto desc = describeArg(func, i);

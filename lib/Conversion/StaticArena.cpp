@@ -84,8 +84,8 @@ private:
 };
 
 /// Every op that uses `root` or a value made from it. Each result of an
-/// op that uses a value of the set joins the set, and so does the memory a
-/// value of it is stored into; an scf.yield passes it on to what it
+/// op that uses a value of the set joins the set, but floats, and so does the
+/// memory a value of it is stored into; an scf.yield passes it on to what it
 /// forwards to (a loop's next iteration and results, an if's results).
 SmallVector<Operation *> collectUsers(Value root,
                                       llvm::SetVector<Value> &values) {
@@ -110,7 +110,11 @@ SmallVector<Operation *> collectUsers(Value root,
           values.insert(loop.getRegionIterArgs()[index]);
         continue;
       }
-      values.insert(user->result_begin(), user->result_end());
+      // A float read from a buffer holds no address; any other result may
+      // (a view, a pointer as an integer).
+      for (Value result : user->getResults())
+        if (!isa<FloatType>(result.getType()))
+          values.insert(result);
       if (auto store = dyn_cast<memref::StoreOp>(user))
         if (store.getValueToStore() == value)
           values.insert(store.getMemRef());

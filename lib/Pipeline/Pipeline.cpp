@@ -161,13 +161,14 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   pm.addPass(createLoomExportEntries(entries));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  // MLIR's deallocation pipeline, with a second round of simplification:
-  // the ownership of what a loop yields from the arena becomes a constant
-  // only after the first, and a dealloc left with it would be lowered to a
-  // run-time alias check with buffers of its own.
+  // MLIR's deallocation pipeline, with the ownership of what loops yield
+  // from the arena folded to false: a dealloc left conditional on it would
+  // be lowered to a run-time alias check with buffers of its own.
   pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
   for (int round = 0; round < 2; ++round) {
+    pm.addPass(createLoomFoldFalseLoopFlags());
     pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
     pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
   }
   pm.addPass(bufferization::createLowerDeallocationsPass());

@@ -142,6 +142,22 @@ def LoomStaticArena : Pass<"loom-static-arena", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def LoomFoldFalseLoopFlags : Pass<"loom-fold-false-loop-flags"> {
+  let summary = "Replace loop-carried i1 flags that are always false";
+  let description = [{
+    An `i1` iteration argument of an `scf.for` that starts as the constant
+    false and is yielded as false, as one of a set of such arguments, or an
+    `arith.ori` of those, is false in every iteration and after the loop:
+    the pass finds the largest such set of each loop, inner loops first,
+    and replaces the arguments' uses and the loop's results by the
+    constant. Runs between MLIR's ownership-based deallocation and its
+    lowering: the ownership flags of buffers a loop yields are of this form
+    when every buffer is a view of the static arena, and a `bufferization.
+    dealloc` still conditional on them would become a run-time alias check
+    with heap buffers of its own.
+  }];
+}
+
 def LoomExportEntries : Pass<"loom-export-entries", "::mlir::ModuleOp"> {
   let summary = "Add the C entry points and the manifest the runtime reads";
   let description = [{

@@ -608,3 +608,15 @@ module attributes {loom.cluster = #loom.cluster<gpu = "A100-80GB", gpus_per_node
 // expected-error @+1 {{attribute 'loom.plan_does_not_fit' must be a unit attribute on a module, got 1 : i64}}
 module attributes {loom.plan_does_not_fit = 1 : i64} {
 }
+
+// -----
+
+// expected-error @+1 {{attribute 'loom.arena' must be a dictionary of byte counts (bytes, live, communication) on a function}}
+func.func @arena() attributes {loom.arena = {bytes = 64 : i64, live = -1 : i64, communication = 0 : i64}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{attribute 'loom.communication' must be a unit attribute on a function}}
+func.func private @send() attributes {loom.communication = 1 : i64}

@@ -1,0 +1,118 @@
+// RUN: loom-opt %s --loom-static-arena --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-static-arena="print=true" --split-input-file --verify-diagnostics -o /dev/null | FileCheck %s --check-prefix=PRINT
+
+// Buffers whose lives do not overlap share an offset; one live beside them
+// gets its own. The largest are placed first.
+// CHECK-LABEL: func.func @sequential
+// CHECK-SAME: loom.arena = {bytes = 1088 : i64, communication = 0 : i64, live = 1088 : i64}
+// CHECK: %[[ARENA:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1088xi8>
+// CHECK: memref.view %[[ARENA]][%c0{{.*}}][] : memref<1088xi8> to memref<256xf32>
+// CHECK: memref.view %[[ARENA]][%c1024][] : memref<1088xi8> to memref<16xf32>
+// CHECK: memref.view %[[ARENA]][%c0{{.*}}][] : memref<1088xi8> to memref<128xf32>
+// CHECK-NOT: memref.alloc()
+// PRINT: compiled    sequential: arena 1088 B; at most 1088 B of buffers live at once, 0 B of them read or written by communication
+func.func @sequential(%out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1.0 : f32
+  %a = memref.alloc() : memref<256xf32>
+  %small = memref.alloc() : memref<16xf32>
+  memref.store %one, %a[%c0] : memref<256xf32>
+  %x = memref.load %a[%c0] : memref<256xf32>
+  memref.store %x, %small[%c0] : memref<16xf32>
+  %b = memref.alloc() : memref<128xf32>
+  memref.store %x, %b[%c0] : memref<128xf32>
+  %y = memref.load %b[%c0] : memref<128xf32>
+  %z = memref.load %small[%c0] : memref<16xf32>
+  %s = arith.addf %y, %z : f32
+  memref.store %s, %out[] : memref<f32>
+  return
+}
+
+// -----
+
+// A buffer used in a loop lives through the whole loop. One a loop hands to
+// its next iteration gets two slots, taken by the iteration's parity; the
+// buffer the loop starts from lives until the loop's result is last used.
+// CHECK-LABEL: func.func @carried
+// CHECK-SAME: loom.arena = {bytes = 1280 : i64, communication = 0 : i64, live = 1280 : i64}
+// CHECK: %[[ARENA:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1280xi8>
+// CHECK: memref.view %[[ARENA]][%c1024][] : memref<1280xi8> to memref<64xf32>
+// CHECK: scf.for %[[I:.*]] = %[[LB:.*]] to %{{.*}} step %[[STEP:.*]] iter_args
+// CHECK: %[[D:.*]] = arith.subi %[[I]], %[[LB]]
+// CHECK: %[[N:.*]] = arith.divui %[[D]], %[[STEP]]
+// CHECK: %[[P:.*]] = arith.remui %[[N]], %c2
+// CHECK: %[[SLOT:.*]] = arith.muli %[[P]], %c256
+// CHECK: %[[OFF:.*]] = arith.addi %c0{{.*}}, %[[SLOT]]
+// CHECK: memref.view %[[ARENA]][%[[OFF]]][] : memref<1280xi8> to memref<64xf32>
+// CHECK: memref.view %[[ARENA]][%c512][] : memref<1280xi8> to memref<128xf32>
+func.func @carried(%out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %one = arith.constant 1.0 : f32
+  %init = memref.alloc() : memref<64xf32>
+  memref.store %one, %init[%c0] : memref<64xf32>
+  %last = scf.for %i = %c0 to %c4 step %c1 iter_args(%prev = %init) -> (memref<64xf32>) {
+    %next = memref.alloc() : memref<64xf32>
+    %x = memref.load %prev[%c0] : memref<64xf32>
+    %tmp = memref.alloc() : memref<128xf32>
+    memref.store %x, %tmp[%c0] : memref<128xf32>
+    %y = memref.load %tmp[%c0] : memref<128xf32>
+    memref.store %y, %next[%c0] : memref<64xf32>
+    scf.yield %next : memref<64xf32>
+  }
+  %r = memref.load %last[%c0] : memref<64xf32>
+  memref.store %r, %out[] : memref<f32>
+  return
+}
+
+// -----
+
+// Buffers of a loop whose iterations may run at once, and buffers of
+// dynamic size, stay on the heap.
+// CHECK-LABEL: func.func @heap
+// CHECK-SAME: loom.arena = {bytes = 0 : i64, communication = 0 : i64, live = 0 : i64}
+// CHECK: scf.forall
+// CHECK: memref.alloc() : memref<8xf32>
+// CHECK: memref.alloc(%{{.*}}) : memref<?xf32>
+// PRINT: compiled    heap: arena 0 B
+// expected-remark @+1 {{2 buffer(s) of dynamic size or made inside a parallel loop stay on the heap, outside the arena}}
+func.func @heap(%n: index, %out: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1.0 : f32
+  scf.forall (%i) in (4) {
+    %t = memref.alloc() : memref<8xf32>
+    memref.store %one, %t[%c0] : memref<8xf32>
+    %x = memref.load %t[%c0] : memref<8xf32>
+    memref.store %x, %out[%i] : memref<4xf32>
+    memref.dealloc %t : memref<8xf32>
+  }
+  %d = memref.alloc(%n) : memref<?xf32>
+  memref.store %one, %d[%c0] : memref<?xf32>
+  memref.dealloc %d : memref<?xf32>
+  return
+}
+
+// -----
+
+// Buffers a function declared loom.communication reads or writes are
+// counted apart.
+// CHECK-LABEL: func.func @communicated
+// CHECK-SAME: loom.arena = {bytes = 512 : i64, communication = 256 : i64, live = 512 : i64}
+// PRINT: compiled    communicated: arena 512 B; at most 512 B of buffers live at once, 256 B of them read or written by communication
+llvm.func @send(!llvm.ptr) attributes {loom.communication}
+func.func @communicated(%out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1.0 : f32
+  %a = memref.alloc() : memref<64xf32>
+  %b = memref.alloc() : memref<64xf32>
+  memref.store %one, %a[%c0] : memref<64xf32>
+  memref.store %one, %b[%c0] : memref<64xf32>
+  %p = memref.extract_aligned_pointer_as_index %a : memref<64xf32> -> index
+  %i = arith.index_cast %p : index to i64
+  %ptr = llvm.inttoptr %i : i64 to !llvm.ptr
+  llvm.call @send(%ptr) : (!llvm.ptr) -> ()
+  %x = memref.load %b[%c0] : memref<64xf32>
+  memref.store %x, %out[] : memref<f32>
+  return
+}

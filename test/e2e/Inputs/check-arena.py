@@ -1,0 +1,55 @@
+"""Checks a compiled step's arena against what loom-run measured.
+
+usage: check-arena.py MEMORY RUNLOG RANKS
+
+MEMORY is `loomc --emit=memory`'s output for the plan, RUNLOG loom-run's
+output with --verbose-ranks under RANKS ranks (plain output for one). For
+each rank, the arena loomc printed for the rank's training step
+(train_step, or train_step_stage<r> of a pipeline), the arena loom-run read
+from the artifact, and the most bytes the step allocated at once as
+loom-run measured them must be one number. Prints one line per rank; exits
+1 on a mismatch or a missing figure.
+"""
+
+import re
+import sys
+
+
+def main():
+    memory, run = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+    ranks = int(sys.argv[3])
+    compiled = {
+        entry: int(size)
+        for entry, size in re.findall(r"compiled\s+(\S+): arena (\d+) B", memory)
+    }
+    prefix = r"\[rank (\d+)\] " if ranks > 1 else r"()"
+    announced = {
+        int(r or 0): int(size)
+        for r, size in re.findall(
+            prefix + r"loom-run: the step's buffers: an arena of (\d+) B", run
+        )
+    }
+    measured = {
+        int(r or 0): int(size)
+        for r, size in re.findall(
+            prefix + r"loom-run: .*the step's buffers (\d+) B\)", run
+        )
+    }
+    pipeline = any(entry.startswith("train_step_stage") for entry in compiled)
+    failed = False
+    for rank in range(ranks):
+        entry = f"train_step_stage{rank}" if pipeline else "train_step"
+        figures = (compiled.get(entry), announced.get(rank), measured.get(rank))
+        if None in figures or len(set(figures)) != 1:
+            print(
+                f"rank {rank}: {entry}: compiled {figures[0]}, "
+                f"artifact {figures[1]}, measured {figures[2]}: differ"
+            )
+            failed = True
+        else:
+            print(f"rank {rank}: {entry}: arena {figures[0]} B, measured equal")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
