@@ -353,7 +353,10 @@ bool loom_model::parseLayerRuns(const std::string &text, Arg &arg) {
       return false;
     const char *countText = end + 1;
     long long count = std::strtoll(countText, &end, 10);
-    if (end == countText || *end || first < 0 || count < 1)
+    // Bounded like the model's layers, so that the runs' ends and their
+    // sum stay far from overflowing.
+    if (end == countText || *end || first < 0 || first >= kMaxManifestLayers ||
+        count < 1 || count > kMaxManifestLayers)
       return false;
     arg.layerRuns.push_back({first, count});
     held += count;
