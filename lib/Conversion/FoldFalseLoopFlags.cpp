@@ -65,7 +65,6 @@ bool foldFlags(scf::ForOp loop) {
       }
   }
   bool changed = false;
-  OpBuilder b(loop);
   for (unsigned i = 0; i < n; ++i) {
     if (!flags[i])
       continue;

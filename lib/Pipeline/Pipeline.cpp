@@ -174,7 +174,6 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createLowerDeallocationsPass());
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
-  pm.addNestedPass<func::FuncOp>(createLoomEarlyDeallocation());
   pm.addPass(createLoomMatmulToBlas());
   // Attention's loop over heads: an scf.parallel the outliner hands to the
   // runtime's threads.

@@ -1,12 +1,12 @@
 //===- Memory.cpp - The heap of generated code ----------------------------===//
 //
-// Generated code allocates every intermediate buffer of the step and frees it
-// when its last use is done, so one step asks for the same sizes in the same
-// order as the last. Served by malloc, the large ones are fresh mmaps every
-// time and the kernel zeroes each page again on first touch, which costs
-// more than the loops that use them. Freed blocks are therefore kept on a
-// free list per size and handed out again; the heap grows to the step's peak
-// once and stays there until loom_release_cached_memory.
+// Each call of a compiled entry point allocates its static arena, one block
+// of the same size every time, and frees it at the end (docs/memory.md).
+// Served by malloc, such a block is a fresh mmap every time and the kernel
+// zeroes each page again on first touch, which costs more than the loops
+// that use it. Freed blocks are therefore kept on a free list per size and
+// handed out again; the heap grows to the step's peak once and stays there
+// until loom_release_cached_memory.
 //
 // The bytes handed out and not yet freed are counted, with their peak: the
 // memory the step's tensors and the runtime's own (parameters, gradients,

@@ -886,7 +886,9 @@ bool loom_model::layoutParams() {
                params.size() == kNumLlmcTensors;
   for (size_t i = 0; llmcLayout && i < kNumLlmcTensors; ++i)
     llmcLayout = params[i].name == kLlmcTensors[i];
-  info.arena_bytes = std::max<int64_t>(entries[stepEntry].arena, 0);
+  auto stepIt = entries.find(stepEntry);
+  info.arena_bytes =
+      stepIt == entries.end() ? 0 : std::max<int64_t>(stepIt->second.arena, 0);
   if (!checkDeviceMemory())
     return false;
   // Only an entry that returns gradients (forward_grad) needs the runtime's
@@ -1098,8 +1100,9 @@ bool loom_model::checkDeviceMemory() {
   // the step allocates. Without an arena, the activations bound the
   // step's buffers from below.
   bool arena = info.arena_bytes > 0;
-  int64_t step = arena ? info.arena_bytes : info.activation_bytes;
-  int64_t needed = info.param_bytes + info.grad_bytes + info.state_bytes + step;
+  int64_t stepBytes = arena ? info.arena_bytes : info.activation_bytes;
+  int64_t needed =
+      info.param_bytes + info.grad_bytes + info.state_bytes + stepBytes;
   size_t available = 0, total = 0;
   if (cudaActive()) {
     if (!cudaMemoryInfo(available, total))
@@ -1130,7 +1133,7 @@ bool loom_model::checkDeviceMemory() {
       static_cast<long long>(info.grad_bytes >> 20),
       static_cast<long long>(info.state_bytes >> 20),
       arena ? "the step's arena" : "activations",
-      static_cast<long long>(step >> 20), has.c_str());
+      static_cast<long long>(stepBytes >> 20), has.c_str());
 }
 
 /// The loader maps a shared object's segments without checking that the file

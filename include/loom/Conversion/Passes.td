@@ -91,25 +91,6 @@ def LoomLowerGridIndices : Pass<"loom-lower-grid-indices", "::mlir::ModuleOp"> {
                            "::mlir::LLVM::LLVMDialect"];
 }
 
-def LoomEarlyDeallocation
-    : Pass<"loom-early-deallocation", "::mlir::func::FuncOp"> {
-  let summary = "Free each buffer right after its last use";
-  let description = [{
-    MLIR's ownership-based buffer deallocation frees a block's buffers at
-    the end of the block. A pipeline rank's step runs its whole schedule in
-    one block, so every micro-batch's activations would live until the
-    step's end and 1F1B would hold as much as GPipe; a loop body's buffers
-    likewise live until the end of the iteration. This pass moves each
-    unconditional `memref.dealloc` of a buffer up to right after the last
-    op of its block that reads the buffer or anything derived from it (a
-    view, a cast, its base buffer or pointer, or any memref an op makes
-    from it, conservatively an alias). Runs after
-    `buildBufferDeallocationPipeline`, before loops are outlined. Buffers
-    a block-terminating op reads, and blocks of unstructured control flow,
-    are left as they are.
-  }];
-}
-
 def LoomStaticArena : Pass<"loom-static-arena", "::mlir::ModuleOp"> {
   let summary = "Place each function's buffers in one arena by liveness";
   let description = [{
