@@ -7,6 +7,7 @@
 
 #include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -74,9 +75,11 @@ bool ManifestFields::number(const std::string &key, double &out, double min,
     return false;
   char *end = nullptr;
   double parsed = std::strtod(value->c_str(), &end);
-  if (*end || !std::isfinite(parsed) || parsed < min || parsed > max)
-    return fail("'" + key + "=" + *value + "' is not a number from " +
-                std::to_string(min) + " to " + std::to_string(max));
+  if (*end || !std::isfinite(parsed) || parsed < min || parsed > max) {
+    char range[64];
+    std::snprintf(range, sizeof(range), "%g to %g", min, max);
+    return fail("'" + key + "=" + *value + "' is not a number from " + range);
+  }
   out = parsed;
   return true;
 }

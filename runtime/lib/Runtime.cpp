@@ -347,16 +347,13 @@ bool loom_model::parseLayerRuns(const std::string &text, Arg &arg) {
   std::string run;
   int64_t held = 0;
   while (std::getline(ss, run, ',')) {
-    char *end = nullptr;
-    long long first = std::strtoll(run.c_str(), &end, 10);
-    if (end == run.c_str() || *end != ':')
-      return false;
-    const char *countText = end + 1;
-    long long count = std::strtoll(countText, &end, 10);
-    // Bounded like the model's layers, so that the runs' ends and their
-    // sum stay far from overflowing.
-    if (end == countText || *end || first < 0 || first >= kMaxManifestLayers ||
-        count < 1 || count > kMaxManifestLayers)
+    // Plain digits, bounded like the model's layers, so that the runs' ends
+    // and their sum stay far from overflowing.
+    size_t colon = run.find(':');
+    int64_t first = 0, count = 0;
+    if (colon == std::string::npos ||
+        !parseInteger(run.substr(0, colon), 0, kMaxManifestLayers - 1, first) ||
+        !parseInteger(run.substr(colon + 1), 1, kMaxManifestLayers, count))
       return false;
     arg.layerRuns.push_back({first, count});
     held += count;
@@ -567,6 +564,9 @@ bool loom_model::parseManifest(const char *text) {
           !f.integer("optimizer", bytes[2], 0, INT64_MAX / 8) ||
           !f.integer("activations", bytes[3], 0, INT64_MAX / 8) || !f.allRead())
         return badLine("memory", f);
+      if (current && !current->memory.empty())
+        return fail("a second 'memory' line for entry point '" +
+                    current->symbolName + "'");
       if (current)
         current->memory = bytes;
       else if (!seen.insert("memory").second)

@@ -303,7 +303,7 @@ int fail(const char *what) {
 
 /// A loss or a norm with six decimals; a NaN as `nan` whatever its sign
 /// bit (printf writes `-nan` for some), so that logs compare as text.
-std::string formatValue(float value) {
+std::string formatValue(double value) {
   if (std::isnan(value))
     return "nan";
   char text[64];
@@ -491,7 +491,8 @@ int main(int argc, char **argv) {
         return false;
       sum += loss;
     }
-    report("step %5lld | val loss %.6f\n", step, sum / o.valBatches);
+    report("step %5lld | val loss %s\n", step,
+           formatValue(sum / o.valBatches).c_str());
     return true;
   };
 
@@ -572,10 +573,10 @@ int main(int argc, char **argv) {
       std::snprintf(scaled, sizeof(scaled),
                     ", %lld skipped (overflow), loss scale %g",
                     static_cast<long long>(scale.skipped_steps), scale.scale);
-    report("loom-run: %lld steps%s, final loss %.6f, %.2f ms/step, %.0f "
+    report("loom-run: %lld steps%s, final loss %s, %.2f ms/step, %.0f "
            "tok/s, peak memory %.1f MiB (tensors %lld B, the step's "
            "buffers %lld B)%s\n",
-           o.steps, scaled, lastLoss, totalMs / o.steps,
+           o.steps, scaled, formatValue(lastLoss).c_str(), totalMs / o.steps,
            tokensPerStep * o.steps / totalMs * 1e3, loom_peak_memory_mib(),
            static_cast<long long>(loom_heap_peak_bytes()),
            static_cast<long long>(loom_heap_step_peak_bytes()), comm);
