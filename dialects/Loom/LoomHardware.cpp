@@ -25,7 +25,7 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-constexpr double T = 1e12, G = 1e9, GiB = 1024.0 * 1024 * 1024;
+constexpr double T = 1e12, G = 1e9, GiB = kBytesPerGiB;
 
 constexpr GpuSpec kCatalogue[] = {
     {"V100-16GB", 125 * T, 0, 0, 15.7 * T, 31.4 * T, 16 * GiB, 900 * G, 150 * G,

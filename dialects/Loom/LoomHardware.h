@@ -16,6 +16,9 @@
 namespace mlir {
 namespace loom {
 
+/// Memory is counted in GiB, as the cards' capacities are (binary).
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+
 struct GpuSpec {
   llvm::StringLiteral name;
   /// Tensor-core peaks for matrix products.

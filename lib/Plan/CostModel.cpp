@@ -37,7 +37,7 @@ llvm::cl::ValuesClass mlir::loom::getFrameworkValues() {
 }
 
 FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
-  constexpr double GiB = 1024.0 * 1024 * 1024;
+  constexpr double GiB = kBytesPerGiB;
   FrameworkAssumptions f;
   f.contextBytes = 1.0 * GiB;
   f.communicatorBytes = 0.25 * GiB;
@@ -158,7 +158,6 @@ FailureOr<CostModel> CostModel::build(ModuleOp module,
            << LoomDialect::getModelAttrName() << "' and '"
            << LoomDialect::getTrainingAttrName() << "' attributes";
   CostModel model(cluster, options);
-  model.cluster.framework = FrameworkAssumptions::get(options.framework);
   model.name = modelAttr.getName().str();
   model.arch = modelAttr.getConfig();
   model.training = trainingAttr.getConfig();
@@ -372,7 +371,7 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   if (!est.illegal.empty())
     return est;
   const EfficiencyAssumptions &eff = cluster.efficiency;
-  const FrameworkAssumptions &fw = cluster.framework;
+  const FrameworkAssumptions &fw = framework;
   int64_t dp = plan.dp, tp = plan.tp, pp = plan.pp, m = plan.microBatches;
   est.microBatchSize = training.batchSize / (dp * m);
   PricingKey key{est.microBatchSize, tp, plan.sequenceParallel, precision};
@@ -384,19 +383,20 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     return g.tFwd + g.tBwd + g.tCommFwd + g.tCommBwd;
   };
   ArrayRef<GroupCost> groupCosts = priceGroups(key);
-  SmallVector<double> costs;
-  for (int64_t l = 0; l < layers; ++l)
-    costs.push_back(layerTime(groupCosts[l + 1]));
-  costs.front() += layerTime(groupCosts.front());
-  costs.back() += layerTime(groupCosts.back());
   // The model's pp * v stages (chunk c of rank r is stage c * pp + r), as
   // the plan gives them or balanced by time.
   int64_t chunks = pp * plan.virtualStages;
   SmallVector<int64_t> stageLayers = plan.stageLayers;
   if (stageLayers.empty()) {
     auto [it, inserted] = balanced.try_emplace({key, chunks});
-    if (inserted)
+    if (inserted) {
+      SmallVector<double> costs;
+      for (int64_t l = 0; l < layers; ++l)
+        costs.push_back(layerTime(groupCosts[l + 1]));
+      costs.front() += layerTime(groupCosts.front());
+      costs.back() += layerTime(groupCosts.back());
       it->second = balance(costs, chunks);
+    }
     stageLayers = it->second;
   }
   if (pp > 1)

@@ -400,7 +400,10 @@ TEST(CostModel, CapacitiesAreBinary) {
   PlanEstimate est = priced.model->estimate(dataParallel(8), Precision::bf16);
   EXPECT_EQ(est.capacity, 40.0 * (1 << 30));
   EXPECT_DOUBLE_EQ(est.usable, est.capacity * (1 - kDefaultMemoryMargin));
-  EXPECT_EQ(est.fits(), est.memory() <= est.usable);
+  // GPT-2 124M in bf16 over eight replicas fits below the margin, with
+  // gigabytes to spare.
+  EXPECT_TRUE(est.fits());
+  EXPECT_GT(est.headroom(), 1.0 * (1 << 30));
 }
 
 TEST(CostModel, ZeroStagesDoNotTieOnTime) {
@@ -422,7 +425,8 @@ TEST(CostModel, ZeroStagesDoNotTieOnTime) {
             stages[2].stepTime);
   EXPECT_LT(stages[2].stepTime, stages[3].stepTime);
   EXPECT_GT(stages[3].dpCommTime, 4 * stages[0].dpCommTime);
-  // A search picks no ZeRO for a model that fits without it.
+  // A search no longer picks ZeRO-3 by memory for a model that fits
+  // without it: its gathers cost time.
   PlanSearch search = searchPlans(*priced.model);
   ASSERT_FALSE(search.ranked.empty());
   EXPECT_NE(search.ranked.front().plan.zero, 3);
@@ -439,7 +443,9 @@ TEST(CostModel, StepTimeHasAFixedPart) {
   PlanEstimate two = twice.model->estimate(dataParallel(8, 2), Precision::bf16);
   ASSERT_EQ(one.microBatchSize, two.microBatchSize);
   EXPECT_GT(one.fixedTime, 0);
-  EXPECT_LT(two.stepTime, 2 * one.stepTime);
+  // Twice the micro-batches add the per-micro-batch time only: the fixed
+  // cost (with the step's reduction and update) is paid once.
+  EXPECT_GE(2 * one.stepTime - two.stepTime, one.fixedTime);
 }
 
 TEST(CostModel, FrameworksKeepDifferentMemory) {

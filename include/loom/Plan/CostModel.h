@@ -105,8 +105,6 @@ struct ClusterModel {
   /// Share of each GPU's memory a plan leaves free (ClusterConfig).
   double memoryMargin = kDefaultMemoryMargin;
   EfficiencyAssumptions efficiency;
-  FrameworkAssumptions framework =
-      FrameworkAssumptions::get(Framework::pytorch);
 
   int64_t getWorldSize() const { return gpusPerNode * nodes; }
 
@@ -313,7 +311,8 @@ public:
 
 private:
   CostModel(const ClusterModel &cluster, const CostModelOptions &options)
-      : cluster(cluster), options(options) {}
+      : cluster(cluster), options(options),
+        framework(FrameworkAssumptions::get(options.framework)) {}
 
   /// The cost of the embedding, of each of the layers (all the layer
   /// body's) and of the head under `key`, computed once per key.
@@ -324,6 +323,8 @@ private:
   TrainingConfig training;
   ClusterModel cluster;
   CostModelOptions options;
+  /// The terms of options.framework.
+  FrameworkAssumptions framework;
   /// The embedding, the layer body (run numLayers times) and the head.
   llvm::SmallVector<OpGroup> groups;
   int64_t numLayers = 0;

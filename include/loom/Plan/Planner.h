@@ -17,9 +17,6 @@
 namespace mlir {
 namespace loom {
 
-/// Memory figures are reported in GiB, as the cards' capacities are given.
-constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
-
 /// What a search found. Of the plans priced, it keeps those a report
 /// shows, so that its memory does not grow with the plans it prices.
 struct PlanSearch {
