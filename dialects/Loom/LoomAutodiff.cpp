@@ -67,3 +67,29 @@ LogicalResult mlir::loom::backpropagate(RewriterBase &rewriter,
   }
   return success();
 }
+
+static constexpr llvm::StringLiteral kForwardPhase = "loom.forward";
+static constexpr llvm::StringLiteral kBackwardPhase = "loom.backward";
+
+Location mlir::loom::withPhase(Location loc, Phase phase) {
+  MLIRContext *context = loc.getContext();
+  return FusedLoc::get(context, {loc},
+                       StringAttr::get(context, phase == Phase::forward
+                                                    ? kForwardPhase
+                                                    : kBackwardPhase));
+}
+
+std::optional<Phase> mlir::loom::getPhase(Location loc) {
+  std::optional<Phase> phase;
+  loc->walk([&](Location inner) {
+    auto fused = dyn_cast<FusedLoc>(inner);
+    auto name = fused ? dyn_cast_or_null<StringAttr>(fused.getMetadata())
+                      : StringAttr();
+    if (name && (name == kForwardPhase || name == kBackwardPhase)) {
+      phase = name == kForwardPhase ? Phase::forward : Phase::backward;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return phase;
+}

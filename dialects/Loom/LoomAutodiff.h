@@ -14,6 +14,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <optional>
+
 namespace mlir {
 namespace loom {
 
@@ -41,6 +43,19 @@ Value buildZeros(OpBuilder &b, Location loc, Type type);
 /// so `ops` must not be used afterwards.
 LogicalResult backpropagate(RewriterBase &rewriter, ArrayRef<Operation *> ops,
                             CotangentMap &cotangents);
+
+/// The pass of a differentiated function an op belongs to. loom-differentiate
+/// records it in the op's location (a FusedLoc's metadata), which lowering
+/// and bufferization carry to the ops and buffers made from it, so that the
+/// memory plan can tell what the forward pass keeps for the backward pass.
+enum class Phase { forward, backward };
+
+/// `loc` marked as belonging to `phase`.
+Location withPhase(Location loc, Phase phase);
+
+/// The phase `loc` records, outermost first; none for an op of no
+/// differentiated function (the optimizer's, a forward-only entry's).
+std::optional<Phase> getPhase(Location loc);
 
 } // namespace loom
 } // namespace mlir

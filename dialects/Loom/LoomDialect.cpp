@@ -141,7 +141,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                   "optimizer, activations)");
   if (name == getArenaAttrName())
     return expect(isByteCounts(getArenaKeys()) && isa<FunctionOpInterface>(op),
-                  "a dictionary of byte counts (bytes, live, communication) "
+                  "a dictionary of byte counts (bytes, live, communication, "
+                  "kept, gradients) "
                   "on a function");
   if (name == getCommunicationAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) &&

@@ -65,13 +65,15 @@ def Loom_Dialect : Dialect {
     /// Function attribute: the static arena `loom-static-arena` placed the
     /// function's buffers in, a dictionary of i64 named by getArenaKeys():
     /// the arena's bytes, the most bytes of buffers live at once, and of
-    /// those the bytes of buffers a collective or message reads or writes.
+    /// those the bytes of the activations the forward pass kept for the
+    /// backward pass, of the gradients it handed on, and of the other
+    /// buffers a collective or message reads or writes.
     static constexpr ::llvm::StringLiteral getArenaAttrName() {
       return "loom.arena";
     }
     static ::llvm::ArrayRef<::llvm::StringLiteral> getArenaKeys() {
-      static constexpr ::llvm::StringLiteral keys[] = {"bytes", "live",
-                                                       "communication"};
+      static constexpr ::llvm::StringLiteral keys[] = {
+          "bytes", "live", "communication", "kept", "gradients"};
       return keys;
     }
     /// Unit attribute on a declaration of the runtime's functions that

@@ -20,6 +20,7 @@
 
 #include "loom/Conversion/Passes.h"
 
+#include "Loom/LoomAutodiff.h"
 #include "Loom/LoomDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -30,6 +31,7 @@
 #include "mlir/Interfaces/DataLayoutInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace mlir {
@@ -56,6 +58,12 @@ struct Buffer {
   int64_t slots = 1;
   scf::ForOp carrier;
   bool communication = false;
+  /// Made by the forward pass and read by the backward pass: an
+  /// activation kept for it.
+  bool kept = false;
+  /// Made by the backward pass and read after it (by the optimizer, the
+  /// gradients' collectives, the function's results): gradients.
+  bool gradient = false;
   int64_t offset = 0;
 
   int64_t bytes() const { return slots * slotBytes; }
@@ -158,6 +166,15 @@ bool isCommunication(Operation *op) {
   return callee && callee->hasAttr(LoomDialect::getCommunicationAttrName());
 }
 
+/// The pass `op`, or the op of `root` it is nested in, belongs to (as
+/// loom-differentiate recorded it); none outside both.
+std::optional<Phase> getPhaseIn(Operation *op, Operation *root) {
+  for (; op && op != root; op = op->getParentOp())
+    if (std::optional<Phase> phase = getPhase(op->getLoc()))
+      return phase;
+  return std::nullopt;
+}
+
 /// The buffer `alloc` makes, placed by its liveness, or failure when it
 /// stays on the heap.
 FailureOr<Buffer> analyze(memref::AllocOp alloc, Operation *root,
@@ -181,6 +198,13 @@ FailureOr<Buffer> analyze(memref::AllocOp alloc, Operation *root,
   llvm::SetVector<Value> values;
   SmallVector<Operation *> users = collectUsers(alloc.getResult(), values);
   buffer.communication = llvm::any_of(users, isCommunication);
+  std::optional<Phase> phase = getPhase(alloc.getLoc());
+  auto readIn = [&](std::optional<Phase> pass) {
+    return llvm::any_of(
+        users, [&](Operation *user) { return getPhaseIn(user, root) == pass; });
+  };
+  buffer.kept = phase == Phase::forward && readIn(Phase::backward);
+  buffer.gradient = phase == Phase::backward && readIn(std::nullopt);
   // The op whose span the buffer lives in at least: the allocation, or
   // the region op it leaves through a terminator.
   Operation *anchor = alloc;
@@ -262,22 +286,37 @@ int64_t place(MutableArrayRef<Buffer> buffers) {
   return size;
 }
 
-/// The most bytes live at once, and of those the communication buffers'.
-std::pair<int64_t, int64_t> livePeak(ArrayRef<Buffer> buffers) {
+/// What the buffers live at once hold at the first moment they hold most.
+struct LivePeak {
+  int64_t live = 0;
+  /// Buffers a collective or message reads or writes.
+  int64_t communication = 0;
+  /// Activations the forward pass kept for the backward pass, and
+  /// gradients, not counted as communication; the rest are the
+  /// temporaries of the moment.
+  int64_t kept = 0, gradients = 0;
+};
+
+LivePeak livePeak(ArrayRef<Buffer> buffers) {
   // At a peak some buffer has just started.
-  int64_t peak = 0, communication = 0;
+  LivePeak peak;
   for (const Buffer &at : buffers) {
-    int64_t live = 0, comm = 0;
-    for (const Buffer &buffer : buffers)
-      if (buffer.start <= at.start && at.start <= buffer.end) {
-        live += buffer.bytes();
-        if (buffer.communication)
-          comm += buffer.bytes();
-      }
-    if (live > peak)
-      std::tie(peak, communication) = std::make_pair(live, comm);
+    LivePeak here;
+    for (const Buffer &buffer : buffers) {
+      if (buffer.start > at.start || at.start > buffer.end)
+        continue;
+      here.live += buffer.bytes();
+      if (buffer.kept)
+        here.kept += buffer.bytes();
+      else if (buffer.gradient)
+        here.gradients += buffer.bytes();
+      else if (buffer.communication)
+        here.communication += buffer.bytes();
+    }
+    if (here.live > peak.live)
+      peak = here;
   }
-  return {peak, communication};
+  return peak;
 }
 
 /// Replaces the buffer's allocation by its view of the arena: for a loop's
@@ -307,6 +346,31 @@ void rewrite(Buffer &buffer, Value arena) {
   alloc.erase();
 }
 
+/// For a rank's training step, what the rank holds at most: the
+/// parameters and optimizer state the runtime keeps between steps (the
+/// step's `loom.memory`, or the module's) and the step's arena, where its
+/// gradients are.
+void printRankPeak(func::FuncOp func, int64_t arena) {
+  auto memory =
+      func->getAttrOfType<DictionaryAttr>(LoomDialect::getMemoryAttrName());
+  if (!memory && func.getName() == LoomDialect::getTrainStepFunctionName())
+    memory = func->getParentOp()->getAttrOfType<DictionaryAttr>(
+        LoomDialect::getMemoryAttrName());
+  if (!memory)
+    return;
+  auto bytesOf = [&](StringRef key) {
+    auto value = memory.getAs<IntegerAttr>(key);
+    return value ? value.getInt() : 0;
+  };
+  int64_t parameters = bytesOf("parameters"), optimizer = bytesOf("optimizer");
+  int64_t peak = parameters + optimizer + arena;
+  llvm::outs() << "compiled    " << func.getName() << ": the rank's peak "
+               << peak << " B = parameters " << parameters
+               << " B + optimizer state " << optimizer << " B + arena " << arena
+               << " B, its gradients in the arena ("
+               << llvm::format("%.2f", peak / double(1 << 20)) << " MiB)\n";
+}
+
 struct StaticArenaPass
     : public loom::impl::LoomStaticArenaBase<StaticArenaPass> {
   using Base::Base;
@@ -333,7 +397,7 @@ struct StaticArenaPass
     if (buffers.empty() && !onHeap)
       return;
     int64_t size = place(buffers);
-    auto [live, communication] = livePeak(buffers);
+    LivePeak peak = livePeak(buffers);
     if (!buffers.empty()) {
       OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
       Value arena = memref::AllocOp::create(
@@ -347,8 +411,11 @@ struct StaticArenaPass
         LoomDialect::getArenaAttrName(),
         b.getDictionaryAttr({
             b.getNamedAttr("bytes", b.getI64IntegerAttr(size)),
-            b.getNamedAttr("live", b.getI64IntegerAttr(live)),
-            b.getNamedAttr("communication", b.getI64IntegerAttr(communication)),
+            b.getNamedAttr("live", b.getI64IntegerAttr(peak.live)),
+            b.getNamedAttr("communication",
+                           b.getI64IntegerAttr(peak.communication)),
+            b.getNamedAttr("kept", b.getI64IntegerAttr(peak.kept)),
+            b.getNamedAttr("gradients", b.getI64IntegerAttr(peak.gradients)),
         }));
     if (onHeap)
       func.emitRemark() << onHeap
@@ -356,9 +423,17 @@ struct StaticArenaPass
                            "parallel loop stay on the heap, outside the arena";
     if (print)
       llvm::outs() << "compiled    " << func.getName() << ": arena " << size
-                   << " B; at most " << live << " B of buffers live at once, "
-                   << communication
-                   << " B of them read or written by communication\n";
+                   << " B; at most " << peak.live
+                   << " B of buffers live at once: " << peak.kept
+                   << " B of activations kept for the backward pass, "
+                   << peak.gradients << " B of gradients, "
+                   << peak.communication << " B read or written by "
+                   << "communication, "
+                   << peak.live - peak.kept - peak.gradients -
+                          peak.communication
+                   << " B of temporaries\n";
+    if (print)
+      printRankPeak(func, size);
   }
 };
 } // namespace

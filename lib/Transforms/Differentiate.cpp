@@ -14,6 +14,7 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir {
 namespace loom {
@@ -158,9 +159,35 @@ struct DifferentiatePass
       results.push_back(gradientOf(block.getArgument(*activationsArg)));
     for (unsigned i : paramIndices)
       results.push_back(gradientOf(block.getArgument(i)));
-    func::ReturnOp::create(rewriter, ret.getLoc(), results);
+    auto newRet = func::ReturnOp::create(rewriter, ret.getLoc(), results);
     ret.erase();
+    markPhases(block, newRet);
     return success();
+  }
+
+  /// Records in each op's location whether it belongs to the forward pass
+  /// (it computes the output: the ops the output's value is made from) or
+  /// to the backward pass (all others, recomputation included).
+  static void markPhases(Block &block, func::ReturnOp ret) {
+    Region *region = block.getParent();
+    llvm::SmallPtrSet<Operation *, 32> forward;
+    SmallVector<Value> worklist = {ret.getOperand(0)};
+    while (!worklist.empty()) {
+      Operation *def = worklist.pop_back_val().getDefiningOp();
+      if (!def || !forward.insert(def).second)
+        continue;
+      def->walk([&](Operation *nested) {
+        for (Value operand : nested->getOperands())
+          if (operand.getParentRegion() == region)
+            worklist.push_back(operand);
+      });
+    }
+    for (Operation &op : block.without_terminator()) {
+      Phase phase = forward.contains(&op) ? Phase::forward : Phase::backward;
+      op.walk([&](Operation *nested) {
+        nested->setLoc(withPhase(nested->getLoc(), phase));
+      });
+    }
   }
 };
 } // namespace

@@ -125,6 +125,9 @@ struct Entry {
   /// buffer is the model's but the tokens and targets of each call.
   std::vector<void *> buffers;
   int64_t tokensSlot = -1, targetsSlot = -1;
+  /// It returns gradients (forward_grad) into the runtime's own, which do
+  /// not exist yet: allocateGradients binds them.
+  bool unboundGradients = false;
   /// Where the GPU reads the tokens and targets from, under the CUDA
   /// backend: the caller's arrays are host memory.
   StepVector<int32_t> tokens, targets;
@@ -326,6 +329,8 @@ struct loom_model {
   /// The model's buffer for argument `arg`; null for one it does not have.
   void *bufferFor(const Arg &arg);
   bool bindEntries();
+  /// Allocates the gradients an entry returns, and binds them.
+  bool allocateGradients();
   /// Runs an entry point; false, with the error set, when the GPU failed.
   bool call(const char *entryName, const int32_t *tokens,
             const int32_t *targets);
@@ -574,13 +579,17 @@ bool loom_model::parseManifest(const char *text) {
       else
         setMemory(bytes);
     } else if (key == "arena") {
-      // After an entry line: its arena, and how much of it is live at once
-      // and communicated (for reports).
+      // After an entry line: its arena, and how much of it is live at once,
+      // communicated, kept for the backward pass and gradients (for
+      // reports).
       ManifestFields f(line);
-      int64_t bytes = 0, live = 0, communication = 0;
+      int64_t bytes = 0, live = 0, communication = 0, kept = 0, gradients = 0;
       if (!f.integer("bytes", bytes, 0, INT64_MAX / 8) ||
           !f.integer("live", live, 0, bytes) ||
-          !f.integer("communication", communication, 0, live) || !f.allRead())
+          !f.integer("communication", communication, 0, live) ||
+          !f.integer("kept", kept, 0, live - communication) ||
+          !f.integer("gradients", gradients, 0, live - communication - kept) ||
+          !f.allRead())
         return badLine("arena", f);
       if (!current)
         return fail("an 'arena' line before any entry line");
@@ -891,17 +900,11 @@ bool loom_model::layoutParams() {
       stepIt == entries.end() ? 0 : std::max<int64_t>(stepIt->second.arena, 0);
   if (!checkDeviceMemory())
     return false;
-  // Only an entry that returns gradients (forward_grad) needs the runtime's
-  // own; a training step keeps its gradients in its own buffers.
-  bool returnsGradients = false;
-  for (const auto &entry : entries)
-    for (const Arg &arg : entry.second.args)
-      returnsGradients |= arg.kind == LOOM_ARG_OUTPUT &&
-                          arg.name.rfind(LOOM_OUTPUT_GRAD_PREFIX, 0) == 0;
+  // A training step keeps its gradients in its arena; only the entry that
+  // returns them (forward_grad) needs the runtime's own, allocated when it
+  // is first called (allocateGradients).
   try {
     values.assign(localOffset, 0.0f);
-    if (returnsGradients)
-      grads.assign(localOffset, 0.0f);
     state.assign(stateSize, 0.0f);
     scalars.assign(1, Scalars{});
   } catch (const std::bad_alloc &) {
@@ -1036,9 +1039,23 @@ void *loom_model::bufferFor(const Arg &arg) {
   return nullptr;
 }
 
+bool loom_model::allocateGradients() {
+  if (!grads.empty() || info.local_params == 0)
+    return true;
+  try {
+    grads.assign(info.local_params, 0.0f);
+  } catch (const std::bad_alloc &) {
+    return setError("%s: cannot allocate the gradients: %s", path.c_str(),
+                    std::string(loom_last_error()).c_str());
+  }
+  return bindEntries();
+}
+
 bool loom_model::bindEntries() {
+  static const std::string gradPrefix = LOOM_OUTPUT_GRAD_PREFIX;
   for (auto &[entryName, entry] : entries) {
     entry.buffers.clear();
+    entry.unboundGradients = false;
     // A pipeline rank runs its own step; the others' take what it lacks.
     if (info.pp > 1 && entryName != stepEntry)
       continue;
@@ -1053,6 +1070,9 @@ bool loom_model::bindEntries() {
         entry.targetsSlot = slot;
         if (cudaActive())
           entry.targets.assign(arg.size(), 0);
+      } else if (arg.kind == LOOM_ARG_OUTPUT &&
+                 arg.name.rfind(gradPrefix, 0) == 0 && grads.empty()) {
+        entry.unboundGradients = true;
       } else if (!(p = bufferFor(arg)))
         return setError("%s: entry '%s' has an argument '%s %s' this runtime "
                         "cannot provide",
@@ -1067,6 +1087,10 @@ bool loom_model::bindEntries() {
 bool loom_model::call(const char *entryName, const int32_t *tokens,
                       const int32_t *targets) {
   Entry &entry = entries[entryName];
+  if (entry.unboundGradients)
+    return setError("%s: entry '%s' returns gradients, and none are "
+                    "allocated",
+                    path.c_str(), entryName);
   // The GPU reads the batch from memory it addresses; the CPU from the
   // caller's arrays.
   auto bind = [&](int64_t slot, StepVector<int32_t> &staging,
@@ -1096,13 +1120,14 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
 
 bool loom_model::checkDeviceMemory() {
   // The compiled step's own count (the manifest's memory and arena lines):
-  // the runtime's buffers and the step's arena, which holds every buffer
-  // the step allocates. Without an arena, the activations bound the
-  // step's buffers from below.
+  // the runtime's parameters and optimizer state and the step's arena,
+  // which holds every buffer the step allocates, its gradients included.
+  // Without an arena, the gradients and activations bound the step's
+  // buffers from below.
   bool arena = info.arena_bytes > 0;
-  int64_t stepBytes = arena ? info.arena_bytes : info.activation_bytes;
-  int64_t needed =
-      info.param_bytes + info.grad_bytes + info.state_bytes + stepBytes;
+  int64_t stepBytes =
+      arena ? info.arena_bytes : info.grad_bytes + info.activation_bytes;
+  int64_t needed = info.param_bytes + info.state_bytes + stepBytes;
   size_t available = 0, total = 0;
   if (cudaActive()) {
     if (!cudaMemoryInfo(available, total))
@@ -1124,15 +1149,15 @@ bool loom_model::checkDeviceMemory() {
                          " MiB free of " + std::to_string(total >> 20)
                    : "this machine has " + std::to_string(total >> 20) + " MiB";
   return setError(
-      "%s: the step needs %lld MiB of %smemory (parameters %lld, gradients "
-      "%lld, optimizer state %lld, %s %lld MiB, as compiled) and %s: "
+      "%s: the step needs %lld MiB of %smemory (parameters %lld, optimizer "
+      "state %lld, %s %lld MiB, as compiled) and %s: "
       "compile it for a smaller batch or more micro-batches",
       path.c_str(), static_cast<long long>(needed >> 20),
       cudaActive() ? "GPU " : "",
       static_cast<long long>(info.param_bytes >> 20),
-      static_cast<long long>(info.grad_bytes >> 20),
       static_cast<long long>(info.state_bytes >> 20),
-      arena ? "the step's arena" : "activations",
+      arena ? "the step's arena with its gradients"
+            : "gradients and activations",
       static_cast<long long>(stepBytes >> 20), has.c_str());
 }
 
@@ -1382,7 +1407,9 @@ int loom_model_loss_and_grad(loom_model *model, const int32_t *tokens,
                      model->path.c_str(), static_cast<long long>(info.dp),
                      static_cast<long long>(info.tp),
                      static_cast<long long>(info.pp));
-  return model->callMicroBatches("forward_grad", tokens, targets, loss, grads)
+  return model->allocateGradients() &&
+                 model->callMicroBatches("forward_grad", tokens, targets, loss,
+                                         grads)
              ? 0
              : 1;
 }

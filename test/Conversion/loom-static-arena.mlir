@@ -4,13 +4,13 @@
 // Buffers whose lives do not overlap share an offset; one live beside them
 // gets its own. The largest are placed first.
 // CHECK-LABEL: func.func @sequential
-// CHECK-SAME: loom.arena = {bytes = 1088 : i64, communication = 0 : i64, live = 1088 : i64}
+// CHECK-SAME: loom.arena = {bytes = 1088 : i64, communication = 0 : i64, gradients = 0 : i64, kept = 0 : i64, live = 1088 : i64}
 // CHECK: %[[ARENA:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1088xi8>
 // CHECK: memref.view %[[ARENA]][%c0{{.*}}][] : memref<1088xi8> to memref<256xf32>
 // CHECK: memref.view %[[ARENA]][%c1024][] : memref<1088xi8> to memref<16xf32>
 // CHECK: memref.view %[[ARENA]][%c0{{.*}}][] : memref<1088xi8> to memref<128xf32>
 // CHECK-NOT: memref.alloc()
-// PRINT: compiled    sequential: arena 1088 B; at most 1088 B of buffers live at once, 0 B of them read or written by communication
+// PRINT: compiled    sequential: arena 1088 B; at most 1088 B of buffers live at once: 0 B of activations kept for the backward pass, 0 B of gradients, 0 B read or written by communication, 1088 B of temporaries
 func.func @sequential(%out: memref<f32>) {
   %c0 = arith.constant 0 : index
   %one = arith.constant 1.0 : f32
@@ -34,7 +34,7 @@ func.func @sequential(%out: memref<f32>) {
 // its next iteration gets two slots, taken by the iteration's parity; the
 // buffer the loop starts from lives until the loop's result is last used.
 // CHECK-LABEL: func.func @carried
-// CHECK-SAME: loom.arena = {bytes = 1280 : i64, communication = 0 : i64, live = 1280 : i64}
+// CHECK-SAME: loom.arena = {bytes = 1280 : i64, communication = 0 : i64, gradients = 0 : i64, kept = 0 : i64, live = 1280 : i64}
 // CHECK: %[[ARENA:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1280xi8>
 // CHECK: memref.view %[[ARENA]][%c1024][] : memref<1280xi8> to memref<64xf32>
 // CHECK: scf.for %[[I:.*]] = %[[LB:.*]] to %{{.*}} step %[[STEP:.*]] iter_args
@@ -71,7 +71,7 @@ func.func @carried(%out: memref<f32>) {
 // Buffers of a loop whose iterations may run at once, and buffers of
 // dynamic size, stay on the heap.
 // CHECK-LABEL: func.func @heap
-// CHECK-SAME: loom.arena = {bytes = 0 : i64, communication = 0 : i64, live = 0 : i64}
+// CHECK-SAME: loom.arena = {bytes = 0 : i64, communication = 0 : i64, gradients = 0 : i64, kept = 0 : i64, live = 0 : i64}
 // CHECK: scf.forall
 // CHECK: memref.alloc() : memref<8xf32>
 // CHECK: memref.alloc(%{{.*}}) : memref<?xf32>
@@ -98,8 +98,8 @@ func.func @heap(%n: index, %out: memref<4xf32>) {
 // Buffers a function declared loom.communication reads or writes are
 // counted apart.
 // CHECK-LABEL: func.func @communicated
-// CHECK-SAME: loom.arena = {bytes = 512 : i64, communication = 256 : i64, live = 512 : i64}
-// PRINT: compiled    communicated: arena 512 B; at most 512 B of buffers live at once, 256 B of them read or written by communication
+// CHECK-SAME: loom.arena = {bytes = 512 : i64, communication = 256 : i64, gradients = 0 : i64, kept = 0 : i64, live = 512 : i64}
+// PRINT: compiled    communicated: arena 512 B; at most 512 B of buffers live at once: 0 B of activations kept for the backward pass, 0 B of gradients, 256 B read or written by communication, 256 B of temporaries
 llvm.func @send(!llvm.ptr) attributes {loom.communication}
 func.func @communicated(%out: memref<f32>) {
   %c0 = arith.constant 0 : index
@@ -116,3 +116,37 @@ func.func @communicated(%out: memref<f32>) {
   memref.store %x, %out[] : memref<f32>
   return
 }
+
+// -----
+
+// A buffer the forward pass makes and the backward pass reads is an
+// activation kept for the backward pass (the phases loom-differentiate
+// records in locations); one the forward pass makes and reads alone is a
+// temporary (dead here when the gradient is made); one the
+// backward pass makes and an op outside both passes reads is a gradient.
+// The rank's peak adds the module's parameters and optimizer state to the
+// training step's arena.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: loom.arena = {bytes = 512 : i64, communication = 0 : i64, gradients = 256 : i64, kept = 256 : i64, live = 512 : i64}
+// PRINT: compiled    train_step: arena 512 B; at most 512 B of buffers live at once: 256 B of activations kept for the backward pass, 256 B of gradients, 0 B read or written by communication, 0 B of temporaries
+// PRINT: compiled    train_step: the rank's peak 1536 B = parameters 512 B + optimizer state 512 B + arena 512 B, its gradients in the arena (0.00 MiB)
+module attributes {loom.memory = {activations = 256 : i64, gradients = 512 : i64, optimizer = 512 : i64, parameters = 512 : i64}} {
+func.func @train_step(%out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1.0 : f32
+  %kept = memref.alloc() : memref<64xf32> loc(#forward)
+  %temp = memref.alloc() : memref<32xf32> loc(#forward)
+  memref.store %one, %kept[%c0] : memref<64xf32> loc(#forward)
+  memref.store %one, %temp[%c0] : memref<32xf32> loc(#forward)
+  %y = memref.load %temp[%c0] : memref<32xf32> loc(#forward)
+  %grad = memref.alloc() : memref<64xf32> loc(#backward)
+  memref.store %y, %grad[%c0] : memref<64xf32> loc(#backward)
+  %x = memref.load %kept[%c0] : memref<64xf32> loc(#backward)
+  memref.store %x, %grad[%c0] : memref<64xf32> loc(#backward)
+  %g = memref.load %grad[%c0] : memref<64xf32>
+  memref.store %g, %out[] : memref<f32>
+  return
+}
+}
+#forward = loc(fused<"loom.forward">["f"])
+#backward = loc(fused<"loom.backward">["b"])

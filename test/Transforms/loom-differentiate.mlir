@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --loom-differentiate --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-differentiate --split-input-file --verify-diagnostics --mlir-print-debuginfo | FileCheck %s --check-prefix=PHASE
 
 // Each op contributes its VJP; the residual's two uses sum their cotangents,
 // and the token ids get none.
@@ -26,6 +27,18 @@ module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, h
 // CHECK: %[[DX:.*]] = loom.add %[[DR]], %[[DG]]
 // CHECK: %[[DWTE:.*]], %[[DWPE:.*]] = loom.embedding_grad %[[DX]], %{{.*}}
 // CHECK: return %[[LOSS]], %[[DWTE]], %[[DWPE]], %[[DW]]
+
+// Each op of the gradient function records its pass in its location: the
+// ops the loss is made from are the forward pass, the rest the backward.
+// PHASE-LABEL: func.func @forward_grad(
+// PHASE: loom.embedding {{.*}} loc(#[[EMB:loc[0-9]+]])
+// PHASE: loom.cross_entropy {{.*}} loc(#[[LOSS:loc[0-9]+]])
+// PHASE: loom.seed {{.*}} loc(#[[SEED:loc[0-9]+]])
+// PHASE: loom.embedding_grad {{.*}} loc(#[[EMBGRAD:loc[0-9]+]])
+// PHASE-DAG: #[[EMB]] = loc(fused<"loom.forward">[
+// PHASE-DAG: #[[LOSS]] = loc(fused<"loom.forward">[
+// PHASE-DAG: #[[SEED]] = loc(fused<"loom.backward">[
+// PHASE-DAG: #[[EMBGRAD]] = loc(fused<"loom.backward">[
 
 // -----
 
@@ -76,6 +89,14 @@ module {
 // CHECK-NEXT: %[[DXL:.*]], %[[DWL:.*]] = loom.linear_grad %[[DZ]], %[[XL2]], %[[WL2]]
 // CHECK-NEXT: loom.yield %[[DXL]], %[[DWL]]
 // CHECK: return %{{.*}}, %[[BWD]]#0, %[[BWD]]#1, %[[DHEAD]]
+
+// The forward loop's body is the forward pass; the backward loop's body,
+// nested in a backward op, the backward pass.
+// PHASE-LABEL: func.func @forward_grad(
+// PHASE: loom.gelu {{.*}} loc(#[[GELU:loc[0-9]+]])
+// PHASE: loom.gelu_grad {{.*}} loc(#[[GELUGRAD:loc[0-9]+]])
+// PHASE-DAG: #[[GELU]] = loc(fused<"loom.forward">[
+// PHASE-DAG: #[[GELUGRAD]] = loc(fused<"loom.backward">[
 
 // -----
 

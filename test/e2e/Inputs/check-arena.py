@@ -7,12 +7,17 @@ output with --verbose-ranks under RANKS ranks (plain output for one). For
 each rank, the arena loomc printed for the rank's training step
 (train_step, or train_step_stage<r> of a pipeline), the arena loom-run read
 from the artifact, and the most bytes the step allocated at once as
-loom-run measured them must be one number. Prints one line per rank; exits
-1 on a mismatch or a missing figure.
+loom-run measured them must be one number; and the rank's peak loomc
+printed (parameters, optimizer state and arena) must be the most bytes of
+tensors loom-run held at once, less the runtime's five scalars (learning
+rate, step, loss scale, loss and gradient norm, 4 bytes each). Prints one
+line per rank; exits 1 on a mismatch or a missing figure.
 """
 
 import re
 import sys
+
+RUNTIME_SCALARS = 5 * 4
 
 
 def main():
@@ -28,6 +33,16 @@ def main():
         for r, size in re.findall(
             prefix + r"loom-run: the step's buffers: an arena of (\d+) B", run
         )
+    }
+    peaks = {
+        entry: int(size)
+        for entry, size in re.findall(
+            r"compiled\s+(\S+): the rank's peak (\d+) B", memory
+        )
+    }
+    tensors = {
+        int(r or 0): int(size)
+        for r, size in re.findall(prefix + r"loom-run: .*\(tensors (\d+) B", run)
     }
     measured = {
         int(r or 0): int(size)
@@ -46,8 +61,19 @@ def main():
                 f"artifact {figures[1]}, measured {figures[2]}: differ"
             )
             failed = True
-        else:
-            print(f"rank {rank}: {entry}: arena {figures[0]} B, measured equal")
+            continue
+        peak, held = peaks.get(entry), tensors.get(rank)
+        if peak is None or held is None or held - RUNTIME_SCALARS != peak:
+            print(
+                f"rank {rank}: {entry}: compiled peak {peak}, measured "
+                f"tensors {held} less {RUNTIME_SCALARS} B of scalars: differ"
+            )
+            failed = True
+            continue
+        print(
+            f"rank {rank}: {entry}: arena {figures[0]} B, peak {peak} B, "
+            "measured equal"
+        )
     sys.exit(1 if failed else 0)
 
 
