@@ -16,6 +16,8 @@
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
+#include "loom/Plan/Planner.h"
+#include "loom/abi.h"
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
@@ -90,6 +92,80 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena) {
   pm.addPass(createLoomStaticArena(arena));
 }
 
+/// The passes from a resolved plan to `stage`, the static arena at most:
+/// the step, its parallel form, linalg, buffers; `print` prints the
+/// compiled memory on the way. Returns whether the pipeline ends there.
+static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print) {
+  pm.addPass(createLoomMicroBatches());
+  pm.addPass(createLoomTensorParallel());
+  pm.addPass(createLoomShardParameters());
+  pm.addPass(createLoomRecompute());
+  pm.addPass(createLoomPipelineStages());
+  pm.addPass(createLoomDifferentiate());
+  pm.addPass(createLoomBuildTrainStep());
+  // Folds the tied head's gradient into the embedding's scatter, among
+  // others (the canonicalization patterns of loom ops).
+  pm.addPass(createCanonicalizerPass());
+  if (stage == EmitStage::Step)
+    return true;
+
+  pm.addPass(createLoomDataParallel());
+  // After the collectives of the gradients, which stay f32 with the
+  // optimizer; before the memory report, which counts the narrow storage.
+  pm.addPass(createLoomLowerPrecision());
+  LoomMemoryReportOptions memory;
+  memory.print = print;
+  pm.addPass(createLoomMemoryReport(memory));
+  if (stage == EmitStage::Parallel)
+    return true;
+
+  // Inlining @forward_grad into @train_step lets bufferization see the
+  // whole step and update parameters in place.
+  pm.addPass(createInlinerPass());
+  pm.addPass(createLoomLowerToLinalg());
+  pm.addPass(createCanonicalizerPass());
+  if (stage == EmitStage::Linalg)
+    return true;
+  buildBufferizePipeline(pm, print);
+  return stage == EmitStage::Memory;
+}
+
+FailureOr<SmallVector<CompiledRankMemory>>
+mlir::loom::compileMemory(ModuleOp module, const PlanEstimate &estimate) {
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+  recordPlan(*copy, estimate);
+  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  pm.addPass(createLoomPlan());
+  addStepPasses(pm, EmitStage::Memory, /*print=*/false);
+  if (failed(pm.run(*copy)))
+    return failure();
+  auto bytes = [](Operation *op, StringRef attr, StringRef key) -> int64_t {
+    auto dict = op ? op->getAttrOfType<DictionaryAttr>(attr) : nullptr;
+    auto value = dict ? dict.getAs<IntegerAttr>(key) : nullptr;
+    return value ? value.getInt() : -1;
+  };
+  SmallVector<CompiledRankMemory> ranks;
+  int64_t pp = estimate.plan.pp;
+  for (int64_t r = 0; r < pp; ++r) {
+    std::string name = pp > 1 ? (LOOM_STAGE_STEP_PREFIX + Twine(r)).str()
+                              : LoomDialect::getTrainStepFunctionName().str();
+    Operation *step = copy->lookupSymbol(name);
+    // A pipeline rank's memory is its step's; the others' the module's.
+    Operation *held = pp > 1 ? step : copy->getOperation();
+    CompiledRankMemory rank;
+    rank.parameters =
+        bytes(held, LoomDialect::getMemoryAttrName(), "parameters");
+    rank.optimizer = bytes(held, LoomDialect::getMemoryAttrName(), "optimizer");
+    rank.arena = bytes(step, LoomDialect::getArenaAttrName(), "bytes");
+    if (rank.parameters < 0 || rank.optimizer < 0 || rank.arena < 0)
+      return module.emitError()
+             << "the compiled step @" << name
+             << " has no memory figures (loom.memory, loom.arena)";
+    ranks.push_back(rank);
+  }
+  return ranks;
+}
+
 void mlir::loom::buildLoomPipeline(OpPassManager &pm,
                                    const LoomPipelineOptions &options) {
   EmitStage stage = options.emit;
@@ -112,45 +188,13 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     plan.report = "schedule";
   plan.materializedAttention = options.materializedAttention;
   plan.framework = options.costFramework;
-  pm.addPass(createLoomPlan(plan));
+  pm.addPass(createLoomPlan(plan, compileMemory));
   if (options.summary)
     pm.addPass(createLoomPrintSummary());
   if (stage == EmitStage::Plan || stage == EmitStage::Cost ||
       stage == EmitStage::Schedule)
     return;
-
-  pm.addPass(createLoomMicroBatches());
-  pm.addPass(createLoomTensorParallel());
-  pm.addPass(createLoomShardParameters());
-  pm.addPass(createLoomRecompute());
-  pm.addPass(createLoomPipelineStages());
-  pm.addPass(createLoomDifferentiate());
-  pm.addPass(createLoomBuildTrainStep());
-  // Folds the tied head's gradient into the embedding's scatter, among
-  // others (the canonicalization patterns of loom ops).
-  pm.addPass(createCanonicalizerPass());
-  if (stage == EmitStage::Step)
-    return;
-
-  pm.addPass(createLoomDataParallel());
-  // After the collectives of the gradients, which stay f32 with the
-  // optimizer; before the memory report, which counts the narrow storage.
-  pm.addPass(createLoomLowerPrecision());
-  LoomMemoryReportOptions memory;
-  memory.print = stage == EmitStage::Memory;
-  pm.addPass(createLoomMemoryReport(memory));
-  if (stage == EmitStage::Parallel)
-    return;
-
-  // Inlining @forward_grad into @train_step lets bufferization see the
-  // whole step and update parameters in place.
-  pm.addPass(createInlinerPass());
-  pm.addPass(createLoomLowerToLinalg());
-  pm.addPass(createCanonicalizerPass());
-  if (stage == EmitStage::Linalg)
-    return;
-  buildBufferizePipeline(pm, stage == EmitStage::Memory);
-  if (stage == EmitStage::Memory)
+  if (addStepPasses(pm, stage, stage == EmitStage::Memory))
     return;
 
   // The shard grid, which the collectives' runtime calls no longer name.

@@ -174,6 +174,33 @@ static void printTableRow(llvm::raw_ostream &os, int64_t index,
       llvm::formatv("{0:F2}", est.memory() / kBytesPerGiB).str());
 }
 
+/// The memory lines of a plan the compiler counted: the stage whose ranks
+/// need most against the GPU, then each stage's figures (one without a
+/// pipeline: every rank runs the same step) next to the model's.
+static void printCompiledMemory(llvm::raw_ostream &os,
+                                const PlanEstimate &est) {
+  double modelTensors = est.weights + est.gradients + est.optimizerState +
+                        est.activations + est.temporary;
+  os << llvm::formatv(
+      "  memory per GPU (stage {0}): {1:F2} GiB of {2:F2} usable ({3:F2} "
+      "less a margin of {4:F1}%) = tensors {5:F2}, as compiled, + allocator "
+      "reserve {6:F2} + runtime {7:F2}\n",
+      est.compiledRank, est.memory() / kBytesPerGiB, est.usable / kBytesPerGiB,
+      est.capacity / kBytesPerGiB, 100 * (1 - est.usable / est.capacity),
+      est.tensorMemory() / kBytesPerGiB, est.reserve / kBytesPerGiB,
+      est.runtime / kBytesPerGiB);
+  for (auto [r, rank] : llvm::enumerate(est.compiledRanks))
+    os << llvm::formatv("  compiled stage {0}: tensors {1} B = parameters {2} "
+                        "B + optimizer state {3} B + the step's arena {4} B\n",
+                        r, rank.peak(), rank.parameters, rank.optimizer,
+                        rank.arena);
+  double error = 100 * (modelTensors / est.tensorMemory() - 1);
+  os << llvm::formatv("  the cost model's tensors for stage {0}: {1:F0} B, "
+                      "{2:F1}% {3} than compiled\n",
+                      est.worstStage, modelTensors, std::abs(error),
+                      error < 0 ? "less" : "more");
+}
+
 static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
                           const PlanEstimate &est) {
   os << "plan: " << formatPlan(est.plan, est.precision) << "\n";
@@ -195,6 +222,10 @@ static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
                       "(peak {3:F0} TFLOP/s per GPU)\n",
                       est.tokensPerSecond, est.mfu, est.hfu,
                       model.getCluster().gpu->matrixPeak(est.precision) / 1e12);
+  if (!est.compiledRanks.empty()) {
+    printCompiledMemory(os, est);
+    return;
+  }
   os << llvm::formatv(
       "  memory per GPU (stage {0}): {1:F2} GiB of {2:F2} usable ({3:F2} "
       "less a margin of {4:F1}%) = weights {5:F2} + gradients {6:F2} + "

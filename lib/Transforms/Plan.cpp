@@ -32,8 +32,59 @@ void markDoesNotFit(ModuleOp module) {
                   UnitAttr::get(module.getContext()));
 }
 
+/// Plans a search hands to the compiler, fastest first, before it takes
+/// the model's word that none of them fits.
+constexpr size_t kCompiledCandidates = 8;
+
 struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
   using LoomPlanBase::LoomPlanBase;
+  PlanPass(const LoomPlanOptions &options, CompileMemoryFn compileMemory)
+      : LoomPlanBase(options), compileMemory(std::move(compileMemory)) {}
+
+  /// Sets `estimate`'s compiled figures, the rank that needs most first.
+  LogicalResult compile(ModuleOp module, PlanEstimate &estimate) {
+    FailureOr<SmallVector<CompiledRankMemory>> ranks =
+        compileMemory(module, estimate);
+    if (failed(ranks) || ranks->empty())
+      return module.emitError()
+             << "plan " << formatPlan(estimate.plan, estimate.precision)
+             << ": the compiler gave no memory figures for it";
+    estimate.compiledRanks = std::move(*ranks);
+    auto worst = llvm::max_element(
+        estimate.compiledRanks,
+        [](const CompiledRankMemory &a, const CompiledRankMemory &b) {
+          return a.peak() < b.peak();
+        });
+    estimate.compiledRank = worst - estimate.compiledRanks.begin();
+    return success();
+  }
+
+  /// Compiles the fastest plans of `search` until one fits by the
+  /// compiler's figures; those that do not join the plans out of memory.
+  LogicalResult compileFastest(ModuleOp module, PlanSearch &search) {
+    std::vector<PlanEstimate> kept, over;
+    size_t compiled = 0;
+    bool found = false;
+    for (PlanEstimate &estimate : search.ranked) {
+      if (found || compiled == kCompiledCandidates) {
+        kept.push_back(std::move(estimate));
+        continue;
+      }
+      ++compiled;
+      if (failed(compile(module, estimate)))
+        return failure();
+      found = estimate.fits();
+      (found ? kept : over).push_back(std::move(estimate));
+    }
+    search.fit -= over.size();
+    search.doNotFit += over.size();
+    search.ranked = std::move(kept);
+    search.outOfMemory.insert(search.outOfMemory.begin(), over.begin(),
+                              over.end());
+    return success();
+  }
+
+  CompileMemoryFn compileMemory;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -117,8 +168,14 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
         return module.emitError()
                << "plan " << formatPlan(chosen.plan, chosen.precision)
                << " cannot run: " << chosen.illegal;
+      if (compileMemory && options.framework == Framework::loom &&
+          report != "memory" && failed(compile(module, chosen)))
+        return failure();
     } else {
       search = searchPlans(*model);
+      if (compileMemory && options.framework == Framework::loom &&
+          report != "memory" && failed(compileFastest(module, search)))
+        return failure();
       if (search.ranked.empty()) {
         if (search.outOfMemory.empty())
           return module.emitError()
@@ -166,3 +223,9 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
   }
 };
 } // namespace
+
+std::unique_ptr<Pass>
+mlir::loom::createLoomPlan(const LoomPlanOptions &options,
+                           CompileMemoryFn compileMemory) {
+  return std::make_unique<PlanPass>(options, std::move(compileMemory));
+}

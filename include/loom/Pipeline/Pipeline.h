@@ -111,6 +111,13 @@ void buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
 /// Registers `loom-pipeline` for loom-opt.
 void registerLoomPipeline();
 
+/// Compiles a copy of `module` under `estimate`'s plan and precision
+/// through the static arena and returns each rank's memory as compiled:
+/// the figures loom-plan takes from the compiler for Loom's own step
+/// (CompileMemoryFn).
+FailureOr<SmallVector<CompiledRankMemory>>
+compileMemory(ModuleOp module, const PlanEstimate &estimate);
+
 } // namespace loom
 } // namespace mlir
 

@@ -218,6 +218,15 @@ struct RankMemory {
   double total() const { return live() + reserve + runtime; }
 };
 
+/// One rank's memory as the compiler counts it for a compiled plan
+/// (docs/memory.md): the parameters and optimizer state the runtime holds
+/// between steps and the arena of the rank's training step, which holds
+/// every buffer of the step, its gradients and activations included.
+struct CompiledRankMemory {
+  int64_t parameters = 0, optimizer = 0, arena = 0;
+  int64_t peak() const { return parameters + optimizer + arena; }
+};
+
 /// Step time and memory of a plan.
 struct PlanEstimate {
   PlanConfig plan;
@@ -250,10 +259,20 @@ struct PlanEstimate {
   /// fused attention's softmax statistics.
   double keptPerLayer = 0, keptStatisticsPerLayer = 0, keptOutsideLayers = 0;
   int64_t stageLayers = 0;
-  double memory() const {
-    return weights + gradients + optimizerState + activations + temporary +
-           reserve + runtime;
+  /// The compiler's figures for a rank of each pipeline stage (one without
+  /// a pipeline), where the plan was compiled (loom-plan's
+  /// CompileMemoryFn): the tensors of the rank that needs most are then
+  /// the compiled peak, not the model's.
+  llvm::SmallVector<CompiledRankMemory> compiledRanks;
+  int64_t compiledRank = 0;
+  /// The bytes of tensors the rank that needs most holds at once: the
+  /// compiled peak where the plan was compiled, else the model's terms.
+  double tensorMemory() const {
+    if (!compiledRanks.empty())
+      return static_cast<double>(compiledRanks[compiledRank].peak());
+    return weights + gradients + optimizerState + activations + temporary;
   }
+  double memory() const { return tensorMemory() + reserve + runtime; }
   double capacity = 0; ///< The GPU's memory.
   double usable = 0;   ///< What a plan may use: capacity less the margin.
   bool fits() const { return illegal.empty() && memory() <= usable; }

@@ -34,6 +34,19 @@ namespace loom {
 /// (lib/Transforms/CollectiveGradients.cpp).
 void registerCollectiveDifferentiationModels(DialectRegistry &registry);
 
+/// Compiles a copy of `module` under `estimate`'s plan and precision as far
+/// as its memory plan, and returns each rank's figures.
+using CompileMemoryFn =
+    std::function<FailureOr<SmallVector<CompiledRankMemory>>(
+        ModuleOp module, const PlanEstimate &estimate)>;
+
+/// loom-plan whose cost model, pricing Loom's own step
+/// (`framework=loom`), takes each rank's memory from the compiler for the
+/// plans it reports: the given plan, or the fastest of a search until one
+/// fits.
+std::unique_ptr<Pass> createLoomPlan(const LoomPlanOptions &options,
+                                     CompileMemoryFn compileMemory);
+
 } // namespace loom
 } // namespace mlir
 

@@ -1,6 +1,6 @@
 """Checks a compiled step's arena against what loom-run measured.
 
-usage: check-arena.py MEMORY RUNLOG RANKS
+usage: check-arena.py MEMORY RUNLOG RANKS [PLAN]
 
 MEMORY is `loomc --emit=memory`'s output for the plan, RUNLOG loom-run's
 output with --verbose-ranks under RANKS ranks (plain output for one). For
@@ -10,8 +10,11 @@ from the artifact, and the most bytes the step allocated at once as
 loom-run measured them must be one number; and the rank's peak loomc
 printed (parameters, optimizer state and arena) must be the most bytes of
 tensors loom-run held at once, less the runtime's five scalars (learning
-rate, step, loss scale, loss and gradient norm, 4 bytes each). Prints one
-line per rank; exits 1 on a mismatch or a missing figure.
+rate, step, loss scale, loss and gradient norm, 4 bytes each). With PLAN,
+`loomc --emit=plan --cost-framework=loom`'s report of the same plan, the
+tensors the planner counts for each rank's stage must be within 2% of what
+loom-run held. Prints one line per rank; exits 1 on a mismatch or a
+missing figure.
 """
 
 import re
@@ -23,6 +26,14 @@ RUNTIME_SCALARS = 5 * 4
 def main():
     memory, run = open(sys.argv[1]).read(), open(sys.argv[2]).read()
     ranks = int(sys.argv[3])
+    planned = None
+    if len(sys.argv) > 4:
+        planned = {
+            int(r): int(size)
+            for r, size in re.findall(
+                r"compiled stage (\d+): tensors (\d+) B", open(sys.argv[4]).read()
+            )
+        }
     compiled = {
         entry: int(size)
         for entry, size in re.findall(r"compiled\s+(\S+): arena (\d+) B", memory)
@@ -69,6 +80,23 @@ def main():
                 f"tensors {held} less {RUNTIME_SCALARS} B of scalars: differ"
             )
             failed = True
+            continue
+        if planned is not None:
+            # A pipeline's ranks are its stages; without one every rank
+            # runs stage 0's step.
+            plan = planned.get(rank if pipeline else 0)
+            if plan is None or abs(plan - held) > 0.02 * held:
+                print(
+                    f"rank {rank}: {entry}: planner {plan}, measured tensors "
+                    f"{held}: more than 2% apart"
+                )
+                failed = True
+                continue
+            print(
+                f"rank {rank}: {entry}: arena {figures[0]} B, peak {peak} B, "
+                f"measured equal; planner {plan} B, "
+                f"{100 * abs(plan - held) / held:.4f}% off"
+            )
             continue
         print(
             f"rank {rank}: {entry}: arena {figures[0]} B, peak {peak} B, "
