@@ -131,14 +131,25 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print) {
 }
 
 FailureOr<SmallVector<CompiledRankMemory>>
-mlir::loom::compileMemory(ModuleOp module, const PlanEstimate &estimate) {
+mlir::loom::compileMemory(ModuleOp module, const PlanEstimate &estimate,
+                          std::string &why) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   recordPlan(*copy, estimate);
   PassManager pm(module.getContext(), ModuleOp::getOperationName());
   pm.addPass(createLoomPlan());
   addStepPasses(pm, EmitStage::Memory, /*print=*/false);
-  if (failed(pm.run(*copy)))
+  // What the compiler says about the copy is the planner's to report, not
+  // the user's module's: the first error is why, remarks are dropped.
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error && why.empty())
+      why = diag.str();
+    return success();
+  });
+  if (failed(pm.run(*copy))) {
+    if (why.empty())
+      why = "the compiler failed";
     return failure();
+  }
   auto bytes = [](Operation *op, StringRef attr, StringRef key) -> int64_t {
     auto dict = op ? op->getAttrOfType<DictionaryAttr>(attr) : nullptr;
     auto value = dict ? dict.getAs<IntegerAttr>(key) : nullptr;
@@ -157,10 +168,11 @@ mlir::loom::compileMemory(ModuleOp module, const PlanEstimate &estimate) {
         bytes(held, LoomDialect::getMemoryAttrName(), "parameters");
     rank.optimizer = bytes(held, LoomDialect::getMemoryAttrName(), "optimizer");
     rank.arena = bytes(step, LoomDialect::getArenaAttrName(), "bytes");
-    if (rank.parameters < 0 || rank.optimizer < 0 || rank.arena < 0)
-      return module.emitError()
-             << "the compiled step @" << name
-             << " has no memory figures (loom.memory, loom.arena)";
+    if (rank.parameters < 0 || rank.optimizer < 0 || rank.arena < 0) {
+      why = "the compiled step @" + name +
+            " has no memory figures (loom.memory, loom.arena)";
+      return failure();
+    }
     ranks.push_back(rank);
   }
   return ranks;

@@ -226,6 +226,9 @@ static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
     printCompiledMemory(os, est);
     return;
   }
+  if (!est.notCompiled.empty())
+    os << "  memory not compiled (" << est.notCompiled
+       << "): the cost model's\n";
   os << llvm::formatv(
       "  memory per GPU (stage {0}): {1:F2} GiB of {2:F2} usable ({3:F2} "
       "less a margin of {4:F1}%) = weights {5:F2} + gradients {6:F2} + "

@@ -41,14 +41,16 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
   PlanPass(const LoomPlanOptions &options, CompileMemoryFn compileMemory)
       : LoomPlanBase(options), compileMemory(std::move(compileMemory)) {}
 
-  /// Sets `estimate`'s compiled figures, the rank that needs most first.
-  LogicalResult compile(ModuleOp module, PlanEstimate &estimate) {
+  /// Sets `estimate`'s compiled figures, or why the compiler has none for
+  /// it (the model's stand then).
+  void compile(ModuleOp module, PlanEstimate &estimate) {
+    std::string why;
     FailureOr<SmallVector<CompiledRankMemory>> ranks =
-        compileMemory(module, estimate);
-    if (failed(ranks) || ranks->empty())
-      return module.emitError()
-             << "plan " << formatPlan(estimate.plan, estimate.precision)
-             << ": the compiler gave no memory figures for it";
+        compileMemory(module, estimate, why);
+    if (failed(ranks) || ranks->empty()) {
+      estimate.notCompiled = why.empty() ? "no figures" : why;
+      return;
+    }
     estimate.compiledRanks = std::move(*ranks);
     auto worst = llvm::max_element(
         estimate.compiledRanks,
@@ -56,12 +58,11 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
           return a.peak() < b.peak();
         });
     estimate.compiledRank = worst - estimate.compiledRanks.begin();
-    return success();
   }
 
   /// Compiles the fastest plans of `search` until one fits by the
   /// compiler's figures; those that do not join the plans out of memory.
-  LogicalResult compileFastest(ModuleOp module, PlanSearch &search) {
+  void compileFastest(ModuleOp module, PlanSearch &search) {
     std::vector<PlanEstimate> kept, over;
     size_t compiled = 0;
     bool found = false;
@@ -71,8 +72,7 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
         continue;
       }
       ++compiled;
-      if (failed(compile(module, estimate)))
-        return failure();
+      compile(module, estimate);
       found = estimate.fits();
       (found ? kept : over).push_back(std::move(estimate));
     }
@@ -81,7 +81,6 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
     search.ranked = std::move(kept);
     search.outOfMemory.insert(search.outOfMemory.begin(), over.begin(),
                               over.end());
-    return success();
   }
 
   CompileMemoryFn compileMemory;
@@ -169,13 +168,13 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
                << "plan " << formatPlan(chosen.plan, chosen.precision)
                << " cannot run: " << chosen.illegal;
       if (compileMemory && options.framework == Framework::loom &&
-          report != "memory" && failed(compile(module, chosen)))
-        return failure();
+          report != "memory")
+        compile(module, chosen);
     } else {
       search = searchPlans(*model);
       if (compileMemory && options.framework == Framework::loom &&
-          report != "memory" && failed(compileFastest(module, search)))
-        return failure();
+          report != "memory")
+        compileFastest(module, search);
       if (search.ranked.empty()) {
         if (search.outOfMemory.empty())
           return module.emitError()

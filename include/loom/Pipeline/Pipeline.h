@@ -116,7 +116,7 @@ void registerLoomPipeline();
 /// the figures loom-plan takes from the compiler for Loom's own step
 /// (CompileMemoryFn).
 FailureOr<SmallVector<CompiledRankMemory>>
-compileMemory(ModuleOp module, const PlanEstimate &estimate);
+compileMemory(ModuleOp module, const PlanEstimate &estimate, std::string &why);
 
 } // namespace loom
 } // namespace mlir

@@ -265,6 +265,8 @@ struct PlanEstimate {
   /// the compiled peak, not the model's.
   llvm::SmallVector<CompiledRankMemory> compiledRanks;
   int64_t compiledRank = 0;
+  /// Why the compiler has no figures for a plan it was asked to compile.
+  std::string notCompiled;
   /// The bytes of tensors the rank that needs most holds at once: the
   /// compiled peak where the plan was compiled, else the model's terms.
   double tensorMemory() const {

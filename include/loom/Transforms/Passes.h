@@ -35,10 +35,12 @@ namespace loom {
 void registerCollectiveDifferentiationModels(DialectRegistry &registry);
 
 /// Compiles a copy of `module` under `estimate`'s plan and precision as far
-/// as its memory plan, and returns each rank's figures.
+/// as its memory plan, and returns the figures of a rank of each pipeline
+/// stage; fails, saying why in `why`, for a plan the compiler cannot
+/// compile.
 using CompileMemoryFn =
     std::function<FailureOr<SmallVector<CompiledRankMemory>>(
-        ModuleOp module, const PlanEstimate &estimate)>;
+        ModuleOp module, const PlanEstimate &estimate, std::string &why)>;
 
 /// loom-plan whose cost model, pricing Loom's own step
 /// (`framework=loom`), takes each rank's memory from the compiler for the
