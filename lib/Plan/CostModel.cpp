@@ -53,6 +53,8 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     f.reduceBucketElements = 5e8;
     f.prefetchElements = 5e7;
     f.overlapContention = 0.8;
+    // Fitted on seed 001's micro-batch sweep (docs/cost-model.md).
+    f.kernelDispatch = kEagerKernelDispatch;
     break;
   case Framework::loom:
     // One stream: nothing overlaps the compute.
@@ -266,7 +268,8 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
     double launch = cluster.efficiency.kernelLaunch;
     double elementBytes = getElementBytes(key.precision);
     for (auto [group, cost] : llvm::zip(groups, costs)) {
-      for (const TimedRow &timed : priceGroupRows(group, key)) {
+      SmallVector<TimedRow> rows = priceGroupRows(group, key);
+      for (const TimedRow &timed : rows) {
         const CostRow &row = timed.row;
         cost.flopsFwd += row.flopsFwd;
         cost.flopsBwd += row.flopsBwd;
@@ -299,6 +302,11 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
           elements /= key.tp;
         cost.inputBytes = elements * elementBytes;
       }
+      // A row is one kernel a pass: small ones wait for the host to issue
+      // them.
+      double issue = rows.size() * framework.kernelDispatch;
+      cost.tFwd = std::max(cost.tFwd, issue);
+      cost.tBwd = std::max(cost.tBwd, issue);
     }
     // Every layer runs the one body: [embedding, layer x L, head].
     costs.insert(costs.begin() + 2, numLayers - 1, costs[1]);

@@ -49,6 +49,10 @@ struct EfficiencyAssumptions {
   double kernelLaunch = 4e-6;
 };
 
+/// Host time an eager PyTorch program takes to issue one kernel of one pass
+/// (FrameworkAssumptions::kernelDispatch), fitted on seed 001.
+constexpr double kEagerKernelDispatch = 46e-6;
+
 /// Which training program runs the plan: what it keeps besides the tensors
 /// of the step and what it adds to the step's time.
 enum class Framework {
@@ -87,6 +91,10 @@ struct FrameworkAssumptions {
   /// Fixed cost of a step: the optimizer's launches, the gradient norm and
   /// overflow checks, synchronisation with the host.
   double stepOverhead = 0;
+  /// Host time to issue one kernel of one pass (an eager framework's Python,
+  /// dispatcher and autograd): a group's pass takes at least its kernels'
+  /// issue time, as the device can run no further ahead of the host.
+  double kernelDispatch = 0;
   /// Share of an overlapped data-parallel collective's time that still
   /// delays the compute it overlaps (streams contend for SMs and HBM).
   double overlapContention = 0;
