@@ -17,6 +17,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Dominance.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/MapVector.h"
 
 #include "loom/abi.h"
 
@@ -116,16 +118,6 @@ struct LowerPrecisionPass
         module->getAttrOfType<TrainingAttr>(LoomDialect::getTrainingAttrName());
     if (!training || training.getPrecision() == Precision::fp32)
       return;
-    FailureOr<PlanConfig> plan = getResolvedPlan(module);
-    if (failed(plan))
-      return signalPassFailure();
-    if (plan->pp > 1) {
-      module.emitError() << "precision "
-                         << stringifyPrecision(training.getPrecision())
-                         << " is not compiled for pipeline plans yet (pp = "
-                         << plan->pp << "); use fp32";
-      return signalPassFailure();
-    }
     MLIRContext *ctx = &getContext();
     bool scaled = training.getPrecision() == Precision::fp16;
     Type low = scaled ? Type(Float16Type::get(ctx)) : BFloat16Type::get(ctx);
@@ -151,17 +143,166 @@ struct LowerPrecisionPass
                .wasInterrupted())
         continue;
       Value scale;
-      if (scaled && !func.getOps<SeedOp>().empty()) {
+      if (scaled &&
+          (!func.getOps<SeedOp>().empty() || returnsGradients(func))) {
         scale = addScaleArgument(func);
         takesScale.insert(func.getSymName());
       }
       narrowFunction(func, low, scale);
     }
+    keepHandOffsNarrow(module, models, low);
     if (!scaled)
       return;
     for (func::FuncOp step : steps)
       if (failed(scaleStep(step, takesScale)))
         return signalPassFailure();
+  }
+
+  /// Whether `func` returns parameter gradients: a pipeline stage's backward
+  /// half, whose loss scale came in with the gradient of its output.
+  static bool returnsGradients(func::FuncOp func) {
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+      if (func.getResultAttr(i, LoomDialect::getGradAttrName()))
+        return true;
+    return false;
+  }
+
+  /// Whether result `i` of `func` is the gradient of the activations its
+  /// pipeline stage received, which goes on, scaled, to the stage before.
+  static bool isActivationsGrad(func::FuncOp func, unsigned i) {
+    auto name = func.getResultAttrOfType<StringAttr>(
+        i, LoomDialect::getOutputAttrName());
+    return name && name == LoomDialect::getActivationsGradName();
+  }
+
+  static bool hasAttributes(DictionaryAttr attrs) {
+    return attrs && !attrs.empty();
+  }
+
+  /// A value that one model function returns only for others to take (what
+  /// a pipeline stage's forward half keeps for its backward half) stays
+  /// narrow between them, instead of being widened on return and narrowed
+  /// again on entry: half the bytes held from one pass to the other, and
+  /// the same values. A value the function received in f32 (a stage's input
+  /// activations) is handed on as it came.
+  static void keepHandOffsNarrow(ModuleOp module, ArrayRef<func::FuncOp> models,
+                                 Type low) {
+    using Slot = std::pair<Operation *, unsigned>;
+    DenseSet<Slot> results, args;
+    DenseSet<Operation *> callees;
+    for (func::FuncOp func : models) {
+      // Only functions that nothing but calls refers to can change type.
+      std::optional<SymbolTable::UseRange> uses =
+          SymbolTable::getSymbolUses(func, module);
+      if (!func.isPrivate() || !uses ||
+          llvm::any_of(*uses, [](const SymbolTable::SymbolUse &use) {
+            return !isa<func::CallOp>(use.getUser());
+          }))
+        continue;
+      callees.insert(func);
+      auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+      for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+        auto widened = ret.getOperand(i).getDefiningOp<ConvertOp>();
+        if (!hasAttributes(func.getResultAttrDict(i)) && widened &&
+            !widened.getScale() &&
+            getElementTypeOrSelf(widened.getInput().getType()) == low)
+          results.insert({func, i});
+      }
+      for (unsigned j = 0, e = func.getNumArguments(); j < e; ++j)
+        if (!hasAttributes(func.getArgAttrDict(j)) &&
+            isFloatTensor(func.getArgumentTypes()[j]) &&
+            getElementTypeOrSelf(func.getArgumentTypes()[j]).isF32())
+          args.insert({func, j});
+    }
+    // The calls of those functions, each with its callee.
+    SymbolTable symbols(module);
+    llvm::MapVector<Operation *, Operation *> callOf;
+    module.walk([&](func::CallOp call) {
+      if (Operation *callee = symbols.lookup(call.getCallee());
+          callee && callees.contains(callee))
+        callOf[call] = callee;
+    });
+    auto calleeOf = [&](Operation *call) { return callOf.lookup(call); };
+    // A result stays narrow when every call's value of it goes only to
+    // arguments that take it narrow, and an argument takes it narrow when
+    // every call passes it such a result.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto [call, callee] : callOf) {
+        for (OpResult result : call->getResults()) {
+          Slot slot{callee, result.getResultNumber()};
+          if (!results.contains(slot))
+            continue;
+          if (llvm::all_of(result.getUses(), [&](OpOperand &use) {
+                Operation *user = calleeOf(use.getOwner());
+                return user && args.contains({user, use.getOperandNumber()});
+              }))
+            continue;
+          results.erase(slot);
+          changed = true;
+        }
+        for (OpOperand &operand : call->getOpOperands()) {
+          Slot slot{callee, operand.getOperandNumber()};
+          if (!args.contains(slot))
+            continue;
+          auto from = dyn_cast<OpResult>(operand.get());
+          Operation *producer = from ? calleeOf(from.getOwner()) : nullptr;
+          if (producer && results.contains({producer, from.getResultNumber()}))
+            continue;
+          args.erase(slot);
+          changed = true;
+        }
+      }
+    }
+
+    for (Operation *op : callees) {
+      auto func = cast<func::FuncOp>(op);
+      Block &entry = func.getBody().front();
+      auto ret = cast<func::ReturnOp>(entry.getTerminator());
+      SmallVector<Type> resultTypes(func.getResultTypes());
+      for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+        if (!results.contains({func, i}))
+          continue;
+        auto widened = ret.getOperand(i).getDefiningOp<ConvertOp>();
+        ret.setOperand(i, widened.getInput());
+        resultTypes[i] = widened.getInput().getType();
+        if (widened->use_empty())
+          widened.erase();
+      }
+      SmallVector<Type> argTypes(func.getArgumentTypes());
+      for (unsigned j = 0, e = func.getNumArguments(); j < e; ++j) {
+        if (!args.contains({func, j}))
+          continue;
+        BlockArgument arg = entry.getArgument(j);
+        Type wideType = arg.getType();
+        argTypes[j] = withElementType(wideType, low);
+        arg.setType(argTypes[j]);
+        Value wide;
+        SmallVector<OpOperand *> uses =
+            llvm::to_vector(llvm::make_pointer_range(arg.getUses()));
+        for (OpOperand *use : uses) {
+          auto narrowed = dyn_cast<ConvertOp>(use->getOwner());
+          if (narrowed && !narrowed.getScale() &&
+              narrowed.getType() == argTypes[j]) {
+            narrowed.replaceAllUsesWith(arg);
+            narrowed.erase();
+            continue;
+          }
+          if (!wide) {
+            OpBuilder b = OpBuilder::atBlockBegin(&entry);
+            wide = ConvertOp::create(b, arg.getLoc(), wideType, arg,
+                                     /*scale=*/Value());
+          }
+          use->set(wide);
+        }
+      }
+      func.setType(FunctionType::get(func.getContext(), argTypes, resultTypes));
+    }
+    for (auto [call, callee] : callOf)
+      for (OpResult result : call->getResults())
+        if (results.contains({callee, result.getResultNumber()}))
+          result.setType(cast<func::FuncOp>(callee)
+                             .getResultTypes()[result.getResultNumber()]);
   }
 
   /// A new last argument of `func`, its loss scale.
@@ -198,13 +339,13 @@ struct LowerPrecisionPass
           ValueRange{arith::DivFOp::create(b, loc, one, s)});
     }
     OpBuilder b(ret);
-    for (auto [operand, type] :
-         llvm::zip(ret->getOpOperands(), func.getResultTypes())) {
+    for (auto [i, operand] : llvm::enumerate(ret->getOpOperands())) {
       Value v = operand.get();
       if (!isFloatTensor(v.getType()))
         continue;
-      if (inverse)
-        operand.set(ConvertOp::create(b, ret.getLoc(), type, v, inverse));
+      if (inverse && !isActivationsGrad(func, i))
+        operand.set(ConvertOp::create(b, ret.getLoc(), func.getResultTypes()[i],
+                                      v, inverse));
       else if (narrowing.isNarrow(v))
         operand.set(narrowing.convert(v, narrowing.f32));
     }
@@ -215,6 +356,13 @@ struct LowerPrecisionPass
   LogicalResult scaleStep(func::FuncOp step,
                           const DenseSet<StringRef> &takesScale) {
     Value scale = addScaleArgument(step);
+    // A pipeline's last stage seeds its backward passes in the step.
+    SmallVector<SeedOp> seeds;
+    step.walk([&](SeedOp seed) { seeds.push_back(seed); });
+    for (SeedOp seed : seeds) {
+      seed.replaceAllUsesWith(scale);
+      seed.erase();
+    }
     step.walk([&](func::CallOp call) {
       if (takesScale.contains(call.getCallee()))
         call.getOperandsMutable().append(scale);

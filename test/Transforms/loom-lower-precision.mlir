@@ -128,6 +128,85 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 
 // -----
 
-// expected-error@+1 {{precision bf16 is not compiled for pipeline plans yet (pp = 2); use fp32}}
-module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 4, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = bf16>} {
+// fp16 in a pipeline: the last stage's backward passes are seeded in its
+// step, whose loss scale goes to every backward half; a backward half
+// divides its parameters' gradients by it and hands the gradient of the
+// activations it received on still scaled. What a forward half computes
+// and keeps for its backward half stays f16 between them; what the step
+// itself reads (the output, the gradients) is f32, as is what the stage
+// received and keeps.
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = fp16>} {
+  func.func private @stage_forward(%w: tensor<4x4xf32> {loom.param = "w"}, %x: tensor<2x3x4xf32> {loom.input = "activations"}, %t: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32> {loom.output = "loss"}, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+    %y = loom.linear %x, %w : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+    %loss = loom.cross_entropy %y, %t {num_classes = 4 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> tensor<f32>
+    return %loss, %y, %x : tensor<f32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  }
+  func.func private @stage_backward(%w: tensor<4x4xf32> {loom.param = "w"}, %t: tensor<2x3xi32> {loom.input = "targets"}, %y: tensor<2x3x4xf32>, %x: tensor<2x3x4xf32>, %seed: tensor<f32> {loom.input = "loss_grad"}) -> (tensor<2x3x4xf32> {loom.output = "activations_grad"}, tensor<4x4xf32> {loom.grad = "w"}) {
+    %dy = loom.cross_entropy_grad %seed, %y, %t {num_classes = 4 : i64} : (tensor<f32>, tensor<2x3x4xf32>, tensor<2x3xi32>) -> tensor<2x3x4xf32>
+    %dx, %dw = loom.linear_grad %dy, %x, %w : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4x4xf32>) -> (tensor<2x3x4xf32>, tensor<4x4xf32>)
+    return %dx, %dw : tensor<2x3x4xf32>, tensor<4x4xf32>
+  }
+  func.func @train_step_stage1(%w: tensor<4x4xf32> {loom.param = "w"}, %m: tensor<4x4xf32>, %v: tensor<4x4xf32>, %t: tensor<2x3xi32>, %lr: tensor<f32>, %step: tensor<f32>) -> (tensor<f32> {loom.output = "grad_norm"}, tensor<4x4xf32>) attributes {loom.stage = 1 : i64} {
+    %x = loom.recv from 0 tag 0 : tensor<2x3x4xf32>
+    %loss, %y, %kept = call @stage_forward(%w, %x, %t) : (tensor<4x4xf32>, tensor<2x3x4xf32>, tensor<2x3xi32>) -> (tensor<f32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>)
+    %seed = loom.seed : tensor<f32>
+    %dx, %dw = call @stage_backward(%w, %t, %y, %kept, %seed) : (tensor<4x4xf32>, tensor<2x3xi32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<f32>) -> (tensor<2x3x4xf32>, tensor<4x4xf32>)
+    loom.send %dx to 0 tag 1 : tensor<2x3x4xf32>
+    %n = loom.sum_squares %dw : tensor<4x4xf32> -> tensor<f32>
+    %p, %nm, %nv = loom.adamw %w, %dw, %m, %v, %lr, %step, %n {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x4xf32>
+    return %n, %p : tensor<f32>, tensor<4x4xf32>
+  }
 }
+
+// CHECK-LABEL: func.func private @stage_forward(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x3x4xf32> {loom.input = "activations"}, %{{.*}}) -> (tensor<f32> {loom.output = "loss"}, tensor<2x3x4xf16>, tensor<2x3x4xf32>)
+// CHECK-DAG: %[[X16:.*]] = loom.convert %[[X]] : tensor<2x3x4xf32> to tensor<2x3x4xf16>
+// CHECK-DAG: %[[Y16:.*]] = loom.linear %[[X16]], %{{.*}} -> tensor<2x3x4xf16>
+// CHECK: return %{{.*}}, %[[Y16]], %[[X]] : tensor<f32>, tensor<2x3x4xf16>, tensor<2x3x4xf32>
+
+// CHECK-LABEL: func.func private @stage_backward(
+// CHECK-SAME: %[[Y:[a-z0-9]+]]: tensor<2x3x4xf16>, %[[KEPT:[a-z0-9]+]]: tensor<2x3x4xf32>, %[[SEED:[a-z0-9]+]]: tensor<f32> {loom.input = "loss_grad"}, %[[S:[a-z0-9]+]]: tensor<f32> {loom.input = "loss_scale"}) -> (tensor<2x3x4xf32> {loom.output = "activations_grad"}, tensor<4x4xf32> {loom.grad = "w"})
+// CHECK: %[[SV:.*]] = tensor.extract %[[S]][] : tensor<f32>
+// CHECK: %[[INV:.*]] = tensor.from_elements
+// CHECK: %[[K16:.*]] = loom.convert %[[KEPT]] : tensor<2x3x4xf32> to tensor<2x3x4xf16>
+// CHECK: loom.cross_entropy_grad %[[SEED]], %[[Y]]
+// CHECK: %[[DX:.*]], %[[DW:.*]] = loom.linear_grad %{{.*}}, %[[K16]], %{{.*}} -> (tensor<2x3x4xf16>, tensor<4x4xf16>)
+// CHECK-DAG: %[[DXF:.*]] = loom.convert %[[DX]] : tensor<2x3x4xf16> to tensor<2x3x4xf32>
+// CHECK-DAG: %[[DWF:.*]] = loom.convert %[[DW]] scale %[[INV]] : tensor<4x4xf16> to tensor<4x4xf32>
+// CHECK: return %[[DXF]], %[[DWF]]
+
+// CHECK-LABEL: func.func @train_step_stage1(
+// CHECK-SAME: %[[SS:[a-z0-9]+]]: tensor<f32> {loom.input = "loss_scale"})
+// CHECK: %[[F:.*]]:3 = call @stage_forward({{.*}}) : ({{.*}}) -> (tensor<f32>, tensor<2x3x4xf16>, tensor<2x3x4xf32>)
+// CHECK-NOT: loom.seed
+// CHECK: call @stage_backward(%{{.*}}, %{{.*}}, %[[F]]#1, %[[F]]#2, %[[SS]], %[[SS]])
+// CHECK: loom.adamw {{.*}} skip if
+
+// -----
+
+// A value handed from one function to another stays f32 when the
+// argument taking it also takes an f32 value of the step's elsewhere
+// (@second's %x), and a result the step reads itself stays f32 (@second's).
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = bf16>} {
+  func.func private @first(%w: tensor<4x4xf32> {loom.param = "w"}, %x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %y = loom.linear %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+  func.func private @second(%w: tensor<4x4xf32> {loom.param = "w"}, %x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %y = loom.linear %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+  func.func @train_step(%w: tensor<4x4xf32> {loom.param = "w"}, %x: tensor<2x4xf32>, %m: tensor<4x4xf32>, %v: tensor<4x4xf32>, %lr: tensor<f32>, %step: tensor<f32>) -> (tensor<f32> {loom.output = "grad_norm"}, tensor<4x4xf32>) {
+    %a = call @first(%w, %x) : (tensor<4x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %b = call @second(%w, %a) : (tensor<4x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %c = call @second(%w, %x) : (tensor<4x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %n = loom.sum_squares %b : tensor<2x4xf32> -> tensor<f32>
+    %p, %nm, %nv = loom.adamw %w, %w, %m, %v, %lr, %step, %n {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x4xf32>
+    return %n, %p : tensor<f32>, tensor<4x4xf32>
+  }
+}
+
+// CHECK-LABEL: func.func private @first(
+// CHECK-SAME: -> tensor<2x4xf32>
+// CHECK-LABEL: func.func private @second(
+// CHECK-SAME: %{{.*}}: tensor<2x4xf32>) -> tensor<2x4xf32>
