@@ -68,15 +68,15 @@ LogicalResult mlir::loom::backpropagate(RewriterBase &rewriter,
   return success();
 }
 
-static constexpr llvm::StringLiteral kForwardPhase = "loom.forward";
-static constexpr llvm::StringLiteral kBackwardPhase = "loom.backward";
+/// Each phase's mark in a FusedLoc's metadata, in the enum's order.
+static constexpr llvm::StringLiteral kPhaseNames[] = {
+    "loom.forward", "loom.backward", "loom.accumulation"};
 
 Location mlir::loom::withPhase(Location loc, Phase phase) {
   MLIRContext *context = loc.getContext();
-  return FusedLoc::get(context, {loc},
-                       StringAttr::get(context, phase == Phase::forward
-                                                    ? kForwardPhase
-                                                    : kBackwardPhase));
+  return FusedLoc::get(
+      context, {loc},
+      StringAttr::get(context, kPhaseNames[static_cast<int>(phase)]));
 }
 
 std::optional<Phase> mlir::loom::getPhase(Location loc) {
@@ -85,11 +85,12 @@ std::optional<Phase> mlir::loom::getPhase(Location loc) {
     auto fused = dyn_cast<FusedLoc>(inner);
     auto name = fused ? dyn_cast_or_null<StringAttr>(fused.getMetadata())
                       : StringAttr();
-    if (name && (name == kForwardPhase || name == kBackwardPhase)) {
-      phase = name == kForwardPhase ? Phase::forward : Phase::backward;
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
+    const auto *found =
+        name ? llvm::find(kPhaseNames, name.getValue()) : std::end(kPhaseNames);
+    if (found == std::end(kPhaseNames))
+      return WalkResult::advance();
+    phase = static_cast<Phase>(found - std::begin(kPhaseNames));
+    return WalkResult::interrupt();
   });
   return phase;
 }

@@ -48,7 +48,9 @@ LogicalResult backpropagate(RewriterBase &rewriter, ArrayRef<Operation *> ops,
 /// records it in the op's location (a FusedLoc's metadata), which lowering
 /// and bufferization carry to the ops and buffers made from it, so that the
 /// memory plan can tell what the forward pass keeps for the backward pass.
-enum class Phase { forward, backward };
+/// The step's sums of the gradients over micro-batches and pipeline chunks
+/// are marked `accumulation` by loom-build-train-step: gradients too.
+enum class Phase { forward, backward, accumulation };
 
 /// `loc` marked as belonging to `phase`.
 Location withPhase(Location loc, Phase phase);

@@ -57,9 +57,22 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getMemoryAttrName() {
       return "loom.memory";
     }
+    static constexpr ::llvm::StringLiteral getMemoryParametersKey() {
+      return "parameters";
+    }
+    static constexpr ::llvm::StringLiteral getMemoryGradientsKey() {
+      return "gradients";
+    }
+    static constexpr ::llvm::StringLiteral getMemoryOptimizerKey() {
+      return "optimizer";
+    }
+    static constexpr ::llvm::StringLiteral getMemoryActivationsKey() {
+      return "activations";
+    }
     static ::llvm::ArrayRef<::llvm::StringLiteral> getMemoryKeys() {
       static constexpr ::llvm::StringLiteral keys[] = {
-          "parameters", "gradients", "optimizer", "activations"};
+          getMemoryParametersKey(), getMemoryGradientsKey(),
+          getMemoryOptimizerKey(), getMemoryActivationsKey()};
       return keys;
     }
     /// Function attribute: the static arena `loom-static-arena` placed the
@@ -71,9 +84,21 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getArenaAttrName() {
       return "loom.arena";
     }
+    static constexpr ::llvm::StringLiteral getArenaBytesKey() {
+      return "bytes";
+    }
+    static constexpr ::llvm::StringLiteral getArenaLiveKey() { return "live"; }
+    static constexpr ::llvm::StringLiteral getArenaCommunicationKey() {
+      return "communication";
+    }
+    static constexpr ::llvm::StringLiteral getArenaKeptKey() { return "kept"; }
+    static constexpr ::llvm::StringLiteral getArenaGradientsKey() {
+      return "gradients";
+    }
     static ::llvm::ArrayRef<::llvm::StringLiteral> getArenaKeys() {
       static constexpr ::llvm::StringLiteral keys[] = {
-          "bytes", "live", "communication", "kept", "gradients"};
+          getArenaBytesKey(), getArenaLiveKey(), getArenaCommunicationKey(),
+          getArenaKeptKey(), getArenaGradientsKey()};
       return keys;
     }
     /// Unit attribute on a declaration of the runtime's functions that

@@ -199,12 +199,18 @@ FailureOr<Buffer> analyze(memref::AllocOp alloc, Operation *root,
   SmallVector<Operation *> users = collectUsers(alloc.getResult(), values);
   buffer.communication = llvm::any_of(users, isCommunication);
   std::optional<Phase> phase = getPhase(alloc.getLoc());
-  auto readIn = [&](std::optional<Phase> pass) {
+  auto readIn = [&](auto &&inPass) {
     return llvm::any_of(
-        users, [&](Operation *user) { return getPhaseIn(user, root) == pass; });
+        users, [&](Operation *user) { return inPass(getPhaseIn(user, root)); });
   };
-  buffer.kept = phase == Phase::forward && readIn(Phase::backward);
-  buffer.gradient = phase == Phase::backward && readIn(std::nullopt);
+  buffer.kept = phase == Phase::forward && readIn([](std::optional<Phase> p) {
+                  return p == Phase::backward;
+                });
+  // What the backward pass hands on, and the sums of it.
+  buffer.gradient =
+      (phase == Phase::backward &&
+       readIn([](std::optional<Phase> p) { return p != Phase::backward; })) ||
+      phase == Phase::accumulation;
   // The op whose span the buffer lives in at least: the allocation, or
   // the region op it leaves through a terminator.
   Operation *anchor = alloc;
@@ -362,7 +368,8 @@ void printRankPeak(func::FuncOp func, int64_t arena) {
     auto value = memory.getAs<IntegerAttr>(key);
     return value ? value.getInt() : 0;
   };
-  int64_t parameters = bytesOf("parameters"), optimizer = bytesOf("optimizer");
+  int64_t parameters = bytesOf(LoomDialect::getMemoryParametersKey()),
+          optimizer = bytesOf(LoomDialect::getMemoryOptimizerKey());
   int64_t peak = parameters + optimizer + arena;
   llvm::outs() << "compiled    " << func.getName() << ": the rank's peak "
                << peak << " B = parameters " << parameters
@@ -407,16 +414,19 @@ struct StaticArenaPass
         rewrite(buffer, arena);
     }
     Builder b(func.getContext());
-    func->setAttr(
-        LoomDialect::getArenaAttrName(),
-        b.getDictionaryAttr({
-            b.getNamedAttr("bytes", b.getI64IntegerAttr(size)),
-            b.getNamedAttr("live", b.getI64IntegerAttr(peak.live)),
-            b.getNamedAttr("communication",
-                           b.getI64IntegerAttr(peak.communication)),
-            b.getNamedAttr("kept", b.getI64IntegerAttr(peak.kept)),
-            b.getNamedAttr("gradients", b.getI64IntegerAttr(peak.gradients)),
-        }));
+    func->setAttr(LoomDialect::getArenaAttrName(),
+                  b.getDictionaryAttr({
+                      b.getNamedAttr(LoomDialect::getArenaBytesKey(),
+                                     b.getI64IntegerAttr(size)),
+                      b.getNamedAttr(LoomDialect::getArenaLiveKey(),
+                                     b.getI64IntegerAttr(peak.live)),
+                      b.getNamedAttr(LoomDialect::getArenaCommunicationKey(),
+                                     b.getI64IntegerAttr(peak.communication)),
+                      b.getNamedAttr(LoomDialect::getArenaKeptKey(),
+                                     b.getI64IntegerAttr(peak.kept)),
+                      b.getNamedAttr(LoomDialect::getArenaGradientsKey(),
+                                     b.getI64IntegerAttr(peak.gradients)),
+                  }));
     if (onHeap)
       func.emitRemark() << onHeap
                         << " buffer(s) of dynamic size or made inside a "

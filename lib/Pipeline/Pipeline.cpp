@@ -130,9 +130,8 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print) {
   return stage == EmitStage::Memory;
 }
 
-FailureOr<SmallVector<CompiledRankMemory>>
-mlir::loom::compileMemory(ModuleOp module, const PlanEstimate &estimate,
-                          std::string &why) {
+static FailureOr<SmallVector<CompiledRankMemory>>
+compileMemory(ModuleOp module, const PlanEstimate &estimate, std::string &why) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   recordPlan(*copy, estimate);
   PassManager pm(module.getContext(), ModuleOp::getOperationName());
@@ -164,10 +163,12 @@ mlir::loom::compileMemory(ModuleOp module, const PlanEstimate &estimate,
     // A pipeline rank's memory is its step's; the others' the module's.
     Operation *held = pp > 1 ? step : copy->getOperation();
     CompiledRankMemory rank;
-    rank.parameters =
-        bytes(held, LoomDialect::getMemoryAttrName(), "parameters");
-    rank.optimizer = bytes(held, LoomDialect::getMemoryAttrName(), "optimizer");
-    rank.arena = bytes(step, LoomDialect::getArenaAttrName(), "bytes");
+    rank.parameters = bytes(held, LoomDialect::getMemoryAttrName(),
+                            LoomDialect::getMemoryParametersKey());
+    rank.optimizer = bytes(held, LoomDialect::getMemoryAttrName(),
+                           LoomDialect::getMemoryOptimizerKey());
+    rank.arena = bytes(step, LoomDialect::getArenaAttrName(),
+                       LoomDialect::getArenaBytesKey());
     if (rank.parameters < 0 || rank.optimizer < 0 || rank.arena < 0) {
       why = "the compiled step @" + name +
             " has no memory figures (loom.memory, loom.arena)";
@@ -176,6 +177,17 @@ mlir::loom::compileMemory(ModuleOp module, const PlanEstimate &estimate,
     ranks.push_back(rank);
   }
   return ranks;
+}
+
+MemoryCompiler mlir::loom::getMemoryCompiler() {
+  MemoryCompiler compiler;
+  compiler.compile = compileMemory;
+  compiler.getDependentDialects = [](DialectRegistry &registry) {
+    OpPassManager pm(ModuleOp::getOperationName());
+    addStepPasses(pm, EmitStage::Memory, /*print=*/false);
+    pm.getDependentDialects(registry);
+  };
+  return compiler;
 }
 
 void mlir::loom::buildLoomPipeline(OpPassManager &pm,
@@ -200,7 +212,7 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     plan.report = "schedule";
   plan.materializedAttention = options.materializedAttention;
   plan.framework = options.costFramework;
-  pm.addPass(createLoomPlan(plan, compileMemory));
+  pm.addPass(createLoomPlan(plan, getMemoryCompiler()));
   if (options.summary)
     pm.addPass(createLoomPrintSummary());
   if (stage == EmitStage::Plan || stage == EmitStage::Cost ||

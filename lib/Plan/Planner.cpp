@@ -179,8 +179,8 @@ static void printTableRow(llvm::raw_ostream &os, int64_t index,
 /// pipeline: every rank runs the same step) next to the model's.
 static void printCompiledMemory(llvm::raw_ostream &os,
                                 const PlanEstimate &est) {
-  double modelTensors = est.weights + est.gradients + est.optimizerState +
-                        est.activations + est.temporary;
+  // The model's own figures for the stage the compiled figures are of.
+  double modelTensors = est.stageMemory[est.compiledRank].live();
   os << llvm::formatv(
       "  memory per GPU (stage {0}): {1:F2} GiB of {2:F2} usable ({3:F2} "
       "less a margin of {4:F1}%) = tensors {5:F2}, as compiled, + allocator "
@@ -197,7 +197,7 @@ static void printCompiledMemory(llvm::raw_ostream &os,
   double error = 100 * (modelTensors / est.tensorMemory() - 1);
   os << llvm::formatv("  the cost model's tensors for stage {0}: {1:F0} B, "
                       "{2:F1}% {3} than compiled\n",
-                      est.worstStage, modelTensors, std::abs(error),
+                      est.compiledRank, modelTensors, std::abs(error),
                       error < 0 ? "less" : "more");
 }
 

@@ -7,6 +7,7 @@
 
 #include "Replicas.h"
 
+#include "Loom/LoomAutodiff.h"
 #include "Loom/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
 #include "loom/abi.h"
@@ -400,9 +401,11 @@ struct BuildTrainStepPass
             b.setInsertionPoint(nested.getInsertionBlock(),
                                 nested.getInsertionPoint());
             auto call = callGrad(index);
+            // Gradients too, for the memory plan.
+            Location sumLoc = withPhase(loc, Phase::accumulation);
             SmallVector<Value> next;
             for (auto [a, r] : llvm::zip(acc, call.getResults()))
-              next.push_back(AddOp::create(b, loc, a, r));
+              next.push_back(AddOp::create(b, sumLoc, a, r));
             scf::YieldOp::create(b, loc, next);
           });
       return SmallVector<Value>(loop.getResults());
@@ -866,7 +869,7 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
           acc.assign(results.begin(), results.end());
         else
           for (auto [a, g] : llvm::zip(acc, results))
-            a = AddOp::create(b, loc, a, g);
+            a = AddOp::create(b, withPhase(loc, Phase::accumulation), a, g);
       }
 
       // Each step parameter's gradient from its chunks' parts.
@@ -895,8 +898,9 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
         int64_t peer = r == 0 ? pp - 1 : 0;
         SendOp::create(b, loc, g, peer, /*tag=*/2);
         Value other = RecvOp::create(b, loc, g.getType(), peer, /*tag=*/2);
-        g = r == 0 ? AddOp::create(b, loc, g, other).getResult()
-                   : AddOp::create(b, loc, other, g).getResult();
+        Location sumLoc = withPhase(loc, Phase::accumulation);
+        g = r == 0 ? AddOp::create(b, sumLoc, g, other).getResult()
+                   : AddOp::create(b, sumLoc, other, g).getResult();
       }
       SmallVector<Value> result = {lossSum};
       llvm::append_range(result, stepGrads);

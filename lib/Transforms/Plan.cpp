@@ -38,15 +38,21 @@ constexpr size_t kCompiledCandidates = 8;
 
 struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
   using LoomPlanBase::LoomPlanBase;
-  PlanPass(const LoomPlanOptions &options, CompileMemoryFn compileMemory)
-      : LoomPlanBase(options), compileMemory(std::move(compileMemory)) {}
+  PlanPass(const LoomPlanOptions &options, MemoryCompiler compiler)
+      : LoomPlanBase(options), compiler(std::move(compiler)) {}
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    LoomPlanBase::getDependentDialects(registry);
+    if (compiler.getDependentDialects)
+      compiler.getDependentDialects(registry);
+  }
 
   /// Sets `estimate`'s compiled figures, or why the compiler has none for
   /// it (the model's stand then).
   void compile(ModuleOp module, PlanEstimate &estimate) {
     std::string why;
     FailureOr<SmallVector<CompiledRankMemory>> ranks =
-        compileMemory(module, estimate, why);
+        compiler.compile(module, estimate, why);
     if (failed(ranks) || ranks->empty()) {
       estimate.notCompiled = why.empty() ? "no figures" : why;
       return;
@@ -62,12 +68,19 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
 
   /// Compiles the fastest plans of `search` until one fits by the
   /// compiler's figures; those that do not join the plans out of memory.
+  /// When none of the first kCompiledCandidates does, the next is kept on
+  /// the model's word, and says so.
   void compileFastest(ModuleOp module, PlanSearch &search) {
     std::vector<PlanEstimate> kept, over;
     size_t compiled = 0;
     bool found = false;
     for (PlanEstimate &estimate : search.ranked) {
       if (found || compiled == kCompiledCandidates) {
+        if (!found && kept.empty())
+          estimate.notCompiled =
+              llvm::formatv("the {0} faster plans compiled did not fit",
+                            kCompiledCandidates)
+                  .str();
         kept.push_back(std::move(estimate));
         continue;
       }
@@ -81,9 +94,16 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
     search.ranked = std::move(kept);
     search.outOfMemory.insert(search.outOfMemory.begin(), over.begin(),
                               over.end());
+    // The plan that needs least memory leads the plans out of memory.
+    auto least = llvm::min_element(
+        search.outOfMemory, [](const PlanEstimate &a, const PlanEstimate &b) {
+          return a.memory() < b.memory();
+        });
+    if (least != search.outOfMemory.end())
+      std::rotate(search.outOfMemory.begin(), least, least + 1);
   }
 
-  CompileMemoryFn compileMemory;
+  MemoryCompiler compiler;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -167,12 +187,12 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
         return module.emitError()
                << "plan " << formatPlan(chosen.plan, chosen.precision)
                << " cannot run: " << chosen.illegal;
-      if (compileMemory && options.framework == Framework::loom &&
+      if (compiler.compile && options.framework == Framework::loom &&
           report != "memory")
         compile(module, chosen);
     } else {
       search = searchPlans(*model);
-      if (compileMemory && options.framework == Framework::loom &&
+      if (compiler.compile && options.framework == Framework::loom &&
           report != "memory")
         compileFastest(module, search);
       if (search.ranked.empty()) {
@@ -223,8 +243,7 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
 };
 } // namespace
 
-std::unique_ptr<Pass>
-mlir::loom::createLoomPlan(const LoomPlanOptions &options,
-                           CompileMemoryFn compileMemory) {
-  return std::make_unique<PlanPass>(options, std::move(compileMemory));
+std::unique_ptr<Pass> mlir::loom::createLoomPlan(const LoomPlanOptions &options,
+                                                 MemoryCompiler compiler) {
+  return std::make_unique<PlanPass>(options, std::move(compiler));
 }

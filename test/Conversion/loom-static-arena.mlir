@@ -122,31 +122,40 @@ func.func @communicated(%out: memref<f32>) {
 // A buffer the forward pass makes and the backward pass reads is an
 // activation kept for the backward pass (the phases loom-differentiate
 // records in locations); one the forward pass makes and reads alone is a
-// temporary (dead here when the gradient is made); one the
-// backward pass makes and an op outside both passes reads is a gradient.
-// The rank's peak adds the module's parameters and optimizer state to the
+// temporary (dead here when the gradient is made), as is one the backward
+// pass makes and reads alone (live at the peak); one the backward pass
+// makes and an op outside both passes reads is a gradient, and so is a sum
+// the step accumulates gradients in (loom-build-train-step's phase). The
+// rank's peak adds the module's parameters and optimizer state to the
 // training step's arena.
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: loom.arena = {bytes = 512 : i64, communication = 0 : i64, gradients = 256 : i64, kept = 256 : i64, live = 512 : i64}
-// PRINT: compiled    train_step: arena 512 B; at most 512 B of buffers live at once: 256 B of activations kept for the backward pass, 256 B of gradients, 0 B read or written by communication, 0 B of temporaries
-// PRINT: compiled    train_step: the rank's peak 1536 B = parameters 512 B + optimizer state 512 B + arena 512 B, its gradients in the arena (0.00 MiB)
+// CHECK-SAME: loom.arena = {bytes = 640 : i64, communication = 0 : i64, gradients = 320 : i64, kept = 256 : i64, live = 640 : i64}
+// PRINT: compiled    train_step: arena 640 B; at most 640 B of buffers live at once: 256 B of activations kept for the backward pass, 320 B of gradients, 0 B read or written by communication, 64 B of temporaries
+// PRINT: compiled    train_step: the rank's peak 1664 B = parameters 512 B + optimizer state 512 B + arena 640 B, its gradients in the arena (0.00 MiB)
 module attributes {loom.memory = {activations = 256 : i64, gradients = 512 : i64, optimizer = 512 : i64, parameters = 512 : i64}} {
 func.func @train_step(%out: memref<f32>) {
   %c0 = arith.constant 0 : index
   %one = arith.constant 1.0 : f32
+  %sum = memref.alloc() : memref<16xf32> loc(#accumulation)
   %kept = memref.alloc() : memref<64xf32> loc(#forward)
   %temp = memref.alloc() : memref<32xf32> loc(#forward)
   memref.store %one, %kept[%c0] : memref<64xf32> loc(#forward)
   memref.store %one, %temp[%c0] : memref<32xf32> loc(#forward)
   %y = memref.load %temp[%c0] : memref<32xf32> loc(#forward)
   %grad = memref.alloc() : memref<64xf32> loc(#backward)
-  memref.store %y, %grad[%c0] : memref<64xf32> loc(#backward)
+  %scratch = memref.alloc() : memref<16xf32> loc(#backward)
+  memref.store %y, %scratch[%c0] : memref<16xf32> loc(#backward)
+  %z = memref.load %scratch[%c0] : memref<16xf32> loc(#backward)
+  memref.store %z, %grad[%c0] : memref<64xf32> loc(#backward)
   %x = memref.load %kept[%c0] : memref<64xf32> loc(#backward)
   memref.store %x, %grad[%c0] : memref<64xf32> loc(#backward)
   %g = memref.load %grad[%c0] : memref<64xf32>
-  memref.store %g, %out[] : memref<f32>
+  memref.store %g, %sum[%c0] : memref<16xf32> loc(#accumulation)
+  %s = memref.load %sum[%c0] : memref<16xf32>
+  memref.store %s, %out[] : memref<f32>
   return
 }
 }
 #forward = loc(fused<"loom.forward">["f"])
 #backward = loc(fused<"loom.backward">["b"])
+#accumulation = loc(fused<"loom.accumulation">["a"])

@@ -9,6 +9,7 @@
 #define LOOM_PIPELINE_PIPELINE_H
 
 #include "loom/Plan/CostModel.h"
+#include "loom/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -111,12 +112,10 @@ void buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
 /// Registers `loom-pipeline` for loom-opt.
 void registerLoomPipeline();
 
-/// Compiles a copy of `module` under `estimate`'s plan and precision
-/// through the static arena and returns each rank's memory as compiled:
-/// the figures loom-plan takes from the compiler for Loom's own step
-/// (CompileMemoryFn).
-FailureOr<SmallVector<CompiledRankMemory>>
-compileMemory(ModuleOp module, const PlanEstimate &estimate, std::string &why);
+/// The compiler loom-plan takes Loom's memory from: it compiles a copy of a
+/// module under a plan through the static arena and returns each rank's
+/// memory as compiled (MemoryCompiler).
+MemoryCompiler getMemoryCompiler();
 
 } // namespace loom
 } // namespace mlir

@@ -269,7 +269,7 @@ struct PlanEstimate {
   int64_t stageLayers = 0;
   /// The compiler's figures for a rank of each pipeline stage (one without
   /// a pipeline), where the plan was compiled (loom-plan's
-  /// CompileMemoryFn): the tensors of the rank that needs most are then
+  /// MemoryCompiler): the tensors of the rank that needs most are then
   /// the compiled peak, not the model's.
   llvm::SmallVector<CompiledRankMemory> compiledRanks;
   int64_t compiledRank = 0;

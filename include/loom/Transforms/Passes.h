@@ -34,20 +34,27 @@ namespace loom {
 /// (lib/Transforms/CollectiveGradients.cpp).
 void registerCollectiveDifferentiationModels(DialectRegistry &registry);
 
-/// Compiles a copy of `module` under `estimate`'s plan and precision as far
-/// as its memory plan, and returns the figures of a rank of each pipeline
-/// stage; fails, saying why in `why`, for a plan the compiler cannot
-/// compile.
-using CompileMemoryFn =
-    std::function<FailureOr<SmallVector<CompiledRankMemory>>(
-        ModuleOp module, const PlanEstimate &estimate, std::string &why)>;
+/// The compiler as loom-plan uses it to count Loom's memory.
+struct MemoryCompiler {
+  /// Compiles a copy of `module` under `estimate`'s plan and precision as
+  /// far as its memory plan, and returns the figures of a rank of each
+  /// pipeline stage; fails, saying why in `why`, for a plan the compiler
+  /// cannot compile.
+  std::function<FailureOr<SmallVector<CompiledRankMemory>>(
+      ModuleOp module, const PlanEstimate &estimate, std::string &why)>
+      compile;
+  /// The dialects that compile loads, which loom-plan declares as its own:
+  /// a pass manager loads dialects before its passes run, not while they
+  /// do.
+  std::function<void(DialectRegistry &registry)> getDependentDialects;
+};
 
 /// loom-plan whose cost model, pricing Loom's own step
 /// (`framework=loom`), takes each rank's memory from the compiler for the
 /// plans it reports: the given plan, or the fastest of a search until one
 /// fits.
 std::unique_ptr<Pass> createLoomPlan(const LoomPlanOptions &options,
-                                     CompileMemoryFn compileMemory);
+                                     MemoryCompiler compiler);
 
 } // namespace loom
 } // namespace mlir
