@@ -367,16 +367,22 @@ ModelConfig getGpipeModel() {
                  Precision::fp32);
 }
 
+/// The study's model priced as its eager PyTorch runs it (the attention
+/// scores kept) on `gpus` V100s.
+PricedModel priceGpipeModel(MLIRContext &context, int64_t gpus) {
+  CostModelOptions options;
+  options.fusedAttention = false;
+  return priceModel(context, getGpipeModel(), {"V100-32GB", gpus, 1, 0, 0},
+                    options);
+}
+
 TEST(CostModel, PredictsGpipeMemory) {
   std::vector<GpipeRow> rows = readGpipeRows();
   ASSERT_EQ(rows.size(), 42u);
   MLIRContext context;
-  // Eager PyTorch keeps the attention scores; the study's figures are the
-  // caching allocator's, which do not include the CUDA context or NCCL.
-  CostModelOptions options;
-  options.fusedAttention = false;
-  PricedModel priced =
-      priceModel(context, getGpipeModel(), {"V100-32GB", 8, 1, 0, 0}, options);
+  // The study's figures are the caching allocator's, which do not include
+  // the CUDA context or NCCL.
+  PricedModel priced = priceGpipeModel(context, 8);
   ASSERT_TRUE(priced.model);
   EXPECT_EQ(priced.model->getParameterCount(), 89762304);
   std::vector<double> errors;
@@ -393,9 +399,7 @@ TEST(CostModel, PredictsGpipeMemory) {
                      : row.partitions > 1 ? Recompute::stage
                                           : Recompute::full;
     // The study used as many GPUs as partitions.
-    ModelConfig config = getGpipeModel();
-    PricedModel sized = priceModel(
-        context, config, {"V100-32GB", row.partitions, 1, 0, 0}, options);
+    PricedModel sized = priceGpipeModel(context, row.partitions);
     ASSERT_TRUE(sized.model);
     PlanEstimate est = sized.model->estimate(plan, Precision::fp32);
     ASSERT_TRUE(est.illegal.empty()) << est.illegal;
@@ -440,10 +444,7 @@ TEST(CostModel, KernelDispatchFitsSeed001) {
   double intercept = (sy - slope * sx) / n;
 
   MLIRContext context;
-  CostModelOptions options;
-  options.fusedAttention = false;
-  PricedModel priced =
-      priceModel(context, getGpipeModel(), {"V100-32GB", 1, 1, 0, 0}, options);
+  PricedModel priced = priceGpipeModel(context, 1);
   ASSERT_TRUE(priced.model);
   PricingKey key{1, 1, false, Precision::fp32};
   ArrayRef<OpGroup> groups = priced.model->getGroups();

@@ -91,32 +91,35 @@ inline std::string getMosaicExample(const MosaicRow &row) {
 }
 
 /// A run of the hand-written GPipe of seed 001: K partitions, M
-/// micro-batches, with or without checkpointing, and the measured peak
-/// memory of each device in MiB.
-struct GpipeRow {
+/// micro-batches, with or without checkpointing; the first three columns
+/// of its tables.
+struct GpipeRun {
   int64_t partitions = 0, microBatches = 0;
   bool checkpoint = false;
+  explicit GpipeRun(llvm::ArrayRef<std::string> fields)
+      : partitions(std::stoll(fields[0])), microBatches(std::stoll(fields[1])),
+        checkpoint(fields[2] == "1") {}
+};
+
+/// A run with the measured peak memory of each device in MiB.
+struct GpipeRow : GpipeRun {
+  using GpipeRun::GpipeRun;
   std::vector<double> deviceMiB;
 };
 
-/// A run of the hand-written GPipe of seed 001, timed: the average forward
-/// and backward time of a step of 64 samples, and its samples/s.
-struct GpipeTimeRow {
-  int64_t partitions = 0, microBatches = 0;
-  bool checkpoint = false;
-  double forwardSeconds = 0, backwardSeconds = 0, samplesPerSecond = 0;
+/// A run timed: the average forward and backward time of a step of 64
+/// samples (its samples/s, the table's last column, are 64 over their sum).
+struct GpipeTimeRow : GpipeRun {
+  using GpipeRun::GpipeRun;
+  double forwardSeconds = 0, backwardSeconds = 0;
 };
 
 inline std::vector<GpipeTimeRow> readGpipeTimeRows() {
   std::vector<GpipeTimeRow> rows;
   for (const auto &f : readTable("gpipe-001-throughput.csv", 6)) {
-    GpipeTimeRow row;
-    row.partitions = std::stoll(f[0]);
-    row.microBatches = std::stoll(f[1]);
-    row.checkpoint = f[2] == "1";
+    GpipeTimeRow row(f);
     row.forwardSeconds = std::stod(f[3]);
     row.backwardSeconds = std::stod(f[4]);
-    row.samplesPerSecond = std::stod(f[5]);
     rows.push_back(row);
   }
   return rows;
@@ -125,10 +128,7 @@ inline std::vector<GpipeTimeRow> readGpipeTimeRows() {
 inline std::vector<GpipeRow> readGpipeRows() {
   std::vector<GpipeRow> rows;
   for (const auto &f : readTable("gpipe-001.csv", 4)) {
-    GpipeRow row;
-    row.partitions = std::stoll(f[0]);
-    row.microBatches = std::stoll(f[1]);
-    row.checkpoint = f[2] == "1";
+    GpipeRow row(f);
     for (size_t i = 3; i < f.size(); ++i)
       row.deviceMiB.push_back(std::stod(f[i]));
     EXPECT_EQ(row.deviceMiB.size(), static_cast<size_t>(row.partitions));
