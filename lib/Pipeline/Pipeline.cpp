@@ -122,6 +122,7 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print) {
   // Inlining @forward_grad into @train_step lets bufferization see the
   // whole step and update parameters in place.
   pm.addPass(createInlinerPass());
+  pm.addPass(createLoomHoistConversions());
   pm.addPass(createLoomLowerToLinalg());
   pm.addPass(createCanonicalizerPass());
   if (stage == EmitStage::Linalg)

@@ -176,6 +176,25 @@ def LoomShardParameters : Pass<"loom-shard-parameters", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def LoomHoistConversions
+    : Pass<"loom-hoist-conversions", "::mlir::ModuleOp"> {
+  let summary = "Convert a value once per step: mixed precision's "
+                "conversions out of the loops their inputs do not change in, "
+                "and one conversion of each value kept";
+  let description = [{
+    After inlining, the conversions `loom-lower-precision` made where a
+    model function receives its parameters sit in each call's copy: inside
+    the step's loop over micro-batches, and once per forward and backward
+    pass of a pipeline rank's schedule. A `loom.convert` whose operands are
+    defined outside an enclosing loop (`LoopLikeOpInterface`) moves out of
+    it, innermost loop first, and a conversion that another of the same
+    value, type and scale dominates is replaced by it: each parameter is
+    converted once per step. Only conversions move; other loop-invariant
+    ops stay where they are (ZeRO-3's gathers, whose results each
+    micro-batch releases).
+  }];
+}
+
 def LoomRecompute : Pass<"loom-recompute", "::mlir::ModuleOp"> {
   let summary = "Activation recomputation: what the backward pass recomputes";
   let description = [{
@@ -302,23 +321,28 @@ def LoomLowerPrecision : Pass<"loom-lower-precision", "::mlir::ModuleOp"> {
     where the function receives it, a stacked one for all its layers at
     once; layer loops carry and save narrow values; an op outside the trait
     (a collective, a reshape) gets its operands back in f32. The functions'
-    signatures do not change: their results (the loss, the gradients) are
-    f32, converted where they are returned. The step function keeps f32
+    signatures do not change (their results, the loss and the gradients,
+    are f32, converted where they are returned), but for what one private
+    function returns only for another to take (a pipeline stage's forward
+    half's kept values for its backward half), which stays narrow between
+    them when every call agrees. The step function keeps f32
     throughout: parameters (the master weights), gradient accumulation,
     collectives of gradients, the norm, clipping and the optimizer state.
 
     For `fp16` it also adds dynamic loss scaling's compiled half: the
     gradient functions and the step take an input `loss_scale` (f32
     scalar, `loom.input = "loss_scale"`), which replaces the loss's seed
-    (`loom.seed`), and the gradients are divided by it as they are
-    converted back to f32. The step passes its input to the gradient
+    (`loom.seed`, in the gradient function or, for a pipeline, in the
+    rank's step), and the gradients are divided by it as they are
+    converted back to f32; a pipeline stage's backward half (any function
+    returning `loom.grad` results) takes it too and hands the gradient of
+    its received activations on still scaled. The step passes its input to the gradient
     functions and skips every optimizer update (`skip if`) when the global
     gradient norm (its `grad_norm` output, which must be computed before
     the updates) is infinite or NaN. The runtime raises and lowers the
     scale between steps.
 
-    Does nothing for `fp32`. Fails for pipeline plans (pp > 1), which it
-    does not handle yet.
+    Does nothing for `fp32`.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
