@@ -23,6 +23,29 @@ func.func @adamw(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: te
   return %0#0, %0#1, %0#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 
+// A sum a loop carries from a constant, which nothing else reads (the
+// gradient sums over micro-batches), is written in place so that
+// bufferization updates one buffer; a sum carried from an argument is not:
+// the caller may read the argument again.
+// CHECK-LABEL: func.func @carried_sums(
+// CHECK-SAME: %[[A:[a-z0-9]+]]: tensor<4xf32>, %[[G:[a-z0-9]+]]: tensor<4xf32>
+// CHECK: scf.for {{.*}} iter_args(%[[OWN:.*]] = %{{.*}}, %[[ARG:.*]] = %[[A]])
+// CHECK: linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>) outs(%[[OWN]] : tensor<4xf32>)
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[ARG]], %[[G]] : tensor<4xf32>, tensor<4xf32>) outs(%[[E]] : tensor<4xf32>)
+func.func @carried_sums(%a: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %zero = arith.constant dense<0.0> : tensor<4xf32>
+  %r:2 = scf.for %i = %c0 to %c2 step %c1 iter_args(%own = %zero, %arg = %a) -> (tensor<4xf32>, tensor<4xf32>) {
+    %s = loom.add %own, %g : tensor<4xf32>
+    %t = loom.add %arg, %g : tensor<4xf32>
+    scf.yield %s, %t : tensor<4xf32>, tensor<4xf32>
+  }
+  return %r#0, %r#1 : tensor<4xf32>, tensor<4xf32>
+}
+
 // The token table's gradient is a scatter-add loop over the B*T rows.
 // CHECK-LABEL: func.func @embedding_grad(
 // CHECK: scf.for %{{.*}} = %c0 to %c6 step %c1

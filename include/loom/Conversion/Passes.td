@@ -12,10 +12,13 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     where an operand is read transposed), which `loom-matmul-to-blas` later
     turns into BLAS calls. Every other op becomes `linalg.generic` ops over
     free reshapes and slices of its operands; the token-embedding gradient
-    is an `scf.for` scatter-add. The loops compute in f32: an op of the
-    layers on bf16 or f16 tensors (the `MixedPrecision` trait) becomes the
-    op on f32 between `loom.convert` loops that widen its operands and round
-    its results; other ops take f32 only.
+    is an `scf.for` scatter-add. A sum a loop carries from a constant,
+    which nothing else reads (the gradient sums over micro-batches), is
+    written into, so that bufferization updates it in place. The loops
+    compute in f32: an op of the layers on bf16 or f16 tensors (the
+    `MixedPrecision` trait) becomes the op on f32 between `loom.convert`
+    loops that widen its operands and round its results; other ops take
+    f32 only.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::shard::ShardDialect",

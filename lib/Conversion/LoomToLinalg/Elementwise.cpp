@@ -4,6 +4,9 @@
 
 #include "Lowering.h"
 
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
+
 using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::lowering;
@@ -73,7 +76,24 @@ struct AddLowering : LoomPattern<AddOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(AddOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
+    if (isOwnedCarriedSum(op.getLhs()))
+      return {L.elementwise({adaptor.getRhs()}, {adaptor.getLhs()}, sumBody)
+                  .front()};
     return {L.elementwise({adaptor.getLhs(), adaptor.getRhs()}, sumBody)};
+  }
+
+  /// Whether `sum` is a sum a loop carries from one iteration to the next
+  /// (the gradients over micro-batches), which nothing but its addition
+  /// reads and which starts from a value the function makes itself: the
+  /// addition can then write into it, and bufferization update one buffer
+  /// in place instead of a new one each iteration. A value that may share
+  /// an argument's buffer is never written: the caller may read it again.
+  static bool isOwnedCarriedSum(Value sum) {
+    auto arg = dyn_cast<BlockArgument>(sum);
+    Operation *parent = arg ? arg.getOwner()->getParentOp() : nullptr;
+    auto loop = dyn_cast_or_null<LoopLikeOpInterface>(parent);
+    OpOperand *init = loop ? loop.getTiedLoopInit(arg) : nullptr;
+    return init && sum.hasOneUse() && matchPattern(init->get(), m_Constant());
   }
 };
 
