@@ -125,6 +125,7 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print) {
   pm.addPass(createLoomHoistConversions());
   pm.addPass(createLoomLowerToLinalg());
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(createLoomFuseElementwise());
   if (stage == EmitStage::Linalg)
     return true;
   buildBufferizePipeline(pm, print);

@@ -28,6 +28,23 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
+  let summary = "Fuse elementwise linalg.generic ops into their one consumer";
+  let description = [{
+    A `linalg.generic` of parallel loops whose results only one
+    `linalg.generic` in the same block reads is merged into that consumer
+    (MLIR's elementwise fusion): the bias add into its GELU, the widening
+    of a bf16 tensor into the op that reads it, a gradient into the sum
+    over micro-batches. The tensor between them disappears, and with it a
+    buffer, a pass over memory and, on a GPU, a kernel. A producer with
+    other users is left alone (fusing it would compute it twice), and so is
+    one outside the consumer's loop (fusing it would move it in). The fused
+    loop computes the same operations in the same order: the results are
+    the same, bit for bit.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def LoomReshapeDestinations
     : Pass<"loom-reshape-destinations", "::mlir::ModuleOp"> {
   let summary = "Reshape the destination of a slice insertion instead of the "

@@ -1,0 +1,156 @@
+// RUN: loom-opt %s --loom-fuse-elementwise --split-input-file | FileCheck %s
+
+#id = affine_map<(d0) -> (d0)>
+
+// A bf16 tensor widened for the one loop that reads it: one loop, which
+// widens each element as it reads it.
+// CHECK-LABEL: func.func @widen_into_consumer(
+// CHECK-SAME: %[[X:.*]]: tensor<8xbf16>, %[[Y:.*]]: tensor<8xf32>
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[Y]] : tensor<8xbf16>, tensor<8xf32>)
+// CHECK: arith.extf
+// CHECK: arith.mulf
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]
+func.func @widen_into_consumer(%x: tensor<8xbf16>, %y: tensor<8xf32>) -> tensor<8xf32> {
+  %e0 = tensor.empty() : tensor<8xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xbf16>) outs(%e0 : tensor<8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %p = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%w, %y : tensor<8xf32>, tensor<8xf32>) outs(%e1 : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.mulf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  return %p : tensor<8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+
+// Read twice, the widened tensor stays: fusing would widen it twice.
+// CHECK-LABEL: func.func @two_readers(
+// CHECK-COUNT-3: linalg.generic
+func.func @two_readers(%x: tensor<8xbf16>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %e0 = tensor.empty() : tensor<8xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xbf16>) outs(%e0 : tensor<8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %p = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%w, %y : tensor<8xf32>, tensor<8xf32>) outs(%e1 : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.mulf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %q = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%w, %y : tensor<8xf32>, tensor<8xf32>) outs(%e1 : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.addf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  return %p, %q : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+
+// A conversion made once before a loop stays there.
+// CHECK-LABEL: func.func @hoisted(
+// CHECK: %[[W:.*]] = linalg.generic
+// CHECK: scf.for
+// CHECK: linalg.generic {{.*}} ins(%[[W]],
+func.func @hoisted(%x: tensor<8xbf16>, %y: tensor<8xf32>) -> tensor<8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %e0 = tensor.empty() : tensor<8xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xbf16>) outs(%e0 : tensor<8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %y) -> (tensor<8xf32>) {
+    %e1 = tensor.empty() : tensor<8xf32>
+    %p = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+        ins(%w, %acc : tensor<8xf32>, tensor<8xf32>) outs(%e1 : tensor<8xf32>) {
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %0 = arith.addf %a, %b : f32
+      linalg.yield %0 : f32
+    } -> tensor<8xf32>
+    scf.yield %p : tensor<8xf32>
+  }
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+
+// An f32 tensor rounded to bf16, other work, then widened again: fused,
+// the f32 tensor would outlive its bf16 copy through the work between.
+// CHECK-LABEL: func.func @round_then_work(
+// CHECK-COUNT-3: linalg.generic
+func.func @round_then_work(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %e0 = tensor.empty() : tensor<8xbf16>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf32>) outs(%e0 : tensor<8xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<8xbf16>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%y : tensor<8xf32>) outs(%e1 : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = math.exp %a : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e2 = tensor.empty() : tensor<8xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%n : tensor<8xbf16>) outs(%e2 : tensor<8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  return %w, %t : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+
+// Rounded and widened back into a sum the loop updates in place, with
+// nothing between: the fused loop holds the f32 tensor and no new one.
+// CHECK-LABEL: func.func @round_into_sum(
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<8xf32>) outs(%{{.*}} : tensor<8xf32>)
+// CHECK: arith.truncf
+// CHECK: arith.extf
+// CHECK-NOT: linalg.generic
+func.func @round_into_sum(%x: tensor<8xf32>, %s: tensor<8xf32>) -> tensor<8xf32> {
+  %e0 = tensor.empty() : tensor<8xbf16>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf32>) outs(%e0 : tensor<8xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<8xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%n : tensor<8xbf16>) outs(%s : tensor<8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.addf %0, %o : f32
+    linalg.yield %1 : f32
+  } -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
