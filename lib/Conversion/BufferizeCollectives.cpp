@@ -139,12 +139,8 @@ void callCollective(RewriterBase &rewriter, Operation *op, StringRef callee,
 /// The runtime's element type for `element`, which messages move as they
 /// are.
 FailureOr<loom_dtype> messageType(Operation *op, Type element) {
-  if (element.isF32())
-    return LOOM_DTYPE_F32;
-  if (element.isBF16())
-    return LOOM_DTYPE_BF16;
-  if (element.isF16())
-    return LOOM_DTYPE_F16;
+  if (std::optional<loom_dtype> dtype = loom::getRuntimeElementType(element))
+    return *dtype;
   return op->emitOpError("moves ")
          << element << " elements; the runtime moves f32, bf16 and f16";
 }

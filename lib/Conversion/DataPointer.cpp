@@ -22,3 +22,13 @@ Value mlir::loom::buildDataPointer(OpBuilder &b, Location loc, Value buffer,
   return LLVM::IntToPtrOp::create(
       b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
 }
+
+std::optional<loom_dtype> mlir::loom::getRuntimeElementType(Type element) {
+  if (element.isF32())
+    return LOOM_DTYPE_F32;
+  if (element.isBF16())
+    return LOOM_DTYPE_BF16;
+  if (element.isF16())
+    return LOOM_DTYPE_F16;
+  return std::nullopt;
+}

@@ -6,7 +6,9 @@
 // consumer removes the tensor (a buffer of the arena, a pass over memory,
 // on a GPU a kernel launch). MLIR's elementwise fusion does the rewriting;
 // this pass says where: only where the fused loop computes each element
-// once, no work moves into a loop, and no step needs more memory.
+// once, no work moves into a loop, and no step needs more memory. A GEMM
+// of two widened matrices reads the narrow ones: the runtime's GEMMs widen
+// as they multiply.
 //
 //===----------------------------------------------------------------------===//
 
@@ -122,11 +124,80 @@ bool isFusible(OpOperand *operand) {
          !raisesPeak(producer, consumer);
 }
 
+/// The narrow tensor a `linalg.generic` only widens to f32 (elementwise,
+/// the body one `arith.extf`), if `value` is its result.
+Value getWidenedSource(Value value) {
+  auto generic = value.getDefiningOp<linalg::GenericOp>();
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1 ||
+      generic.getNumLoops() != generic.getNumParallelLoops() ||
+      !llvm::all_of(generic.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return {};
+  Block *body = generic.getBody();
+  auto extend = dyn_cast<arith::ExtFOp>(body->front());
+  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
+  if (!extend || &body->front() != yield->getPrevNode() ||
+      extend.getIn() != body->getArgument(0) ||
+      yield.getValues() != ValueRange{extend.getResult()})
+    return {};
+  return generic.getDpsInputs()[0];
+}
+
+/// The narrow matrix `value` widens: a widened tensor, or the rows of one
+/// (a collapse of its leading dimensions, how linear maps read
+/// activations). Null when it is neither.
+Value getNarrowMatrix(Value value) {
+  if (Value source = getWidenedSource(value))
+    return source;
+  auto rows = value.getDefiningOp<tensor::CollapseShapeOp>();
+  return rows ? getWidenedSource(rows.getSrc()) : Value();
+}
+
+/// `value` read from `narrow`, the matrix getNarrowMatrix found.
+Value readNarrow(PatternRewriter &rewriter, Value value, Value narrow) {
+  auto rows = value.getDefiningOp<tensor::CollapseShapeOp>();
+  if (!rows || getWidenedSource(value))
+    return narrow;
+  return tensor::CollapseShapeOp::create(rewriter, rows.getLoc(), narrow,
+                                         rows.getReassociationIndices());
+}
+
+/// A product of two matrices widened from one narrow type into f32 reads
+/// the narrow matrices: its GEMM widens as it multiplies (cuBLASLt's bf16
+/// GEMMs on a GPU, the runtime's blocks on the CPU), and the f32 copies go
+/// when nothing else reads them. Each operand keeps its own: a copy read
+/// by other loops stays, for them.
+struct MatmulReadsNarrowOperands : OpRewritePattern<linalg::MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(linalg::MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics() ||
+        !getElementTypeOrSelf(op.getDpsInits()[0].getType()).isF32())
+      return failure();
+    Value lhs = op.getDpsInputs()[0], rhs = op.getDpsInputs()[1];
+    Value a = getNarrowMatrix(lhs), b = getNarrowMatrix(rhs);
+    if (!a || !b ||
+        getElementTypeOrSelf(a.getType()) != getElementTypeOrSelf(b.getType()))
+      return failure();
+    rewriter.setInsertionPoint(op);
+    a = readNarrow(rewriter, lhs, a);
+    b = readNarrow(rewriter, rhs, b);
+    // Built anew: a named op's body takes its operands' element types.
+    rewriter.replaceOpWithNewOp<linalg::MatmulOp>(
+        op, op->getResultTypes(), ValueRange{a, b}, op.getDpsInits(),
+        ArrayRef<NamedAttribute>{
+            rewriter.getNamedAttr("indexing_maps", op.getIndexingMaps())});
+    return success();
+  }
+};
+
 struct FuseElementwisePass
     : loom::impl::LoomFuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(patterns, isFusible);
+    patterns.add<MatmulReadsNarrowOperands>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -2,7 +2,9 @@
 //
 // GEMMs are where a training step spends its time; a tuned BLAS beats
 // generated loops by an order of magnitude, so they leave the generated code
-// as calls into the runtime, which forwards them to OpenBLAS.
+// as calls into the runtime, which forwards them to OpenBLAS. A product of
+// bf16 or f16 matrices into f32 (mixed precision) calls the runtime's GEMM
+// of that element type, cuBLASLt's on a GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +28,7 @@ using namespace mlir::loom;
 
 namespace {
 constexpr llvm::StringLiteral kSgemm = LOOM_RT_SGEMM;
+constexpr llvm::StringLiteral kGemm = LOOM_RT_GEMM;
 
 /// A matrix operand: its data pointer, leading dimension and whether it is
 /// read transposed.
@@ -38,11 +41,11 @@ FailureOr<Operand> describe(OpBuilder &b, Location loc, Value memref,
   auto type = cast<MemRefType>(memref.getType());
   SmallVector<int64_t> strides;
   int64_t offset;
-  if (!type.getElementType().isF32() || type.getRank() != 2 ||
+  if (!getRuntimeElementType(type.getElementType()) || type.getRank() != 2 ||
       failed(type.getStridesAndOffset(strides, offset)) || strides[1] != 1)
-    return op->emitOpError()
-           << "operand " << type
-           << " is not an f32 matrix with contiguous rows, which BLAS needs";
+    return op->emitOpError() << "operand " << type
+                             << " is not an f32, bf16 or f16 matrix with "
+                                "contiguous rows, which BLAS needs";
   memref::ExtractStridedMetadataOp metadata;
   Value pointer = buildDataPointer(b, loc, memref, &metadata);
   Value leading = arith::IndexCastOp::create(b, loc, b.getI64Type(),
@@ -74,18 +77,22 @@ struct MatmulToBlasPass
     OpBuilder b(ctx);
     Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
     Type ptr = LLVM::LLVMPointerType::get(ctx);
-    FunctionType sgemmType = b.getFunctionType(
-        {i32, i32, i64, i64, i64, f32, ptr, i64, ptr, i64, f32, ptr, i64}, {});
+    SmallVector<Type> sgemmArgs = {i32, i32, i64, i64, i64, f32, ptr,
+                                   i64, ptr, i64, f32, ptr, i64};
+    SmallVector<Type> gemmArgs = {i32};
+    llvm::append_range(gemmArgs, sgemmArgs);
+    auto declare = [&](StringRef name, ArrayRef<Type> args) {
+      if (module.lookupSymbol(name))
+        return;
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(module.getBody());
+      func::FuncOp::create(b, module.getLoc(), name,
+                           b.getFunctionType(args, {}))
+          .setPrivate();
+    };
 
     SmallVector<linalg::MatmulOp> matmuls;
     module.walk([&](linalg::MatmulOp op) { matmuls.push_back(op); });
-    if (matmuls.empty())
-      return;
-    if (!module.lookupSymbol(kSgemm)) {
-      b.setInsertionPointToEnd(module.getBody());
-      auto decl = func::FuncOp::create(b, module.getLoc(), kSgemm, sgemmType);
-      decl.setPrivate();
-    }
 
     auto dims = [&](ArrayRef<unsigned> d) {
       SmallVector<AffineExpr> exprs;
@@ -112,6 +119,15 @@ struct MatmulToBlasPass
       Location loc = op.getLoc();
       Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
             c = op.getDpsInits()[0];
+      Type aElement = cast<MemRefType>(a.getType()).getElementType();
+      std::optional<loom_dtype> dtype = getRuntimeElementType(aElement);
+      if (cast<MemRefType>(bm.getType()).getElementType() != aElement ||
+          !cast<MemRefType>(c.getType()).getElementType().isF32()) {
+        op.emitOpError("multiplies matrices of two element types or into a "
+                       "result other than f32, which no GEMM of the "
+                       "runtime does");
+        return signalPassFailure();
+      }
       FailureOr<Operand> da = describe(b, loc, a, op),
                          db = describe(b, loc, bm, op),
                          dc = describe(b, loc, c, op);
@@ -132,11 +148,17 @@ struct MatmulToBlasPass
         beta = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
         zeroFill.erase();
       }
-      func::CallOp::create(b, loc, kSgemm, TypeRange{},
-                           ValueRange{i32c(transA), i32c(transB), i64c(m),
-                                      i64c(n), i64c(k), one, da->pointer,
-                                      da->leading, db->pointer, db->leading,
-                                      beta, dc->pointer, dc->leading});
+      SmallVector<Value> args = {
+          i32c(transA), i32c(transB), i64c(m),     i64c(n),     i64c(k),
+          one,          da->pointer,  da->leading, db->pointer, db->leading,
+          beta,         dc->pointer,  dc->leading};
+      StringRef callee = kSgemm;
+      if (*dtype != LOOM_DTYPE_F32) {
+        args.insert(args.begin(), i32c(*dtype));
+        callee = kGemm;
+      }
+      declare(callee, callee == kSgemm ? sgemmArgs : gemmArgs);
+      func::CallOp::create(b, loc, callee, TypeRange{}, args);
       op.erase();
     }
   }

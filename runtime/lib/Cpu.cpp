@@ -4,9 +4,11 @@
 #include "Parallel.h"
 #include "loom/runtime.h"
 
+#include <algorithm>
 #include <cblas.h>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace {
 /// A GEMM split by rows of C over the runtime's threads.
@@ -33,6 +35,52 @@ void gemmRows(void *context, int64_t from, int64_t to) {
               g.c + from * g.ldc, static_cast<int>(g.ldc));
 }
 
+/// An f16 element's bits as f32's, exactly.
+uint32_t widenHalf(uint16_t bits) {
+  uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+  if (exponent == 0x1f)
+    return sign | 0x7f800000u | (mantissa << 13);
+  if (exponent != 0)
+    return sign | ((exponent + 112) << 23) | (mantissa << 13);
+  if (mantissa == 0)
+    return sign;
+  // A subnormal half: normalize it.
+  int shift = 0;
+  while (!(mantissa & 0x400u)) {
+    mantissa <<= 1;
+    ++shift;
+  }
+  return sign | (static_cast<uint32_t>(113 - shift) << 23) |
+         ((mantissa & 0x3ffu) << 13);
+}
+
+/// Widens the `rows` x `cols` block at `from` (leading dimension `ld`) of a
+/// row-major matrix of bf16 or f16 into `to`, packed (leading dimension
+/// `cols`). bf16's bits are f32's upper half: a shift the compiler
+/// vectorizes.
+void widenBlock(int32_t dtype, const uint16_t *from, int64_t ld, int64_t rows,
+                int64_t cols, float *to) {
+  auto *out = reinterpret_cast<uint32_t *>(to);
+  static_assert(sizeof(float) == sizeof(uint32_t), "f32 is 32 bits");
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint16_t *row = from + i * ld;
+    uint32_t *dst = out + i * cols;
+    if (dtype == LOOM_DTYPE_BF16)
+      for (int64_t j = 0; j < cols; ++j)
+        dst[j] = static_cast<uint32_t>(row[j]) << 16;
+    else
+      for (int64_t j = 0; j < cols; ++j)
+        dst[j] = widenHalf(row[j]);
+  }
+}
+
+/// The most bytes of each widened block of a bf16 or f16 GEMM's operands.
+constexpr int64_t kGemmBlockBytes = 4 << 20;
+/// The most of k one widened block spans: OpenBLAS's own blocks over k are
+/// of this order, and a 4 MiB block of 512-long lines holds 2,048.
+constexpr int64_t kGemmDepth = 512;
+
 /// Below this many multiply-adds OpenBLAS's own threads spend much of a
 /// GEMM synchronizing (gpt2-tiny's 512 x 384 x 128 runs at half the peak
 /// of a large one); one single-threaded GEMM per block of rows of C on the
@@ -48,8 +96,8 @@ void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                    const float *b, int64_t ldb, float beta, float *c,
                    int64_t ldc) {
   if (loom::cudaActive())
-    return loom::cudaSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                           beta, c, ldc);
+    return loom::cudaGemm(LOOM_DTYPE_F32, trans_a, trans_b, m, n, k, alpha, a,
+                          lda, b, ldb, beta, c, ldc);
   int64_t threads = loom_get_num_threads();
   if (threads > 1 && !loom::isInParallelLoop() && m >= 64 * threads &&
       static_cast<double>(m) * n * k < kSplitWork) {
@@ -62,6 +110,70 @@ void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
               static_cast<int>(n), static_cast<int>(k), alpha, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
+}
+
+void loom_rt_gemm(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m,
+                  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                  const void *b, int64_t ldb, float beta, float *c,
+                  int64_t ldc) {
+  loom_rt_gemm_blocked(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                       beta, c, ldc, kGemmBlockBytes);
+}
+
+void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                          int64_t m, int64_t n, int64_t k, float alpha,
+                          const void *a, int64_t lda, const void *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc,
+                          int64_t block_bytes) {
+  if (dtype == LOOM_DTYPE_F32)
+    return loom_rt_sgemm(trans_a, trans_b, m, n, k, alpha,
+                         static_cast<const float *>(a), lda,
+                         static_cast<const float *>(b), ldb, beta, c, ldc);
+  if (loom::cudaActive())
+    return loom::cudaGemm(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                          ldb, beta, c, ldc);
+  if (m <= 0 || n <= 0)
+    return;
+  // OpenBLAS has no bf16 GEMM here: blocks of op(A) and op(B) are widened
+  // into f32 and multiplied by SGEMM, which adds each block's products
+  // over k to C, as it does between its own blocks over k. The blocks
+  // bound the runtime's scratch, which would otherwise be as large as the
+  // f32 copies the compiler no longer makes; the depth keeps them from
+  // shrinking to slivers where k is the vocabulary.
+  if (k <= 0)
+    return loom_rt_sgemm(trans_a, trans_b, m, n, 0, alpha, nullptr, 1, nullptr,
+                         1, beta, c, ldc);
+  int64_t kb = std::min(k, kGemmDepth);
+  int64_t perLine = kb * static_cast<int64_t>(sizeof(float));
+  int64_t mb = std::max<int64_t>(1, std::min(m, block_bytes / perLine));
+  int64_t nb = std::max<int64_t>(1, std::min(n, block_bytes / perLine));
+  thread_local std::vector<float> aBlock, bBlock;
+  aBlock.resize(mb * kb);
+  bBlock.resize(nb * kb);
+  const auto *a16 = static_cast<const uint16_t *>(a);
+  const auto *b16 = static_cast<const uint16_t *>(b);
+  for (int64_t p = 0; p < k; p += kb) {
+    int64_t depth = std::min(kb, k - p);
+    float blockBeta = p == 0 ? beta : 1.0f;
+    for (int64_t i = 0; i < m; i += mb) {
+      int64_t rows = std::min(mb, m - i);
+      // op(A)[i:i+rows, p:p+depth], kept in A's orientation.
+      if (trans_a)
+        widenBlock(dtype, a16 + p * lda + i, lda, depth, rows, aBlock.data());
+      else
+        widenBlock(dtype, a16 + i * lda + p, lda, rows, depth, aBlock.data());
+      for (int64_t j = 0; j < n; j += nb) {
+        int64_t cols = std::min(nb, n - j);
+        if (trans_b)
+          widenBlock(dtype, b16 + j * ldb + p, ldb, cols, depth, bBlock.data());
+        else
+          widenBlock(dtype, b16 + p * ldb + j, ldb, depth, cols, bBlock.data());
+        loom_rt_sgemm(trans_a, trans_b, rows, cols, depth, alpha, aBlock.data(),
+                      trans_a ? rows : depth, bBlock.data(),
+                      trans_b ? depth : cols, blockBeta, c + i * ldc + j, ldc);
+      }
+    }
+  }
 }
 
 /// MLIR's memref-to-LLVM lowering calls this for copies between

@@ -15,6 +15,7 @@
 
 #include "Device.h"
 #include "Error.h"
+#include "loom/runtime.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -78,8 +79,23 @@ struct GemmPlan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
 };
-using GemmKey = std::tuple<int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t>;
+/// The operands' element type (loom_dtype), the transpositions, the shape
+/// and the leading dimensions.
+using GemmKey = std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t>;
+
+/// cuBLASLt's type of A and B for a loom_dtype; C and the accumulation
+/// are f32 whatever it is.
+cudaDataType_t operandType(int32_t dtype) {
+  switch (dtype) {
+  case LOOM_DTYPE_BF16:
+    return CUDA_R_16BF;
+  case LOOM_DTYPE_F16:
+    return CUDA_R_16F;
+  default:
+    return CUDA_R_32F;
+  }
+}
 
 /// cuBLASLt's scratch space; 32 MiB is what its heuristics assume on Hopper.
 constexpr size_t kWorkspaceBytes = 32u << 20;
@@ -211,7 +227,8 @@ struct Backend {
     auto it = plans.find(key);
     if (it != plans.end())
       return &it->second;
-    auto [transA, transB, m, n, k, lda, ldb, ldc] = key;
+    auto [dtype, transA, transB, m, n, k, lda, ldb, ldc] = key;
+    cudaDataType_t operands = operandType(dtype);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's
     // buffer is cuBLASLt's first operand, A's the second. A row-major
     // buffer read column-major is its transpose.
@@ -229,10 +246,10 @@ struct Backend {
                                                   CUBLASLT_MATMUL_DESC_TRANSB,
                                                   &opSecond, sizeof(opSecond)),
                "cublasLtMatmulDescSetAttribute") ||
-        !check(api.cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, transB ? k : n,
+        !check(api.cublasLtMatrixLayoutCreate(&p.a, operands, transB ? k : n,
                                               transB ? n : k, ldb),
                "cublasLtMatrixLayoutCreate") ||
-        !check(api.cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, transA ? m : k,
+        !check(api.cublasLtMatrixLayoutCreate(&p.b, operands, transA ? m : k,
                                               transA ? k : m, lda),
                "cublasLtMatrixLayoutCreate") ||
         !check(api.cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, n, m, ldc),
@@ -255,7 +272,11 @@ struct Backend {
       return nullptr;
     if (found == 0) {
       fail("cuBLASLt has no algorithm for a " + std::to_string(m) + "x" +
-           std::to_string(n) + "x" + std::to_string(k) + " SGEMM");
+           std::to_string(n) + "x" + std::to_string(k) + " GEMM of " +
+           (dtype == LOOM_DTYPE_BF16  ? "bf16"
+            : dtype == LOOM_DTYPE_F16 ? "f16"
+                                      : "f32") +
+           " matrices");
       return nullptr;
     }
     p.algo = result.algo;
@@ -341,14 +362,14 @@ bool loom::cudaSynchronize() {
   return true;
 }
 
-void loom::cudaSgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
-                     int64_t k, float alpha, const float *a, int64_t lda,
-                     const float *b, int64_t ldb, float beta, float *c,
-                     int64_t ldc) {
+void loom::cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
+                    int64_t n, int64_t k, float alpha, const void *a,
+                    int64_t lda, const void *b, int64_t ldb, float beta,
+                    float *c, int64_t ldc) {
   Backend &be = backend();
   if (!be.failure.empty())
     return;
-  GemmPlan *p = be.plan(GemmKey{transA, transB, m, n, k, lda, ldb, ldc});
+  GemmPlan *p = be.plan(GemmKey{dtype, transA, transB, m, n, k, lda, ldb, ldc});
   if (!p)
     return;
   be.check(be.api.cublasLtMatmul(be.blas, p->desc, &alpha, b, p->a, a, p->b,
@@ -443,9 +464,9 @@ bool loom::cudaMemoryInfo(size_t &, size_t &) {
   return setError("this Loom runtime was built without CUDA");
 }
 bool loom::cudaSynchronize() { return true; }
-void loom::cudaSgemm(int32_t, int32_t, int64_t, int64_t, int64_t, float,
-                     const float *, int64_t, const float *, int64_t, float,
-                     float *, int64_t) {}
+void loom::cudaGemm(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, float,
+                    const void *, int64_t, const void *, int64_t, float,
+                    float *, int64_t) {}
 
 // An artifact compiled for the GPU still loads, so that its manifest can
 // say why it does not run; its module constructors find no GPU.

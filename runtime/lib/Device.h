@@ -43,10 +43,11 @@ bool cudaMemoryInfo(size_t &free, size_t &total);
 /// Waits for the GPU's work; false, with the error set, when any launch,
 /// GEMM or kernel of the step failed since the backend started.
 bool cudaSynchronize();
-/// Row-major SGEMM on the GPU (loom_rt_sgemm's contract).
-void cudaSgemm(int32_t transA, int32_t transB, int64_t m, int64_t n, int64_t k,
-               float alpha, const float *a, int64_t lda, const float *b,
-               int64_t ldb, float beta, float *c, int64_t ldc);
+/// Row-major GEMM on the GPU (loom_rt_gemm's contract): A and B of
+/// `dtype` (a loom_dtype), C and the accumulation f32.
+void cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
+              int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+              const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
 } // namespace loom
 
 #endif // LOOM_RUNTIME_DEVICE_H

@@ -154,3 +154,58 @@ func.func @round_into_sum(%x: tensor<8xf32>, %s: tensor<8xf32>) -> tensor<8xf32>
   } -> tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+
+// A GEMM of two widened bf16 matrices (the rows of activations, a weight)
+// reads the bf16 matrices; the widened copies go.
+// CHECK-LABEL: func.func @gemm_reads_narrow(
+// CHECK-SAME: %[[X:.*]]: tensor<2x4x8xbf16>, %[[W:.*]]: tensor<16x8xbf16>
+// CHECK-NOT: linalg.generic
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1], [2]] : tensor<2x4x8xbf16> into tensor<8x8xbf16>
+// CHECK: linalg.matmul {{.*}} ins(%[[ROWS]], %[[W]] : tensor<8x8xbf16>, tensor<16x8xbf16>) outs(%{{.*}} : tensor<8x16xf32>)
+// CHECK-NOT: linalg.generic
+func.func @gemm_reads_narrow(%x: tensor<2x4x8xbf16>, %w: tensor<16x8xbf16>, %c: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %e0 = tensor.empty() : tensor<2x4x8xf32>
+  %xw = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : tensor<2x4x8xbf16>) outs(%e0 : tensor<2x4x8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<2x4x8xf32>
+  %rows = tensor.collapse_shape %xw [[0, 1], [2]] : tensor<2x4x8xf32> into tensor<8x8xf32>
+  %e1 = tensor.empty() : tensor<16x8xf32>
+  %ww = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<16x8xbf16>) outs(%e1 : tensor<16x8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<16x8xf32>
+  %y = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%rows, %ww : tensor<8x8xf32>, tensor<16x8xf32>) outs(%c : tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+// Only one operand narrow: the runtime has no GEMM of bf16 by f32, and the
+// product stays on f32 copies.
+// CHECK-LABEL: func.func @one_narrow(
+// CHECK: %[[WIDE:.*]] = linalg.generic
+// CHECK: linalg.matmul ins(%[[WIDE]], %{{.*}} : tensor<8x8xf32>, tensor<8x16xf32>)
+func.func @one_narrow(%x: tensor<8x8xbf16>, %w: tensor<8x16xf32>, %c: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %e0 = tensor.empty() : tensor<8x8xf32>
+  %xw = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x8xbf16>) outs(%e0 : tensor<8x8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<8x8xf32>
+  %y = linalg.matmul ins(%xw, %w : tensor<8x8xf32>, tensor<8x16xf32>) outs(%c : tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}

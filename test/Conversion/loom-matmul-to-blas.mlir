@@ -1,4 +1,4 @@
-// RUN: loom-opt %s --loom-matmul-to-blas | FileCheck %s
+// RUN: loom-opt %s --loom-matmul-to-blas --split-input-file --verify-diagnostics | FileCheck %s
 
 // C (6x5) += A (6x4) * B^T, B stored 5x4: transB = 1, lda = 4, ldb = 4.
 // CHECK-LABEL: func.func @gemm(
@@ -41,3 +41,25 @@ func.func @fill_then_write(%a: memref<6x4xf32>, %b: memref<4x5xf32>, %c: memref<
 }
 
 // CHECK: func.func private @loom_rt_sgemm
+
+// -----
+
+// bf16 matrices into f32 (mixed precision's GEMMs): the runtime's GEMM of
+// that element type, its code (LOOM_DTYPE_BF16 = 1) first.
+// CHECK-LABEL: func.func @gemm_bf16(
+// CHECK: %[[BF16:.*]] = arith.constant 1 : i32
+// CHECK: call @loom_rt_gemm(%[[BF16]], %{{.*}}) : (i32, i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, f32, !llvm.ptr, i64) -> ()
+// CHECK: func.func private @loom_rt_gemm
+// CHECK-NOT: @loom_rt_sgemm
+func.func @gemm_bf16(%a: memref<6x4xbf16>, %b: memref<4x5xbf16>, %c: memref<6x5xf32>) {
+  linalg.matmul ins(%a, %b : memref<6x4xbf16>, memref<4x5xbf16>) outs(%c : memref<6x5xf32>)
+  return
+}
+
+// -----
+
+func.func @mixed(%a: memref<6x4xbf16>, %b: memref<4x5xf32>, %c: memref<6x5xf32>) {
+  // expected-error @below {{multiplies matrices of two element types or into a result other than f32}}
+  linalg.matmul ins(%a, %b : memref<6x4xbf16>, memref<4x5xf32>) outs(%c : memref<6x5xf32>)
+  return
+}

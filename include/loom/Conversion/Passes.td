@@ -38,9 +38,14 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     over micro-batches. The tensor between them disappears, and with it a
     buffer, a pass over memory and, on a GPU, a kernel. A producer with
     other users is left alone (fusing it would compute it twice), and so is
-    one outside the consumer's loop (fusing it would move it in). The fused
-    loop computes the same operations in the same order: the results are
-    the same, bit for bit.
+    one outside the consumer's loop (fusing it would move it in), and so
+    is one whose operands, kept alive until the consumer, could raise the
+    step's peak. The fused loop computes the same operations in the same
+    order: the results are the same, bit for bit. A `linalg.matmul` into
+    f32 whose two operands only widen tensors of one narrow type (or
+    collapse such a widening's leading dimensions) is rebuilt on the
+    narrow tensors: `loom-matmul-to-blas` calls the runtime's GEMM of
+    that type.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }

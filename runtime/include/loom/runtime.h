@@ -303,6 +303,21 @@ void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                    const float *b, int64_t ldb, float beta, float *c,
                    int64_t ldc);
 
+/// Row-major C = alpha op(A) op(B) + beta C with A and B of `dtype` (a
+/// loom_dtype) and C f32, the products summed in f32: cuBLASLt's bf16 and
+/// f16 GEMMs on a GPU; on the CPU, SGEMM on blocks of the operands widened
+/// to f32, at most 4 MiB each, per thread (scratch the runtime keeps).
+void loom_rt_gemm(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m,
+                  int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                  const void *b, int64_t ldb, float beta, float *c,
+                  int64_t ldc);
+/// loom_rt_gemm with blocks of at most `block_bytes` on the CPU (tests).
+void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                          int64_t m, int64_t n, int64_t k, float alpha,
+                          const void *a, int64_t lda, const void *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc,
+                          int64_t block_bytes);
+
 /// Runs `fn(context, from, to)` over [begin, end) split into contiguous
 /// ranges, one per thread, and returns when all are done. The iterations
 /// must be independent.

@@ -1,0 +1,105 @@
+//===- GemmTest.cpp - The runtime's GEMMs of bf16 and f16 matrices --------===//
+
+#include "loom/runtime.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+uint16_t toBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float fromBf16(uint16_t value) {
+  uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+/// A stored `rows` x `cols` bf16 matrix with leading dimension `ld`, its
+/// padding filled with NaN, which must never be read.
+std::vector<uint16_t> randomMatrix(std::mt19937 &rng, int64_t rows,
+                                   int64_t cols, int64_t ld) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint16_t> m(rows * ld, 0x7fc0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      m[i * ld + j] = toBf16(dist(rng));
+  return m;
+}
+
+/// Every combination of transpositions, with blocks from one row or column
+/// to the whole operand and over one or several blocks of k, against sums
+/// in double of the widened values.
+TEST(RuntimeGemm, Bf16MatchesWidenedProduct) {
+  std::mt19937 rng(7);
+  const int64_t m = 13, n = 11;
+  // k = 1100 spans three blocks over k.
+  for (int64_t k : {int64_t(9), int64_t(1100)})
+    for (int transA : {0, 1})
+      for (int transB : {0, 1})
+        for (int64_t blockBytes :
+             {int64_t(1), int64_t(3 * k * 4), int64_t(4) << 20}) {
+          int64_t lda = (transA ? m : k) + 2, ldb = (transB ? k : n) + 3,
+                  ldc = n + 1;
+          auto a = randomMatrix(rng, transA ? k : m, transA ? m : k, lda);
+          auto b = randomMatrix(rng, transB ? n : k, transB ? k : n, ldb);
+          std::vector<float> c(m * ldc, 0.5f);
+          loom_rt_gemm_blocked(LOOM_DTYPE_BF16, transA, transB, m, n, k, 2.0f,
+                               a.data(), lda, b.data(), ldb, 1.0f, c.data(),
+                               ldc, blockBytes);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = 0;
+              for (int64_t p = 0; p < k; ++p)
+                sum +=
+                    double(fromBf16(transA ? a[p * lda + i] : a[i * lda + p])) *
+                    fromBf16(transB ? b[j * ldb + p] : b[p * ldb + j]);
+              EXPECT_NEAR(c[i * ldc + j], 2.0 * sum + 0.5, 1e-4)
+                  << "transA " << transA << " transB " << transB << " block "
+                  << blockBytes << " at " << i << "," << j;
+            }
+          // The column of padding in C is left alone.
+          for (int64_t i = 0; i < m; ++i)
+            EXPECT_EQ(c[i * ldc + n], 0.5f);
+        }
+}
+
+/// f16's special values widen exactly: 1 x 1 products by one.
+TEST(RuntimeGemm, F16WidensExactly) {
+  const uint16_t one = 0x3c00;
+  struct Case {
+    uint16_t bits;
+    float value;
+  } cases[] = {
+      {0x3c00, 1.0f},
+      {0xc000, -2.0f},
+      {0x7bff, 65504.0f},
+      {0x0400, std::ldexp(1.0f, -14)},
+      {0x0001, std::ldexp(1.0f, -24)},
+      {0x03ff, std::ldexp(1023.0f, -24)},
+      {0x7c00, std::numeric_limits<float>::infinity()},
+      {0xfc00, -std::numeric_limits<float>::infinity()},
+  };
+  for (const Case &t : cases) {
+    float c = 0.0f;
+    loom_rt_gemm(LOOM_DTYPE_F16, 0, 0, 1, 1, 1, 1.0f, &t.bits, 1, &one, 1, 0.0f,
+                 &c, 1);
+    EXPECT_EQ(c, t.value) << std::hex << t.bits;
+  }
+  uint16_t nan = 0x7e00;
+  float c = 0.0f;
+  loom_rt_gemm(LOOM_DTYPE_F16, 0, 0, 1, 1, 1, 1.0f, &nan, 1, &one, 1, 0.0f, &c,
+               1);
+  EXPECT_TRUE(std::isnan(c));
+}
+} // namespace
