@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# GPT-2 124M training throughput on one NVIDIA GPU: Loom's CUDA step next to
+# a plain PyTorch GPT-2 of the same shape (scripts/bench/torch_gpt2.py, eager
+# and torch.compile), run one after the other on the same GPU. Each line:
+# tokens/s, ms/step (median of the steps after the warm-up ones), MFU
+# against the GPU's dense peak for the precision, and peak memory.
+#
+#   scripts/bench-cuda.sh [--precision bf16|fp32] [--batch N|auto]
+#                         [--seq N] [--steps N] [--warmup N]
+#                         [--cuda-arch sm_90] [--torch-modes eager,compile]
+#                         [--memory-mib N] [--compile-only]
+#
+# --batch auto (the default) takes the largest power of two whose compiled
+# step (parameters, optimizer state and arena, loomc --emit=memory) fits in
+# the GPU's free memory (nvidia-smi, or --memory-mib) less 5% for the CUDA
+# context and cuBLASLt's workspace. --compile-only stops after choosing the
+# batch and compiling, for machines without a GPU. Needs a build with the
+# CUDA backend (docs/cuda.md) and, for the PyTorch lines, torch with CUDA.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${BUILD_DIR:-$root/build}"
+precision=bf16 batch=auto seq=1024 steps=10 warmup=3 arch=sm_90
+torch_modes=eager,compile memory_mib="" compile_only=0
+usage() {
+  sed -n '8,11p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
+  exit 1
+}
+number() {
+  [[ "$2" =~ ^[1-9][0-9]*$ ]] || {
+    echo "bench-cuda.sh: $1 needs a positive integer, got '$2'" >&2
+    exit 1
+  }
+}
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || [ "$1" = --compile-only ] || usage
+  case "$1" in
+    --precision) precision="$2"; shift 2 ;;
+    --batch) batch="$2"; shift 2 ;;
+    --seq) number "$1" "$2"; seq="$2"; shift 2 ;;
+    --steps) number "$1" "$2"; steps="$2"; shift 2 ;;
+    --warmup) [[ "$2" =~ ^[0-9]+$ ]] || number "$1" "$2"; warmup="$2"; shift 2 ;;
+    --cuda-arch) arch="$2"; shift 2 ;;
+    --torch-modes) torch_modes="$2"; shift 2 ;;
+    --memory-mib) number "$1" "$2"; memory_mib="$2"; shift 2 ;;
+    --compile-only) compile_only=1; shift ;;
+    *) usage ;;
+  esac
+done
+case "$precision" in
+  bf16) peak=989e12 ;; # H100 SXM: dense BF16 tensor cores
+  fp32) peak=67e12 ;;  # H100 SXM: FP32 on CUDA cores
+  *) echo "bench-cuda.sh: --precision is bf16 or fp32, got '$precision'" >&2; exit 1 ;;
+esac
+[ "$batch" = auto ] || number --batch "$batch"
+[ "$steps" -gt "$warmup" ] || {
+  echo "bench-cuda.sh: --steps ($steps) must exceed --warmup ($warmup)" >&2
+  exit 1
+}
+loomc="$build_dir/bin/loomc" loom_run="$build_dir/bin/loom-run"
+[ -x "$loomc" ] && [ -x "$loom_run" ] || "$root/scripts/setup.sh" >&2
+
+if [ -z "$memory_mib" ]; then
+  if ! command -v nvidia-smi > /dev/null; then
+    echo "bench-cuda.sh: no nvidia-smi, so no GPU to size the batch for; give --memory-mib" >&2
+    exit 1
+  fi
+  memory_mib="$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -n 1)"
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+compile() { # batch, output
+  "$loomc" "$root/examples/gpt2-124m.json" --target=cuda --cuda-arch="$arch" \
+    --batch-size "$1" --seq-len "$seq" --plan "precision=$precision" "${@:2}"
+}
+# The rank's peak, in bytes, as the compiler plans it.
+planned_bytes() {
+  compile "$1" --emit=memory | sed -n 's/.*the rank.s peak \([0-9]*\) B.*/\1/p'
+}
+budget=$((memory_mib * 1024 * 1024 * 95 / 100))
+if [ "$batch" = auto ]; then
+  batch=0
+  for b in 1 2 4 8 16 32 64 128 256; do
+    bytes="$(planned_bytes "$b")"
+    [ -n "$bytes" ] && [ "$bytes" -le "$budget" ] || break
+    batch=$b
+  done
+  if [ "$batch" = 0 ]; then
+    echo "bench-cuda.sh: not even batch 1 fits in $memory_mib MiB less 5%" >&2
+    exit 2
+  fi
+fi
+bytes="$(planned_bytes "$batch")"
+echo "GPT-2 124M, $precision, batch $batch x $seq: planned peak $((bytes / 1048576)) MiB of $memory_mib MiB free"
+compile "$batch" -o "$work/step.loom"
+[ "$compile_only" = 0 ] || exit 0
+
+# Enough text for every step's batch without wrapping around: the docs,
+# repeated.
+for _ in $(seq 40); do cat "$root"/docs/*.md; done > "$work/data.txt"
+"$loom_run" "$work/step.loom" --data "$work/data.txt" --steps "$steps" \
+  --val-fraction 0 > "$work/loom.log"
+awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" '
+  /^loom-run: .* parameters,/ {
+    for (i = 1; i <= NF; ++i) if ($(i + 1) ~ /^parameters,/) params = $i
+    for (i = 1; i <= NF; ++i) if ($i == "x" && $(i + 2) == "tokens") {
+      batch = $(i - 1); seq = $(i + 1)
+    }
+  }
+  /^step / {
+    split($2, n, "/"); if (n[1] + 0 <= warmup) next
+    ms[++count] = $10; loss = $5
+  }
+  /^loom-run: .* steps, final loss/ {
+    for (i = 1; i <= NF; ++i) {
+      if ($i == "peak" && $(i + 1) == "memory") rss = $(i + 2)
+      if ($i == "(tensors") tensors = $(i + 1) / 1048576
+    }
+  }
+  END {
+    if (!count || !params) { print "bench-cuda.sh: no step lines from loom-run" > "/dev/stderr"; exit 1 }
+    # Median by insertion sort: a handful of steps.
+    for (i = 2; i <= count; ++i) for (j = i; j > 1 && ms[j - 1] > ms[j]; --j) {
+      t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t
+    }
+    median = count % 2 ? ms[(count + 1) / 2] : (ms[count / 2] + ms[count / 2 + 1]) / 2
+    tokens = batch * seq
+    flops = tokens * (6 * params + 12 * 12 * 768 * seq)
+    printf "loom  cuda-%-8s | %10.0f tok/s | %8.2f ms/step | MFU %5.1f%% of %.0f TFLOP/s | peak %.0f MiB of tensors (process %s MiB) | loss %.3f\n",
+      precision, tokens / median * 1e3, median, flops / (median * 1e-3) / peak * 100,
+      peak / 1e12, tensors, rss, loss
+  }' "$work/loom.log"
+
+modes=""
+for m in ${torch_modes//,/ }; do modes="$modes,$m-$precision"; done
+python3 "$root/scripts/bench/torch_gpt2.py" --batch "$batch" --seq "$seq" \
+  --steps "$((steps - warmup))" --warmup "$warmup" --modes "${modes#,}"
