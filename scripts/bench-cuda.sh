@@ -7,23 +7,28 @@
 #
 #   scripts/bench-cuda.sh [--precision bf16|fp32] [--batch N|auto]
 #                         [--seq N] [--steps N] [--warmup N]
-#                         [--cuda-arch sm_90] [--torch-modes eager,compile]
+#                         [--cuda-arch sm_90] [--torch-modes eager,compile|'']
 #                         [--memory-mib N] [--compile-only]
+#                         [--artifact FILE]
 #
 # --batch auto (the default) takes the largest power of two whose compiled
 # step (parameters, optimizer state and arena, loomc --emit=memory) fits in
-# the GPU's free memory (nvidia-smi, or --memory-mib) less 5% for the CUDA
-# context and cuBLASLt's workspace. --compile-only stops after choosing the
-# batch and compiling, for machines without a GPU. Needs a build with the
-# CUDA backend (docs/cuda.md) and, for the PyTorch lines, torch with CUDA.
+# the GPU's free memory (nvidia-smi, or --memory-mib) less 10%: the CUDA
+# context, cuBLASLt's workspace, and managed memory never asked past what
+# the GPU has. --compile-only stops after choosing the
+# batch and compiling, for machines without a GPU; --artifact runs a step
+# compiled elsewhere (loomc --target=cuda), where only the runtime is
+# (BUILD_DIR/bin/loom-run and its libraries), and takes its batch and
+# sequence for PyTorch's. Needs a build with the CUDA backend (docs/cuda.md)
+# and, for the PyTorch lines, torch with CUDA.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 precision=bf16 batch=auto seq=1024 steps=10 warmup=3 arch=sm_90
-torch_modes=eager,compile memory_mib="" compile_only=0
+torch_modes=eager,compile memory_mib="" compile_only=0 artifact=
 usage() {
-  sed -n '8,11p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
+  sed -n '8,12p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
   exit 1
 }
 number() {
@@ -44,6 +49,7 @@ while [ $# -gt 0 ]; do
     --torch-modes) torch_modes="$2"; shift 2 ;;
     --memory-mib) number "$1" "$2"; memory_mib="$2"; shift 2 ;;
     --compile-only) compile_only=1; shift ;;
+    --artifact) artifact="$2"; shift 2 ;;
     *) usage ;;
   esac
 done
@@ -58,50 +64,57 @@ esac
   exit 1
 }
 loomc="$build_dir/bin/loomc" loom_run="$build_dir/bin/loom-run"
-[ -x "$loomc" ] && [ -x "$loom_run" ] || "$root/scripts/setup.sh" >&2
-
-if [ -z "$memory_mib" ]; then
-  if ! command -v nvidia-smi > /dev/null; then
-    echo "bench-cuda.sh: no nvidia-smi, so no GPU to size the batch for; give --memory-mib" >&2
-    exit 1
-  fi
-  memory_mib="$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -n 1)"
-fi
-
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-compile() { # batch, output
-  "$loomc" "$root/examples/gpt2-124m.json" --target=cuda --cuda-arch="$arch" \
-    --batch-size "$1" --seq-len "$seq" --plan "precision=$precision" "${@:2}"
-}
-# The rank's peak, in bytes, as the compiler plans it.
-planned_bytes() {
-  compile "$1" --emit=memory | sed -n 's/.*the rank.s peak \([0-9]*\) B.*/\1/p'
-}
-budget=$((memory_mib * 1024 * 1024 * 95 / 100))
-if [ "$batch" = auto ]; then
-  batch=0
-  for b in 1 2 4 8 16 32 64 128 256; do
-    bytes="$(planned_bytes "$b")"
-    [ -n "$bytes" ] && [ "$bytes" -le "$budget" ] || break
-    batch=$b
-  done
-  if [ "$batch" = 0 ]; then
-    echo "bench-cuda.sh: not even batch 1 fits in $memory_mib MiB less 5%" >&2
-    exit 2
+if [ -n "$artifact" ]; then
+  [ -f "$artifact" ] || { echo "bench-cuda.sh: no artifact '$artifact'" >&2; exit 1; }
+  cp "$artifact" "$work/step.loom"
+else
+  [ -x "$loomc" ] && [ -x "$loom_run" ] || "$root/scripts/setup.sh" >&2
+
+  if [ -z "$memory_mib" ]; then
+    if ! command -v nvidia-smi > /dev/null; then
+      echo "bench-cuda.sh: no nvidia-smi, so no GPU to size the batch for; give --memory-mib" >&2
+      exit 1
+    fi
+    memory_mib="$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -n 1)"
   fi
+
+  compile() { # batch, output
+    "$loomc" "$root/examples/gpt2-124m.json" --target=cuda --cuda-arch="$arch" \
+      --batch-size "$1" --seq-len "$seq" --plan "precision=$precision" "${@:2}"
+  }
+  # The rank's peak, in bytes, as the compiler plans it.
+  planned_bytes() {
+    compile "$1" --emit=memory | sed -n 's/.*the rank.s peak \([0-9]*\) B.*/\1/p'
+  }
+  # Managed memory past what the GPU has free can hang it: keep 10% spare.
+  budget=$((memory_mib * 1024 * 1024 * 90 / 100))
+  if [ "$batch" = auto ]; then
+    batch=0
+    for b in 1 2 4 8 16 32 64 128 256; do
+      bytes="$(planned_bytes "$b")"
+      [ -n "$bytes" ] && [ "$bytes" -le "$budget" ] || break
+      batch=$b
+    done
+    if [ "$batch" = 0 ]; then
+      echo "bench-cuda.sh: not even batch 1 fits in $memory_mib MiB less 10%" >&2
+      exit 2
+    fi
+  fi
+  bytes="$(planned_bytes "$batch")"
+  echo "GPT-2 124M, $precision, batch $batch x $seq: planned peak $((bytes / 1048576)) MiB of $memory_mib MiB free"
+  compile "$batch" -o "$work/step.loom"
+  [ "$compile_only" = 0 ] || exit 0
 fi
-bytes="$(planned_bytes "$batch")"
-echo "GPT-2 124M, $precision, batch $batch x $seq: planned peak $((bytes / 1048576)) MiB of $memory_mib MiB free"
-compile "$batch" -o "$work/step.loom"
-[ "$compile_only" = 0 ] || exit 0
 
 # Enough text for every step's batch without wrapping around: the docs,
 # repeated.
 for _ in $(seq 40); do cat "$root"/docs/*.md; done > "$work/data.txt"
 "$loom_run" "$work/step.loom" --data "$work/data.txt" --steps "$steps" \
   --val-fraction 0 > "$work/loom.log"
-awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" '
+awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" \
+  -v shape="$work/shape" '
   /^loom-run: .* parameters,/ {
     for (i = 1; i <= NF; ++i) if ($(i + 1) ~ /^parameters,/) params = $i
     for (i = 1; i <= NF; ++i) if ($i == "x" && $(i + 2) == "tokens") {
@@ -119,6 +132,7 @@ awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" '
     }
   }
   END {
+    print batch, seq > shape
     if (!count || !params) { print "bench-cuda.sh: no step lines from loom-run" > "/dev/stderr"; exit 1 }
     # Median by insertion sort: a handful of steps.
     for (i = 2; i <= count; ++i) for (j = i; j > 1 && ms[j - 1] > ms[j]; --j) {
@@ -132,7 +146,9 @@ awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" '
       peak / 1e12, tensors, rss, loss
   }' "$work/loom.log"
 
+read -r batch seq < "$work/shape"
 modes=""
 for m in ${torch_modes//,/ }; do modes="$modes,$m-$precision"; done
-python3 "$root/scripts/bench/torch_gpt2.py" --batch "$batch" --seq "$seq" \
-  --steps "$((steps - warmup))" --warmup "$warmup" --modes "${modes#,}"
+[ -z "$modes" ] || python3 "$root/scripts/bench/torch_gpt2.py" --batch "$batch" \
+  --seq "$seq" --steps "$((steps - warmup))" --warmup "$warmup" \
+  --modes "${modes#,}"

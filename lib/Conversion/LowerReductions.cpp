@@ -36,13 +36,16 @@ SmallVector<unsigned> dimsOf(AffineMap map) {
   return dims;
 }
 
-/// Rewrites a linalg.generic on buffers whose loops are parallel dimensions
-/// followed by reduction dimensions, and whose outputs are indexed by the
-/// parallel dimensions alone, into an scf.parallel over the parallel
-/// dimensions around scf.for loops over the reductions that carry the
-/// outputs as iteration arguments.
+/// Rewrites a linalg.generic on buffers with reduction dimensions, whose
+/// outputs are indexed by its parallel dimensions alone, into an
+/// scf.parallel over the parallel dimensions around scf.for loops over the
+/// reductions that carry the outputs as iteration arguments. With
+/// `parallelOutside`, also where a reduction dimension comes before a
+/// parallel one.
 struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
-  using OpRewritePattern::OpRewritePattern;
+  ReductionToLoops(MLIRContext *context, bool parallelOutside)
+      : OpRewritePattern(context), parallelOutside(parallelOutside) {}
+  bool parallelOutside;
 
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
@@ -50,21 +53,22 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(op, "expected buffers");
     SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     unsigned numLoops = iterators.size();
-    unsigned numParallel = 0;
-    while (numParallel < numLoops &&
-           iterators[numParallel] == utils::IteratorType::parallel)
-      ++numParallel;
-    if (numParallel == numLoops)
+    SmallVector<unsigned> parallelDims, reductionDims;
+    for (auto [d, iterator] : llvm::enumerate(iterators))
+      (iterator == utils::IteratorType::parallel ? parallelDims
+                                                  : reductionDims)
+          .push_back(d);
+    if (reductionDims.empty())
       return rewriter.notifyMatchFailure(op, "no reduction");
-    for (unsigned d = numParallel; d < numLoops; ++d)
-      if (iterators[d] != utils::IteratorType::reduction)
-        return rewriter.notifyMatchFailure(op, "reductions are not innermost");
+    if (!parallelOutside && !parallelDims.empty() &&
+        parallelDims.back() > reductionDims.front())
+      return rewriter.notifyMatchFailure(op, "reductions are not innermost");
     for (AffineMap map : op.getIndexingMapsArray())
       if (!map.isProjectedPermutation())
         return rewriter.notifyMatchFailure(op, "indexing is not a permutation");
     for (OpOperand &init : op.getDpsInitsMutable())
       for (unsigned d : dimsOf(op.getMatchingIndexingMap(&init)))
-        if (d >= numParallel)
+        if (iterators[d] != utils::IteratorType::parallel)
           return rewriter.notifyMatchFailure(op, "output along a reduction");
     SmallVector<int64_t> bounds = op.getStaticLoopRanges();
     if (llvm::any_of(bounds, ShapedType::isDynamic))
@@ -92,14 +96,15 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
       // One scf.for per reduction dimension, the accumulators threaded
       // through all of them.
       std::function<SmallVector<Value>(OpBuilder &, unsigned, ValueRange)>
-          nest = [&](OpBuilder &nb, unsigned d,
+          nest = [&](OpBuilder &nb, unsigned r,
                      ValueRange accumulators) -> SmallVector<Value> {
+        unsigned d = reductionDims[r];
         auto loop = scf::ForOp::create(
             nb, loc, index(0), index(bounds[d]), index(1), accumulators,
             [&](OpBuilder &lb, Location, Value iv, ValueRange carried) {
               ivs[d] = iv;
-              if (d + 1 < numLoops) {
-                scf::YieldOp::create(lb, loc, nest(lb, d + 1, carried));
+              if (r + 1 < reductionDims.size()) {
+                scf::YieldOp::create(lb, loc, nest(lb, r + 1, carried));
                 return;
               }
               IRMapping mapping;
@@ -123,7 +128,7 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
             });
         return SmallVector<Value>(loop.getResults());
       };
-      SmallVector<Value> results = nest(b, numParallel, inits);
+      SmallVector<Value> results = nest(b, 0, inits);
       for (auto [init, result] : llvm::zip(op.getDpsInitsMutable(), results)) {
         SmallVector<Value> indices;
         for (unsigned d : dimsOf(op.getMatchingIndexingMap(&init)))
@@ -132,18 +137,18 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
       }
     };
 
-    if (numParallel == 0) {
+    if (parallelDims.empty()) {
       buildReduction(rewriter);
     } else {
-      SmallVector<Value> lower(numParallel, index(0)),
-          steps(numParallel, index(1));
+      SmallVector<Value> lower(parallelDims.size(), index(0)),
+          steps(parallelDims.size(), index(1));
       SmallVector<Value> upper;
-      for (unsigned d = 0; d < numParallel; ++d)
+      for (unsigned d : parallelDims)
         upper.push_back(index(bounds[d]));
       scf::ParallelOp::create(
           rewriter, loc, lower, upper, steps,
           [&](OpBuilder &b, Location, ValueRange parallelIvs) {
-            for (auto [d, iv] : llvm::enumerate(parallelIvs))
+            for (auto [d, iv] : llvm::zip(parallelDims, parallelIvs))
               ivs[d] = iv;
             buildReduction(b);
           });
@@ -175,9 +180,10 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
 
 struct LowerReductionsPass
     : public loom::impl::LoomLowerReductionsBase<LowerReductionsPass> {
+  using LoomLowerReductionsBase::LoomLowerReductionsBase;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<ReductionToLoops>(&getContext());
+    patterns.add<ReductionToLoops>(&getContext(), parallelOutside);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

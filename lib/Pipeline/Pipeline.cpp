@@ -248,7 +248,9 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   // Attention's loop over heads: an scf.parallel the outliner hands to the
   // runtime's threads.
   pm.addPass(createForallToParallelLoopPass());
-  pm.addPass(createLoomLowerReductions());
+  LoomLowerReductionsOptions reductions;
+  reductions.parallelOutside = options.target == Target::Cuda;
+  pm.addPass(createLoomLowerReductions(reductions));
   pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createCanonicalizerPass());
   if (stage == EmitStage::Buffers)

@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --loom-lower-reductions --split-input-file | FileCheck %s
+// RUN: loom-opt %s --loom-lower-reductions=parallel-outside=1 --split-input-file | FileCheck %s --check-prefix=OUTSIDE
 
 // A row sum: parallel rows, and in each row a loop that carries the sum in
 // a register (loaded and stored once) and may reassociate the addition.
@@ -81,3 +82,16 @@ func.func @elementwise(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
   }
   return
 }
+
+// With parallel-outside (the GPU's), the column sum is one parallel loop
+// over the columns, each summing its rows in a register.
+// OUTSIDE-LABEL: func.func @columns(
+// OUTSIDE-SAME: %[[X:.*]]: memref<4x8xf32>, %[[S:.*]]: memref<8xf32>)
+// OUTSIDE: scf.parallel (%[[J:.*]]) = (%c0) to (%c8) step (%c1) {
+// OUTSIDE-NEXT: %[[INIT:.*]] = memref.load %[[S]][%[[J]]]
+// OUTSIDE-NEXT: %[[SUM:.*]] = scf.for %[[I:.*]] = %c0 to %c4 step %c1 iter_args(%[[ACC:.*]] = %[[INIT]]) -> (f32) {
+// OUTSIDE-NEXT: %[[V:.*]] = memref.load %[[X]][%[[I]], %[[J]]]
+// OUTSIDE: memref.store %[[SUM]], %[[S]][%[[J]]]
+// OUTSIDE-NOT: linalg.generic
+// OUTSIDE-LABEL: func.func @elementwise(
+// OUTSIDE: linalg.generic
