@@ -57,12 +57,15 @@ bool isLiveAt(Value value, Operation *consumer) {
 }
 
 /// The bytes `op` allocates for its results: its destinations that are
-/// new tensors.
+/// new tensors, empty or filled (a reduction's zeros).
 int64_t newDestinationBytes(Operation *op) {
   int64_t bytes = 0;
-  for (Value init : cast<DestinationStyleOpInterface>(op).getDpsInits())
+  for (Value init : cast<DestinationStyleOpInterface>(op).getDpsInits()) {
+    if (auto fill = init.getDefiningOp<linalg::FillOp>())
+      init = fill.getDpsInits()[0];
     if (init.getDefiningOp<tensor::EmptyOp>())
       bytes += tensorBytes(init).value_or(0);
+  }
   return bytes;
 }
 
@@ -94,7 +97,9 @@ bool raisesPeak(Operation *producer, Operation *consumer) {
       return true;
     removed += *bytes;
   }
-  for (Value operand : producer->getOperands()) {
+  // The producer's destinations are its results' buffers, counted above.
+  for (Value operand :
+       cast<DestinationStyleOpInterface>(producer).getDpsInputs()) {
     if (isLiveAt(operand, consumer))
       continue;
     std::optional<int64_t> bytes = tensorBytes(operand);
@@ -111,14 +116,18 @@ bool raisesPeak(Operation *producer, Operation *consumer) {
 }
 
 /// Whether the producer of `operand` may be fused into its consumer: the
-/// consumer is the producer's only user, so nothing is computed twice;
-/// both lie in one block, so that nothing hoisted out of a loop (the
-/// parameters' conversions) moves back in; and the step's peak cannot
-/// rise for it.
+/// consumer is the producer's only user and reads each element once (no
+/// broadcast, which the fused loop would recompute per element it spans),
+/// so nothing is computed twice; both lie in one block, so that nothing
+/// hoisted out of a loop (the parameters' conversions) moves back in; and
+/// the step's peak cannot rise for it.
 bool isFusible(OpOperand *operand) {
   Operation *producer = operand->get().getDefiningOp();
   Operation *consumer = operand->getOwner();
-  return producer && producer->getBlock() == consumer->getBlock() &&
+  auto structured = dyn_cast<linalg::LinalgOp>(consumer);
+  return producer && structured &&
+         structured.getMatchingIndexingMap(operand).isPermutation() &&
+         producer->getBlock() == consumer->getBlock() &&
          llvm::all_of(producer->getUsers(),
                       [&](Operation *user) { return user == consumer; }) &&
          !raisesPeak(producer, consumer);
@@ -154,7 +163,8 @@ Value getNarrowMatrix(Value value) {
   return rows ? getWidenedSource(rows.getSrc()) : Value();
 }
 
-/// `value` read from `narrow`, the matrix getNarrowMatrix found.
+/// `value` read from `narrow`, the matrix getNarrowMatrix found: the rows
+/// of a widened activation become the rows of the narrow one.
 Value readNarrow(PatternRewriter &rewriter, Value value, Value narrow) {
   auto rows = value.getDefiningOp<tensor::CollapseShapeOp>();
   if (!rows || getWidenedSource(value))

@@ -45,7 +45,8 @@ uint32_t widenHalf(uint16_t bits) {
     return sign | ((exponent + 112) << 23) | (mantissa << 13);
   if (mantissa == 0)
     return sign;
-  // A subnormal half: normalize it.
+  // A subnormal half is a normal f32: shift its mantissa up to the
+  // implicit bit, lowering the exponent as much.
   int shift = 0;
   while (!(mantissa & 0x400u)) {
     mantissa <<= 1;
@@ -73,6 +74,18 @@ void widenBlock(int32_t dtype, const uint16_t *from, int64_t ld, int64_t rows,
       for (int64_t j = 0; j < cols; ++j)
         dst[j] = widenHalf(row[j]);
   }
+}
+
+/// Lines [line, line + lines) over [p, p + depth) of k of a matrix of
+/// lines x k, stored so (`transposed` false) or as its transpose, widened
+/// into `to` in its stored orientation, packed.
+void widenLines(int32_t dtype, const uint16_t *x, int64_t ld, bool transposed,
+                int64_t line, int64_t lines, int64_t p, int64_t depth,
+                float *to) {
+  if (transposed)
+    widenBlock(dtype, x + p * ld + line, ld, depth, lines, to);
+  else
+    widenBlock(dtype, x + line * ld + p, ld, lines, depth, to);
 }
 
 /// The most bytes of each widened block of a bf16 or f16 GEMM's operands.
@@ -140,9 +153,14 @@ void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
   // bound the runtime's scratch, which would otherwise be as large as the
   // f32 copies the compiler no longer makes; the depth keeps them from
   // shrinking to slivers where k is the vocabulary.
-  if (k <= 0)
-    return loom_rt_sgemm(trans_a, trans_b, m, n, 0, alpha, nullptr, 1, nullptr,
-                         1, beta, c, ldc);
+  if (k <= 0) {
+    // No products: C = beta C. BLAS would reject the leading dimensions of
+    // operands that have no elements and leave C as it was.
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
   int64_t kb = std::min(k, kGemmDepth);
   int64_t perLine = kb * static_cast<int64_t>(sizeof(float));
   int64_t mb = std::max<int64_t>(1, std::min(m, block_bytes / perLine));
@@ -157,17 +175,11 @@ void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
     float blockBeta = p == 0 ? beta : 1.0f;
     for (int64_t i = 0; i < m; i += mb) {
       int64_t rows = std::min(mb, m - i);
-      // op(A)[i:i+rows, p:p+depth], kept in A's orientation.
-      if (trans_a)
-        widenBlock(dtype, a16 + p * lda + i, lda, depth, rows, aBlock.data());
-      else
-        widenBlock(dtype, a16 + i * lda + p, lda, rows, depth, aBlock.data());
+      widenLines(dtype, a16, lda, trans_a, i, rows, p, depth, aBlock.data());
       for (int64_t j = 0; j < n; j += nb) {
         int64_t cols = std::min(nb, n - j);
-        if (trans_b)
-          widenBlock(dtype, b16 + j * ldb + p, ldb, cols, depth, bBlock.data());
-        else
-          widenBlock(dtype, b16 + p * ldb + j, ldb, depth, cols, bBlock.data());
+        // op(B)'s columns are the lines of B read transposed.
+        widenLines(dtype, b16, ldb, !trans_b, j, cols, p, depth, bBlock.data());
         loom_rt_sgemm(trans_a, trans_b, rows, cols, depth, alpha, aBlock.data(),
                       trans_a ? rows : depth, bBlock.data(),
                       trans_b ? depth : cols, blockBeta, c + i * ldc + j, ldc);

@@ -29,6 +29,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 namespace {
 #define LOOM_STRINGIFY_(x) #x
@@ -79,10 +80,23 @@ struct GemmPlan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
 };
-/// The operands' element type (loom_dtype), the transpositions, the shape
-/// and the leading dimensions.
-using GemmKey = std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int64_t>;
+/// What a plan depends on: the operands' element type (loom_dtype), the
+/// transpositions, the shape, the leading dimensions and the alignments
+/// of A, B and C in bytes. The heuristic assumes 256-byte aligned
+/// matrices unless told otherwise, and an algorithm it picks for those
+/// fails on a view at a smaller alignment.
+using GemmKey =
+    std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
+               int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
+
+/// The largest power of two up to 256 that divides `pointer`'s address.
+uint32_t alignmentOf(const void *pointer) {
+  auto address = reinterpret_cast<uintptr_t>(pointer);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment)
+    alignment /= 2;
+  return alignment;
+}
 
 /// cuBLASLt's type of A and B for a loom_dtype; C and the accumulation
 /// are f32 whatever it is.
@@ -227,7 +241,8 @@ struct Backend {
     auto it = plans.find(key);
     if (it != plans.end())
       return &it->second;
-    auto [dtype, transA, transB, m, n, k, lda, ldb, ldc] = key;
+    auto [dtype, transA, transB, m, n, k, lda, ldb, ldc, alignA, alignB,
+          alignC] = key;
     cudaDataType_t operands = operandType(dtype);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's
     // buffer is cuBLASLt's first operand, A's the second. A row-major
@@ -264,8 +279,20 @@ struct Backend {
         !check(api.cublasLtMatmulPreferenceSetAttribute(
                    preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                    &workspaceBytes, sizeof(workspaceBytes)),
-               "cublasLtMatmulPreferenceSetAttribute") ||
-        !check(api.cublasLtMatmulAlgoGetHeuristic(blas, p.desc, p.a, p.b, p.c,
+               "cublasLtMatmulPreferenceSetAttribute"))
+      return nullptr;
+    // cuBLASLt's first operand is B's buffer, its second A's.
+    std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}};
+    for (auto &[attribute, bytes] : alignments)
+      if (!check(api.cublasLtMatmulPreferenceSetAttribute(
+                     preference, attribute, &bytes, sizeof(bytes)),
+                 "cublasLtMatmulPreferenceSetAttribute"))
+        return nullptr;
+    if (!check(api.cublasLtMatmulAlgoGetHeuristic(blas, p.desc, p.a, p.b, p.c,
                                                   p.c, preference, 1, &result,
                                                   &found),
                "cublasLtMatmulAlgoGetHeuristic"))
@@ -369,7 +396,9 @@ void loom::cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
   Backend &be = backend();
   if (!be.failure.empty())
     return;
-  GemmPlan *p = be.plan(GemmKey{dtype, transA, transB, m, n, k, lda, ldb, ldc});
+  GemmPlan *p =
+      be.plan(GemmKey{dtype, transA, transB, m, n, k, lda, ldb, ldc,
+                      alignmentOf(a), alignmentOf(b), alignmentOf(c)});
   if (!p)
     return;
   be.check(be.api.cublasLtMatmul(be.blas, p->desc, &alpha, b, p->a, a, p->b,

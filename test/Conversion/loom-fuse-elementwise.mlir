@@ -209,3 +209,30 @@ func.func @one_narrow(%x: tensor<8x8xbf16>, %w: tensor<8x16xf32>, %c: tensor<8x1
   %y = linalg.matmul ins(%xw, %w : tensor<8x8xf32>, tensor<8x16xf32>) outs(%c : tensor<8x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// Read through a broadcast (a row's statistic over its columns), the
+// producer stays: fused, it would be computed once per column.
+// CHECK-LABEL: func.func @broadcast(
+// CHECK-COUNT-2: linalg.generic
+func.func @broadcast(%x: tensor<4xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e0 = tensor.empty() : tensor<4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xf32>) outs(%e0 : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = math.rsqrt %a : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %e1 = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.generic {indexing_maps = [#row, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %y : tensor<4xf32>, tensor<4x8xf32>) outs(%e1 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.mulf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<4x8xf32>
+  return %z : tensor<4x8xf32>
+}

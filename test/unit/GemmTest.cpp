@@ -74,6 +74,24 @@ TEST(RuntimeGemm, Bf16MatchesWidenedProduct) {
         }
 }
 
+/// With k = 0 there are no products: C becomes beta C (zeros for beta =
+/// 0, whatever it held), for every transposition.
+TEST(RuntimeGemm, EmptySumScalesC) {
+  for (int transA : {0, 1})
+    for (int transB : {0, 1})
+      for (float beta : {0.0f, 2.0f}) {
+        std::vector<float> c(2 * 3, std::nanf(""));
+        if (beta != 0.0f)
+          c.assign(2 * 3, 1.5f);
+        uint16_t none = 0;
+        loom_rt_gemm(LOOM_DTYPE_BF16, transA, transB, 2, 3, 0, 1.0f, &none,
+                     transA ? 2 : 1, &none, transB ? 1 : 3, beta, c.data(), 3);
+        for (float value : c)
+          EXPECT_EQ(value, beta == 0.0f ? 0.0f : 3.0f)
+              << "transA " << transA << " transB " << transB;
+      }
+}
+
 /// f16's special values widen exactly: 1 x 1 products by one.
 TEST(RuntimeGemm, F16WidensExactly) {
   const uint16_t one = 0x3c00;

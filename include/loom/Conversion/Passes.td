@@ -33,11 +33,11 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
   let description = [{
     A `linalg.generic` of parallel loops whose results only one
     `linalg.generic` in the same block reads is merged into that consumer
-    (MLIR's elementwise fusion): the bias add into its GELU, the widening
-    of a bf16 tensor into the op that reads it, a gradient into the sum
-    over micro-batches. The tensor between them disappears, and with it a
-    buffer, a pass over memory and, on a GPU, a kernel. A producer with
-    other users is left alone (fusing it would compute it twice), and so is
+    (MLIR's elementwise fusion): the widening of a bf16 tensor into the op
+    that reads it, mostly. The tensor between them disappears, and with it
+    a buffer, a pass over memory and, on a GPU, a kernel. A producer with
+    other users, or one its consumer reads through a broadcast, is left
+    alone (fusing it would compute it more than once), and so is
     one outside the consumer's loop (fusing it would move it in), and so
     is one whose operands, kept alive until the consumer, could raise the
     step's peak. The fused loop computes the same operations in the same
@@ -45,7 +45,11 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     f32 whose two operands only widen tensors of one narrow type (or
     collapse such a widening's leading dimensions) is rebuilt on the
     narrow tensors: `loom-matmul-to-blas` calls the runtime's GEMM of
-    that type.
+    that type. A widened copy other loops read stays for them, and the
+    narrow tensor then lives until the GEMM too. MLIR's set of fusion
+    patterns also gives a loop that never reads its destination a new
+    one, and folds fills and splat constants into the loops that read
+    them.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }

@@ -84,10 +84,11 @@ struct AddLowering : LoomPattern<AddOp> {
 
   /// Whether `sum` is a sum a loop carries from one iteration to the next
   /// (the gradients over micro-batches), which nothing but its addition
-  /// reads and which starts from a value the function makes itself: the
-  /// addition can then write into it, and bufferization update one buffer
-  /// in place instead of a new one each iteration. A value that may share
-  /// an argument's buffer is never written: the caller may read it again.
+  /// reads and which starts from a constant (zeros): the addition can then
+  /// write into it, and bufferization update one buffer in place instead
+  /// of a new one each iteration (the constant itself is copied first).
+  /// A value that may share an argument's buffer is never written: the
+  /// caller may read it again.
   static bool isOwnedCarriedSum(Value sum) {
     auto arg = dyn_cast<BlockArgument>(sum);
     Operation *parent = arg ? arg.getOwner()->getParentOp() : nullptr;
