@@ -55,8 +55,7 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
     unsigned numLoops = iterators.size();
     SmallVector<unsigned> parallelDims, reductionDims;
     for (auto [d, iterator] : llvm::enumerate(iterators))
-      (iterator == utils::IteratorType::parallel ? parallelDims
-                                                  : reductionDims)
+      (iterator == utils::IteratorType::parallel ? parallelDims : reductionDims)
           .push_back(d);
     if (reductionDims.empty())
       return rewriter.notifyMatchFailure(op, "no reduction");
