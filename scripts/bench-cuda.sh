@@ -17,7 +17,8 @@
 # context, cuBLASLt's workspace, and managed memory never asked past what
 # the GPU has. --compile-only stops after choosing the
 # batch and compiling, for machines without a GPU; --artifact runs a step
-# compiled elsewhere (loomc --target=cuda), where only the runtime is
+# compiled elsewhere (loomc --target=cuda) with the --precision given
+# here, which names the line and picks the peak, where only the runtime is
 # (BUILD_DIR/bin/loom-run and its libraries), and takes its batch and
 # sequence for PyTorch's. Needs a build with the CUDA backend (docs/cuda.md)
 # and, for the PyTorch lines, torch with CUDA.

@@ -44,6 +44,11 @@ FailureOr<llvm::APFloat> mlir::loom::parseF64(AsmParser &parser) {
   return llvm::APFloat(value);
 }
 
+int64_t mlir::loom::getStaticBytes(ShapedType type) {
+  return type.getNumElements() * static_cast<int64_t>(llvm::divideCeil(
+                                     type.getElementTypeBitWidth(), 8));
+}
+
 std::string mlir::loom::formatF64(double value) {
   // The shortest %g form that reads back exactly keeps hand-written values
   // such as 3e-4 readable while guaranteeing a lossless round trip.

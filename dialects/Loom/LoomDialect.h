@@ -27,6 +27,8 @@ FailureOr<llvm::APFloat> parseF64(AsmParser &parser);
 std::string formatF64(double value);
 /// Prints formatF64 of `value`.
 void printF64(AsmPrinter &printer, const llvm::APFloat &value);
+/// The bytes of a statically shaped tensor or buffer of ints or floats.
+int64_t getStaticBytes(ShapedType type);
 } // namespace loom
 } // namespace mlir
 

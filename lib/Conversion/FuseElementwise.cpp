@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Loom/LoomDialect.h"
 #include "loom/Conversion/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -37,8 +38,7 @@ std::optional<int64_t> tensorBytes(Value value) {
     return 0;
   if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
     return std::nullopt;
-  return type.getNumElements() *
-         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  return getStaticBytes(type);
 }
 
 /// Whether `value` is read at `consumer` or after it anyway, so that

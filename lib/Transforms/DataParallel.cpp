@@ -174,8 +174,7 @@ struct DataParallelPass
   }
 
   static int64_t bytesOf(Value v) {
-    auto type = cast<RankedTensorType>(v.getType());
-    return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+    return getStaticBytes(cast<RankedTensorType>(v.getType()));
   }
 
   /// Whether `op` communicates along the leading dimension over the
@@ -276,8 +275,7 @@ struct DataParallelPass
     SmallVector<SmallVector<Value>> buckets;
     int64_t filled = 0;
     for (Value v : values) {
-      auto type = cast<RankedTensorType>(v.getType());
-      int64_t bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8;
+      int64_t bytes = bytesOf(v);
       if (buckets.empty() || filled + bytes > bucketBytes) {
         buckets.emplace_back();
         filled = 0;

@@ -27,10 +27,7 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-int64_t bytesOf(Type type) {
-  auto shaped = cast<ShapedType>(type);
-  return shaped.getNumElements() * shaped.getElementTypeBitWidth() / 8;
-}
+int64_t bytesOf(Type type) { return getStaticBytes(cast<ShapedType>(type)); }
 
 /// Bytes one micro-batch's forward pass keeps for its backward pass.
 struct KeptActivations {
