@@ -7,10 +7,16 @@
 // flattened: one thread per iteration, a fixed number per block, and the
 // indices recovered from the thread's number.
 //
+// A nest that reduces (a row's sum or maximum) is instead a warp per
+// iteration: one thread per row would read each row alone, a whole row per
+// thread, where a warp reads 32 neighbouring elements at once and combines
+// its threads' parts by shuffles.
+//
 //===----------------------------------------------------------------------===//
 
 #include "loom/Conversion/Passes.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
@@ -95,7 +101,166 @@ void copyAsLoop(memref::CopyOp copy) {
   copy.erase();
 }
 
-/// Replaces `loop` by a launch of one thread per iteration.
+/// The threads of a warp, which exchange values by shuffles.
+constexpr int64_t kWarpSize = 32;
+
+/// The operation that folds each iteration's term into the accumulator
+/// `iterArg` of `loop`, if it is a single operation with a neutral element
+/// (a sum, a product, a maximum or minimum) on a type a shuffle moves.
+/// Such an operation is associative and commutative, so the iterations may
+/// be split among threads and the parts combined in any order.
+Operation *warpCombiner(scf::ForOp loop, unsigned iterArg) {
+  SmallVector<Operation *> combiners;
+  SmallVector<BlockArgument> carried(loop.getRegionIterArgs());
+  if (!matchReduction(carried, iterArg, combiners) || combiners.size() != 1)
+    return nullptr;
+  Operation *combiner = combiners.front();
+  Type type = carried[iterArg].getType();
+  if (combiner->getNumOperands() != 2 || combiner->getNumResults() != 1 ||
+      !(type.isF32() || type.isInteger(32)) ||
+      !arith::getNeutralElement(combiner))
+    return nullptr;
+  // One operand the accumulator, the other the iteration's term.
+  if ((combiner->getOperand(0) == carried[iterArg]) ==
+      (combiner->getOperand(1) == carried[iterArg]))
+    return nullptr;
+  return combiner;
+}
+
+/// Whether the threads of a warp can share the iterations of `loop`: it
+/// carries only accumulators of warp combiners, and has iterations enough
+/// for every thread.
+bool isWarpReduction(scf::ForOp loop) {
+  std::optional<APInt> trips = loop.getStaticTripCount();
+  if (loop.getNumRegionIterArgs() == 0 || !trips ||
+      trips->getSExtValue() < kWarpSize)
+    return false;
+  for (unsigned i = 0, e = loop.getNumRegionIterArgs(); i < e; ++i)
+    if (!warpCombiner(loop, i))
+      return false;
+  return true;
+}
+
+/// The reduction loops of a kernel's body a warp shares, outermost first
+/// (none inside another). Empty when the body does other work a warp could
+/// not share: a loop that is not a shared reduction and contains none,
+/// which each of the warp's threads would run whole.
+SmallVector<scf::ForOp> warpReductions(Block &body) {
+  SmallVector<scf::ForOp> loops;
+  bool otherLoops = false;
+  body.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    auto loop = dyn_cast<scf::ForOp>(op);
+    if (loop && isWarpReduction(loop)) {
+      loops.push_back(loop);
+      return WalkResult::skip();
+    }
+    if (isa<LoopLikeOpInterface>(op) &&
+        !op->walk([](scf::ForOp inner) {
+             return isWarpReduction(inner) ? WalkResult::interrupt()
+                                           : WalkResult::advance();
+           }).wasInterrupted())
+      otherLoops = true;
+    return WalkResult::advance();
+  });
+  if (otherLoops)
+    loops.clear();
+  return loops;
+}
+
+/// Splits the iterations of `loop` among the threads of a warp, thread
+/// `lane` taking every 32nd from its own, and combines the threads' parts by
+/// a butterfly of shuffles, after which every thread holds the whole
+/// result. The loop's initial values enter through thread 0's part, so that
+/// each thread has read them before the shuffles that any thread's later
+/// stores wait for. Code outside the loop runs in every thread of the warp
+/// alike, storing the same values.
+void shareAmongWarp(scf::ForOp loop, Value lane) {
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  SmallVector<Operation *> combiners;
+  for (unsigned i = 0, e = loop.getNumRegionIterArgs(); i < e; ++i)
+    combiners.push_back(warpCombiner(loop, i));
+  Value warp = arith::ConstantIndexOp::create(b, loc, kWarpSize);
+  Value first =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                            arith::ConstantIndexOp::create(b, loc, 0));
+  loop.setLowerBound(arith::AddIOp::create(
+      b, loc, loop.getLowerBound(),
+      arith::MulIOp::create(b, loc, lane, loop.getStep())));
+  loop.setStep(arith::MulIOp::create(b, loc, loop.getStep(), warp));
+  for (auto [init, combiner] :
+       llvm::zip(loop.getInitArgsMutable(), combiners)) {
+    Value identity =
+        arith::ConstantOp::create(b, loc, *arith::getNeutralElement(combiner));
+    init.set(arith::SelectOp::create(b, loc, first, init.get(), identity));
+  }
+
+  b.setInsertionPointAfter(loop);
+  for (auto [result, carried, combiner] :
+       llvm::zip(loop.getResults(), loop.getRegionIterArgs(), combiners)) {
+    Value accumulator = result;
+    SmallPtrSet<Operation *, 10> butterfly;
+    for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(b, loc, accumulator, offset,
+                                            kWarpSize, gpu::ShuffleMode::XOR);
+      IRMapping mapping;
+      for (Value operand : combiner->getOperands())
+        mapping.map(operand, operand == carried ? accumulator
+                                                : shuffle.getShuffleResult());
+      Operation *combined = b.clone(*combiner, mapping);
+      butterfly.insert(shuffle);
+      butterfly.insert(combined);
+      accumulator = combined->getResult(0);
+    }
+    result.replaceAllUsesExcept(accumulator, butterfly);
+  }
+}
+
+/// Puts `loop`, a reduction to scalars on the host whose results are only
+/// stored right after it, in a parallel loop of one iteration, to run as a
+/// kernel (of one warp if it is a warp reduction). A load of an initial
+/// value just before it, which nothing else reads, goes with it.
+void wrapHostReduction(scf::ForOp loop) {
+  if (loop->getParentOfType<scf::ParallelOp>() ||
+      loop.getNumRegionIterArgs() == 0 ||
+      !llvm::all_of(loop.getResultTypes(),
+                    [](Type t) { return t.isIntOrIndexOrFloat(); }) ||
+      loop->walk([](Operation *op) {
+            return runsOnDevice(op) ? WalkResult::advance()
+                                    : WalkResult::interrupt();
+          })
+          .wasInterrupted())
+    return;
+  SmallVector<Operation *> moved;
+  Operation *before = loop->getPrevNode();
+  if (auto load = dyn_cast_or_null<memref::LoadOp>(before))
+    if (load->hasOneUse() && *load->user_begin() == loop)
+      moved.push_back(load);
+  moved.push_back(loop);
+  // The results' stores, in order right after the loop.
+  unsigned stores = 0;
+  for (Value result : loop.getResults())
+    stores += std::distance(result.use_begin(), result.use_end());
+  Operation *next = loop->getNextNode();
+  for (unsigned i = 0; i < stores; ++i, next = next->getNextNode()) {
+    auto store = dyn_cast_or_null<memref::StoreOp>(next);
+    if (!store || store.getValueToStore().getDefiningOp() != loop)
+      return;
+    moved.push_back(store);
+  }
+  OpBuilder b(moved.front());
+  Location loc = loop.getLoc();
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto wrapper = scf::ParallelOp::create(b, loc, ValueRange{zero},
+                                         ValueRange{one}, ValueRange{one});
+  Operation *terminator = wrapper.getBody()->getTerminator();
+  for (Operation *op : moved)
+    op->moveBefore(terminator);
+}
+
+/// Replaces `loop` by a launch of one thread per iteration, or of one warp
+/// per iteration where its body reduces.
 void launch(scf::ParallelOp loop, int64_t blockSize) {
   OpBuilder b(loop);
   Location loc = loop.getLoc();
@@ -119,6 +284,12 @@ void launch(scf::ParallelOp loop, int64_t blockSize) {
     trips.push_back(trip);
     total = b.createOrFold<arith::MulIOp>(loc, total, trip);
   }
+  // A warp per iteration needs whole warps in a block, so that a warp's
+  // threads are all in range or all out.
+  bool perWarp =
+      blockSize % kWarpSize == 0 && !warpReductions(*loop.getBody()).empty();
+  if (perWarp)
+    total = b.createOrFold<arith::MulIOp>(loc, total, constant(kWarpSize));
   Value threads = constant(blockSize);
   // An empty loop still launches one block, whose threads all skip the body:
   // a grid of zero blocks is a launch error.
@@ -141,7 +312,12 @@ void launch(scf::ParallelOp loop, int64_t blockSize) {
 
   OpBuilder body = guard.getThenBodyBuilder();
   IRMapping mapping;
-  Value rest = id;
+  Value rest = id, lane;
+  if (perWarp) {
+    Value warp = arith::ConstantIndexOp::create(body, loc, kWarpSize);
+    lane = arith::RemSIOp::create(body, loc, id, warp);
+    rest = arith::DivSIOp::create(body, loc, id, warp);
+  }
   for (int64_t d = trips.size() - 1; d >= 0; --d) {
     Value index = rest;
     if (d > 0) {
@@ -155,6 +331,9 @@ void launch(scf::ParallelOp loop, int64_t blockSize) {
   }
   for (Operation &op : loop.getBody()->without_terminator())
     body.clone(op, mapping);
+  if (perWarp)
+    for (scf::ForOp reduction : warpReductions(*guard.thenBlock()))
+      shareAmongWarp(reduction, lane);
   loop.erase();
 }
 
@@ -171,6 +350,10 @@ struct ParallelLoopsToGpuPass
       return signalPassFailure();
     }
     getOperation().walk([](memref::CopyOp copy) { copyAsLoop(copy); });
+    SmallVector<scf::ForOp> hostLoops;
+    getOperation().walk([&](scf::ForOp loop) { hostLoops.push_back(loop); });
+    for (scf::ForOp loop : hostLoops)
+      wrapHostReduction(loop);
     // Outermost first; a loop that stays on the host is looked into.
     SmallVector<scf::ParallelOp> kernels;
     getOperation().walk<WalkOrder::PreOrder>([&](scf::ParallelOp loop) {

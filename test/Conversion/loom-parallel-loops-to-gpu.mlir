@@ -115,3 +115,146 @@ func.func @sum(%a: memref<16xf32>) -> f32 {
   }
   return %s : f32
 }
+
+// -----
+
+// A row reduction is a warp per row: thread `lane` of the warp takes every
+// 32nd column from its own, thread 0 starts from the loaded initial value,
+// the others from the sum's neutral element, and five shuffles combine the
+// parts in every thread before the store.
+// CHECK-LABEL: func.func @row_sums(
+// CHECK-DAG: %[[TOTAL:.*]] = arith.constant 192 : index
+// CHECK: gpu.launch
+// CHECK: %[[ID:.*]] = arith.addi
+// CHECK: arith.cmpi slt, %[[ID]], %[[TOTAL]]
+// CHECK: %[[LANE:.*]] = arith.remsi %[[ID]], %[[W:.*]] : index
+// CHECK: %[[ROW:.*]] = arith.divsi %[[ID]], %[[W]] : index
+// CHECK: %[[INIT:.*]] = memref.load %{{.*}}[%[[ROW]]]
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[LANE]], %{{.*}}
+// CHECK: %[[LB:.*]] = arith.addi %{{.*}}, %{{.*}}
+// CHECK: %[[STEP:.*]] = arith.muli %{{.*}}, %{{.*}}
+// CHECK: %[[START:.*]] = arith.select %[[FIRST]], %[[INIT]], %{{.*}} : f32
+// CHECK: %[[PART:.*]] = scf.for %{{.*}} = %[[LB]] to %{{.*}} step %[[STEP]] iter_args(%{{.*}} = %[[START]]) -> (f32)
+// CHECK: %[[S16:.*]], %{{.*}} = gpu.shuffle xor %[[PART]], %c16_i32, %c32_i32 : f32
+// CHECK: %[[A16:.*]] = arith.addf %[[PART]], %[[S16]]
+// CHECK: gpu.shuffle xor %[[A16]], %c8_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
+// CHECK: %[[SUM:.*]] = arith.addf
+// CHECK: memref.store %[[SUM]], %{{.*}}[%[[ROW]]]
+// The maximum's parts start from NaN, which maxnumf passes over.
+// CHECK-LABEL: func.func @row_maxima(
+// CHECK: arith.constant 0xFFC00000 : f32
+// CHECK: gpu.shuffle xor
+// CHECK: arith.maxnumf
+// A reduction of fewer iterations than a warp stays in one thread per row.
+// CHECK-LABEL: func.func @short_rows(
+// CHECK: arith.constant 6 : index
+// CHECK-NOT: gpu.shuffle
+// CHECK: return
+// So does a body with another loop, which each thread would run whole.
+// CHECK-LABEL: func.func @other_loop(
+// CHECK-NOT: gpu.shuffle
+// CHECK: return
+func.func @row_sums(%a: memref<6x100xf32>, %s: memref<6xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%i) = (%c0) to (%c6) step (%c1) {
+    %init = memref.load %s[%i] : memref<6xf32>
+    %r = scf.for %j = %c0 to %c100 step %c1 iter_args(%acc = %init) -> (f32) {
+      %x = memref.load %a[%i, %j] : memref<6x100xf32>
+      %y = arith.addf %acc, %x : f32
+      scf.yield %y : f32
+    }
+    memref.store %r, %s[%i] : memref<6xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @row_maxima(%a: memref<6x100xf32>, %s: memref<6xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%i) = (%c0) to (%c6) step (%c1) {
+    %init = memref.load %s[%i] : memref<6xf32>
+    %r = scf.for %j = %c0 to %c100 step %c1 iter_args(%acc = %init) -> (f32) {
+      %x = memref.load %a[%i, %j] : memref<6x100xf32>
+      %y = arith.maxnumf %x, %acc : f32
+      scf.yield %y : f32
+    }
+    memref.store %r, %s[%i] : memref<6xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @short_rows(%a: memref<6x16xf32>, %s: memref<6xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c16 = arith.constant 16 : index
+  scf.parallel (%i) = (%c0) to (%c6) step (%c1) {
+    %init = memref.load %s[%i] : memref<6xf32>
+    %r = scf.for %j = %c0 to %c16 step %c1 iter_args(%acc = %init) -> (f32) {
+      %x = memref.load %a[%i, %j] : memref<6x16xf32>
+      %y = arith.addf %acc, %x : f32
+      scf.yield %y : f32
+    }
+    memref.store %r, %s[%i] : memref<6xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @other_loop(%a: memref<6x100xf32>, %s: memref<6xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%i) = (%c0) to (%c6) step (%c1) {
+    %init = memref.load %s[%i] : memref<6xf32>
+    %r = scf.for %j = %c0 to %c100 step %c1 iter_args(%acc = %init) -> (f32) {
+      %x = memref.load %a[%i, %j] : memref<6x100xf32>
+      %y = arith.addf %acc, %x : f32
+      scf.yield %y : f32
+    }
+    scf.for %j = %c0 to %c100 step %c1 {
+      %x = memref.load %a[%i, %j] : memref<6x100xf32>
+      %y = arith.divf %x, %r : f32
+      memref.store %y, %a[%i, %j] : memref<6x100xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A full sum left on the host, with the load of its initial value and the
+// store of its result, becomes a kernel of one warp.
+// CHECK-LABEL: func.func @full_sum(
+// CHECK-NOT: memref.load
+// CHECK: gpu.launch
+// CHECK: memref.load %{{.*}}[] : memref<f32>
+// CHECK: scf.for
+// CHECK: gpu.shuffle xor
+// CHECK: memref.store %{{.*}}, %{{.*}}[] : memref<f32>
+// CHECK: gpu.terminator
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+func.func @full_sum(%a: memref<1000xf32>, %s: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c1000 = arith.constant 1000 : index
+  %init = memref.load %s[] : memref<f32>
+  %r = scf.for %j = %c0 to %c1000 step %c1 iter_args(%acc = %init) -> (f32) {
+    %x = memref.load %a[%j] : memref<1000xf32>
+    %y = arith.addf %acc, %x : f32
+    scf.yield %y : f32
+  }
+  memref.store %r, %s[] : memref<f32>
+  return
+}

@@ -287,7 +287,23 @@ def LoomParallelLoopsToGpu
     itself), becomes a `gpu.launch` of one thread per iteration: the
     iterations are numbered row-major (the last dimension fastest, so that
     neighbouring threads touch neighbouring elements), `block-size` threads
-    to a block, and each thread recovers its indices from its number. The
+    to a block, and each thread recovers its indices from its number.
+
+    Where the body reduces, a warp (32 threads) runs each iteration
+    instead: an `scf.for` of at least 32 iterations whose every carried
+    value is folded in by one operation with a neutral element (`addf`,
+    `maxnumf`, ...: upstream's `matchReduction` and
+    `arith::getNeutralElement`) is split among the warp's threads, thread
+    `l` taking iterations `l`, `l + 32`, ..., and the parts are combined by
+    a butterfly of `gpu.shuffle xor`, after which every thread holds the
+    result and the rest of the body runs alike in all of them. A row is
+    then read 32 neighbouring elements at a time by 32 threads instead of
+    whole by one. A body with another loop that contains no such reduction
+    keeps one thread per iteration. `block-size` must be a multiple of 32
+    for this. A full reduction left on the host (an `scf.for` outside any
+    parallel loop carrying scalars, its results only stored right after it)
+    becomes a kernel of one iteration, with the load of its initial value
+    just before it: the host would otherwise read device memory. The
     parallel loops nested in the body stay for
     `scf-parallel-for-to-nested-fors` to make sequential in each thread. A
     parallel loop a GPU cannot run (attention's loop over heads, which calls
