@@ -46,11 +46,19 @@ func.func @carried_sums(%a: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xf32>,
   return %r#0, %r#1 : tensor<4xf32>, tensor<4xf32>
 }
 
-// The token table's gradient is a scatter-add loop over the B*T rows.
+// The token table's gradient is a scatter-add: each of the C columns in
+// parallel, a loop over the B*T tokens adding into the token's row.
 // CHECK-LABEL: func.func @embedding_grad(
-// CHECK: scf.for %{{.*}} = %c0 to %c6 step %c1
-// CHECK: tensor.extract_slice
-// CHECK: tensor.insert_slice
+// CHECK: scf.forall (%[[C:.*]]) in (4) shared_outs(%[[ALL:.*]] = %{{.*}}) -> (tensor<8x4xf32>)
+// CHECK: %[[COL:.*]] = tensor.extract_slice %[[ALL]][0, %[[C]]] [8, 1] [1, 1] : tensor<8x4xf32> to tensor<8xf32>
+// CHECK: scf.for %[[I:.*]] = %c0 to %c6 step %c1 iter_args(%[[ACC:.*]] = %[[COL]]) -> (tensor<8xf32>)
+// CHECK: %[[TOK:.*]] = tensor.extract %{{.*}}[%[[I]]] : tensor<6xi32>
+// CHECK: %[[ROW:.*]] = arith.index_cast %[[TOK]]
+// CHECK: %[[G:.*]] = tensor.extract %{{.*}}[%[[I]], %[[C]]] : tensor<6x4xf32>
+// CHECK: %[[OLD:.*]] = tensor.extract %[[ACC]][%[[ROW]]]
+// CHECK: %[[SUM:.*]] = arith.addf %[[G]], %[[OLD]]
+// CHECK: tensor.insert %[[SUM]] into %[[ACC]][%[[ROW]]]
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %[[ALL]][0, %[[C]]] [8, 1] [1, 1]
 func.func @embedding_grad(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
   %a, %b = loom.embedding_grad %dy, %tokens : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
@@ -59,7 +67,7 @@ func.func @embedding_grad(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>) -> (
 // A tied head's gradient starts the scatter instead of zeros.
 // CHECK-LABEL: func.func @embedding_grad_into(
 // CHECK-SAME: %{{.*}}: tensor<2x3x4xf32>, %{{.*}}: tensor<2x3xi32>, %[[HEAD:.*]]: tensor<8x4xf32>)
-// CHECK: scf.for %{{.*}} = %c0 to %c6 step %c1 iter_args(%{{.*}} = %[[HEAD]])
+// CHECK: scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}} = %[[HEAD]])
 func.func @embedding_grad_into(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>, %head: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
   %a, %b = loom.embedding_grad %dy, %tokens into %head : (tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>

@@ -84,58 +84,61 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
       wpe = arith::SelectOp::create(L.b, L.loc, isFirstPart(L.b, L.loc, start),
                                     wpe, L.zeros(wpeShape));
 
-    // Token gradient: a scatter-add of rows, in token order so that the
-    // result is deterministic.
+    // Token gradient: a scatter-add of rows. Each column is its own
+    // iteration of a parallel loop, which adds the column's elements in
+    // token order: the result is deterministic, and no two iterations write
+    // the same element, so that a GPU runs a thread per column where rows
+    // scattered one at a time were a launch per token.
     Value grad2 = L.rows(adaptor.getGrad());
     Value tokens = L.flatten(adaptor.getTokens());
     int64_t n = cast<RankedTensorType>(grad2.getType()).getDimSize(0);
     OpBuilder &b = L.b;
     Location loc = L.loc;
-    auto rowType = RankedTensorType::get({C}, L.f32());
-    auto loop = scf::ForOp::create(
-        b, loc, arith::ConstantIndexOp::create(b, loc, 0),
-        arith::ConstantIndexOp::create(b, loc, n),
-        arith::ConstantIndexOp::create(b, loc, 1),
-        ValueRange{adaptor.getWteInit()
-                       ? adaptor.getWteInit()
-                       : L.zeros(op.getWteGrad().getType().getShape())},
-        [&](OpBuilder &nb, Location l, Value i, ValueRange acc) {
-          Value token = arith::IndexCastOp::create(
-              nb, l, nb.getIndexType(),
-              tensor::ExtractOp::create(nb, l, tokens, ValueRange{i}));
-          Value held;
-          if (start)
-            std::tie(held, token) = L.indexInPart(nb, token, start, rows);
-          SmallVector<OpFoldResult> one = {nb.getIndexAttr(1),
-                                           nb.getIndexAttr(1)};
-          SmallVector<OpFoldResult> size = {nb.getIndexAttr(1),
-                                            nb.getIndexAttr(C)};
-          Value src = tensor::ExtractSliceOp::create(
-              nb, l, rowType, grad2,
-              ArrayRef<OpFoldResult>{i, nb.getIndexAttr(0)}, size, one);
-          Value dst = tensor::ExtractSliceOp::create(
-              nb, l, rowType, acc[0],
-              ArrayRef<OpFoldResult>{token, nb.getIndexAttr(0)}, size, one);
-          AffineMap id = AffineMap::getMultiDimIdentityMap(1, nb.getContext());
-          // A token of another part adds zeros to row 0, as it is.
-          auto add = [&](OpBuilder &gb, Location gl, ValueRange a) {
-            Value g = held ? arith::SelectOp::create(gb, gl, held, a[0],
-                                                     L.f32(gb, 0.0))
-                           : a[0];
-            linalg::YieldOp::create(
-                gb, gl, arith::AddFOp::create(gb, gl, g, a[1]).getResult());
-          };
-          Value row = linalg::GenericOp::create(
-                          nb, l, TypeRange{rowType}, ValueRange{src},
-                          ValueRange{dst}, ArrayRef<AffineMap>{id, id},
-                          ArrayRef<IteratorType>{kPar}, add)
-                          .getResult(0);
-          Value updated = tensor::InsertSliceOp::create(
-              nb, l, row, acc[0],
-              ArrayRef<OpFoldResult>{token, nb.getIndexAttr(0)}, size, one);
-          scf::YieldOp::create(nb, l, updated);
-        });
-    return {loop.getResult(0), wpe};
+    Value init = adaptor.getWteInit()
+                     ? adaptor.getWteInit()
+                     : L.zeros(op.getWteGrad().getType().getShape());
+    auto columns = scf::ForallOp::create(
+        b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(C)}, ValueRange{init},
+        /*mapping=*/std::nullopt);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(columns.getBody());
+      Value c = columns.getInductionVar(0);
+      Value all = columns.getRegionIterArgs()[0];
+      auto columnType = RankedTensorType::get({rows}, L.f32());
+      SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), c};
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(rows),
+                                         b.getIndexAttr(1)};
+      SmallVector<OpFoldResult> unit(2, b.getIndexAttr(1));
+      Value column = tensor::ExtractSliceOp::create(b, loc, columnType, all,
+                                                    offsets, sizes, unit);
+      auto loop = scf::ForOp::create(
+          b, loc, arith::ConstantIndexOp::create(b, loc, 0),
+          arith::ConstantIndexOp::create(b, loc, n),
+          arith::ConstantIndexOp::create(b, loc, 1), ValueRange{column},
+          [&](OpBuilder &nb, Location l, Value i, ValueRange acc) {
+            Value token = arith::IndexCastOp::create(
+                nb, l, nb.getIndexType(),
+                tensor::ExtractOp::create(nb, l, tokens, ValueRange{i}));
+            Value held;
+            if (start)
+              std::tie(held, token) = L.indexInPart(nb, token, start, rows);
+            Value g = tensor::ExtractOp::create(nb, l, grad2, ValueRange{i, c});
+            // A token of another part adds zeros to row 0, as it is.
+            if (held)
+              g = arith::SelectOp::create(nb, l, held, g, L.f32(nb, 0.0));
+            Value old = tensor::ExtractOp::create(nb, l, acc[0], token);
+            Value sum = arith::AddFOp::create(nb, l, g, old);
+            scf::YieldOp::create(
+                nb, l,
+                tensor::InsertOp::create(nb, l, sum, acc[0], token)
+                    .getResult());
+          });
+      b.setInsertionPointToStart(columns.getTerminator().getBody());
+      tensor::ParallelInsertSliceOp::create(b, loc, loop.getResult(0), all,
+                                            offsets, sizes, unit);
+    }
+    return {columns.getResult(0), wpe};
   }
 };
 
