@@ -219,7 +219,8 @@ void shareAmongWarp(scf::ForOp loop, Value lane) {
 /// Puts `loop`, a reduction to scalars on the host whose results are only
 /// stored right after it, in a parallel loop of one iteration, to run as a
 /// kernel (of one warp if it is a warp reduction). A load of an initial
-/// value just before it, which nothing else reads, goes with it.
+/// value just before it, which nothing else reads, goes with it, and so
+/// does a store of that value just before the load.
 void wrapHostReduction(scf::ForOp loop) {
   if (loop->getParentOfType<scf::ParallelOp>() ||
       loop.getNumRegionIterArgs() == 0 ||
@@ -233,9 +234,16 @@ void wrapHostReduction(scf::ForOp loop) {
     return;
   SmallVector<Operation *> moved;
   Operation *before = loop->getPrevNode();
-  if (auto load = dyn_cast_or_null<memref::LoadOp>(before))
-    if (load->hasOneUse() && *load->user_begin() == loop)
+  if (auto load = dyn_cast_or_null<memref::LoadOp>(before)) {
+    if (load->hasOneUse() && *load->user_begin() == loop) {
+      // And the fill of the output that the initial value is, just before.
+      auto fill = dyn_cast_or_null<memref::StoreOp>(load->getPrevNode());
+      if (fill && fill.getMemRef() == load.getMemRef() &&
+          fill.getIndices() == load.getIndices())
+        moved.push_back(fill);
       moved.push_back(load);
+    }
+  }
   moved.push_back(loop);
   // The results' stores, in order right after the loop.
   unsigned stores = 0;

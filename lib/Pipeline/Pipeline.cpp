@@ -305,6 +305,7 @@ void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
 void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
                                           StringRef cudaPath) {
   pm.addPass(createLoomParallelLoopsToGpu());
+  pm.addPass(createLoomWaitForDevice());
   // The loops nested in a kernel run in each of its threads, and those left
   // on the host run in order there.
   pm.addPass(createParallelForToNestedForsPass());

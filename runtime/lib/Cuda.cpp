@@ -11,6 +11,12 @@
 // this one keeps one stream for the whole step and turns failures into the
 // runtime's errors. Their signatures are upstream's.
 //
+// Launches and GEMMs are queued on that stream without waiting: upstream's
+// lowering synchronizes after every launch, which this mgpuStreamSynchronize
+// leaves to loom_rt_device_wait, called by generated code where the host is
+// about to touch the step's memory, and to the runtime before collectives
+// and at the end of the step.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
@@ -129,6 +135,8 @@ struct Backend {
   CUdeviceptr workspace = 0;
   std::map<GemmKey, GemmPlan> plans;
   bool active = false;
+  /// Whether work was queued on the stream since the last wait.
+  bool pending = false;
 
   /// Records the first failure; later calls of the step are skipped, and
   /// the runtime reports it when the step returns.
@@ -384,9 +392,19 @@ bool loom::cudaSynchronize() {
   Backend &be = backend();
   if (be.failure.empty())
     be.check(be.api.cuStreamSynchronize(be.stream), "the step on the GPU");
+  be.pending = false;
   if (!be.failure.empty())
     return setError("%s: %s", be.name, be.failure.c_str());
   return true;
+}
+
+void loom::cudaWait() {
+  Backend &be = backend();
+  if (!be.active || !be.pending)
+    return;
+  be.pending = false;
+  if (be.failure.empty())
+    be.check(be.api.cuStreamSynchronize(be.stream), "the step on the GPU");
 }
 
 void loom::cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
@@ -406,9 +424,7 @@ void loom::cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                                  reinterpret_cast<void *>(be.workspace),
                                  kWorkspaceBytes, be.stream),
            "cublasLtMatmul");
-  // The host reads some of the step's buffers between kernels; each launch
-  // already waits for the GPU, and so does each GEMM.
-  be.check(be.api.cuStreamSynchronize(be.stream), "cublasLtMatmul");
+  be.pending = true;
 }
 
 extern "C" {
@@ -452,11 +468,11 @@ CUstream mgpuStreamCreate() { return backend().stream; }
 
 void mgpuStreamDestroy(CUstream) {}
 
-void mgpuStreamSynchronize(CUstream stream) {
-  Backend &be = backend();
-  if (be.failure.empty())
-    be.check(be.api.cuStreamSynchronize(stream), "a kernel");
-}
+// Upstream's lowering calls this after every launch; the host waits only
+// where it touches memory (loom_rt_device_wait).
+void mgpuStreamSynchronize(CUstream) {}
+
+void loom_rt_device_wait(void) { loom::cudaWait(); }
 
 void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
                       intptr_t gridZ, intptr_t blockX, intptr_t blockY,
@@ -472,6 +488,7 @@ void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
   be.check(be.api.cuLaunchKernel(function, gridX, gridY, gridZ, blockX, blockY,
                                  blockZ, smem, stream, params, extra),
            "cuLaunchKernel");
+  be.pending = true;
 }
 
 } // extern "C"
@@ -493,6 +510,7 @@ bool loom::cudaMemoryInfo(size_t &, size_t &) {
   return setError("this Loom runtime was built without CUDA");
 }
 bool loom::cudaSynchronize() { return true; }
+void loom::cudaWait() {}
 void loom::cudaGemm(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, float,
                     const void *, int64_t, const void *, int64_t, float,
                     float *, int64_t) {}
@@ -506,6 +524,7 @@ void *mgpuModuleGetFunction(void *, const char *) { return nullptr; }
 void *mgpuStreamCreate() { return nullptr; }
 void mgpuStreamDestroy(void *) {}
 void mgpuStreamSynchronize(void *) {}
+void loom_rt_device_wait(void) {}
 void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t, intptr_t, intptr_t,
                       intptr_t, int32_t, void *, void **, void **, size_t) {}
 }

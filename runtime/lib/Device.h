@@ -43,6 +43,10 @@ bool cudaMemoryInfo(size_t &free, size_t &total);
 /// Waits for the GPU's work; false, with the error set, when any launch,
 /// GEMM or kernel of the step failed since the backend started.
 bool cudaSynchronize();
+/// Waits for the GPU's work if any was queued since the last wait, before
+/// the host touches memory the GPU may be using; a failure is recorded
+/// for the step to return. Nothing while the CUDA backend is off.
+void cudaWait();
 /// Row-major GEMM on the GPU (loom_rt_gemm's contract): A and B of
 /// `dtype` (a loom_dtype), C and the accumulation f32.
 void cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,

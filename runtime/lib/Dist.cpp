@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Dist.h"
+#include "Device.h"
 #include "Error.h"
 #include "Trace.h"
 #include "loom/runtime.h"
@@ -189,6 +190,8 @@ struct Traffic {
 template <typename Collective>
 void groupCollective(int32_t group, const char *what, Traffic traffic,
                      Collective &&collective) {
+  // MPI reads and writes the buffers from the host.
+  loom::cudaWait();
   auto start = loom::TraceClock::now();
   loom_comm *comm = stepGroup(group);
   if (collective(comm))

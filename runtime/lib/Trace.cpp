@@ -10,6 +10,7 @@
 
 #include "Trace.h"
 
+#include "Device.h"
 #include "Error.h"
 #include "loom/abi.h"
 #include "loom/runtime.h"
@@ -140,8 +141,12 @@ int loom_trace_start(void) {
 
 void loom_rt_trace_begin(int32_t kind, int64_t micro_batch, int64_t chunk) {
   Recorder &r = recorder();
-  if (r.active)
-    r.open.push_back({kind, micro_batch, chunk, loom::TraceClock::now()});
+  // On a GPU, a span's times are the device's only once the work queued
+  // before its marks has run.
+  if (!r.active)
+    return;
+  loom::cudaWait();
+  r.open.push_back({kind, micro_batch, chunk, loom::TraceClock::now()});
 }
 
 void loom_rt_trace_end(int32_t kind) {
@@ -150,6 +155,7 @@ void loom_rt_trace_end(int32_t kind) {
   // dropped rather than recorded wrong.
   if (!r.active || r.open.empty() || r.open.back().kind != kind)
     return;
+  loom::cudaWait();
   Open o = r.open.back();
   r.open.pop_back();
   static const char *const categories[] = {"forward", "backward", "optimizer"};

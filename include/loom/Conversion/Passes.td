@@ -323,4 +323,24 @@ def LoomParallelLoopsToGpu
                            "::mlir::scf::SCFDialect"];
 }
 
+def LoomWaitForDevice : Pass<"loom-wait-for-device", "::mlir::ModuleOp"> {
+  let summary = "Make the host wait for the GPU before it touches memory";
+  let description = [{
+    The runtime's CUDA backend queues kernel launches and GEMMs on one
+    stream without waiting for them (upstream's lowering would synchronize
+    after every launch). In the host code of every function, this pass puts
+    a call of `loom_rt_device_wait` before each operation outside kernels
+    that reads or writes memory (a load or store of a scalar the optimizer
+    computes on the host, say) when a launch or a call may have queued work
+    since the last wait: at the start of a function, and of every block of
+    a host loop or branch that queues work itself, it assumes some is
+    queued. Allocation and freeing touch no data and need no wait, nor
+    does a load of a function argument that only loads read (the runtime's
+    learning rate and step number); the runtime waits itself before its collectives and at the end of the step.
+    The runtime's wait returns at once when nothing was queued since the
+    last one.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 #endif // LOOM_CONVERSION_PASSES_TD

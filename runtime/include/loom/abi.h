@@ -33,6 +33,7 @@
 #define LOOM_RT_GROUP_RECV "loom_rt_group_recv"
 #define LOOM_RT_TRACE_BEGIN "loom_rt_trace_begin"
 #define LOOM_RT_TRACE_END "loom_rt_trace_end"
+#define LOOM_RT_DEVICE_WAIT "loom_rt_device_wait"
 
 /* The spans of a step's timeline generated code marks (loom_rt_trace_*). */
 #define LOOM_TRACE_FORWARD 0

@@ -355,6 +355,11 @@ void loom_rt_group_recv(int32_t group, int32_t dtype, void *buffer,
 /// apply. Recorded while tracing (loom_trace_start); nothing otherwise.
 void loom_rt_trace_begin(int32_t kind, int64_t micro_batch, int64_t chunk);
 void loom_rt_trace_end(int32_t kind);
+/// Waits for the GPU's work, where generated code for the GPU is about to
+/// read or write the step's memory from the host: launches and GEMMs are
+/// asynchronous on the CUDA backend. Returns at once when nothing was
+/// queued since the last wait, and on the CPU.
+void loom_rt_device_wait(void);
 /// This rank's index in `group`; ends the job when there is no context.
 int64_t loom_rt_group_rank(int32_t group);
 
