@@ -100,6 +100,35 @@ constexpr int64_t kGemmDepth = 512;
 /// runtime's threads does better. Above it OpenBLAS's threading is the
 /// faster.
 constexpr double kSplitWork = 1e8;
+
+/// The GEMMs of a batch (loom_rt_gemm_batched), numbered i * count1 + j.
+struct GemmBatch {
+  int32_t dtype, transA, transB;
+  int64_t m, n, k;
+  float alpha;
+  const char *a;
+  int64_t lda;
+  const char *b;
+  int64_t ldb;
+  float beta;
+  float *c;
+  int64_t ldc, count1;
+  int64_t strides0[3], strides1[3];
+  size_t bytes;
+};
+
+void gemmBatch(void *context, int64_t from, int64_t to) {
+  const GemmBatch &g = *static_cast<const GemmBatch *>(context);
+  for (int64_t index = from; index < to; ++index) {
+    int64_t i = index / g.count1, j = index % g.count1;
+    auto offset = [&](int operand) {
+      return i * g.strides0[operand] + j * g.strides1[operand];
+    };
+    loom_rt_gemm(g.dtype, g.transA, g.transB, g.m, g.n, g.k, g.alpha,
+                 g.a + offset(0) * g.bytes, g.lda, g.b + offset(1) * g.bytes,
+                 g.ldb, g.beta, g.c + offset(2), g.ldc);
+  }
+}
 } // namespace
 
 extern "C" {
@@ -131,6 +160,46 @@ void loom_rt_gemm(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m,
                   int64_t ldc) {
   loom_rt_gemm_blocked(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                        beta, c, ldc, kGemmBlockBytes);
+}
+
+void loom_rt_gemm_batched(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                          int64_t m, int64_t n, int64_t k, float alpha,
+                          const void *a, int64_t lda, const void *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc,
+                          int64_t count0, int64_t a_stride0, int64_t b_stride0,
+                          int64_t c_stride0, int64_t count1, int64_t a_stride1,
+                          int64_t b_stride1, int64_t c_stride1) {
+  const int64_t strides0[3] = {a_stride0, b_stride0, c_stride0},
+                strides1[3] = {a_stride1, b_stride1, c_stride1};
+  if (loom::cudaActive())
+    return loom::cudaGemmBatched(dtype, trans_a, trans_b, m, n, k, alpha, a,
+                                 lda, b, ldb, beta, c, ldc, count0, strides0,
+                                 count1, strides1);
+  if (count0 <= 0 || count1 <= 0)
+    return;
+  GemmBatch batch{dtype,
+                  trans_a,
+                  trans_b,
+                  m,
+                  n,
+                  k,
+                  alpha,
+                  static_cast<const char *>(a),
+                  lda,
+                  static_cast<const char *>(b),
+                  ldb,
+                  beta,
+                  c,
+                  ldc,
+                  count1,
+                  {a_stride0, b_stride0, c_stride0},
+                  {a_stride1, b_stride1, c_stride1},
+                  dtype == LOOM_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t)};
+  int64_t total = count0 * count1;
+  if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() && total > 1)
+    loom_rt_parallel_for(gemmBatch, &batch, 0, total);
+  else
+    gemmBatch(&batch, 0, total);
 }
 
 void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,

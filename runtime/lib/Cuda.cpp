@@ -23,6 +23,7 @@
 #include "Error.h"
 #include "loom/runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -67,6 +68,7 @@ namespace {
   X(cublasLtMatmulDescCreate)                                                  \
   X(cublasLtMatmulDescSetAttribute)                                            \
   X(cublasLtMatrixLayoutCreate)                                                \
+  X(cublasLtMatrixLayoutSetAttribute)                                          \
   X(cublasLtMatmulPreferenceCreate)                                            \
   X(cublasLtMatmulPreferenceSetAttribute)                                      \
   X(cublasLtMatmulAlgoGetHeuristic)                                            \
@@ -87,21 +89,25 @@ struct GemmPlan {
   cublasLtMatmulAlgo_t algo{};
 };
 /// What a plan depends on: the operands' element type (loom_dtype), the
-/// transpositions, the shape, the leading dimensions and the alignments
-/// of A, B and C in bytes. The heuristic assumes 256-byte aligned
-/// matrices unless told otherwise, and an algorithm it picks for those
-/// fails on a view at a smaller alignment.
-using GemmKey =
-    std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
-               int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
+/// transpositions, the shape, the leading dimensions, the alignments of
+/// A, B and C in bytes, and for a strided batch the number of GEMMs and
+/// the elements between consecutive A, B and C (1 and zeros otherwise).
+/// The heuristic assumes 256-byte aligned matrices unless told otherwise,
+/// and an algorithm it picks for those fails on a view at a smaller
+/// alignment.
+using GemmKey = std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t, uint32_t, uint32_t,
+                           uint32_t, int64_t, int64_t, int64_t, int64_t>;
 
-/// The largest power of two up to 256 that divides `pointer`'s address.
-uint32_t alignmentOf(const void *pointer) {
-  auto address = reinterpret_cast<uintptr_t>(pointer);
+/// The largest power of two up to 256 that divides `address`.
+uint32_t alignmentOf(uintptr_t address) {
   uint32_t alignment = 256;
   while (alignment > 1 && address % alignment)
     alignment /= 2;
   return alignment;
+}
+uint32_t alignmentOf(const void *pointer) {
+  return alignmentOf(reinterpret_cast<uintptr_t>(pointer));
 }
 
 /// cuBLASLt's type of A and B for a loom_dtype; C and the accumulation
@@ -249,8 +255,8 @@ struct Backend {
     auto it = plans.find(key);
     if (it != plans.end())
       return &it->second;
-    auto [dtype, transA, transB, m, n, k, lda, ldb, ldc, alignA, alignB,
-          alignC] = key;
+    auto [dtype, transA, transB, m, n, k, lda, ldb, ldc, alignA, alignB, alignC,
+          count, strideA, strideB, strideC] = key;
     cudaDataType_t operands = operandType(dtype);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's
     // buffer is cuBLASLt's first operand, A's the second. A row-major
@@ -278,6 +284,21 @@ struct Backend {
         !check(api.cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, n, m, ldc),
                "cublasLtMatrixLayoutCreate"))
       return nullptr;
+    if (count > 1) {
+      auto batch = static_cast<int32_t>(count);
+      std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+          {p.a, strideB}, {p.b, strideA}, {p.c, strideC}};
+      for (auto &[layout, stride] : layouts)
+        if (!check(api.cublasLtMatrixLayoutSetAttribute(
+                       layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                       sizeof(batch)),
+                   "cublasLtMatrixLayoutSetAttribute") ||
+            !check(api.cublasLtMatrixLayoutSetAttribute(
+                       layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                       &stride, sizeof(stride)),
+                   "cublasLtMatrixLayoutSetAttribute"))
+          return nullptr;
+    }
     cublasLtMatmulPreference_t preference = nullptr;
     size_t workspaceBytes = kWorkspaceBytes;
     cublasLtMatmulHeuristicResult_t result{};
@@ -411,19 +432,52 @@ void loom::cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                     int64_t n, int64_t k, float alpha, const void *a,
                     int64_t lda, const void *b, int64_t ldb, float beta,
                     float *c, int64_t ldc) {
+  const int64_t none[3] = {0, 0, 0};
+  cudaGemmBatched(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta,
+                  c, ldc, 1, none, 1, none);
+}
+
+void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
+                           int64_t m, int64_t n, int64_t k, float alpha,
+                           const void *a, int64_t lda, const void *b,
+                           int64_t ldb, float beta, float *c, int64_t ldc,
+                           int64_t count0, const int64_t strides0[3],
+                           int64_t count1, const int64_t strides1[3]) {
   Backend &be = backend();
-  if (!be.failure.empty())
+  if (!be.failure.empty() || count0 <= 0 || count1 <= 0)
     return;
-  GemmPlan *p =
-      be.plan(GemmKey{dtype, transA, transB, m, n, k, lda, ldb, ldc,
-                      alignmentOf(a), alignmentOf(b), alignmentOf(c)});
+  size_t bytes = dtype == LOOM_DTYPE_F32 ? 4 : 2;
+  auto at = [](const void *base, int64_t elements, size_t size) {
+    return static_cast<const char *>(base) + elements * size;
+  };
+  // The alignment every matrix of a batch has: the first's, and that of
+  // the steps between them.
+  auto alignment = [&](const void *first, int64_t stride0, int64_t stride1,
+                       size_t size) {
+    return std::min({alignmentOf(first),
+                     alignmentOf(static_cast<uintptr_t>(stride0) * size),
+                     alignmentOf(static_cast<uintptr_t>(stride1) * size)});
+  };
+  GemmPlan *p = be.plan(
+      GemmKey{dtype, transA, transB, m, n, k, lda, ldb, ldc,
+              alignment(a, strides0[0], strides1[0], bytes),
+              alignment(b, strides0[1], strides1[1], bytes),
+              alignment(c, strides0[2], strides1[2], sizeof(float)), count1,
+              count1 > 1 ? strides1[0] : 0, count1 > 1 ? strides1[1] : 0,
+              count1 > 1 ? strides1[2] : 0});
   if (!p)
     return;
-  be.check(be.api.cublasLtMatmul(be.blas, p->desc, &alpha, b, p->a, a, p->b,
-                                 &beta, c, p->c, c, p->c, &p->algo,
-                                 reinterpret_cast<void *>(be.workspace),
-                                 kWorkspaceBytes, be.stream),
-           "cublasLtMatmul");
+  // One strided-batched matmul of the inner GEMMs per outer one.
+  for (int64_t i = 0; i < count0 && be.failure.empty(); ++i) {
+    const void *ai = at(a, i * strides0[0], bytes),
+               *bi = at(b, i * strides0[1], bytes);
+    void *ci = const_cast<char *>(at(c, i * strides0[2], sizeof(float)));
+    be.check(be.api.cublasLtMatmul(be.blas, p->desc, &alpha, bi, p->a, ai, p->b,
+                                   &beta, ci, p->c, ci, p->c, &p->algo,
+                                   reinterpret_cast<void *>(be.workspace),
+                                   kWorkspaceBytes, be.stream),
+             "cublasLtMatmul");
+  }
   be.pending = true;
 }
 
@@ -514,6 +568,10 @@ void loom::cudaWait() {}
 void loom::cudaGemm(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, float,
                     const void *, int64_t, const void *, int64_t, float,
                     float *, int64_t) {}
+void loom::cudaGemmBatched(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
+                           float, const void *, int64_t, const void *, int64_t,
+                           float, float *, int64_t, int64_t, const int64_t[3],
+                           int64_t, const int64_t[3]) {}
 
 // An artifact compiled for the GPU still loads, so that its manifest can
 // say why it does not run; its module constructors find no GPU.

@@ -52,6 +52,15 @@ void cudaWait();
 void cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
               int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
               const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
+/// `count0` x `count1` GEMMs of cudaGemm's form (loom_rt_gemm_batched's
+/// contract; strides in elements, of A, B and C): one cuBLASLt
+/// strided-batched matmul of `count1` per outer index.
+void cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
+                     int64_t n, int64_t k, float alpha, const void *a,
+                     int64_t lda, const void *b, int64_t ldb, float beta,
+                     float *c, int64_t ldc, int64_t count0,
+                     const int64_t strides0[3], int64_t count1,
+                     const int64_t strides1[3]);
 } // namespace loom
 
 #endif // LOOM_RUNTIME_DEVICE_H

@@ -77,9 +77,7 @@ func.func @embedding_grad_into(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
 // the pairs in parallel: scores Q K^T into [B, NH, T, T], then the
 // probabilities times V into the [B, T, NH, D] output.
 // CHECK-LABEL: func.func @attention(
-// CHECK: scf.forall (%[[I:.*]]) in (4) shared_outs(%[[S:.*]] = %{{.*}}) -> (tensor<2x2x3x3xf32>)
-// CHECK: %[[B:.*]] = arith.divui %[[I]], %c2
-// CHECK: %[[H:.*]] = arith.remui %[[I]], %c2
+// CHECK: scf.forall (%[[B:.*]], %[[H:.*]]) in (2, 2) shared_outs(%[[S:.*]] = %{{.*}}) -> (tensor<2x2x3x3xf32>)
 // CHECK: tensor.extract_slice %[[S]][%[[B]], %[[H]], 0, 0] [1, 1, 3, 3] [1, 1, 1, 1] : tensor<2x2x3x3xf32> to tensor<3x3xf32>
 // CHECK: linalg.matmul {{.*}} : tensor<3x2xf32>, tensor<3x2xf32>) outs(%{{.*}} : tensor<3x3xf32>)
 // CHECK: tensor.parallel_insert_slice %{{.*}} into %[[S]][%[[B]], %[[H]], 0, 0]

@@ -63,3 +63,50 @@ func.func @mixed(%a: memref<6x4xbf16>, %b: memref<4x5xf32>, %c: memref<6x5xf32>)
   linalg.matmul ins(%a, %b : memref<6x4xbf16>, memref<4x5xf32>) outs(%c : memref<6x5xf32>)
   return
 }
+
+// -----
+
+// A loop over (batch, head) whose body is one GEMM on views offset by its
+// indices is one batched GEMM, on the views of its first iteration: Q K^T
+// of [2, 3, 4(heads), 8] queries and keys into [2, 4, 3, 3] scores. A's and
+// B's matrices are 96 elements apart per batch and 8 per head, C's 36 and
+// 9; the zero fill of the whole output becomes beta = 0.
+// CHECK-LABEL: func.func @heads(
+// CHECK-NOT: linalg.fill
+// CHECK-NOT: scf.forall
+// CHECK: call @loom_rt_gemm_batched({{.*}}, %c2_i64, %c96_i64, %c96_i64{{[_0-9]*}}, %c36_i64, %c4_i64, %c8_i64{{[_0-9]*}}, %c8_i64{{[_0-9]*}}, %c9_i64) : (i32, i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, f32, !llvm.ptr, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+// CHECK-NOT: loom_rt_sgemm(
+// CHECK: return
+// A loop doing anything else keeps a GEMM per iteration.
+// CHECK-LABEL: func.func @heads_and_more(
+// CHECK: scf.forall
+// CHECK: call @loom_rt_sgemm(
+// CHECK-NOT: loom_rt_gemm_batched(
+// CHECK: return
+func.func @heads(%q: memref<2x3x4x8xf32>, %k: memref<2x3x4x8xf32>, %s: memref<2x4x3x3xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%s : memref<2x4x3x3xf32>)
+  scf.forall (%b, %h) in (2, 4) {
+    %qh = memref.subview %q[%b, 0, %h, 0] [1, 3, 1, 8] [1, 1, 1, 1] : memref<2x3x4x8xf32> to memref<3x8xf32, strided<[32, 1], offset: ?>>
+    %kh = memref.subview %k[%b, 0, %h, 0] [1, 3, 1, 8] [1, 1, 1, 1] : memref<2x3x4x8xf32> to memref<3x8xf32, strided<[32, 1], offset: ?>>
+    %sh = memref.subview %s[%b, %h, 0, 0] [1, 1, 3, 3] [1, 1, 1, 1] : memref<2x4x3x3xf32> to memref<3x3xf32, strided<[3, 1], offset: ?>>
+    linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%qh, %kh : memref<3x8xf32, strided<[32, 1], offset: ?>>, memref<3x8xf32, strided<[32, 1], offset: ?>>)
+      outs(%sh : memref<3x3xf32, strided<[3, 1], offset: ?>>)
+  }
+  return
+}
+func.func @heads_and_more(%q: memref<2x3x4x8xf32>, %k: memref<2x3x4x8xf32>, %s: memref<2x4x3x3xf32>) {
+  scf.forall (%b, %h) in (2, 4) {
+    %qh = memref.subview %q[%b, 0, %h, 0] [1, 3, 1, 8] [1, 1, 1, 1] : memref<2x3x4x8xf32> to memref<3x8xf32, strided<[32, 1], offset: ?>>
+    %kh = memref.subview %k[%b, 0, %h, 0] [1, 3, 1, 8] [1, 1, 1, 1] : memref<2x3x4x8xf32> to memref<3x8xf32, strided<[32, 1], offset: ?>>
+    %sh = memref.subview %s[%b, %h, 0, 0] [1, 1, 3, 3] [1, 1, 1, 1] : memref<2x4x3x3xf32> to memref<3x3xf32, strided<[3, 1], offset: ?>>
+    linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%qh, %kh : memref<3x8xf32, strided<[32, 1], offset: ?>>, memref<3x8xf32, strided<[32, 1], offset: ?>>)
+      outs(%sh : memref<3x3xf32, strided<[3, 1], offset: ?>>)
+    %one = arith.constant 1.0 : f32
+    %c0 = arith.constant 0 : index
+    memref.store %one, %sh[%c0, %c0] : memref<3x3xf32, strided<[3, 1], offset: ?>>
+  }
+  return
+}

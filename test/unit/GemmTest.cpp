@@ -121,3 +121,39 @@ TEST(RuntimeGemm, F16WidensExactly) {
   EXPECT_TRUE(std::isnan(c));
 }
 } // namespace
+
+namespace {
+/// A batch of 2 x 3 GEMMs on interleaved views, as attention's heads are:
+/// each GEMM of the batch equals the same GEMM called alone, bit for bit,
+/// and writes only its own part of C.
+TEST(RuntimeGemm, BatchedMatchesEachGemm) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  // [2, T=5, 3 heads, D=4] operands, C [2, 3, 5, 5].
+  const int64_t batch = 2, seq = 5, heads = 3, dim = 4;
+  std::vector<float> q(batch * seq * heads * dim), k(q.size());
+  for (float &x : q)
+    x = dist(rng);
+  for (float &x : k)
+    x = dist(rng);
+  const int64_t ld = heads * dim;
+  std::vector<float> batched(batch * heads * seq * seq, 0.25f), alone(batched);
+  loom_rt_gemm_batched(LOOM_DTYPE_F32, 0, 1, seq, seq, dim, 1.5f, q.data(), ld,
+                       k.data(), ld, 1.0f, batched.data(), seq, batch, seq * ld,
+                       seq * ld, heads * seq * seq, heads, dim, dim, seq * seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      loom_rt_sgemm(0, 1, seq, seq, dim, 1.5f,
+                    q.data() + b * seq * ld + h * dim, ld,
+                    k.data() + b * seq * ld + h * dim, ld, 1.0f,
+                    alone.data() + (b * heads + h) * seq * seq, seq);
+  EXPECT_EQ(0, std::memcmp(batched.data(), alone.data(),
+                           batched.size() * sizeof(float)));
+  // An empty batch writes nothing.
+  std::vector<float> untouched(batched);
+  loom_rt_gemm_batched(LOOM_DTYPE_F32, 0, 1, seq, seq, dim, 1.0f, q.data(), ld,
+                       k.data(), ld, 0.0f, batched.data(), seq, 0, 0, 0, 0,
+                       heads, dim, dim, seq * seq);
+  EXPECT_EQ(untouched, batched);
+}
+} // namespace

@@ -85,24 +85,24 @@ struct HeadOperand {
 
 /// For every (batch, head) pair, the product of the two operands' matrices
 /// accumulated into the matching matrix of `init`. Each product is a
-/// linalg.matmul on strided 2-d views, which becomes one BLAS call: a single
-/// 5-d contraction would run as generated loops that stride through memory
-/// along the reduction.
+/// linalg.matmul on strided 2-d views, which become one batched GEMM of the
+/// runtime: a single 5-d contraction would run as generated loops that
+/// stride through memory along the reduction.
 Value perHeadMatmul(Lowering &L, const Heads &h, HeadOperand lhs,
                     HeadOperand rhs, Value init, HeadLayout initLayout) {
   OpBuilder &b = L.b;
   Location loc = L.loc;
-  // The pairs are independent: an scf.forall, whose iterations the runtime
-  // spreads over threads, each writing its own slice of `init` in place.
+  // The pairs are independent: an scf.forall over (batch, head), each
+  // iteration writing its own slice of `init` in place, which
+  // loom-matmul-to-blas makes one batched GEMM.
   auto loop = scf::ForallOp::create(
-      b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(h.batch * h.heads)},
+      b, loc,
+      ArrayRef<OpFoldResult>{b.getIndexAttr(h.batch), b.getIndexAttr(h.heads)},
       ValueRange{init}, /*mapping=*/std::nullopt);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  Value iv = loop.getInductionVar(0);
-  Value heads = arith::ConstantIndexOp::create(b, loc, h.heads);
-  Value batch = arith::DivUIOp::create(b, loc, iv, heads);
-  Value head = arith::RemUIOp::create(b, loc, iv, heads);
+  Value batch = loop.getInductionVar(0);
+  Value head = loop.getInductionVar(1);
   SmallVector<OpFoldResult> unit(4, b.getIndexAttr(1));
   auto matrix = [&](Value t, HeadLayout layout) -> Value {
     auto type = cast<RankedTensorType>(t.getType());

@@ -23,6 +23,7 @@
 /* Functions of the runtime that generated code calls (runtime.h). */
 #define LOOM_RT_SGEMM "loom_rt_sgemm"
 #define LOOM_RT_GEMM "loom_rt_gemm"
+#define LOOM_RT_GEMM_BATCHED "loom_rt_gemm_batched"
 #define LOOM_RT_PARALLEL_FOR "loom_rt_parallel_for"
 #define LOOM_RT_GROUP_ALL_REDUCE "loom_rt_group_all_reduce"
 #define LOOM_RT_GROUP_ALL_REDUCE_MAX "loom_rt_group_all_reduce_max"

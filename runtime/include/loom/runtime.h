@@ -311,6 +311,20 @@ void loom_rt_gemm(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m,
                   int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
                   const void *b, int64_t ldb, float beta, float *c,
                   int64_t ldc);
+/// `count0` x `count1` independent GEMMs of loom_rt_gemm's form: GEMM
+/// (i, j) reads A from `a` plus i `a_stride0` plus j `a_stride1` elements,
+/// B likewise, and updates C from `c` plus i `c_stride0` plus j `c_stride1`
+/// elements; no two update the same C. Attention's products of every
+/// (batch, head) pair. On the CPU, the GEMMs are spread over the runtime's
+/// threads; on a GPU, one cuBLASLt strided-batched matmul of `count1`
+/// GEMMs per i.
+void loom_rt_gemm_batched(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                          int64_t m, int64_t n, int64_t k, float alpha,
+                          const void *a, int64_t lda, const void *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc,
+                          int64_t count0, int64_t a_stride0, int64_t b_stride0,
+                          int64_t c_stride0, int64_t count1, int64_t a_stride1,
+                          int64_t b_stride1, int64_t c_stride1);
 /// loom_rt_gemm with blocks of at most `block_bytes` on the CPU (tests).
 void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t m, int64_t n, int64_t k, float alpha,
