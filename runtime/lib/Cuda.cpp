@@ -21,6 +21,7 @@
 
 #include "Device.h"
 #include "Error.h"
+#include "Trace.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -37,6 +38,7 @@
 #include <mutex>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace {
 #define LOOM_STRINGIFY_(x) #x
@@ -54,6 +56,10 @@ namespace {
   X(cuCtxSetCurrent)                                                           \
   X(cuStreamCreate)                                                            \
   X(cuStreamSynchronize)                                                       \
+  X(cuEventCreate)                                                             \
+  X(cuEventRecord)                                                             \
+  X(cuEventElapsedTime)                                                        \
+  X(cuEventDestroy)                                                            \
   X(cuMemGetInfo)                                                              \
   X(cuMemAlloc)                                                                \
   X(cuMemAllocManaged)                                                         \
@@ -143,6 +149,76 @@ struct Backend {
   bool active = false;
   /// Whether work was queued on the stream since the last wait.
   bool pending = false;
+
+  /// While tracing: the work queued since the last wait, each between two
+  /// events, named by its kernel or GEMM; events for reuse; each kernel's
+  /// name.
+  struct Timed {
+    std::string name;
+    CUevent start, end;
+  };
+  std::vector<Timed> timed;
+  std::vector<CUevent> spareEvents;
+  std::map<CUfunction, std::string> kernelNames;
+
+  CUevent event() {
+    if (!spareEvents.empty()) {
+      CUevent e = spareEvents.back();
+      spareEvents.pop_back();
+      return e;
+    }
+    CUevent e = nullptr;
+    if (!check(api.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"))
+      return nullptr;
+    return e;
+  }
+  /// The event before a piece of work while tracing, else null.
+  CUevent beginTimed() {
+    if (!loom::traceActive() || !failure.empty())
+      return nullptr;
+    CUevent start = event();
+    if (start && !check(api.cuEventRecord(start, stream), "cuEventRecord"))
+      return nullptr;
+    return start;
+  }
+  void endTimed(CUevent start, std::string name) {
+    if (!start)
+      return;
+    CUevent end = event();
+    if (end && check(api.cuEventRecord(end, stream), "cuEventRecord"))
+      timed.push_back({std::move(name), start, end});
+  }
+  /// After the stream is done: the timed work as spans of the trace's GPU
+  /// track. The GPU's times are placed on the host's clock from an event
+  /// recorded now, which completes as soon as it is queued.
+  void flushTimed() {
+    if (timed.empty())
+      return;
+    CUevent now = event();
+    loom::TraceClock::time_point hostNow;
+    bool ok = now && check(api.cuEventRecord(now, stream), "cuEventRecord") &&
+              check(api.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    hostNow = loom::TraceClock::now();
+    for (Timed &t : timed) {
+      float sinceStart = 0, duration = 0;
+      if (ok && failure.empty() &&
+          check(api.cuEventElapsedTime(&sinceStart, t.start, now),
+                "cuEventElapsedTime") &&
+          check(api.cuEventElapsedTime(&duration, t.start, t.end),
+                "cuEventElapsedTime"))
+        loom::traceDeviceSpan(
+            t.name,
+            hostNow -
+                std::chrono::duration_cast<loom::TraceClock::duration>(
+                    std::chrono::duration<double, std::milli>(sinceStart)),
+            duration * 1e3);
+      spareEvents.push_back(t.start);
+      spareEvents.push_back(t.end);
+    }
+    timed.clear();
+    if (now)
+      spareEvents.push_back(now);
+  }
 
   /// Records the first failure; later calls of the step are skipped, and
   /// the runtime reports it when the step returns.
@@ -411,8 +487,9 @@ bool loom::cudaMemoryInfo(size_t &free, size_t &total) {
 
 bool loom::cudaSynchronize() {
   Backend &be = backend();
-  if (be.failure.empty())
-    be.check(be.api.cuStreamSynchronize(be.stream), "the step on the GPU");
+  if (be.failure.empty() &&
+      be.check(be.api.cuStreamSynchronize(be.stream), "the step on the GPU"))
+    be.flushTimed();
   be.pending = false;
   if (!be.failure.empty())
     return setError("%s: %s", be.name, be.failure.c_str());
@@ -424,8 +501,9 @@ void loom::cudaWait() {
   if (!be.active || !be.pending)
     return;
   be.pending = false;
-  if (be.failure.empty())
-    be.check(be.api.cuStreamSynchronize(be.stream), "the step on the GPU");
+  if (be.failure.empty() &&
+      be.check(be.api.cuStreamSynchronize(be.stream), "the step on the GPU"))
+    be.flushTimed();
 }
 
 void loom::cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
@@ -468,6 +546,7 @@ void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
   if (!p)
     return;
   // One strided-batched matmul of the inner GEMMs per outer one.
+  CUevent timing = be.beginTimed();
   for (int64_t i = 0; i < count0 && be.failure.empty(); ++i) {
     const void *ai = at(a, i * strides0[0], bytes),
                *bi = at(b, i * strides0[1], bytes);
@@ -478,6 +557,10 @@ void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
                                    kWorkspaceBytes, be.stream),
              "cublasLtMatmul");
   }
+  if (timing)
+    be.endTimed(timing, "GEMM " + std::to_string(count0 * count1) + "x " +
+                            std::to_string(m) + "x" + std::to_string(n) + "x" +
+                            std::to_string(k));
   be.pending = true;
 }
 
@@ -512,9 +595,9 @@ void mgpuModuleUnload(CUmodule module) {
 CUfunction mgpuModuleGetFunction(CUmodule module, const char *name) {
   Backend &be = backend();
   CUfunction function = nullptr;
-  if (module)
-    be.check(be.api.cuModuleGetFunction(&function, module, name),
-             "cuModuleGetFunction");
+  if (module && be.check(be.api.cuModuleGetFunction(&function, module, name),
+                         "cuModuleGetFunction"))
+    be.kernelNames[function] = name;
   return function;
 }
 
@@ -539,9 +622,12 @@ void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
     be.fail("launching a kernel that was not loaded");
     return;
   }
+  CUevent timing = be.beginTimed();
   be.check(be.api.cuLaunchKernel(function, gridX, gridY, gridZ, blockX, blockY,
                                  blockZ, smem, stream, params, extra),
            "cuLaunchKernel");
+  if (timing)
+    be.endTimed(timing, be.kernelNames[function]);
   be.pending = true;
 }
 

@@ -25,6 +25,8 @@ struct Span {
   std::string name, args;
   const char *category;
   double start, duration; // microseconds
+  /// The track: 0 the host's, 1 the GPU's.
+  int tid = 0;
 };
 
 /// A span generated code opened and has not closed yet.
@@ -81,6 +83,15 @@ void loom::traceSpan(const std::string &name, const char *category,
                      microseconds(end - start)});
 }
 
+void loom::traceDeviceSpan(const std::string &name,
+                           TraceClock::time_point start,
+                           double durationMicros) {
+  Recorder &r = recorder();
+  if (r.active)
+    r.spans.push_back({name, "", "gpu", microseconds(start - r.base),
+                       durationMicros, /*tid=*/1});
+}
+
 std::string loom::traceEvents(int64_t pid, const std::string &label) {
   std::string out;
   char line[512];
@@ -91,12 +102,21 @@ std::string loom::traceEvents(int64_t pid, const std::string &label) {
                 ",\"tid\":0,\"args\":{\"sort_index\":%" PRId64 "}}",
                 pid, escape(label).c_str(), pid, pid);
   out += line;
+  bool device = false;
   for (const Span &s : recorder().spans) {
+    if (s.tid == 1 && !device) {
+      device = true;
+      std::snprintf(line, sizeof(line),
+                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%" PRId64
+                    ",\"tid\":1,\"args\":{\"name\":\"GPU\"}}",
+                    pid);
+      out += line;
+    }
     std::snprintf(
         line, sizeof(line),
         ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%" PRId64
-        ",\"tid\":0,\"ts\":%.3f,\"dur\":%.3f",
-        escape(s.name).c_str(), s.category, pid, s.start, s.duration);
+        ",\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
+        escape(s.name).c_str(), s.category, pid, s.tid, s.start, s.duration);
     out += line;
     if (!s.args.empty())
       out += ",\"args\":{" + s.args + "}";

@@ -23,6 +23,10 @@ bool traceActive();
 /// body of a JSON object ("" for none).
 void traceSpan(const std::string &name, const char *category,
                TraceClock::time_point start, const std::string &args = "");
+/// Records a span of the GPU's work (a kernel, a GEMM) on the rank's GPU
+/// track: `start` on the host's clock, `durationMicros` long.
+void traceDeviceSpan(const std::string &name, TraceClock::time_point start,
+                     double durationMicros);
 /// This rank's spans as trace events of process `pid`, comma-separated,
 /// after one naming the process `label`.
 std::string traceEvents(int64_t pid, const std::string &label);

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Where a run's time goes, from `loom-run --trace`'s timeline.
+
+    scripts/trace-summary.py run.json [--top N] [--skip-steps K]
+
+Prints, for rank 0 (the trace's first process), the mean step time, then
+per category of span (forward, backward, optimizer, communication, and on
+a GPU the `gpu` track of kernels and GEMMs) the milliseconds per step, and
+the GPU's busiest kernels by total time: each name's count per step, its
+milliseconds per step and its share of the GPU's busy time. The first K
+steps (default 1: compilation, first touches, cuBLASLt's planning) are left
+out. Exit status 1, with the reason, for a file that is not such a trace.
+"""
+
+import argparse
+import collections
+import json
+import sys
+
+
+def fail(message):
+    print(f"trace-summary: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace")
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--skip-steps", type=int, default=1)
+    args = parser.parse_args()
+    try:
+        with open(args.trace) as f:
+            events = json.load(f)["traceEvents"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"{args.trace}: not a loom-run trace ({e})")
+    spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
+    if not spans:
+        fail(f"{args.trace}: no spans")
+    pid = min(e.get("pid", 0) for e in spans)
+    spans = [e for e in spans if e.get("pid", 0) == pid]
+    steps = sorted((e for e in spans if e.get("cat") == "step"),
+                   key=lambda e: e["ts"])
+    kept = steps[args.skip_steps:]
+    if not kept:
+        fail(f"{args.trace}: {len(steps)} steps, none left after skipping "
+             f"{args.skip_steps}")
+    windows = [(s["ts"], s["ts"] + s["dur"]) for s in kept]
+
+    def in_kept(e):
+        return any(lo <= e["ts"] < hi for lo, hi in windows)
+
+    n = len(kept)
+    print(f"rank {pid}: {n} steps, {sum(s['dur'] for s in kept) / n / 1e3:.3f}"
+          " ms/step")
+    per_category = collections.Counter()
+    kernels = collections.defaultdict(lambda: [0, 0.0])
+    for e in spans:
+        if e.get("cat") == "step" or not in_kept(e):
+            continue
+        per_category[e.get("cat", "?")] += e["dur"]
+        if e.get("cat") == "gpu":
+            k = kernels[e.get("name", "?")]
+            k[0] += 1
+            k[1] += e["dur"]
+    for category, total in sorted(per_category.items(), key=lambda c: -c[1]):
+        print(f"  {category:<14} {total / n / 1e3:10.3f} ms/step")
+    if kernels:
+        busy = sum(k[1] for k in kernels.values())
+        print(f"GPU: {sum(k[0] for k in kernels.values()) / n:.0f} kernels "
+              f"and GEMMs per step, busy {busy / n / 1e3:.3f} ms/step")
+        ranked = sorted(kernels.items(), key=lambda k: -k[1][1])
+        for name, (count, total) in ranked[:args.top]:
+            print(f"  {total / n / 1e3:9.3f} ms/step {100 * total / busy:5.1f}%"
+                  f" {count / n:7.1f}x  {name}")
+
+
+if __name__ == "__main__":
+    main()
