@@ -496,6 +496,10 @@ bool loom::cudaSynchronize() {
   return true;
 }
 
+void *loom::cudaStream() { return backend().stream; }
+
+void loom::cudaQueued() { backend().pending = true; }
+
 void loom::cudaWait() {
   Backend &be = backend();
   if (!be.active || !be.pending)
@@ -651,6 +655,8 @@ bool loom::cudaMemoryInfo(size_t &, size_t &) {
 }
 bool loom::cudaSynchronize() { return true; }
 void loom::cudaWait() {}
+void *loom::cudaStream() { return nullptr; }
+void loom::cudaQueued() {}
 void loom::cudaGemm(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, float,
                     const void *, int64_t, const void *, int64_t, float,
                     float *, int64_t) {}

@@ -43,6 +43,11 @@ bool cudaMemoryInfo(size_t &free, size_t &total);
 /// Waits for the GPU's work; false, with the error set, when any launch,
 /// GEMM or kernel of the step failed since the backend started.
 bool cudaSynchronize();
+/// The stream (a CUstream) the step's work is queued on, for NCCL.
+void *cudaStream();
+/// Notes work queued on that stream by others than the backend (NCCL), for
+/// the next wait.
+void cudaQueued();
 /// Waits for the GPU's work if any was queued since the last wait, before
 /// the host touches memory the GPU may be using; a failure is recorded
 /// for the step to return. Nothing while the CUDA backend is off.

@@ -12,6 +12,7 @@
 #include "Dist.h"
 #include "Device.h"
 #include "Error.h"
+#include "Nccl.h"
 #include "Trace.h"
 #include "loom/runtime.h"
 
@@ -190,8 +191,6 @@ struct Traffic {
 template <typename Collective>
 void groupCollective(int32_t group, const char *what, Traffic traffic,
                      Collective &&collective) {
-  // MPI reads and writes the buffers from the host.
-  loom::cudaWait();
   auto start = loom::TraceClock::now();
   loom_comm *comm = stepGroup(group);
   if (collective(comm))
@@ -213,6 +212,21 @@ void groupCollective(int32_t group, const char *what, Traffic traffic,
     args += ",\"peer\":" + std::to_string(traffic.peer) +
             ",\"tag\":" + std::to_string(traffic.tag);
   loom::traceSpan(name, "communication", start, args);
+}
+
+/// A collective of generated code: queued through NCCL on the GPU's stream
+/// where it runs it (loom::ncclCollective), else `host`, MPI's on the
+/// host, once the GPU is done with the buffers.
+template <typename Host>
+int onGpuOrHost(loom_comm *comm, loom::NcclOp op, int32_t dtype,
+                const void *send, void *recv, int64_t count, Host &&host) {
+  int rc = loom::ncclCollective(comm->comm, static_cast<int>(comm->size),
+                                static_cast<int>(comm->rank), comm->name, op,
+                                dtype, send, recv, count);
+  if (rc >= 0)
+    return rc;
+  loom::cudaWait();
+  return host();
 }
 
 loom_comm *stepGroup(int32_t group) {
@@ -505,38 +519,51 @@ int recvTagged(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
 void loom_rt_group_all_reduce(int32_t group, int32_t dtype, void *buffer,
                               int64_t count) {
   groupCollective(group, "all-reduce", {count}, [&](loom_comm *comm) {
-    return loom_rt_all_reduce(comm, static_cast<loom_dtype>(dtype), buffer,
-                              buffer, count);
+    return onGpuOrHost(
+        comm, loom::NcclOp::Sum, dtype, buffer, buffer, count, [&] {
+          return loom_rt_all_reduce(comm, static_cast<loom_dtype>(dtype),
+                                    buffer, buffer, count);
+        });
   });
 }
 
 void loom_rt_group_all_reduce_max(int32_t group, int32_t dtype, void *buffer,
                                   int64_t count) {
   groupCollective(group, "all-reduce (max)", {count}, [&](loom_comm *comm) {
-    return loom_rt_all_reduce_max(comm, static_cast<loom_dtype>(dtype), buffer,
-                                  buffer, count);
+    return onGpuOrHost(
+        comm, loom::NcclOp::Max, dtype, buffer, buffer, count, [&] {
+          return loom_rt_all_reduce_max(comm, static_cast<loom_dtype>(dtype),
+                                        buffer, buffer, count);
+        });
   });
 }
 
 void loom_rt_group_all_gather(int32_t group, int32_t dtype, const void *send,
                               void *recv, int64_t count) {
   groupCollective(group, "all-gather", {count}, [&](loom_comm *comm) {
-    return loom_rt_all_gather(comm, static_cast<loom_dtype>(dtype), send, recv,
-                              count);
+    return onGpuOrHost(
+        comm, loom::NcclOp::AllGather, dtype, send, recv, count, [&] {
+          return loom_rt_all_gather(comm, static_cast<loom_dtype>(dtype), send,
+                                    recv, count);
+        });
   });
 }
 
 void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
                                   const void *send, void *recv, int64_t count) {
   groupCollective(group, "reduce-scatter", {count}, [&](loom_comm *comm) {
-    return loom_rt_reduce_scatter(comm, static_cast<loom_dtype>(dtype), send,
-                                  recv, count);
+    return onGpuOrHost(
+        comm, loom::NcclOp::ReduceScatter, dtype, send, recv, count, [&] {
+          return loom_rt_reduce_scatter(comm, static_cast<loom_dtype>(dtype),
+                                        send, recv, count);
+        });
   });
 }
 
 void loom_rt_group_send(int32_t group, int32_t dtype, const void *buffer,
                         int64_t count, int64_t peer, int64_t tag) {
   groupCollective(group, "send", {count, peer, tag}, [&](loom_comm *comm) {
+    loom::cudaWait();
     return sendCopy(comm, static_cast<loom_dtype>(dtype), buffer, count, peer,
                     tag);
   });
@@ -545,6 +572,7 @@ void loom_rt_group_send(int32_t group, int32_t dtype, const void *buffer,
 void loom_rt_group_recv(int32_t group, int32_t dtype, void *buffer,
                         int64_t count, int64_t peer, int64_t tag) {
   groupCollective(group, "receive", {count, peer, tag}, [&](loom_comm *comm) {
+    loom::cudaWait();
     return recvTagged(comm, static_cast<loom_dtype>(dtype), buffer, count, peer,
                       tag);
   });
