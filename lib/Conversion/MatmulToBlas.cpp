@@ -130,9 +130,15 @@ std::optional<BatchedView> batchedView(Value v, scf::ForallOp loop,
     result.covers &= size == 1 && counts[dim] == sourceType.getDimSize(d);
     offset = arith::ConstantIndexOp::create(b, view.getLoc(), 0).getResult();
   }
+  // Sizes and strides are static (a stride of 1 may be a constant of the
+  // loop's body, which does not dominate the loop).
+  SmallVector<OpFoldResult> sizes, unit;
+  for (int64_t size : view.getStaticSizes()) {
+    sizes.push_back(b.getIndexAttr(size));
+    unit.push_back(b.getIndexAttr(1));
+  }
   result.first = memref::SubViewOp::create(
-      b, view.getLoc(), view.getType(), view.getSource(), offsets,
-      view.getMixedSizes(), view.getMixedStrides());
+      b, view.getLoc(), view.getType(), view.getSource(), offsets, sizes, unit);
   return result;
 }
 

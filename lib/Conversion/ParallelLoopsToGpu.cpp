@@ -127,18 +127,32 @@ Operation *warpCombiner(scf::ForOp loop, unsigned iterArg) {
   return combiner;
 }
 
-/// Whether the threads of a warp can share the iterations of `loop`: it
-/// carries only accumulators of warp combiners, and has iterations enough
-/// for every thread.
-bool isWarpReduction(scf::ForOp loop) {
-  std::optional<APInt> trips = loop.getStaticTripCount();
-  if (loop.getNumRegionIterArgs() == 0 || !trips ||
-      trips->getSExtValue() < kWarpSize)
+/// Whether `loop` only reduces: it carries accumulators of warp combiners
+/// alone and writes no memory, which its iterations split among threads
+/// would write in another order.
+bool onlyReduces(scf::ForOp loop) {
+  if (loop.getNumRegionIterArgs() == 0)
     return false;
   for (unsigned i = 0, e = loop.getNumRegionIterArgs(); i < e; ++i)
     if (!warpCombiner(loop, i))
       return false;
-  return true;
+  return !loop.getBody()
+              ->walk([](Operation *op) {
+                auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+                bool writes =
+                    effects
+                        ? effects.hasEffect<MemoryEffects::Write>()
+                        : !op->hasTrait<OpTrait::HasRecursiveMemoryEffects>();
+                return writes ? WalkResult::interrupt() : WalkResult::advance();
+              })
+              .wasInterrupted();
+}
+
+/// Whether the threads of a warp can share the iterations of `loop`: it
+/// only reduces, with iterations enough for every thread.
+bool isWarpReduction(scf::ForOp loop) {
+  std::optional<APInt> trips = loop.getStaticTripCount();
+  return trips && trips->getSExtValue() >= kWarpSize && onlyReduces(loop);
 }
 
 /// The reduction loops of a kernel's body a warp shares, outermost first
@@ -190,6 +204,14 @@ void shareAmongWarp(scf::ForOp loop, Value lane) {
   loop.setStep(arith::MulIOp::create(b, loc, loop.getStep(), warp));
   for (auto [init, combiner] :
        llvm::zip(loop.getInitArgsMutable(), combiners)) {
+    // The parts add up in another order, which may overflow where the
+    // loop's order did not.
+    if (auto flags =
+            dyn_cast<arith::ArithIntegerOverflowFlagsInterface>(combiner))
+      combiner->setAttr(
+          flags.getIntegerOverflowAttrName(),
+          arith::IntegerOverflowFlagsAttr::get(
+              combiner->getContext(), arith::IntegerOverflowFlags::none));
     Value identity =
         arith::ConstantOp::create(b, loc, *arith::getNeutralElement(combiner));
     init.set(arith::SelectOp::create(b, loc, first, init.get(), identity));
@@ -222,13 +244,12 @@ void shareAmongWarp(scf::ForOp loop, Value lane) {
 /// value just before it, which nothing else reads, goes with it, and so
 /// does a store of that value just before the load.
 void wrapHostReduction(scf::ForOp loop) {
-  if (loop->getParentOfType<scf::ParallelOp>() ||
-      loop.getNumRegionIterArgs() == 0 ||
-      !llvm::all_of(loop.getResultTypes(),
-                    [](Type t) { return t.isIntOrIndexOrFloat(); }) ||
+  // Nested parallel loops would run in the one thread.
+  if (loop->getParentOfType<scf::ParallelOp>() || !onlyReduces(loop) ||
       loop->walk([](Operation *op) {
-            return runsOnDevice(op) ? WalkResult::advance()
-                                    : WalkResult::interrupt();
+            return runsOnDevice(op) && !isa<scf::ParallelOp>(op)
+                       ? WalkResult::advance()
+                       : WalkResult::interrupt();
           })
           .wasInterrupted())
     return;

@@ -29,22 +29,44 @@ using namespace mlir::loom;
 namespace {
 constexpr llvm::StringLiteral kWait = LOOM_RT_DEVICE_WAIT;
 
-/// Whether `op` queues work on the device: a launch, or a call of the
-/// runtime, whose GEMMs run on the device's stream.
+/// Whether `op` queues work on the device: a launch, or a call, which may
+/// queue some (the runtime's GEMMs and collectives run on the device's
+/// stream; a function of the module launches). The runtime's functions that
+/// touch memory from the host wait themselves.
 bool queuesWork(Operation *op) {
   return isa<gpu::LaunchOp, gpu::LaunchFuncOp, CallOpInterface>(op);
 }
 
 /// Whether `load` reads an argument of its function that is only ever
-/// loaded from (the runtime's learning rate and step number): no work on
-/// the device writes it.
+/// loaded from (the runtime's learning rate and step number), in a function
+/// whose callers in the module queue no device work (the entry points'
+/// wrappers): no work on the device writes it.
 bool readsConstantArgument(memref::LoadOp load) {
   auto arg = dyn_cast<BlockArgument>(load.getMemRef());
-  if (!arg || !isa<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+  if (!arg || !arg.getOwner()->isEntryBlock())
     return false;
-  return llvm::all_of(arg.getUsers(), [](Operation *user) {
-    return isa<memref::LoadOp>(user);
-  });
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!func || !llvm::all_of(arg.getUsers(), [](Operation *user) {
+        return isa<memref::LoadOp>(user);
+      }))
+    return false;
+  auto module = func->getParentOfType<ModuleOp>();
+  std::optional<SymbolTable::UseRange> uses =
+      SymbolTable::getSymbolUses(func, module);
+  if (!uses)
+    return false;
+  for (const SymbolTable::SymbolUse &use : *uses) {
+    auto caller = use.getUser()->getParentOfType<FunctionOpInterface>();
+    if (!caller || caller
+                       ->walk([&](Operation *op) {
+                         return queuesWork(op) && op != use.getUser()
+                                    ? WalkResult::interrupt()
+                                    : WalkResult::advance();
+                       })
+                       .wasInterrupted())
+      return false;
+  }
+  return true;
 }
 
 /// Whether `op` or an operation in it reads or writes memory from the host.
@@ -78,9 +100,18 @@ struct WaitForDevicePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     bool used = false;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal())
-        used |= visit(func.getBody().front(), /*pending=*/true);
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      // Structured control flow only: a function of several blocks would
+      // need the state carried along its branches.
+      if (!func.getBody().hasOneBlock()) {
+        func.emitOpError("has several blocks; loom-wait-for-device expects "
+                         "structured control flow");
+        return signalPassFailure();
+      }
+      used |= visit(func.getBody().front(), /*pending=*/true);
+    }
     if (!used || module.lookupSymbol(kWait))
       return;
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());

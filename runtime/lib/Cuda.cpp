@@ -149,6 +149,34 @@ struct Backend {
   bool active = false;
   /// Whether work was queued on the stream since the last wait.
   bool pending = false;
+  /// Whether the host may touch managed memory while kernels run (Linux
+  /// on Pascal and later). Where it may not, each piece of work is waited
+  /// for as it is queued: the runtime's heap writes its blocks' headers
+  /// from the host.
+  bool concurrentManagedAccess = false;
+
+  /// Notes work just queued on the stream.
+  void queued() {
+    pending = true;
+    if (!concurrentManagedAccess)
+      drain();
+  }
+  /// Waits for all the queued work, after a failure too (work queued
+  /// before it may still be running); only the first failure is kept.
+  /// While tracing, the timed work becomes spans.
+  void drain() {
+    pending = false;
+    if (check(api.cuStreamSynchronize(stream), "the step on the GPU") &&
+        failure.empty()) {
+      flushTimed();
+      return;
+    }
+    for (Timed &t : timed) {
+      spareEvents.push_back(t.start);
+      spareEvents.push_back(t.end);
+    }
+    timed.clear();
+  }
 
   /// While tracing: the work queued since the last wait, each between two
   /// events, named by its kernel or GEMM; events for reuse; each kernel's
@@ -310,6 +338,10 @@ struct Backend {
     api.cuDeviceGetAttribute(
         &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
     computeCapability = major * 10 + minor;
+    int concurrent = 0;
+    api.cuDeviceGetAttribute(
+        &concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device);
+    concurrentManagedAccess = concurrent != 0;
     if (CUresult r = api.cuDevicePrimaryCtxRetain(&context, device))
       return startFailed(r, "cuDevicePrimaryCtxRetain");
     if (CUresult r = api.cuCtxSetCurrent(context))
@@ -487,10 +519,7 @@ bool loom::cudaMemoryInfo(size_t &free, size_t &total) {
 
 bool loom::cudaSynchronize() {
   Backend &be = backend();
-  if (be.failure.empty() &&
-      be.check(be.api.cuStreamSynchronize(be.stream), "the step on the GPU"))
-    be.flushTimed();
-  be.pending = false;
+  be.drain();
   if (!be.failure.empty())
     return setError("%s: %s", be.name, be.failure.c_str());
   return true;
@@ -498,16 +527,12 @@ bool loom::cudaSynchronize() {
 
 void *loom::cudaStream() { return backend().stream; }
 
-void loom::cudaQueued() { backend().pending = true; }
+void loom::cudaQueued() { backend().queued(); }
 
 void loom::cudaWait() {
   Backend &be = backend();
-  if (!be.active || !be.pending)
-    return;
-  be.pending = false;
-  if (be.failure.empty() &&
-      be.check(be.api.cuStreamSynchronize(be.stream), "the step on the GPU"))
-    be.flushTimed();
+  if (be.active && be.pending)
+    be.drain();
 }
 
 void loom::cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
@@ -565,7 +590,7 @@ void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
     be.endTimed(timing, "GEMM " + std::to_string(count0 * count1) + "x " +
                             std::to_string(m) + "x" + std::to_string(n) + "x" +
                             std::to_string(k));
-  be.pending = true;
+  be.queued();
 }
 
 extern "C" {
@@ -632,7 +657,7 @@ void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
            "cuLaunchKernel");
   if (timing)
     be.endTimed(timing, be.kernelNames[function]);
-  be.pending = true;
+  be.queued();
 }
 
 } // extern "C"

@@ -258,3 +258,30 @@ func.func @full_sum(%a: memref<1000xf32>, %s: memref<f32>) {
   memref.store %r, %s[] : memref<f32>
   return
 }
+
+// -----
+
+// A reduction loop that also writes memory keeps one thread per row: split
+// among threads, its stores would land in another order.
+// CHECK-LABEL: func.func @sum_and_store(
+// CHECK: gpu.launch
+// CHECK-NOT: gpu.shuffle
+// CHECK: return
+func.func @sum_and_store(%a: memref<6x100xf32>, %s: memref<6xf32>, %last: memref<6xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%i) = (%c0) to (%c6) step (%c1) {
+    %init = memref.load %s[%i] : memref<6xf32>
+    %r = scf.for %j = %c0 to %c100 step %c1 iter_args(%acc = %init) -> (f32) {
+      %x = memref.load %a[%i, %j] : memref<6x100xf32>
+      memref.store %x, %last[%i] : memref<6xf32>
+      %y = arith.addf %acc, %x : f32
+      scf.yield %y : f32
+    }
+    memref.store %r, %s[%i] : memref<6xf32>
+    scf.reduce
+  }
+  return
+}

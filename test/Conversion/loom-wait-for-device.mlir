@@ -89,3 +89,27 @@ func.func @none(%a: memref<8xf32>) {
   }
   return
 }
+
+// -----
+
+// A function called where its caller has queued work: its loads of an
+// argument only ever loaded from still wait, since the caller's kernels may
+// write that buffer.
+// CHECK-LABEL: func.func private @callee(
+// CHECK-NEXT: call @loom_rt_device_wait()
+// CHECK-NEXT: memref.load %arg0[]
+func.func private @callee(%lr: memref<f32>) -> f32 {
+  %x = memref.load %lr[] : memref<f32>
+  return %x : f32
+}
+func.func @caller(%lr: memref<f32>) -> f32 {
+  %c1 = arith.constant 1 : index
+  %f = arith.constant 1.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%x = %c1, %y = %c1, %z = %c1)
+             threads(%tx, %ty, %tz) in (%u = %c1, %v = %c1, %w = %c1) {
+    memref.store %f, %lr[] : memref<f32>
+    gpu.terminator
+  }
+  %r = func.call @callee(%lr) : (memref<f32>) -> f32
+  return %r : f32
+}
