@@ -169,14 +169,6 @@ void loom_rt_gemm_batched(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t count0, int64_t a_stride0, int64_t b_stride0,
                           int64_t c_stride0, int64_t count1, int64_t a_stride1,
                           int64_t b_stride1, int64_t c_stride1) {
-  const int64_t strides0[3] = {a_stride0, b_stride0, c_stride0},
-                strides1[3] = {a_stride1, b_stride1, c_stride1};
-  if (loom::cudaActive())
-    return loom::cudaGemmBatched(dtype, trans_a, trans_b, m, n, k, alpha, a,
-                                 lda, b, ldb, beta, c, ldc, count0, strides0,
-                                 count1, strides1);
-  if (count0 <= 0 || count1 <= 0)
-    return;
   GemmBatch batch{dtype,
                   trans_a,
                   trans_b,
@@ -194,7 +186,13 @@ void loom_rt_gemm_batched(int32_t dtype, int32_t trans_a, int32_t trans_b,
                   count1,
                   {a_stride0, b_stride0, c_stride0},
                   {a_stride1, b_stride1, c_stride1},
-                  dtype == LOOM_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t)};
+                  static_cast<size_t>(loom::elementSize(dtype))};
+  if (loom::cudaActive())
+    return loom::cudaGemmBatched(dtype, trans_a, trans_b, m, n, k, alpha, a,
+                                 lda, b, ldb, beta, c, ldc, count0,
+                                 batch.strides0, count1, batch.strides1);
+  if (count0 <= 0 || count1 <= 0)
+    return;
   int64_t total = count0 * count1;
   if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() && total > 1)
     loom_rt_parallel_for(gemmBatch, &batch, 0, total);

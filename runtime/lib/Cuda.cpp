@@ -553,7 +553,7 @@ void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
   Backend &be = backend();
   if (!be.failure.empty() || count0 <= 0 || count1 <= 0)
     return;
-  size_t bytes = dtype == LOOM_DTYPE_F32 ? 4 : 2;
+  size_t bytes = elementSize(dtype);
   auto at = [](const void *base, int64_t elements, size_t size) {
     return static_cast<const char *>(base) + elements * size;
   };

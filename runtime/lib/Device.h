@@ -12,11 +12,18 @@
 #ifndef LOOM_RUNTIME_DEVICE_H
 #define LOOM_RUNTIME_DEVICE_H
 
+#include "loom/runtime.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace loom {
+/// The bytes of one element of a loom_dtype: f32, or bf16 and f16.
+inline int64_t elementSize(int32_t dtype) {
+  return dtype == LOOM_DTYPE_F32 ? 4 : 2;
+}
+
 /// The heap of generated code (Memory.cpp): blocks of the step, managed
 /// memory under the CUDA backend, kept per size when freed. Null, with the
 /// error set where the backend says why, when none can be had.

@@ -83,10 +83,6 @@ bool mpiFailed(int code, const char *what, const loom_comm *comm) {
   return true;
 }
 
-int64_t elementSize(loom_dtype dtype) {
-  return dtype == LOOM_DTYPE_F32 ? 4 : 2;
-}
-
 /// The MPI type that moves `dtype`; bf16 and f16 move as 16-bit words.
 MPI_Datatype moveType(loom_dtype dtype) {
   return dtype == LOOM_DTYPE_F32 ? MPI_FLOAT : MPI_UINT16_T;
@@ -123,7 +119,7 @@ int begin(const char *what, const loom_comm *comm, loom_dtype dtype,
   if (comm->size > 1)
     return -1;
   if (recv != send)
-    std::memmove(recv, send, count * elementSize(dtype));
+    std::memmove(recv, send, count * loom::elementSize(dtype));
   return 0;
 }
 
@@ -483,7 +479,7 @@ int sendCopy(loom_comm *comm, loom_dtype dtype, const void *buffer,
                      static_cast<long long>(tag));
   PendingSend send;
   const char *bytes = static_cast<const char *>(buffer);
-  send.data.assign(bytes, bytes + count * elementSize(dtype));
+  send.data.assign(bytes, bytes + count * loom::elementSize(dtype));
   if (mpiFailed(MPI_Isend(send.data.data(), static_cast<int>(count),
                           moveType(dtype), static_cast<int>(peer),
                           static_cast<int>(tag), comm->comm, &send.request),
