@@ -86,30 +86,6 @@ FailureOr<Value> contiguousBuffer(RewriterBase &rewriter, Operation *op,
   return buffer;
 }
 
-/// The operand's buffer for a collective that only reads it: a copy when
-/// it may not be contiguous (a slice of a larger buffer, which the backward
-/// pass of a layer loop passes, for one).
-FailureOr<Value> readableBuffer(RewriterBase &rewriter, Operation *op,
-                                Value tensor,
-                                const BufferizationOptions &options,
-                                BufferizationState &state) {
-  FailureOr<Value> buffer = getBuffer(rewriter, tensor, options, state);
-  if (failed(buffer))
-    return failure();
-  auto type = cast<MemRefType>(buffer->getType());
-  if (memref::isStaticShapeAndContiguousRowMajor(type))
-    return buffer;
-  if (!type.hasStaticShape())
-    return op->emitOpError("communicates a buffer of dynamic shape");
-  FailureOr<Value> copy = options.createAlloc(
-      rewriter, op->getLoc(),
-      MemRefType::get(type.getShape(), type.getElementType()), ValueRange{});
-  if (failed(copy) ||
-      failed(options.createMemCpy(rewriter, op->getLoc(), *buffer, *copy)))
-    return failure();
-  return copy;
-}
-
 /// Calls the runtime's `callee(group, dtype, buffers..., counts...)`,
 /// declaring it on first use: `counts` are the i64 arguments after the
 /// buffers (the elements, then a peer and a tag for point to point).
@@ -294,7 +270,7 @@ struct ResultBufferCollective
     if (failed(group))
       return failure();
     FailureOr<Value> send =
-        readableBuffer(rewriter, op, op.getInput(), options, state);
+        loom::getReadableBuffer(rewriter, op, op.getInput(), options, state);
     if (failed(send))
       return failure();
 
@@ -361,7 +337,7 @@ struct SendBufferization
                           BufferizationState &state) const {
     auto op = cast<loom::SendOp>(rawOp);
     FailureOr<Value> buffer =
-        readableBuffer(rewriter, op, op.getValue(), options, state);
+        loom::getReadableBuffer(rewriter, op, op.getValue(), options, state);
     if (failed(buffer) ||
         failed(callMessage(rewriter, op, LOOM_RT_GROUP_SEND, *buffer)))
       return failure();

@@ -3,7 +3,9 @@
 #include "DataPointer.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 
 using namespace mlir;
 
@@ -31,4 +33,39 @@ std::optional<loom_dtype> mlir::loom::getRuntimeElementType(Type element) {
   if (element.isF16())
     return LOOM_DTYPE_F16;
   return std::nullopt;
+}
+
+FailureOr<Value> mlir::loom::getReadableBuffer(
+    RewriterBase &rewriter, Operation *op, Value tensor,
+    const bufferization::BufferizationOptions &options,
+    bufferization::BufferizationState &state) {
+  FailureOr<Value> buffer =
+      bufferization::getBuffer(rewriter, tensor, options, state);
+  if (failed(buffer))
+    return failure();
+  auto type = cast<MemRefType>(buffer->getType());
+  if (memref::isStaticShapeAndContiguousRowMajor(type))
+    return buffer;
+  if (!type.hasStaticShape())
+    return op->emitOpError("hands the runtime a buffer of dynamic shape");
+  FailureOr<Value> copy = options.createAlloc(
+      rewriter, op->getLoc(),
+      MemRefType::get(type.getShape(), type.getElementType()), ValueRange{});
+  if (failed(copy) ||
+      failed(options.createMemCpy(rewriter, op->getLoc(), *buffer, *copy)))
+    return failure();
+  return copy;
+}
+
+void mlir::loom::buildRuntimeCall(OpBuilder &b, Operation *op, StringRef callee,
+                                  ValueRange args) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (!module.lookupSymbol(callee)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(module.getBody());
+    func::FuncOp::create(b, module.getLoc(), callee,
+                         b.getFunctionType(args.getTypes(), {}))
+        .setPrivate();
+  }
+  func::CallOp::create(b, op->getLoc(), callee, TypeRange{}, args);
 }

@@ -5,6 +5,7 @@
 
 #include "loom/runtime.h"
 
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <optional>
@@ -20,6 +21,20 @@ Value buildDataPointer(OpBuilder &b, Location loc, Value buffer,
 /// The runtime's code for buffers of `element`s, if it handles them: f32,
 /// bf16 and f16.
 std::optional<loom_dtype> getRuntimeElementType(Type element);
+
+/// The buffer of `tensor`, an operand `op` only reads, for a call of the
+/// runtime, which takes whole contiguous buffers: a copy when it may not be
+/// one (a slice of a larger buffer, which the backward pass of a layer
+/// loop passes, for one).
+FailureOr<Value>
+getReadableBuffer(RewriterBase &rewriter, Operation *op, Value tensor,
+                  const bufferization::BufferizationOptions &options,
+                  bufferization::BufferizationState &state);
+
+/// Calls the runtime's function `callee` with `args`, declaring it (a
+/// private func.func of no results) in `op`'s module on first use.
+void buildRuntimeCall(OpBuilder &b, Operation *op, StringRef callee,
+                      ValueRange args);
 } // namespace loom
 } // namespace mlir
 

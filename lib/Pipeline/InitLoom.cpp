@@ -3,6 +3,7 @@
 #include "loom/InitLoom.h"
 
 #include "Loom/LoomDialect.h"
+#include "loom/Conversion/Attention.h"
 #include "loom/Conversion/Collectives.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Pipeline/Pipeline.h"
@@ -23,6 +24,7 @@ void mlir::loom::registerLoomDialects(DialectRegistry &registry) {
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registerCollectiveBufferizationModels(registry);
+  registerAttentionBufferizationModels(registry);
   registerCollectiveDifferentiationModels(registry);
   // gpu-module-to-binary translates each kernel module to LLVM IR on its way
   // to PTX.

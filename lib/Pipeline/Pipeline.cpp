@@ -95,7 +95,8 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena) {
 /// The passes from a resolved plan to `stage`, the static arena at most:
 /// the step, its parallel form, linalg, buffers; `print` prints the
 /// compiled memory on the way. Returns whether the pipeline ends there.
-static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print) {
+static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
+                          const LoomLowerToLinalgOptions &lowering = {}) {
   pm.addPass(createLoomMicroBatches());
   pm.addPass(createLoomTensorParallel());
   pm.addPass(createLoomShardParameters());
@@ -123,7 +124,7 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print) {
   // whole step and update parameters in place.
   pm.addPass(createInlinerPass());
   pm.addPass(createLoomHoistConversions());
-  pm.addPass(createLoomLowerToLinalg());
+  pm.addPass(createLoomLowerToLinalg(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createLoomFuseElementwise());
   if (stage == EmitStage::Linalg)
@@ -220,7 +221,12 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
   if (stage == EmitStage::Plan || stage == EmitStage::Cost ||
       stage == EmitStage::Schedule)
     return;
-  if (addStepPasses(pm, stage, stage == EmitStage::Memory))
+  LoomLowerToLinalgOptions lowering;
+  lowering.fusedAttention = options.fusedAttention;
+  // The GPU's fused kernels hold a head's row in a thread's registers.
+  if (options.target == Target::Cuda)
+    lowering.fusedAttentionMaxHeadDim = LOOM_CUDA_ATTENTION_MAX_HEAD_DIM;
+  if (addStepPasses(pm, stage, stage == EmitStage::Memory, lowering))
     return;
 
   // The shard grid, which the collectives' runtime calls no longer name.

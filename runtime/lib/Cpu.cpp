@@ -1,6 +1,7 @@
 //===- Cpu.cpp - The CPU backend: the functions generated code calls ------===//
 
 #include "Device.h"
+#include "Float.h"
 #include "Parallel.h"
 #include "loom/runtime.h"
 
@@ -35,27 +36,6 @@ void gemmRows(void *context, int64_t from, int64_t to) {
               g.c + from * g.ldc, static_cast<int>(g.ldc));
 }
 
-/// An f16 element's bits as f32's, exactly.
-uint32_t widenHalf(uint16_t bits) {
-  uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
-  if (exponent == 0x1f)
-    return sign | 0x7f800000u | (mantissa << 13);
-  if (exponent != 0)
-    return sign | ((exponent + 112) << 23) | (mantissa << 13);
-  if (mantissa == 0)
-    return sign;
-  // A subnormal half is a normal f32: shift its mantissa up to the
-  // implicit bit, lowering the exponent as much.
-  int shift = 0;
-  while (!(mantissa & 0x400u)) {
-    mantissa <<= 1;
-    ++shift;
-  }
-  return sign | (static_cast<uint32_t>(113 - shift) << 23) |
-         ((mantissa & 0x3ffu) << 13);
-}
-
 /// Widens the `rows` x `cols` block at `from` (leading dimension `ld`) of a
 /// row-major matrix of bf16 or f16 into `to`, packed (leading dimension
 /// `cols`). bf16's bits are f32's upper half: a shift the compiler
@@ -72,7 +52,7 @@ void widenBlock(int32_t dtype, const uint16_t *from, int64_t ld, int64_t rows,
         dst[j] = static_cast<uint32_t>(row[j]) << 16;
     else
       for (int64_t j = 0; j < cols; ++j)
-        dst[j] = widenHalf(row[j]);
+        dst[j] = loom::widenHalf(row[j]);
   }
 }
 

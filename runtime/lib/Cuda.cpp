@@ -21,10 +21,14 @@
 
 #include "Device.h"
 #include "Error.h"
+#include "KernelModules.h"
 #include "Trace.h"
+#include "loom/abi.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -188,6 +192,13 @@ struct Backend {
   std::vector<Timed> timed;
   std::vector<CUevent> spareEvents;
   std::map<CUfunction, std::string> kernelNames;
+  /// The attention kernels of a storage type (loom_dtype) and head
+  /// bound, loaded at their first call.
+  struct AttentionKernels {
+    CUfunction forward = nullptr, delta = nullptr, keyGrad = nullptr,
+               queryGrad = nullptr;
+  };
+  std::map<std::pair<int32_t, int32_t>, AttentionKernels> attention;
 
   CUevent event() {
     if (!spareEvents.empty()) {
@@ -246,6 +257,49 @@ struct Backend {
     timed.clear();
     if (now)
       spareEvents.push_back(now);
+  }
+
+  /// Compiles `ptx` for this GPU, or null with the failure recorded.
+  CUmodule load(const void *ptx, int optLevel, const std::string &what) {
+    char log[4096] = {};
+    CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL,
+                              CU_JIT_ERROR_LOG_BUFFER,
+                              CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {reinterpret_cast<void *>(static_cast<intptr_t>(optLevel)),
+                      log, reinterpret_cast<void *>(sizeof(log) - 1)};
+    CUmodule module = nullptr;
+    if (CUresult r = api.cuModuleLoadDataEx(&module, ptx, 3, options, values)) {
+      fail("compiling " + what + ": " + describe(r) +
+           (log[0] ? std::string(": ") + log : std::string()));
+      return nullptr;
+    }
+    return module;
+  }
+  /// The kernel `name` of `module`, or null with the failure recorded.
+  CUfunction function(CUmodule module, const char *name) {
+    CUfunction function = nullptr;
+    if (module && check(api.cuModuleGetFunction(&function, module, name),
+                        "cuModuleGetFunction"))
+      kernelNames[function] = name;
+    return function;
+  }
+  /// Queues a kernel on the step's stream, timed while tracing.
+  void launch(CUfunction function, unsigned gridX, unsigned gridY,
+              unsigned gridZ, unsigned blockX, unsigned blockY, unsigned blockZ,
+              unsigned sharedBytes, void **params, void **extra = nullptr) {
+    if (!failure.empty())
+      return;
+    if (!function) {
+      fail("launching a kernel that was not loaded");
+      return;
+    }
+    CUevent timing = beginTimed();
+    check(api.cuLaunchKernel(function, gridX, gridY, gridZ, blockX, blockY,
+                             blockZ, sharedBytes, stream, params, extra),
+          "cuLaunchKernel");
+    if (timing)
+      endTimed(timing, kernelNames[function]);
+    queued();
   }
 
   /// Records the first failure; later calls of the step are skipped, and
@@ -593,6 +647,119 @@ void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
   be.queued();
 }
 
+namespace {
+const char *dtypeName(int32_t dtype) {
+  return dtype == LOOM_DTYPE_BF16  ? "bf16"
+         : dtype == LOOM_DTYPE_F16 ? "f16"
+                                   : "f32";
+}
+
+/// The kernels for heads of `headDim` stored as `dtype`: those of the
+/// smallest bound that holds the head. Null, with the failure recorded,
+/// when none does.
+const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
+                                                  int64_t headDim) {
+  const loom::KernelModule *best = nullptr;
+  for (int i = 0; i < loom::kAttentionModuleCount; ++i) {
+    const loom::KernelModule &m = loom::kAttentionModules[i];
+    if (m.dtype == dtype && m.headBound >= headDim &&
+        (!best || m.headBound < best->headBound))
+      best = &m;
+  }
+  if (!best) {
+    be.fail("fused attention on the GPU takes heads of at most " +
+            std::to_string(LOOM_CUDA_ATTENTION_MAX_HEAD_DIM) +
+            " channels (this step's have " + std::to_string(headDim) +
+            "); compile with --attention=materialized");
+    return nullptr;
+  }
+  auto key = std::make_pair(dtype, best->headBound);
+  auto found = be.attention.find(key);
+  if (found != be.attention.end())
+    return &found->second;
+  std::string suffix = std::string("_") + dtypeName(dtype) + "_" +
+                       std::to_string(best->headBound);
+  CUmodule module =
+      be.load(best->ptx, 4, "the attention kernels (" + suffix.substr(1) + ")");
+  if (!module)
+    return nullptr;
+  Backend::AttentionKernels kernels;
+  auto get = [&](const char *kind) {
+    return be.function(
+        module, (std::string("loom_attention_") + kind + suffix).c_str());
+  };
+  kernels.forward = get("forward");
+  kernels.delta = get("delta");
+  kernels.keyGrad = get("key_grad");
+  kernels.queryGrad = get("query_grad");
+  if (!be.failure.empty())
+    return nullptr;
+  return &(be.attention[key] = kernels);
+}
+
+/// The grid of the attention kernels: a block of 64 rows of one (batch,
+/// head) pair; false, with the failure recorded, past the grid's limits.
+bool attentionGrid(Backend &be, int64_t batch, int64_t seq, int64_t heads,
+                   int64_t headDim, unsigned grid[3]) {
+  constexpr int64_t kRows = 64, kMaxGridYZ = 65535;
+  if (batch > kMaxGridYZ || heads > kMaxGridYZ || seq > INT32_MAX ||
+      headDim > INT32_MAX) {
+    be.fail("fused attention of " + std::to_string(batch) + " sequences of " +
+            std::to_string(seq) + " tokens and " + std::to_string(heads) +
+            " heads exceeds the GPU's grid");
+    return false;
+  }
+  grid[0] = static_cast<unsigned>((seq + kRows - 1) / kRows);
+  grid[1] = static_cast<unsigned>(heads);
+  grid[2] = static_cast<unsigned>(batch);
+  return true;
+}
+
+float attentionScale(int64_t headDim) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
+}
+} // namespace
+
+void loom::cudaAttention(int32_t dtype, int64_t batch, int64_t seq,
+                         int64_t heads, int64_t headDim, const void *qkv,
+                         void *out, float *lse) {
+  Backend &be = backend();
+  unsigned grid[3];
+  if (!be.failure.empty() || batch <= 0 || seq <= 0 || heads <= 0 ||
+      !attentionGrid(be, batch, seq, heads, headDim, grid))
+    return;
+  const Backend::AttentionKernels *k = attentionKernels(be, dtype, headDim);
+  if (!k)
+    return;
+  int s = static_cast<int>(seq), h = static_cast<int>(heads),
+      d = static_cast<int>(headDim);
+  float scale = attentionScale(headDim);
+  void *params[] = {&qkv, &out, &lse, &s, &h, &d, &scale};
+  be.launch(k->forward, grid[0], grid[1], grid[2], 64, 1, 1, 0, params);
+}
+
+void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t headDim, const void *qkv,
+                             const void *out, const float *lse,
+                             const void *dout, void *dqkv, float *delta) {
+  Backend &be = backend();
+  unsigned grid[3];
+  if (!be.failure.empty() || batch <= 0 || seq <= 0 || heads <= 0 ||
+      !attentionGrid(be, batch, seq, heads, headDim, grid))
+    return;
+  const Backend::AttentionKernels *k = attentionKernels(be, dtype, headDim);
+  if (!k)
+    return;
+  int s = static_cast<int>(seq), h = static_cast<int>(heads),
+      d = static_cast<int>(headDim);
+  float scale = attentionScale(headDim);
+  void *deltaParams[] = {&out, &dout, &delta, &s, &h, &d};
+  be.launch(k->delta, grid[0], grid[1], grid[2], 64, 1, 1, 0, deltaParams);
+  void *gradParams[] = {&qkv, &lse, &dout, &delta, &dqkv, &s, &h, &d, &scale};
+  be.launch(k->keyGrad, grid[0], grid[1], grid[2], 64, 1, 1, 0, gradParams);
+  be.launch(k->queryGrad, grid[0], grid[1], grid[2], 64, 1, 1, 0, gradParams);
+}
+
 extern "C" {
 
 CUmodule mgpuModuleLoadJIT(void *data, int optLevel) {
@@ -601,19 +768,7 @@ CUmodule mgpuModuleLoadJIT(void *data, int optLevel) {
     be.fail(be.startError);
     return nullptr;
   }
-  char log[4096] = {};
-  CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_ERROR_LOG_BUFFER,
-                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {reinterpret_cast<void *>(static_cast<intptr_t>(optLevel)),
-                    log, reinterpret_cast<void *>(sizeof(log) - 1)};
-  CUmodule module = nullptr;
-  if (CUresult r =
-          be.api.cuModuleLoadDataEx(&module, data, 3, options, values)) {
-    be.fail("compiling a kernel's PTX: " + be.describe(r) +
-            (log[0] ? std::string(": ") + log : std::string()));
-    return nullptr;
-  }
-  return module;
+  return be.load(data, optLevel, "a kernel's PTX");
 }
 
 void mgpuModuleUnload(CUmodule module) {
@@ -622,12 +777,7 @@ void mgpuModuleUnload(CUmodule module) {
 }
 
 CUfunction mgpuModuleGetFunction(CUmodule module, const char *name) {
-  Backend &be = backend();
-  CUfunction function = nullptr;
-  if (module && be.check(be.api.cuModuleGetFunction(&function, module, name),
-                         "cuModuleGetFunction"))
-    be.kernelNames[function] = name;
-  return function;
+  return backend().function(module, name);
 }
 
 CUstream mgpuStreamCreate() { return backend().stream; }
@@ -642,22 +792,10 @@ void loom_rt_device_wait(void) { loom::cudaWait(); }
 
 void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
                       intptr_t gridZ, intptr_t blockX, intptr_t blockY,
-                      intptr_t blockZ, int32_t smem, CUstream stream,
-                      void **params, void **extra, size_t /*paramsCount*/) {
-  Backend &be = backend();
-  if (!be.failure.empty())
-    return;
-  if (!function) {
-    be.fail("launching a kernel that was not loaded");
-    return;
-  }
-  CUevent timing = be.beginTimed();
-  be.check(be.api.cuLaunchKernel(function, gridX, gridY, gridZ, blockX, blockY,
-                                 blockZ, smem, stream, params, extra),
-           "cuLaunchKernel");
-  if (timing)
-    be.endTimed(timing, be.kernelNames[function]);
-  be.queued();
+                      intptr_t blockZ, int32_t smem, CUstream, void **params,
+                      void **extra, size_t /*paramsCount*/) {
+  backend().launch(function, gridX, gridY, gridZ, blockX, blockY, blockZ, smem,
+                   params, extra);
 }
 
 } // extern "C"
@@ -689,6 +827,11 @@ void loom::cudaGemmBatched(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
                            float, const void *, int64_t, const void *, int64_t,
                            float, float *, int64_t, int64_t, const int64_t[3],
                            int64_t, const int64_t[3]) {}
+void loom::cudaAttention(int32_t, int64_t, int64_t, int64_t, int64_t,
+                         const void *, void *, float *) {}
+void loom::cudaAttentionGrad(int32_t, int64_t, int64_t, int64_t, int64_t,
+                             const void *, const void *, const float *,
+                             const void *, void *, float *) {}
 
 // An artifact compiled for the GPU still loads, so that its manifest can
 // say why it does not run; its module constructors find no GPU.

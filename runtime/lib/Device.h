@@ -73,6 +73,14 @@ void cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                      float *c, int64_t ldc, int64_t count0,
                      const int64_t strides0[3], int64_t count1,
                      const int64_t strides1[3]);
+/// loom_rt_attention and loom_rt_attention_grad on the GPU (their
+/// contracts): kernels queued on the step's stream.
+void cudaAttention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
+                   int64_t headDim, const void *qkv, void *out, float *lse);
+void cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
+                       int64_t headDim, const void *qkv, const void *out,
+                       const float *lse, const void *dout, void *dqkv,
+                       float *delta);
 } // namespace loom
 
 #endif // LOOM_RUNTIME_DEVICE_H

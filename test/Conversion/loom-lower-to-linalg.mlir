@@ -1,4 +1,6 @@
-// RUN: loom-opt %s --loom-lower-to-linalg --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0" --split-input-file --verify-diagnostics | FileCheck %s
+// Attention as loops (fused-attention=0); the fused form is
+// fused-attention.mlir.
 
 // A linear map is a GEMM reading the (out, in) weight transposed, into an
 // output that starts as the broadcast bias.

@@ -173,6 +173,21 @@ static cl::opt<bool> materializedAttention(
              "(as eager PyTorch runs it) instead of one fused kernel"),
     cl::init(false), cl::cat(loomcCategory));
 
+namespace {
+enum class AttentionLowering { Fused, Materialized };
+} // namespace
+
+static cl::opt<AttentionLowering> attention(
+    "attention", cl::desc("How causal attention is computed (default fused)"),
+    cl::init(AttentionLowering::Fused),
+    cl::values(clEnumValN(AttentionLowering::Fused, "fused",
+                          "the runtime's fused kernels, without the [T, T] "
+                          "scores in memory"),
+               clEnumValN(AttentionLowering::Materialized, "materialized",
+                          "generated loops and batched GEMMs, with the "
+                          "[T, T] scores and probabilities as buffers")),
+    cl::cat(loomcCategory));
+
 static cl::opt<Framework> costFramework(
     "cost-framework",
     cl::desc("Whose memory and overheads the cost model prices (default "
@@ -297,6 +312,7 @@ int main(int argc, char **argv) {
   pipeline.emit = emit;
   pipeline.summary = summary;
   pipeline.materializedAttention = materializedAttention;
+  pipeline.fusedAttention = attention == AttentionLowering::Fused;
   pipeline.costFramework = costFramework;
   pipeline.target = target;
   pipeline.cudaArch = cudaArch;

@@ -19,7 +19,23 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     `MixedPrecision` trait) becomes the op on f32 between `loom.convert`
     loops that widen its operands and round its results; other ops take
     f32 only.
+
+    With `fused-attention` (the default), causal attention and its
+    gradient stay `loom` ops on tensors, on their storage type, which
+    bufferization makes calls of the runtime's fused attention
+    (`loom_rt_attention`, `loom_rt_attention_grad`): no [T, T] scores in
+    memory. Heads of more than `fused-attention-max-head-dim` channels (0:
+    no bound), and an op whose operands are of two element types, get the
+    loops instead: the products per (batch, head) pair, the softmax and its
+    gradient, with the [T, T] scores and probabilities as tensors.
   }];
+  let options = [
+    Option<"fusedAttention", "fused-attention", "bool", /*default=*/"true",
+           "Leave causal attention to the runtime's fused kernels">,
+    Option<"fusedAttentionMaxHeadDim", "fused-attention-max-head-dim",
+           "int64_t", /*default=*/"0",
+           "The largest head the fused kernels take (0: any)">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::shard::ShardDialect",
                            "::mlir::linalg::LinalgDialect",

@@ -76,6 +76,12 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
       llvm::cl::desc("Let the cost model price attention as separate kernels "
                      "that keep the score matrix"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> fusedAttention{
+      *this, "fused-attention",
+      llvm::cl::desc("Compute causal attention with the runtime's fused "
+                     "kernels, without the [T, T] scores in memory (else "
+                     "as generated loops and GEMMs that keep them)"),
+      llvm::cl::init(true)};
   PassOptions::Option<Framework> costFramework{
       *this, "cost-framework",
       llvm::cl::desc("Whose memory and overheads the cost model prices"),

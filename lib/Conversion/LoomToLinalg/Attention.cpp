@@ -247,6 +247,33 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
 
 } // namespace
 
+bool mlir::loom::isFusedAttention(Operation *op, int64_t maxHeadDim) {
+  Value qkv;
+  int64_t numHeads;
+  if (auto forward = dyn_cast<CausalAttentionOp>(op)) {
+    qkv = forward.getQkv();
+    numHeads = forward.getNumHeads();
+  } else if (auto grad = dyn_cast<CausalAttentionGradOp>(op)) {
+    qkv = grad.getQkv();
+    numHeads = grad.getNumHeads();
+  } else {
+    return false;
+  }
+  Type element = cast<RankedTensorType>(qkv.getType()).getElementType();
+  auto types =
+      llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes());
+  if (!(element.isF32() || element.isBF16() || element.isF16()) ||
+      llvm::any_of(types, [&](Type type) {
+        return cast<RankedTensorType>(type).getElementType() != element;
+      }))
+    return false;
+  auto shape = cast<RankedTensorType>(qkv.getType()).getShape();
+  if (shape.size() != 3 || shape[2] % (3 * numHeads) != 0)
+    return false;
+  int64_t headDim = shape[2] / (3 * numHeads);
+  return maxHeadDim <= 0 || headDim <= maxHeadDim;
+}
+
 void mlir::loom::populateLoomAttentionToLinalgPatterns(
     RewritePatternSet &patterns) {
   patterns.add<CausalAttentionLowering, CausalAttentionGradLowering>(

@@ -48,14 +48,21 @@ void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
 namespace {
 struct LowerToLinalgPass
     : public loom::impl::LoomLowerToLinalgBase<LowerToLinalgPass> {
+  using LoomLowerToLinalgBase::LoomLowerToLinalgBase;
+
   void runOnOperation() override {
+    auto fused = [&](Operation *op) {
+      return fusedAttention && isFusedAttention(op, fusedAttentionMaxHeadDim);
+    };
     // The generated loops compute in f32: the layers' ops on bf16 or f16
-    // storage read it converted.
-    if (failed(widenMixedPrecisionOps(getOperation())))
+    // storage read it converted. Fused attention reads its storage type.
+    if (failed(widenMixedPrecisionOps(getOperation(), fused)))
       return signalPassFailure();
 
     ConversionTarget target(getContext());
     configureLoomToLinalgTarget(target);
+    target.addDynamicallyLegalOp<CausalAttentionOp, CausalAttentionGradOp>(
+        fused);
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(&getContext());
     populateLoomToLinalgPatterns(patterns);

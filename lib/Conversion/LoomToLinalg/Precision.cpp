@@ -65,10 +65,12 @@ struct SeedLowering : LoomPattern<SeedOp> {
 };
 } // namespace
 
-LogicalResult mlir::loom::widenMixedPrecisionOps(Operation *root) {
+LogicalResult
+mlir::loom::widenMixedPrecisionOps(Operation *root,
+                                   llvm::function_ref<bool(Operation *)> keep) {
   SmallVector<Operation *> narrow;
   WalkResult walked = root->walk([&](Operation *op) {
-    if (!isa<LoomDialect>(op->getDialect()))
+    if (!isa<LoomDialect>(op->getDialect()) || (keep && keep(op)))
       return WalkResult::advance();
     auto types =
         llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes());

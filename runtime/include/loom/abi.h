@@ -24,6 +24,8 @@
 #define LOOM_RT_SGEMM "loom_rt_sgemm"
 #define LOOM_RT_GEMM "loom_rt_gemm"
 #define LOOM_RT_GEMM_BATCHED "loom_rt_gemm_batched"
+#define LOOM_RT_ATTENTION "loom_rt_attention"
+#define LOOM_RT_ATTENTION_GRAD "loom_rt_attention_grad"
 #define LOOM_RT_PARALLEL_FOR "loom_rt_parallel_for"
 #define LOOM_RT_GROUP_ALL_REDUCE "loom_rt_group_all_reduce"
 #define LOOM_RT_GROUP_ALL_REDUCE_MAX "loom_rt_group_all_reduce_max"
@@ -35,6 +37,10 @@
 #define LOOM_RT_TRACE_BEGIN "loom_rt_trace_begin"
 #define LOOM_RT_TRACE_END "loom_rt_trace_end"
 #define LOOM_RT_DEVICE_WAIT "loom_rt_device_wait"
+
+/* The largest head (channels) the GPU's fused attention kernels take:
+   with --target=cuda, larger heads get the generated loops instead. */
+#define LOOM_CUDA_ATTENTION_MAX_HEAD_DIM 64
 
 /* The spans of a step's timeline generated code marks (loom_rt_trace_*). */
 #define LOOM_TRACE_FORWARD 0

@@ -325,6 +325,25 @@ void loom_rt_gemm_batched(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t count0, int64_t a_stride0, int64_t b_stride0,
                           int64_t c_stride0, int64_t count1, int64_t a_stride1,
                           int64_t b_stride1, int64_t c_stride1);
+/// Causal self-attention of `heads` heads of `head_dim` channels, scores
+/// scaled by 1 / sqrt(head_dim), without the [seq, seq] scores in memory.
+/// `qkv` [batch, seq, 3, heads, head_dim] holds the queries, keys and
+/// values and `out` [batch, seq, heads, head_dim] gets the result, both of
+/// `dtype` (a loom_dtype; the arithmetic is f32); `lse` [batch, heads, seq]
+/// gets the log of each query's sum of exponentiated scores, which the
+/// backward pass reads. On a GPU, a kernel queued on the step's stream.
+void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
+                       int64_t head_dim, const void *qkv, void *out,
+                       float *lse);
+/// The gradient of loom_rt_attention: from its operand `qkv`, its result
+/// `out` and `lse`, and the result's gradient `dout` (of `out`'s shape),
+/// writes the gradient of `qkv` (of its shape) into `dqkv`. `delta`
+/// [batch, heads, seq] is scratch: each query's dot product of `out` and
+/// `dout`.
+void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
+                            int64_t heads, int64_t head_dim, const void *qkv,
+                            const void *out, const float *lse, const void *dout,
+                            void *dqkv, float *delta);
 /// loom_rt_gemm with blocks of at most `block_bytes` on the CPU (tests).
 void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t m, int64_t n, int64_t k, float alpha,

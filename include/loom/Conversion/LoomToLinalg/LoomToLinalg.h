@@ -41,10 +41,18 @@ void populateLoomTraceToCallPatterns(RewritePatternSet &patterns);
 
 /// Rewrites each op with the MixedPrecision trait that has bf16 or f16
 /// tensors into the same op on f32 tensors between loom.convert ops, which
-/// the patterns above lower: they compute in f32. Fails, with an error on
-/// the op, where another loom op (an optimizer update, a sum of squares)
-/// has narrow tensors.
-LogicalResult widenMixedPrecisionOps(Operation *root);
+/// the patterns above lower: they compute in f32. Ops `keep` accepts stay
+/// as they are. Fails, with an error on the op, where another loom op (an
+/// optimizer update, a sum of squares) has narrow tensors.
+LogicalResult
+widenMixedPrecisionOps(Operation *root,
+                       llvm::function_ref<bool(Operation *)> keep = nullptr);
+
+/// Whether `op` is loom.causal_attention or loom.causal_attention_grad in
+/// the form the runtime's fused attention computes: every tensor of one
+/// element type the runtime stores (f32, bf16, f16), heads of at most
+/// `maxHeadDim` channels (0: any size).
+bool isFusedAttention(Operation *op, int64_t maxHeadDim);
 
 /// Every family above.
 void populateLoomToLinalgPatterns(RewritePatternSet &patterns);

@@ -1,0 +1,320 @@
+//===- Attention.cpp - Fused causal attention: the CPU backend ------------===//
+//
+// loom_rt_attention and loom_rt_attention_grad compute causal attention
+// without the [T, T] matrix of every (batch, head) pair: each pair is a
+// task of the runtime's threads, which takes its queries 64 at a time, so
+// that the scores it keeps are 64 rows of at most T. Its products are
+// SGEMMs on the pair's queries, keys and values, read where they are when
+// f32 and widened into packed f32 matrices when bf16 or f16. The backward pass
+// is the one of FlashAttention: the probabilities come back from the scores and
+// the forward's log-sum-exp, and the softmax's gradient needs only each query's
+// dot product of its output with the output's gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.h"
+#include "Float.h"
+#include "Parallel.h"
+#include "loom/runtime.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <vector>
+
+namespace {
+/// Queries per block: their scores are a block of 64 x T floats.
+constexpr int64_t kQueryBlock = 64;
+
+/// One call's tensors, in the layouts of runtime.h.
+struct Attention {
+  int32_t dtype;
+  int64_t batch, seq, heads, headDim;
+  float scale;
+  const void *qkv;
+  void *out;
+  float *lse;
+  const void *dout;
+  void *dqkv;
+  float *delta;
+
+  /// The offset of element (b, t, 0, h, 0) of part `part` of qkv (or of
+  /// its gradient) and of element (b, t, h, 0) of the output.
+  int64_t qkvOffset(int64_t b, int64_t part, int64_t h) const {
+    return (b * seq * 3 + part) * heads * headDim + h * headDim;
+  }
+  int64_t qkvStride() const { return 3 * heads * headDim; }
+  int64_t outOffset(int64_t b, int64_t h) const {
+    return b * seq * heads * headDim + h * headDim;
+  }
+  int64_t outStride() const { return heads * headDim; }
+  int64_t rowOffset(int64_t b, int64_t h) const {
+    return (b * heads + h) * seq;
+  }
+};
+
+/// Rows [0, seq) of head_dim elements, `stride` apart from `offset` in
+/// `data`, widened into `to` [seq, head_dim].
+void pack(const Attention &a, const void *data, int64_t offset, int64_t stride,
+          float *to) {
+  for (int64_t t = 0; t < a.seq; ++t)
+    for (int64_t d = 0; d < a.headDim; ++d)
+      to[t * a.headDim + d] =
+          loom::loadElement(a.dtype, data, offset + t * stride + d);
+}
+
+/// The inverse of pack, rounding to the call's dtype.
+void unpack(const Attention &a, const float *from, void *data, int64_t offset,
+            int64_t stride) {
+  for (int64_t t = 0; t < a.seq; ++t)
+    for (int64_t d = 0; d < a.headDim; ++d)
+      loom::storeElement(a.dtype, data, offset + t * stride + d,
+                         from[t * a.headDim + d]);
+}
+
+/// Row-major C = alpha op(A) op(B) + beta C, packed operands.
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+              static_cast<int>(ldc));
+}
+
+/// e^x for x <= 0 within 2 ulp, as plain arithmetic the compiler
+/// vectorizes (libm's expf is a call per element, which made the
+/// exponentials most of the kernels' time): 2^n e^r with x = n ln 2 + r,
+/// |r| <= ln 2 / 2, and e^r by Cephes's polynomial. Below -87 the result
+/// is 2^-126 or less, where the caller's sums no longer see it.
+inline float expNonPositive(float x) {
+  x = std::max(x, -87.0f);
+  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
+  constexpr float kRound = 12582912.0f;
+  float n = (x * 1.44269504088896341f + kRound) - kRound;
+  float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float er = p * r * r + r + 1.0f;
+  return er * loom::bitsFloat(
+                  static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+}
+
+/// A [seq, head_dim] matrix of f32 with its leading dimension.
+struct Matrix {
+  float *data;
+  int64_t ld;
+  float *row(int64_t i) const { return data + i * ld; }
+};
+
+/// The f32 scratch of one (batch, head) pair, per thread: the matrices of
+/// narrow tensors widened, and the scores of a block of queries.
+struct Scratch {
+  std::vector<float> q, k, v, o, dout, dq, dk, dv, scores, dscores;
+};
+
+Scratch &scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+/// The pair's matrix of `data` (rows `stride` apart from `offset`): f32
+/// tensors are read where they are, others widened into `buffer`.
+Matrix input(const Attention &a, const void *data, int64_t offset,
+             int64_t stride, std::vector<float> &buffer) {
+  if (a.dtype == LOOM_DTYPE_F32)
+    return {const_cast<float *>(static_cast<const float *>(data)) + offset,
+            stride};
+  buffer.resize(a.seq * a.headDim);
+  pack(a, data, offset, stride, buffer.data());
+  return {buffer.data(), a.headDim};
+}
+
+/// Where the pair's matrix of an output goes: into the f32 tensor itself,
+/// else into `buffer`, which `finish` then rounds into the tensor. Zeros
+/// with `zero`.
+Matrix output(const Attention &a, void *data, int64_t offset, int64_t stride,
+              std::vector<float> &buffer, bool zero) {
+  Matrix m;
+  if (a.dtype == LOOM_DTYPE_F32) {
+    m = {static_cast<float *>(data) + offset, stride};
+  } else {
+    buffer.resize(a.seq * a.headDim);
+    m = {buffer.data(), a.headDim};
+  }
+  if (zero)
+    for (int64_t t = 0; t < a.seq; ++t)
+      std::fill(m.row(t), m.row(t) + a.headDim, 0.0f);
+  return m;
+}
+void finish(const Attention &a, const Matrix &m, void *data, int64_t offset,
+            int64_t stride) {
+  if (a.dtype != LOOM_DTYPE_F32)
+    unpack(a, m.data, data, offset, stride);
+}
+
+/// The scaled scores of queries [i0, i0 + rows) against keys [0, i0 +
+/// rows), row by row `keys` apart.
+void blockScores(const Attention &a, const Matrix &q, const Matrix &k,
+                 int64_t i0, int64_t rows, float *scores) {
+  gemm(false, true, rows, i0 + rows, a.headDim, a.scale, q.row(i0), q.ld,
+       k.data, k.ld, 0.0f, scores, i0 + rows);
+}
+
+void forwardPair(const Attention &a, int64_t b, int64_t h) {
+  Scratch &s = scratch();
+  Matrix q = input(a, a.qkv, a.qkvOffset(b, 0, h), a.qkvStride(), s.q);
+  Matrix k = input(a, a.qkv, a.qkvOffset(b, 1, h), a.qkvStride(), s.k);
+  Matrix v = input(a, a.qkv, a.qkvOffset(b, 2, h), a.qkvStride(), s.v);
+  Matrix o = output(a, a.out, a.outOffset(b, h), a.outStride(), s.o,
+                    /*zero=*/false);
+  s.scores.resize(kQueryBlock * a.seq);
+  float *lse = a.lse + a.rowOffset(b, h);
+  for (int64_t i0 = 0; i0 < a.seq; i0 += kQueryBlock) {
+    int64_t rows = std::min(kQueryBlock, a.seq - i0), keys = i0 + rows;
+    float *scores = s.scores.data();
+    blockScores(a, q, k, i0, rows, scores);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t i = i0 + r;
+      float *row = scores + r * keys;
+      float max = *std::max_element(row, row + i + 1);
+      for (int64_t j = 0; j <= i; ++j)
+        row[j] = expNonPositive(row[j] - max);
+      float sum = 0.0f;
+      for (int64_t j = 0; j <= i; ++j)
+        sum += row[j];
+      float inverse = 1.0f / sum;
+      for (int64_t j = 0; j <= i; ++j)
+        row[j] *= inverse;
+      std::fill(row + i + 1, row + keys, 0.0f);
+      lse[i] = max + std::log(sum);
+    }
+    gemm(false, false, rows, a.headDim, keys, 1.0f, scores, keys, v.data, v.ld,
+         0.0f, o.row(i0), o.ld);
+  }
+  finish(a, o, a.out, a.outOffset(b, h), a.outStride());
+}
+
+void backwardPair(const Attention &a, int64_t b, int64_t h) {
+  Scratch &s = scratch();
+  int64_t D = a.headDim, T = a.seq;
+  Matrix q = input(a, a.qkv, a.qkvOffset(b, 0, h), a.qkvStride(), s.q);
+  Matrix k = input(a, a.qkv, a.qkvOffset(b, 1, h), a.qkvStride(), s.k);
+  Matrix v = input(a, a.qkv, a.qkvOffset(b, 2, h), a.qkvStride(), s.v);
+  Matrix o = input(a, a.out, a.outOffset(b, h), a.outStride(), s.o);
+  Matrix dout = input(a, a.dout, a.outOffset(b, h), a.outStride(), s.dout);
+  Matrix dq = output(a, a.dqkv, a.qkvOffset(b, 0, h), a.qkvStride(), s.dq,
+                     /*zero=*/false);
+  Matrix dk = output(a, a.dqkv, a.qkvOffset(b, 1, h), a.qkvStride(), s.dk,
+                     /*zero=*/true);
+  Matrix dv = output(a, a.dqkv, a.qkvOffset(b, 2, h), a.qkvStride(), s.dv,
+                     /*zero=*/true);
+  s.scores.resize(kQueryBlock * T);
+  s.dscores.resize(kQueryBlock * T);
+  const float *lse = a.lse + a.rowOffset(b, h);
+  float *delta = a.delta + a.rowOffset(b, h);
+  for (int64_t i = 0; i < T; ++i) {
+    float dot = 0.0f;
+    for (int64_t d = 0; d < D; ++d)
+      dot += o.row(i)[d] * dout.row(i)[d];
+    delta[i] = dot;
+  }
+  for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
+    int64_t rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
+    float *probs = s.scores.data(), *dprobs = s.dscores.data();
+    blockScores(a, q, k, i0, rows, probs);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t i = i0 + r;
+      float *row = probs + r * keys;
+      float rowLse = lse[i];
+      for (int64_t j = 0; j <= i; ++j)
+        row[j] = expNonPositive(row[j] - rowLse);
+      std::fill(row + i + 1, row + keys, 0.0f);
+    }
+    // dV[0, keys) += P^T dO; dP = dO V^T.
+    gemm(true, false, keys, D, rows, 1.0f, probs, keys, dout.row(i0), dout.ld,
+         1.0f, dv.data, dv.ld);
+    gemm(false, true, rows, keys, D, 1.0f, dout.row(i0), dout.ld, v.data, v.ld,
+         0.0f, dprobs, keys);
+    // dS = P (dP - delta), with the scores' scale.
+    for (int64_t r = 0; r < rows; ++r) {
+      float *p = probs + r * keys, *dp = dprobs + r * keys;
+      float rowDelta = delta[i0 + r];
+      for (int64_t j = 0; j < keys; ++j)
+        dp[j] = p[j] * (dp[j] - rowDelta) * a.scale;
+    }
+    // dQ = dS K; dK[0, keys) += dS^T Q.
+    gemm(false, false, rows, D, keys, 1.0f, dprobs, keys, k.data, k.ld, 0.0f,
+         dq.row(i0), dq.ld);
+    gemm(true, false, keys, D, rows, 1.0f, dprobs, keys, q.row(i0), q.ld, 1.0f,
+         dk.data, dk.ld);
+  }
+  finish(a, dq, a.dqkv, a.qkvOffset(b, 0, h), a.qkvStride());
+  finish(a, dk, a.dqkv, a.qkvOffset(b, 1, h), a.qkvStride());
+  finish(a, dv, a.dqkv, a.qkvOffset(b, 2, h), a.qkvStride());
+}
+
+/// Runs `pair` for every (batch, head) pair, spread over the runtime's
+/// threads.
+template <void (*Pair)(const Attention &, int64_t, int64_t)>
+void forEachPair(const Attention &a) {
+  auto range = [](void *context, int64_t from, int64_t to) {
+    const Attention &a = *static_cast<const Attention *>(context);
+    for (int64_t index = from; index < to; ++index)
+      Pair(a, index / a.heads, index % a.heads);
+  };
+  int64_t pairs = a.batch * a.heads;
+  if (pairs <= 0 || a.seq <= 0 || a.headDim <= 0)
+    return;
+  if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() && pairs > 1)
+    loom_rt_parallel_for(range, const_cast<Attention *>(&a), 0, pairs);
+  else
+    range(const_cast<Attention *>(&a), 0, pairs);
+}
+
+float scaleOf(int64_t headDim) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
+}
+} // namespace
+
+extern "C" {
+
+void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
+                       int64_t head_dim, const void *qkv, void *out,
+                       float *lse) {
+  if (loom::cudaActive())
+    return loom::cudaAttention(dtype, batch, seq, heads, head_dim, qkv, out,
+                               lse);
+  Attention a{dtype, batch, seq, heads,   head_dim, scaleOf(head_dim),
+              qkv,   out,   lse, nullptr, nullptr,  nullptr};
+  forEachPair<forwardPair>(a);
+}
+
+void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
+                            int64_t heads, int64_t head_dim, const void *qkv,
+                            const void *out, const float *lse, const void *dout,
+                            void *dqkv, float *delta) {
+  if (loom::cudaActive())
+    return loom::cudaAttentionGrad(dtype, batch, seq, heads, head_dim, qkv, out,
+                                   lse, dout, dqkv, delta);
+  Attention a{dtype,
+              batch,
+              seq,
+              heads,
+              head_dim,
+              scaleOf(head_dim),
+              qkv,
+              const_cast<void *>(out),
+              const_cast<float *>(lse),
+              dout,
+              dqkv,
+              delta};
+  forEachPair<backwardPair>(a);
+}
+
+} // extern "C"

@@ -1,0 +1,70 @@
+// Causal attention left to the runtime's fused kernels: loom-lower-to-linalg
+// keeps the ops on their storage type, and bufferization makes them calls.
+// RUN: loom-opt %s --loom-lower-to-linalg --split-input-file | FileCheck %s --check-prefix=LINALG
+// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention-max-head-dim=2" --split-input-file | FileCheck %s --check-prefix=BOUND
+// RUN: loom-opt %s --loom-lower-to-linalg --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" --split-input-file | FileCheck %s --check-prefix=CALLS
+
+// bf16 attention stays bf16: no conversions around it. A head bound below
+// the heads' size (2 heads of 4 channels) gets the loops instead.
+// LINALG-LABEL: func.func @forward(
+// LINALG-NOT: linalg.generic
+// LINALG: loom.causal_attention %{{.*}} {num_heads = 2 : i64} : tensor<2x3x24xbf16> -> tensor<2x3x8xbf16>
+// BOUND-LABEL: func.func @forward(
+// BOUND-NOT: loom.causal_attention
+// BOUND: linalg.matmul
+// The output and the log-sum-exp are new buffers; the call takes bf16 (1),
+// 2 sequences of 3 tokens, 2 heads of 4 channels.
+// CALLS-LABEL: func.func @forward(
+// CALLS-SAME: %[[QKV:.*]]: memref<2x3x24xbf16>
+// CALLS-DAG: %[[OUT:.*]] = memref.alloc() {{.*}} : memref<2x3x8xbf16>
+// CALLS-DAG: %[[LSE:.*]] = memref.alloc() {{.*}} : memref<2x2x3xf32>
+// CALLS: %[[BF16:.*]] = arith.constant 1 : i32
+// CALLS-NEXT: %[[B:.*]] = arith.constant 2 : i64
+// CALLS-NEXT: %[[T:.*]] = arith.constant 3 : i64
+// CALLS-NEXT: %[[H:.*]] = arith.constant 2 : i64
+// CALLS-NEXT: %[[D:.*]] = arith.constant 4 : i64
+// CALLS: %[[PQKV:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr
+// CALLS: %[[POUT:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr
+// CALLS: %[[PLSE:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr
+// CALLS: call @loom_rt_attention(%[[BF16]], %[[B]], %[[T]], %[[H]], %[[D]], %[[PQKV]], %[[POUT]], %[[PLSE]])
+// CALLS: return %[[OUT]]
+// CALLS: func.func private @loom_rt_attention(i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+func.func @forward(%qkv: tensor<2x3x24xbf16>) -> tensor<2x3x8xbf16> {
+  %y = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x3x24xbf16> -> tensor<2x3x8xbf16>
+  return %y : tensor<2x3x8xbf16>
+}
+
+// -----
+
+// The gradient recomputes the forward's output and log-sum-exp, then calls
+// the backward kernels with a scratch buffer for each query's dot product.
+// LINALG-LABEL: func.func @backward(
+// LINALG: loom.causal_attention_grad
+// CALLS-LABEL: func.func @backward(
+// CALLS-SAME: %[[DY:.*]]: memref<2x3x8xf32>, %[[QKV:.*]]: memref<2x3x24xf32>
+// CALLS-DAG: %[[OUT:.*]] = memref.alloc() {{.*}} : memref<2x3x8xf32>
+// CALLS-DAG: %[[LSE:.*]] = memref.alloc() {{.*}} : memref<2x2x3xf32>
+// CALLS: call @loom_rt_attention(
+// CALLS-DAG: %[[DELTA:.*]] = memref.alloc() {{.*}} : memref<2x2x3xf32>
+// CALLS-DAG: %[[DQKV:.*]] = memref.alloc() {{.*}} : memref<2x3x24xf32>
+// CALLS: call @loom_rt_attention_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
+// CALLS: return %[[DQKV]]
+func.func @backward(%dy: tensor<2x3x8xf32>, %qkv: tensor<2x3x24xf32>) -> tensor<2x3x24xf32> {
+  %g = loom.causal_attention_grad %dy, %qkv {num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x24xf32>) -> tensor<2x3x24xf32>
+  return %g : tensor<2x3x24xf32>
+}
+
+// -----
+
+// A slice of a larger buffer (a layer loop's stacked activations) is copied
+// out whole before the call, which takes contiguous buffers.
+// CALLS-LABEL: func.func @strided(
+// CALLS: %[[VIEW:.*]] = memref.subview
+// CALLS: %[[COPY:.*]] = memref.alloc() {{.*}} : memref<1x3x12xf32>
+// CALLS: memref.copy %[[VIEW]], %[[COPY]]
+// CALLS: call @loom_rt_attention(
+func.func @strided(%qkv: tensor<1x3x24xf32>) -> tensor<1x3x4xf32> {
+  %half = tensor.extract_slice %qkv[0, 0, 0] [1, 3, 12] [1, 1, 1] : tensor<1x3x24xf32> to tensor<1x3x12xf32>
+  %y = loom.causal_attention %half {num_heads = 1 : i64} : tensor<1x3x12xf32> -> tensor<1x3x4xf32>
+  return %y : tensor<1x3x4xf32>
+}
