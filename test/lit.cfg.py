@@ -16,6 +16,7 @@ config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
 config.substitutions.append(("%loom_src", config.loom_src_root))
+config.substitutions.append(("%loom_obj", config.loom_obj_root))
 # "%expect-exit 1 loomc bad.json": the command must exit with exactly 1.
 config.substitutions.append(
     ("%expect-exit", "%s %s" % (sys.executable, os.path.join(config.test_source_root, "lit", "expect-exit.py"))))
