@@ -99,6 +99,20 @@ func.func @attention(%qkv: tensor<2x3x12xf32>) -> tensor<2x3x4xf32> {
   return %y : tensor<2x3x4xf32>
 }
 
+// The loss's gradient is written over the logits: the elementwise loop
+// reads each logit as its output's element, so that bufferization updates
+// the logits' buffer in place instead of allocating a second one.
+// CHECK-LABEL: func.func @cross_entropy_grad(
+// CHECK-SAME: %{{.*}}: tensor<f32>, %[[LOGITS:.*]]: tensor<2x3x5xf32>
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %[[LOGITS]] {{\[\[}}0, 1], [2]] : tensor<2x3x5xf32> into tensor<6x5xf32>
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<6xf32>, tensor<6xf32>, tensor<6xi32>) outs(%[[ROWS]] : tensor<6x5xf32>)
+// CHECK-NEXT: ^bb0(%[[MAX:.*]]: f32, %[[SUM:.*]]: f32, %{{.*}}: i32, %[[LOGIT:.*]]: f32):
+// CHECK: arith.subf %[[LOGIT]], %[[MAX]] : f32
+func.func @cross_entropy_grad(%g: tensor<f32>, %logits: tensor<2x3x5xf32>, %targets: tensor<2x3xi32>) -> tensor<2x3x5xf32> {
+  %d = loom.cross_entropy_grad %g, %logits, %targets {num_classes = 4 : i64} : (tensor<f32>, tensor<2x3x5xf32>, tensor<2x3xi32>) -> tensor<2x3x5xf32>
+  return %d : tensor<2x3x5xf32>
+}
+
 // A layer loop is an scf.for over the layers: slice l of each stacked
 // operand in, slice l of each stacked result out; `reverse` counts down.
 // CHECK-LABEL: func.func @scan(

@@ -165,9 +165,14 @@ struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
     Value factor = arith::MulFOp::create(
         L.b, L.loc, dloss, L.f32(L.b, 1.0 / static_cast<double>(shape[0])));
     AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0});
+    // The gradient is written over the logits, each element from the one
+    // it replaces (read as the generic's output), which bufferization does
+    // in place where nothing reads the logits later (the loss is the
+    // step's last use of them): at GPT-2's vocabulary the logits are the
+    // largest tensor of the step, and a second one of their size would be
+    // its peak.
     Value dlogits = L.generic(
-        {logits, s.max, s.sumExp, targets}, L.empty(shape),
-        {all, row, row, row, all}, {kPar, kPar},
+        {s.max, s.sumExp, targets}, logits, {row, row, row, all}, {kPar, kPar},
         [&](OpBuilder &nb, Location l, ValueRange a) {
           // The column's index in the whole vocabulary.
           Value v = L.index(nb, 1);
@@ -176,10 +181,10 @@ struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
           Value p = arith::DivFOp::create(
               nb, l,
               math::ExpOp::create(nb, l,
-                                  arith::SubFOp::create(nb, l, a[0], a[1])),
-              a[2]);
+                                  arith::SubFOp::create(nb, l, a[3], a[0])),
+              a[1]);
           Value isTarget = arith::CmpIOp::create(
-              nb, l, arith::CmpIPredicate::eq, v, L.toIndex(nb, a[3]));
+              nb, l, arith::CmpIPredicate::eq, v, L.toIndex(nb, a[2]));
           Value hot = arith::SelectOp::create(nb, l, isTarget, L.f32(nb, 1.0),
                                               L.f32(nb, 0.0));
           Value g = arith::MulFOp::create(
