@@ -87,25 +87,12 @@ buildForward(RewriterBase &rewriter, Operation *op, Value qkv, const Shape &s,
 
 /// Both ops read their operands and write new buffers.
 template <typename Model, typename Op>
-struct ReadsOperandsModel
-    : public BufferizableOpInterface::ExternalModel<Model, Op> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
+struct AttentionBufferization : public loom::ReadsOperandsModel<Model, Op> {
   bool bufferizesToAllocation(Operation *, Value) const { return true; }
 };
 
 struct AttentionModel
-    : public ReadsOperandsModel<AttentionModel, loom::CausalAttentionOp> {
+    : public AttentionBufferization<AttentionModel, loom::CausalAttentionOp> {
   LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
@@ -126,8 +113,8 @@ struct AttentionModel
 };
 
 struct AttentionGradModel
-    : public ReadsOperandsModel<AttentionGradModel,
-                                loom::CausalAttentionGradOp> {
+    : public AttentionBufferization<AttentionGradModel,
+                                    loom::CausalAttentionGradOp> {
   LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {

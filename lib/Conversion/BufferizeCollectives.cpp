@@ -208,25 +208,6 @@ SmallVector<int64_t> moveDim(int64_t rank, int64_t from, int64_t to) {
   return order;
 }
 
-/// The model of an op that only reads its operand, whose results (if any)
-/// are new buffers.
-template <typename Model, typename Op>
-struct ReadsOperandModel
-    : public BufferizableOpInterface::ExternalModel<Model, Op> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
-};
-
 /// Gathers and reduce-scatters read their operand and write a new buffer,
 /// through the runtime function `Callee`, which takes the group, the
 /// dtype, both buffers and the count of elements per rank. Along the
@@ -236,8 +217,8 @@ struct ReadsOperandModel
 /// and a transpose.
 template <typename CollectiveOp>
 struct ResultBufferCollective
-    : public ReadsOperandModel<ResultBufferCollective<CollectiveOp>,
-                               CollectiveOp> {
+    : public loom::ReadsOperandsModel<ResultBufferCollective<CollectiveOp>,
+                                      CollectiveOp> {
   bool bufferizesToAllocation(Operation *, Value) const { return true; }
 
   LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
@@ -331,7 +312,7 @@ LogicalResult callMessage(RewriterBase &rewriter, MessageOp op,
 /// loom.send: a call that copies the operand's buffer into a message to
 /// the peer on the pipeline's communicator and returns without waiting.
 struct SendBufferization
-    : public ReadsOperandModel<SendBufferization, loom::SendOp> {
+    : public loom::ReadsOperandsModel<SendBufferization, loom::SendOp> {
   LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {

@@ -31,6 +31,27 @@ getReadableBuffer(RewriterBase &rewriter, Operation *op, Value tensor,
                   const bufferization::BufferizationOptions &options,
                   bufferization::BufferizationState &state);
 
+/// The bufferization of an op that the runtime computes: it reads its
+/// tensor operands and writes no operand in place (its results, if any,
+/// are new buffers).
+template <typename Model, typename Op>
+struct ReadsOperandsModel
+    : public bufferization::BufferizableOpInterface::ExternalModel<Model, Op> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const bufferization::AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const bufferization::AnalysisState &) const {
+    return false;
+  }
+  bufferization::AliasingValueList
+  getAliasingValues(Operation *, OpOperand &,
+                    const bufferization::AnalysisState &) const {
+    return {};
+  }
+};
+
 /// Calls the runtime's function `callee` with `args`, declaring it (a
 /// private func.func of no results) in `op`'s module on first use.
 void buildRuntimeCall(OpBuilder &b, Operation *op, StringRef callee,

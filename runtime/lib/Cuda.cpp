@@ -40,6 +40,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -697,26 +698,46 @@ const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
   return &(be.attention[key] = kernels);
 }
 
-/// The grid of the attention kernels: a block of 64 rows of one (batch,
-/// head) pair; false, with the failure recorded, past the grid's limits.
-bool attentionGrid(Backend &be, int64_t batch, int64_t seq, int64_t heads,
-                   int64_t headDim, unsigned grid[3]) {
+/// One call of the attention kernels: which, their grid (a block of 64
+/// rows of one (batch, head) pair) and their scalar arguments.
+struct AttentionLaunch {
+  const Backend::AttentionKernels *kernels;
+  unsigned grid[3];
+  int seq, heads, headDim;
+  float scale;
+
+  void launch(Backend &be, CUfunction kernel, void **params) const {
+    be.launch(kernel, grid[0], grid[1], grid[2], 64, 1, 1, 0, params);
+  }
+};
+
+/// The launch of a call with these sizes; none when the call has nothing
+/// to do or cannot run (the failure recorded).
+std::optional<AttentionLaunch> attentionLaunch(Backend &be, int32_t dtype,
+                                               int64_t batch, int64_t seq,
+                                               int64_t heads, int64_t headDim) {
   constexpr int64_t kRows = 64, kMaxGridYZ = 65535;
+  if (!be.failure.empty() || batch <= 0 || seq <= 0 || heads <= 0)
+    return std::nullopt;
   if (batch > kMaxGridYZ || heads > kMaxGridYZ || seq > INT32_MAX ||
       headDim > INT32_MAX) {
     be.fail("fused attention of " + std::to_string(batch) + " sequences of " +
             std::to_string(seq) + " tokens and " + std::to_string(heads) +
             " heads exceeds the GPU's grid");
-    return false;
+    return std::nullopt;
   }
-  grid[0] = static_cast<unsigned>((seq + kRows - 1) / kRows);
-  grid[1] = static_cast<unsigned>(heads);
-  grid[2] = static_cast<unsigned>(batch);
-  return true;
-}
-
-float attentionScale(int64_t headDim) {
-  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
+  const Backend::AttentionKernels *kernels =
+      attentionKernels(be, dtype, headDim);
+  if (!kernels)
+    return std::nullopt;
+  return AttentionLaunch{
+      kernels,
+      {static_cast<unsigned>((seq + kRows - 1) / kRows),
+       static_cast<unsigned>(heads), static_cast<unsigned>(batch)},
+      static_cast<int>(seq),
+      static_cast<int>(heads),
+      static_cast<int>(headDim),
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)))};
 }
 } // namespace
 
@@ -724,18 +745,13 @@ void loom::cudaAttention(int32_t dtype, int64_t batch, int64_t seq,
                          int64_t heads, int64_t headDim, const void *qkv,
                          void *out, float *lse) {
   Backend &be = backend();
-  unsigned grid[3];
-  if (!be.failure.empty() || batch <= 0 || seq <= 0 || heads <= 0 ||
-      !attentionGrid(be, batch, seq, heads, headDim, grid))
+  std::optional<AttentionLaunch> l =
+      attentionLaunch(be, dtype, batch, seq, heads, headDim);
+  if (!l)
     return;
-  const Backend::AttentionKernels *k = attentionKernels(be, dtype, headDim);
-  if (!k)
-    return;
-  int s = static_cast<int>(seq), h = static_cast<int>(heads),
-      d = static_cast<int>(headDim);
-  float scale = attentionScale(headDim);
-  void *params[] = {&qkv, &out, &lse, &s, &h, &d, &scale};
-  be.launch(k->forward, grid[0], grid[1], grid[2], 64, 1, 1, 0, params);
+  void *params[] = {&qkv,      &out,        &lse,     &l->seq,
+                    &l->heads, &l->headDim, &l->scale};
+  l->launch(be, l->kernels->forward, params);
 }
 
 void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
@@ -743,21 +759,16 @@ void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
                              const void *out, const float *lse,
                              const void *dout, void *dqkv, float *delta) {
   Backend &be = backend();
-  unsigned grid[3];
-  if (!be.failure.empty() || batch <= 0 || seq <= 0 || heads <= 0 ||
-      !attentionGrid(be, batch, seq, heads, headDim, grid))
+  std::optional<AttentionLaunch> l =
+      attentionLaunch(be, dtype, batch, seq, heads, headDim);
+  if (!l)
     return;
-  const Backend::AttentionKernels *k = attentionKernels(be, dtype, headDim);
-  if (!k)
-    return;
-  int s = static_cast<int>(seq), h = static_cast<int>(heads),
-      d = static_cast<int>(headDim);
-  float scale = attentionScale(headDim);
-  void *deltaParams[] = {&out, &dout, &delta, &s, &h, &d};
-  be.launch(k->delta, grid[0], grid[1], grid[2], 64, 1, 1, 0, deltaParams);
-  void *gradParams[] = {&qkv, &lse, &dout, &delta, &dqkv, &s, &h, &d, &scale};
-  be.launch(k->keyGrad, grid[0], grid[1], grid[2], 64, 1, 1, 0, gradParams);
-  be.launch(k->queryGrad, grid[0], grid[1], grid[2], 64, 1, 1, 0, gradParams);
+  void *deltaParams[] = {&out, &dout, &delta, &l->seq, &l->heads, &l->headDim};
+  l->launch(be, l->kernels->delta, deltaParams);
+  void *gradParams[] = {&qkv,    &lse,      &dout,       &delta,   &dqkv,
+                        &l->seq, &l->heads, &l->headDim, &l->scale};
+  l->launch(be, l->kernels->keyGrad, gradParams);
+  l->launch(be, l->kernels->queryGrad, gradParams);
 }
 
 extern "C" {
