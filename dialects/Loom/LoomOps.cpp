@@ -349,7 +349,11 @@ LogicalResult CausalAttentionGradOp::verify() {
     return emitOpError() << "expected 3 * num_heads (" << 3 * getNumHeads()
                          << ") to divide qkv's last dimension (" << qkv[2]
                          << ")";
-  return Checker(*this).shape("grad", getGrad(), {qkv[0], qkv[1], qkv[2] / 3},
+  SmallVector<int64_t> result = {qkv[0], qkv[1], qkv[2] / 3};
+  if (failed(Checker(*this).shape("grad", getGrad(), result,
+                                  "the attention result's shape")))
+    return failure();
+  return Checker(*this).shape("out", getOut(), result,
                               "the attention result's shape");
 }
 
@@ -396,7 +400,7 @@ CausalAttentionOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                             SmallVectorImpl<Value> &operandGrads) {
   Value grad = CausalAttentionGradOp::create(b, getLoc(), getQkv().getType(),
                                              resultGrads[0], getQkv(),
-                                             getNumHeadsAttr());
+                                             getResult(), getNumHeadsAttr());
   operandGrads.assign({grad});
   return success();
 }

@@ -467,15 +467,18 @@ def Loom_LinearGradOp : Loom_Op<"linear_grad", [Loom_MixedPrecision, Pure]> {
 def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Loom_MixedPrecision, Pure]> {
   let summary = "gradient of causal multi-head self-attention";
   let description = [{
-    Given the result cotangent `grad` [B, T, C] and the forward's fused `qkv`
-    [B, T, 3C], yields the cotangent of `qkv`. The attention probabilities
-    are recomputed from `qkv`.
+    Given the result cotangent `grad` [B, T, C], the forward's fused `qkv`
+    [B, T, 3C] and its result `out` [B, T, C], yields the cotangent of
+    `qkv`. The attention probabilities are recomputed from `qkv`; `out`
+    gives each query's dot product of the result and its cotangent, which
+    the softmax's gradient needs, without them.
   }];
   let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$qkv,
+                   Loom_FloatTensor:$out,
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
   let results = (outs Loom_FloatTensor:$qkv_grad);
   let assemblyFormat = [{
-    $grad `,` $qkv attr-dict `:` functional-type(operands, results)
+    $grad `,` $qkv `,` $out attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

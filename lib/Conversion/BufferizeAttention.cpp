@@ -2,11 +2,11 @@
 //
 // Causal attention that loom-lower-to-linalg left to the runtime's fused
 // kernels becomes calls on its buffers: the forward pass writes the output
-// and each query's log-sum-exp (which the forward's own call drops); the
-// gradient first recomputes both, as the op's contract says (it is given
-// the operand only), then calls the backward kernels. The tensors between
-// the calls are buffers of the step like any other, so the static arena
-// counts them, and none is [T, T].
+// and each query's log-sum-exp (which the backward pass computes again,
+// with the scores it needs anyway), the gradient reads the operand, the
+// output and its gradient. Their scratch (the log-sum-exp, the backward
+// pass's row sums) are buffers of the step like any other, so the static
+// arena counts them; none is [T, T].
 //
 //===----------------------------------------------------------------------===//
 
@@ -122,31 +122,31 @@ struct AttentionGradModel
     FailureOr<Shape> shape = shapeOf(op, op.getQkv(), op.getNumHeads());
     if (failed(shape))
       return failure();
-    if (op.getGrad().getType().getElementType() !=
-        op.getQkv().getType().getElementType())
-      return op.emitOpError("has no fused kernel for a gradient of another "
-                            "element type than its operand");
+    Type element = op.getQkv().getType().getElementType();
+    if (op.getGrad().getType().getElementType() != element ||
+        op.getOut().getType().getElementType() != element)
+      return op.emitOpError("has no fused kernel for a result or gradient of "
+                            "another element type than its operand");
     FailureOr<Value> qkv =
         loom::getReadableBuffer(rewriter, op, op.getQkv(), options, state);
+    FailureOr<Value> out =
+        loom::getReadableBuffer(rewriter, op, op.getOut(), options, state);
     FailureOr<Value> grad =
         loom::getReadableBuffer(rewriter, op, op.getGrad(), options, state);
-    if (failed(qkv) || failed(grad))
+    if (failed(qkv) || failed(out) || failed(grad))
       return failure();
-    auto forward = buildForward(rewriter, op, *qkv, *shape, options);
-    if (failed(forward))
-      return failure();
-    Type element = cast<MemRefType>(qkv->getType()).getElementType();
-    FailureOr<Value> delta = allocate(rewriter, op, options,
-                                      {shape->batch, shape->heads, shape->seq},
-                                      rewriter.getF32Type());
+    SmallVector<int64_t> rows = {shape->batch, shape->heads, shape->seq};
+    FailureOr<Value> lse =
+        allocate(rewriter, op, options, rows, rewriter.getF32Type());
+    FailureOr<Value> delta =
+        allocate(rewriter, op, options, rows, rewriter.getF32Type());
     FailureOr<Value> dqkv = allocate(rewriter, op, options,
                                      op.getQkv().getType().getShape(), element);
-    if (failed(delta) || failed(dqkv))
+    if (failed(lse) || failed(delta) || failed(dqkv))
       return failure();
     Location loc = op.getLoc();
     SmallVector<Value> args = sizeArguments(rewriter, loc, *shape);
-    for (Value buffer :
-         {*qkv, forward->first, forward->second, *grad, *dqkv, *delta})
+    for (Value buffer : {*qkv, *out, *grad, *dqkv, *lse, *delta})
       args.push_back(loom::buildDataPointer(rewriter, loc, buffer));
     loom::buildRuntimeCall(rewriter, op, LOOM_RT_ATTENTION_GRAD, args);
     replaceOpWithBufferizedValues(rewriter, op, *dqkv);

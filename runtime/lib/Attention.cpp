@@ -6,9 +6,10 @@
 // that the scores it keeps are 64 rows of at most T. Its products are
 // SGEMMs on the pair's queries, keys and values, read where they are when
 // f32 and widened into packed f32 matrices when bf16 or f16. The backward pass
-// is the one of FlashAttention: the probabilities come back from the scores and
-// the forward's log-sum-exp, and the softmax's gradient needs only each query's
-// dot product of its output with the output's gradient.
+// is the one of FlashAttention: the probabilities come back from the scores
+// (a block of queries' scores hold every key they see, so their log-sum-exp
+// comes with them), and the softmax's gradient needs only each query's dot
+// product of its output with the output's gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -158,6 +159,27 @@ void finish(const Attention &a, const Matrix &m, void *data, int64_t offset,
     unpack(a, m.data, data, offset, stride);
 }
 
+/// Scores of queries [i0, i0 + rows) to their causal probabilities, in
+/// place (zeros past each query), and each query's log-sum-exp to `lse`.
+void softmaxBlock(int64_t i0, int64_t rows, float *scores, float *lse) {
+  int64_t keys = i0 + rows;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t i = i0 + r;
+    float *row = scores + r * keys;
+    float max = *std::max_element(row, row + i + 1);
+    for (int64_t j = 0; j <= i; ++j)
+      row[j] = expNonPositive(row[j] - max);
+    float sum = 0.0f;
+    for (int64_t j = 0; j <= i; ++j)
+      sum += row[j];
+    float inverse = 1.0f / sum;
+    for (int64_t j = 0; j <= i; ++j)
+      row[j] *= inverse;
+    std::fill(row + i + 1, row + keys, 0.0f);
+    lse[i] = max + std::log(sum);
+  }
+}
+
 /// The scaled scores of queries [i0, i0 + rows) against keys [0, i0 +
 /// rows), row by row `keys` apart.
 void blockScores(const Attention &a, const Matrix &q, const Matrix &k,
@@ -179,21 +201,7 @@ void forwardPair(const Attention &a, int64_t b, int64_t h) {
     int64_t rows = std::min(kQueryBlock, a.seq - i0), keys = i0 + rows;
     float *scores = s.scores.data();
     blockScores(a, q, k, i0, rows, scores);
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t i = i0 + r;
-      float *row = scores + r * keys;
-      float max = *std::max_element(row, row + i + 1);
-      for (int64_t j = 0; j <= i; ++j)
-        row[j] = expNonPositive(row[j] - max);
-      float sum = 0.0f;
-      for (int64_t j = 0; j <= i; ++j)
-        sum += row[j];
-      float inverse = 1.0f / sum;
-      for (int64_t j = 0; j <= i; ++j)
-        row[j] *= inverse;
-      std::fill(row + i + 1, row + keys, 0.0f);
-      lse[i] = max + std::log(sum);
-    }
+    softmaxBlock(i0, rows, scores, lse);
     gemm(false, false, rows, a.headDim, keys, 1.0f, scores, keys, v.data, v.ld,
          0.0f, o.row(i0), o.ld);
   }
@@ -216,7 +224,7 @@ void backwardPair(const Attention &a, int64_t b, int64_t h) {
                      /*zero=*/true);
   s.scores.resize(kQueryBlock * T);
   s.dscores.resize(kQueryBlock * T);
-  const float *lse = a.lse + a.rowOffset(b, h);
+  float *lse = a.lse + a.rowOffset(b, h);
   float *delta = a.delta + a.rowOffset(b, h);
   for (int64_t i = 0; i < T; ++i) {
     float dot = 0.0f;
@@ -227,15 +235,10 @@ void backwardPair(const Attention &a, int64_t b, int64_t h) {
   for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
     int64_t rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
     float *probs = s.scores.data(), *dprobs = s.dscores.data();
+    // The block's scores hold every key its queries see: their
+    // probabilities come back without the forward's statistics.
     blockScores(a, q, k, i0, rows, probs);
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t i = i0 + r;
-      float *row = probs + r * keys;
-      float rowLse = lse[i];
-      for (int64_t j = 0; j <= i; ++j)
-        row[j] = expNonPositive(row[j] - rowLse);
-      std::fill(row + i + 1, row + keys, 0.0f);
-    }
+    softmaxBlock(i0, rows, probs, lse);
     // dV[0, keys) += P^T dO; dP = dO V^T.
     gemm(true, false, keys, D, rows, 1.0f, probs, keys, dout.row(i0), dout.ld,
          1.0f, dv.data, dv.ld);
@@ -297,23 +300,17 @@ void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
 
 void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
                             int64_t heads, int64_t head_dim, const void *qkv,
-                            const void *out, const float *lse, const void *dout,
-                            void *dqkv, float *delta) {
+                            const void *out, const void *dout, void *dqkv,
+                            float *lse, float *delta) {
   if (loom::cudaActive())
     return loom::cudaAttentionGrad(dtype, batch, seq, heads, head_dim, qkv, out,
-                                   lse, dout, dqkv, delta);
-  Attention a{dtype,
-              batch,
-              seq,
-              heads,
-              head_dim,
-              scaleOf(head_dim),
-              qkv,
-              const_cast<void *>(out),
-              const_cast<float *>(lse),
-              dout,
-              dqkv,
-              delta};
+                                   dout, dqkv, lse, delta);
+  Attention a{dtype,    batch,
+              seq,      heads,
+              head_dim, scaleOf(head_dim),
+              qkv,      const_cast<void *>(out),
+              lse,      dout,
+              dqkv,     delta};
   forEachPair<backwardPair>(a);
 }
 

@@ -196,8 +196,8 @@ struct Backend {
   /// The attention kernels of a storage type (loom_dtype) and head
   /// bound, loaded at their first call.
   struct AttentionKernels {
-    CUfunction forward = nullptr, delta = nullptr, keyGrad = nullptr,
-               queryGrad = nullptr;
+    CUfunction forward = nullptr, stats = nullptr, delta = nullptr,
+               keyGrad = nullptr, queryGrad = nullptr;
   };
   std::map<std::pair<int32_t, int32_t>, AttentionKernels> attention;
 
@@ -690,6 +690,7 @@ const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
         module, (std::string("loom_attention_") + kind + suffix).c_str());
   };
   kernels.forward = get("forward");
+  kernels.stats = get("stats");
   kernels.delta = get("delta");
   kernels.keyGrad = get("key_grad");
   kernels.queryGrad = get("query_grad");
@@ -756,13 +757,17 @@ void loom::cudaAttention(int32_t dtype, int64_t batch, int64_t seq,
 
 void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
                              int64_t heads, int64_t headDim, const void *qkv,
-                             const void *out, const float *lse,
-                             const void *dout, void *dqkv, float *delta) {
+                             const void *out, const void *dout, void *dqkv,
+                             float *lse, float *delta) {
   Backend &be = backend();
   std::optional<AttentionLaunch> l =
       attentionLaunch(be, dtype, batch, seq, heads, headDim);
   if (!l)
     return;
+  // Each query's log-sum-exp, as the forward kernel's without its output.
+  void *statsParams[] = {&qkv,      &lse,        &l->seq,
+                         &l->heads, &l->headDim, &l->scale};
+  l->launch(be, l->kernels->stats, statsParams);
   void *deltaParams[] = {&out, &dout, &delta, &l->seq, &l->heads, &l->headDim};
   l->launch(be, l->kernels->delta, deltaParams);
   void *gradParams[] = {&qkv,    &lse,      &dout,       &delta,   &dqkv,
@@ -841,8 +846,8 @@ void loom::cudaGemmBatched(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
 void loom::cudaAttention(int32_t, int64_t, int64_t, int64_t, int64_t,
                          const void *, void *, float *) {}
 void loom::cudaAttentionGrad(int32_t, int64_t, int64_t, int64_t, int64_t,
-                             const void *, const void *, const float *,
-                             const void *, void *, float *) {}
+                             const void *, const void *, const void *, void *,
+                             float *, float *) {}
 
 // An artifact compiled for the GPU still loads, so that its manifest can
 // say why it does not run; its module constructors find no GPU.

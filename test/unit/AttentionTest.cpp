@@ -111,7 +111,8 @@ void checkAttention(int32_t dtype, double tolerance) {
     size_t bytes = dtype == LOOM_DTYPE_F32 ? 4 : 2;
     std::vector<uint8_t> outData(p.outSize() * bytes),
         dqkvData(p.qkvSize() * bytes);
-    std::vector<float> lseData(lse.size()), delta(lse.size());
+    std::vector<float> lseData(lse.size()), gradLse(lse.size()),
+        delta(lse.size());
     loom_rt_attention(dtype, p.batch, p.seq, p.heads, p.dim, qkvData.data(),
                       outData.data(), lseData.data());
     expectClose(dtype, outData, out, tolerance, "output");
@@ -119,9 +120,13 @@ void checkAttention(int32_t dtype, double tolerance) {
       ASSERT_NEAR(lseData[i], lse[i], 1e-5 * (1.0 + std::abs(lse[i])))
           << "log-sum-exp " << i;
     loom_rt_attention_grad(dtype, p.batch, p.seq, p.heads, p.dim,
-                           qkvData.data(), outData.data(), lseData.data(),
-                           doutData.data(), dqkvData.data(), delta.data());
+                           qkvData.data(), outData.data(), doutData.data(),
+                           dqkvData.data(), gradLse.data(), delta.data());
     expectClose(dtype, dqkvData, dqkv, tolerance, "gradient");
+    // The backward pass's own log-sum-exp is the forward's.
+    for (size_t i = 0; i < lse.size(); ++i)
+      ASSERT_NEAR(gradLse[i], lseData[i], 1e-6 * (1.0 + std::abs(lse[i])))
+          << "backward log-sum-exp " << i;
   }
 }
 

@@ -18,6 +18,7 @@
 // larger bound would not fit a thread's rows in its registers, nor the
 // tiles in the 48 KiB of shared memory a kernel may declare:
 //   loom_attention_forward_*: the output and each query's log-sum-exp;
+//   loom_attention_stats_*: the log-sum-exp alone, for the backward pass;
 //   loom_attention_delta_*: each query's dot product of the output and its
 //     gradient;
 //   loom_attention_key_grad_*: the gradients of the keys and values, a
@@ -112,7 +113,8 @@ __device__ __forceinline__ float dot(const float (&x)[MaxD],
   return sum;
 }
 
-template <typename T, int MaxD>
+/// The output (with `Output`) and each query's log-sum-exp.
+template <typename T, int MaxD, bool Output>
 __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
                         int headDim, float scale) {
   Pair p(seq, heads, headDim);
@@ -129,7 +131,8 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   int end = min(first + kRows, seq);
   for (int j0 = 0; j0 < end; j0 += kRows) {
     loadTile<T, MaxD, 0>(keys, qkv + p.qkv[1], p.qkvStride, j0, p);
-    loadTile<T, MaxD, 0>(values, qkv + p.qkv[2], p.qkvStride, j0, p);
+    if (Output)
+      loadTile<T, MaxD, 0>(values, qkv + p.qkv[2], p.qkvStride, j0, p);
     __syncthreads();
     int last = active ? min(i - j0, kRows - 1) : -1;
     for (int r = 0; r <= last; ++r) {
@@ -137,22 +140,27 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
       if (s > max) {
         float rescale = expf(max - s);
         sum *= rescale;
+        if (Output) {
 #pragma unroll
-        for (int d = 0; d < MaxD; ++d)
-          o[d] *= rescale;
+          for (int d = 0; d < MaxD; ++d)
+            o[d] *= rescale;
+        }
         max = s;
       }
       float e = expf(s - max);
       sum += e;
+      if (Output) {
 #pragma unroll
-      for (int d = 0; d < MaxD; ++d)
-        o[d] += e * values[r][d];
+        for (int d = 0; d < MaxD; ++d)
+          o[d] += e * values[r][d];
+      }
     }
     __syncthreads();
   }
   if (!active)
     return;
-  storeRow(o, out + p.out, p.outStride, i, p, 1.0f / sum);
+  if (Output)
+    storeRow(o, out + p.out, p.outStride, i, p, 1.0f / sum);
   lse[p.rows + i] = max + logf(sum);
 }
 
@@ -271,7 +279,13 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
       loom_attention_forward_##NAME##_##MAXD(const T *qkv, T *out, float *lse, \
                                              int seq, int heads, int headDim,  \
                                              float scale) {                    \
-    forward<T, MAXD>(qkv, out, lse, seq, heads, headDim, scale);               \
+    forward<T, MAXD, true>(qkv, out, lse, seq, heads, headDim, scale);         \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(kRows)                          \
+      loom_attention_stats_##NAME##_##MAXD(const T *qkv, float *lse, int seq,  \
+                                           int heads, int headDim,             \
+                                           float scale) {                      \
+    forward<T, MAXD, false>(qkv, nullptr, lse, seq, heads, headDim, scale);    \
   }                                                                            \
   extern "C" __global__ void __launch_bounds__(kRows)                          \
       loom_attention_delta_##NAME##_##MAXD(const T *out, const T *dout,        \
