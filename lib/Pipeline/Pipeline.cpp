@@ -133,13 +133,25 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
   return stage == EmitStage::Memory;
 }
 
+/// How the step is lowered to linalg for `options`' target and attention.
+static LoomLowerToLinalgOptions
+getLoweringOptions(const LoomPipelineOptions &options) {
+  LoomLowerToLinalgOptions lowering;
+  lowering.fusedAttention = options.fusedAttention;
+  // The GPU's fused kernels hold a head's row in a thread's registers.
+  if (options.target == Target::Cuda)
+    lowering.fusedAttentionMaxHeadDim = LOOM_CUDA_ATTENTION_MAX_HEAD_DIM;
+  return lowering;
+}
+
 static FailureOr<SmallVector<CompiledRankMemory>>
-compileMemory(ModuleOp module, const PlanEstimate &estimate, std::string &why) {
+compileMemory(ModuleOp module, const PlanEstimate &estimate,
+              const LoomLowerToLinalgOptions &lowering, std::string &why) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   recordPlan(*copy, estimate);
   PassManager pm(module.getContext(), ModuleOp::getOperationName());
   pm.addPass(createLoomPlan());
-  addStepPasses(pm, EmitStage::Memory, /*print=*/false);
+  addStepPasses(pm, EmitStage::Memory, /*print=*/false, lowering);
   // What the compiler says about the copy is the planner's to report, not
   // the user's module's: the first error is why, remarks are dropped.
   ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &diag) {
@@ -182,9 +194,14 @@ compileMemory(ModuleOp module, const PlanEstimate &estimate, std::string &why) {
   return ranks;
 }
 
-MemoryCompiler mlir::loom::getMemoryCompiler() {
+MemoryCompiler
+mlir::loom::getMemoryCompiler(const LoomPipelineOptions &options) {
   MemoryCompiler compiler;
-  compiler.compile = compileMemory;
+  compiler.compile = [lowering = getLoweringOptions(options)](
+                         ModuleOp module, const PlanEstimate &estimate,
+                         std::string &why) {
+    return compileMemory(module, estimate, lowering, why);
+  };
   compiler.getDependentDialects = [](DialectRegistry &registry) {
     OpPassManager pm(ModuleOp::getOperationName());
     addStepPasses(pm, EmitStage::Memory, /*print=*/false);
@@ -213,20 +230,19 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     plan.report = "memory";
   else if (stage == EmitStage::Schedule)
     plan.report = "schedule";
-  plan.materializedAttention = options.materializedAttention;
+  // Loom's own step keeps the scores where it is compiled to.
+  plan.materializedAttention =
+      options.materializedAttention ||
+      (options.costFramework == Framework::loom && !options.fusedAttention);
   plan.framework = options.costFramework;
-  pm.addPass(createLoomPlan(plan, getMemoryCompiler()));
+  pm.addPass(createLoomPlan(plan, getMemoryCompiler(options)));
   if (options.summary)
     pm.addPass(createLoomPrintSummary());
   if (stage == EmitStage::Plan || stage == EmitStage::Cost ||
       stage == EmitStage::Schedule)
     return;
-  LoomLowerToLinalgOptions lowering;
-  lowering.fusedAttention = options.fusedAttention;
-  // The GPU's fused kernels hold a head's row in a thread's registers.
-  if (options.target == Target::Cuda)
-    lowering.fusedAttentionMaxHeadDim = LOOM_CUDA_ATTENTION_MAX_HEAD_DIM;
-  if (addStepPasses(pm, stage, stage == EmitStage::Memory, lowering))
+  if (addStepPasses(pm, stage, stage == EmitStage::Memory,
+                    getLoweringOptions(options)))
     return;
 
   // The shard grid, which the collectives' runtime calls no longer name.

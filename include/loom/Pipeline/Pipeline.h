@@ -119,9 +119,10 @@ void buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
 void registerLoomPipeline();
 
 /// The compiler loom-plan takes Loom's memory from: it compiles a copy of a
-/// module under a plan through the static arena and returns each rank's
-/// memory as compiled (MemoryCompiler).
-MemoryCompiler getMemoryCompiler();
+/// module under a plan through the static arena, lowered as `options` say
+/// (the target, the attention), and returns each rank's memory as
+/// compiled (MemoryCompiler).
+MemoryCompiler getMemoryCompiler(const LoomPipelineOptions &options = {});
 
 } // namespace loom
 } // namespace mlir
