@@ -15,6 +15,7 @@
 #include "Loom/LoomDialect.h"
 
 #include "loom/Conversion/Attention.h"
+#include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "loom/abi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -28,7 +29,8 @@ using namespace mlir::bufferization;
 
 namespace {
 /// The sizes the runtime's attention takes, from the fused [B, T, 3C]
-/// operand.
+/// operand of `op`, which loom-lower-to-linalg left fused: an error for
+/// any other.
 struct Shape {
   loom_dtype dtype;
   int64_t batch, seq, heads, headDim;
@@ -36,53 +38,59 @@ struct Shape {
 
 FailureOr<Shape> shapeOf(Operation *op, Value qkv, int64_t heads) {
   auto type = cast<RankedTensorType>(qkv.getType());
-  std::optional<loom_dtype> dtype =
-      loom::getRuntimeElementType(type.getElementType());
-  if (!dtype || type.getRank() != 3 || !type.hasStaticShape() ||
-      type.getDimSize(2) % (3 * heads) != 0)
+  if (!loom::isFusedAttention(op, /*maxHeadDim=*/0))
     return op->emitOpError("has no fused kernel for ")
-           << type << " in " << heads << " heads";
-  return Shape{*dtype, type.getDimSize(0), type.getDimSize(1), heads,
+           << type << " in " << heads
+           << " heads with its other tensors' element types";
+  return Shape{*loom::getRuntimeElementType(type.getElementType()),
+               type.getDimSize(0), type.getDimSize(1), heads,
                type.getDimSize(2) / (3 * heads)};
 }
 
-/// A new buffer of `shape` and `element`s.
+/// The buffers of `op`'s tensor operands, each whole and contiguous.
+FailureOr<SmallVector<Value>>
+readableBuffers(RewriterBase &rewriter, Operation *op,
+                const BufferizationOptions &options,
+                BufferizationState &state) {
+  SmallVector<Value> buffers;
+  for (Value tensor : op->getOperands()) {
+    FailureOr<Value> buffer =
+        loom::getReadableBuffer(rewriter, op, tensor, options, state);
+    if (failed(buffer))
+      return failure();
+    buffers.push_back(*buffer);
+  }
+  return buffers;
+}
+
+/// New buffers of `element`s: [B, T, C] for a result of the operand's
+/// element type, [B, heads, T] for each query's f32 statistics.
 FailureOr<Value> allocate(RewriterBase &rewriter, Operation *op,
                           const BufferizationOptions &options,
                           ArrayRef<int64_t> shape, Type element) {
   return options.createAlloc(rewriter, op->getLoc(),
                              MemRefType::get(shape, element), ValueRange{});
 }
+FailureOr<Value> allocateRows(RewriterBase &rewriter, Operation *op,
+                              const BufferizationOptions &options,
+                              const Shape &s) {
+  return allocate(rewriter, op, options, {s.batch, s.heads, s.seq},
+                  rewriter.getF32Type());
+}
 
-/// The call's leading arguments: the dtype and the four sizes.
-SmallVector<Value> sizeArguments(OpBuilder &b, Location loc, const Shape &s) {
+/// Calls the runtime's `callee(dtype, batch, seq, heads, head_dim,
+/// buffers...)`.
+void callAttention(OpBuilder &b, Operation *op, StringRef callee,
+                   const Shape &s, ArrayRef<Value> buffers) {
+  Location loc = op->getLoc();
   SmallVector<Value> args = {arith::ConstantOp::create(
       b, loc, b.getI32IntegerAttr(static_cast<int32_t>(s.dtype)))};
   for (int64_t size : {s.batch, s.seq, s.heads, s.headDim})
     args.push_back(
         arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(size)));
-  return args;
-}
-
-/// loom_rt_attention on `qkv`'s buffer: the output (of the element type of
-/// `qkv`, [B, T, C]) and the log-sum-exp ([B, heads, T], f32) as new
-/// buffers.
-FailureOr<std::pair<Value, Value>>
-buildForward(RewriterBase &rewriter, Operation *op, Value qkv, const Shape &s,
-             const BufferizationOptions &options) {
-  Location loc = op->getLoc();
-  Type element = cast<MemRefType>(qkv.getType()).getElementType();
-  FailureOr<Value> out = allocate(
-      rewriter, op, options, {s.batch, s.seq, s.heads * s.headDim}, element);
-  FailureOr<Value> lse = allocate(
-      rewriter, op, options, {s.batch, s.heads, s.seq}, rewriter.getF32Type());
-  if (failed(out) || failed(lse))
-    return failure();
-  SmallVector<Value> args = sizeArguments(rewriter, loc, s);
-  for (Value buffer : {qkv, *out, *lse})
-    args.push_back(loom::buildDataPointer(rewriter, loc, buffer));
-  loom::buildRuntimeCall(rewriter, op, LOOM_RT_ATTENTION, args);
-  return std::make_pair(*out, *lse);
+  for (Value buffer : buffers)
+    args.push_back(loom::buildDataPointer(b, loc, buffer));
+  loom::buildRuntimeCall(b, op, callee, args);
 }
 
 /// Both ops read their operands and write new buffers.
@@ -91,6 +99,8 @@ struct AttentionBufferization : public loom::ReadsOperandsModel<Model, Op> {
   bool bufferizesToAllocation(Operation *, Value) const { return true; }
 };
 
+/// loom_rt_attention: the output and the log-sum-exp, which nothing reads
+/// (the backward pass computes it again).
 struct AttentionModel
     : public AttentionBufferization<AttentionModel, loom::CausalAttentionOp> {
   LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
@@ -100,18 +110,25 @@ struct AttentionModel
     FailureOr<Shape> shape = shapeOf(op, op.getQkv(), op.getNumHeads());
     if (failed(shape))
       return failure();
-    FailureOr<Value> qkv =
-        loom::getReadableBuffer(rewriter, op, op.getQkv(), options, state);
+    FailureOr<SmallVector<Value>> qkv =
+        readableBuffers(rewriter, op, options, state);
     if (failed(qkv))
       return failure();
-    auto results = buildForward(rewriter, op, *qkv, *shape, options);
-    if (failed(results))
+    auto type = cast<RankedTensorType>(op.getType());
+    FailureOr<Value> out =
+        allocate(rewriter, op, options, type.getShape(), type.getElementType());
+    FailureOr<Value> lse = allocateRows(rewriter, op, options, *shape);
+    if (failed(out) || failed(lse))
       return failure();
-    replaceOpWithBufferizedValues(rewriter, op, results->first);
+    callAttention(rewriter, op, LOOM_RT_ATTENTION, *shape,
+                  {qkv->front(), *out, *lse});
+    replaceOpWithBufferizedValues(rewriter, op, *out);
     return success();
   }
 };
 
+/// loom_rt_attention_grad on the operand, the forward's result and its
+/// gradient, with scratch for each query's log-sum-exp and dot product.
 struct AttentionGradModel
     : public AttentionBufferization<AttentionGradModel,
                                     loom::CausalAttentionGradOp> {
@@ -122,33 +139,21 @@ struct AttentionGradModel
     FailureOr<Shape> shape = shapeOf(op, op.getQkv(), op.getNumHeads());
     if (failed(shape))
       return failure();
-    Type element = op.getQkv().getType().getElementType();
-    if (op.getGrad().getType().getElementType() != element ||
-        op.getOut().getType().getElementType() != element)
-      return op.emitOpError("has no fused kernel for a result or gradient of "
-                            "another element type than its operand");
-    FailureOr<Value> qkv =
-        loom::getReadableBuffer(rewriter, op, op.getQkv(), options, state);
-    FailureOr<Value> out =
-        loom::getReadableBuffer(rewriter, op, op.getOut(), options, state);
-    FailureOr<Value> grad =
-        loom::getReadableBuffer(rewriter, op, op.getGrad(), options, state);
-    if (failed(qkv) || failed(out) || failed(grad))
+    FailureOr<SmallVector<Value>> operands =
+        readableBuffers(rewriter, op, options, state);
+    if (failed(operands))
       return failure();
-    SmallVector<int64_t> rows = {shape->batch, shape->heads, shape->seq};
-    FailureOr<Value> lse =
-        allocate(rewriter, op, options, rows, rewriter.getF32Type());
-    FailureOr<Value> delta =
-        allocate(rewriter, op, options, rows, rewriter.getF32Type());
-    FailureOr<Value> dqkv = allocate(rewriter, op, options,
-                                     op.getQkv().getType().getShape(), element);
+    auto [grad, qkv, out] =
+        std::make_tuple((*operands)[0], (*operands)[1], (*operands)[2]);
+    FailureOr<Value> lse = allocateRows(rewriter, op, options, *shape);
+    FailureOr<Value> delta = allocateRows(rewriter, op, options, *shape);
+    auto type = cast<RankedTensorType>(op.getType());
+    FailureOr<Value> dqkv =
+        allocate(rewriter, op, options, type.getShape(), type.getElementType());
     if (failed(lse) || failed(delta) || failed(dqkv))
       return failure();
-    Location loc = op.getLoc();
-    SmallVector<Value> args = sizeArguments(rewriter, loc, *shape);
-    for (Value buffer : {*qkv, *out, *grad, *dqkv, *lse, *delta})
-      args.push_back(loom::buildDataPointer(rewriter, loc, buffer));
-    loom::buildRuntimeCall(rewriter, op, LOOM_RT_ATTENTION_GRAD, args);
+    callAttention(rewriter, op, LOOM_RT_ATTENTION_GRAD, *shape,
+                  {qkv, out, grad, *dqkv, *lse, *delta});
     replaceOpWithBufferizedValues(rewriter, op, *dqkv);
     return success();
   }

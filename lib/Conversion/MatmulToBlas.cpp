@@ -193,24 +193,6 @@ struct MatmulToBlasPass
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
     OpBuilder b(ctx);
-    Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
-    Type ptr = LLVM::LLVMPointerType::get(ctx);
-    SmallVector<Type> sgemmArgs = {i32, i32, i64, i64, i64, f32, ptr,
-                                   i64, ptr, i64, f32, ptr, i64};
-    SmallVector<Type> gemmArgs = {i32};
-    llvm::append_range(gemmArgs, sgemmArgs);
-    SmallVector<Type> batchedArgs(gemmArgs);
-    batchedArgs.append(8, i64);
-    auto declare = [&](StringRef name, ArrayRef<Type> args) {
-      if (module.lookupSymbol(name))
-        return;
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToEnd(module.getBody());
-      func::FuncOp::create(b, module.getLoc(), name,
-                           b.getFunctionType(args, {}))
-          .setPrivate();
-    };
-
     SmallVector<linalg::MatmulOp> matmuls;
     module.walk([&](linalg::MatmulOp op) { matmuls.push_back(op); });
 
@@ -290,11 +272,9 @@ struct MatmulToBlasPass
           one,          da->pointer,  da->leading, db->pointer, db->leading,
           beta,         dc->pointer,  dc->leading};
       StringRef callee = kSgemm;
-      ArrayRef<Type> types = sgemmArgs;
       if (*dtype != LOOM_DTYPE_F32 || batch) {
         args.insert(args.begin(), i32c(*dtype));
         callee = kGemm;
-        types = gemmArgs;
       }
       if (batch) {
         // Two loop dimensions, the outer one of a single iteration for a
@@ -307,10 +287,8 @@ struct MatmulToBlasPass
             args.push_back(i64c(real ? batch->strides[operand][dim - pad] : 0));
         }
         callee = kGemmBatched;
-        types = batchedArgs;
       }
-      declare(callee, types);
-      func::CallOp::create(b, loc, callee, TypeRange{}, args);
+      buildRuntimeCall(b, op, callee, args);
       if (batch)
         batch->loop.erase();
       else

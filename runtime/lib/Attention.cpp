@@ -280,9 +280,6 @@ void forEachPair(const Attention &a) {
     range(const_cast<Attention *>(&a), 0, pairs);
 }
 
-float scaleOf(int64_t headDim) {
-  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
-}
 } // namespace
 
 extern "C" {
@@ -293,8 +290,9 @@ void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
   if (loom::cudaActive())
     return loom::cudaAttention(dtype, batch, seq, heads, head_dim, qkv, out,
                                lse);
-  Attention a{dtype, batch, seq, heads,   head_dim, scaleOf(head_dim),
-              qkv,   out,   lse, nullptr, nullptr,  nullptr};
+  Attention a{
+      dtype, batch, seq, heads,   head_dim, loom::attentionScale(head_dim),
+      qkv,   out,   lse, nullptr, nullptr,  nullptr};
   forEachPair<forwardPair>(a);
 }
 
@@ -307,7 +305,7 @@ void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
                                    dout, dqkv, lse, delta);
   Attention a{dtype,    batch,
               seq,      heads,
-              head_dim, scaleOf(head_dim),
+              head_dim, loom::attentionScale(head_dim),
               qkv,      const_cast<void *>(out),
               lse,      dout,
               dqkv,     delta};

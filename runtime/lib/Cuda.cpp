@@ -121,6 +121,13 @@ uint32_t alignmentOf(const void *pointer) {
   return alignmentOf(reinterpret_cast<uintptr_t>(pointer));
 }
 
+/// A loom_dtype's name in messages and kernel names.
+const char *dtypeName(int32_t dtype) {
+  return dtype == LOOM_DTYPE_BF16  ? "bf16"
+         : dtype == LOOM_DTYPE_F16 ? "f16"
+                                   : "f32";
+}
+
 /// cuBLASLt's type of A and B for a loom_dtype; C and the accumulation
 /// are f32 whatever it is.
 cudaDataType_t operandType(int32_t dtype) {
@@ -492,10 +499,7 @@ struct Backend {
     if (found == 0) {
       fail("cuBLASLt has no algorithm for a " + std::to_string(m) + "x" +
            std::to_string(n) + "x" + std::to_string(k) + " GEMM of " +
-           (dtype == LOOM_DTYPE_BF16  ? "bf16"
-            : dtype == LOOM_DTYPE_F16 ? "f16"
-                                      : "f32") +
-           " matrices");
+           dtypeName(dtype) + " matrices");
       return nullptr;
     }
     p.algo = result.algo;
@@ -649,12 +653,6 @@ void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
 }
 
 namespace {
-const char *dtypeName(int32_t dtype) {
-  return dtype == LOOM_DTYPE_BF16  ? "bf16"
-         : dtype == LOOM_DTYPE_F16 ? "f16"
-                                   : "f32";
-}
-
 /// The kernels for heads of `headDim` stored as `dtype`: those of the
 /// smallest bound that holds the head. Null, with the failure recorded,
 /// when none does.
@@ -731,14 +729,14 @@ std::optional<AttentionLaunch> attentionLaunch(Backend &be, int32_t dtype,
       attentionKernels(be, dtype, headDim);
   if (!kernels)
     return std::nullopt;
-  return AttentionLaunch{
-      kernels,
-      {static_cast<unsigned>((seq + kRows - 1) / kRows),
-       static_cast<unsigned>(heads), static_cast<unsigned>(batch)},
-      static_cast<int>(seq),
-      static_cast<int>(heads),
-      static_cast<int>(headDim),
-      static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)))};
+  return AttentionLaunch{kernels,
+                         {static_cast<unsigned>((seq + kRows - 1) / kRows),
+                          static_cast<unsigned>(heads),
+                          static_cast<unsigned>(batch)},
+                         static_cast<int>(seq),
+                         static_cast<int>(heads),
+                         static_cast<int>(headDim),
+                         loom::attentionScale(headDim)};
 }
 } // namespace
 

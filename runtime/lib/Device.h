@@ -14,6 +14,7 @@
 
 #include "loom/runtime.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -73,6 +74,11 @@ void cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                      float *c, int64_t ldc, int64_t count0,
                      const int64_t strides0[3], int64_t count1,
                      const int64_t strides1[3]);
+/// Attention's score scale, 1 / sqrt(head_dim), rounded once to f32 as
+/// the compiler's loops round it.
+inline float attentionScale(int64_t headDim) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(headDim)));
+}
 /// loom_rt_attention and loom_rt_attention_grad on the GPU (their
 /// contracts): kernels queued on the step's stream.
 void cudaAttention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,

@@ -118,7 +118,8 @@ template <typename T, int MaxD, bool Output>
 __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
                         int headDim, float scale) {
   Pair p(seq, heads, headDim);
-  __shared__ float keys[kRows][MaxD], values[kRows][MaxD];
+  // Without the output, no values: a row of them keeps the array's type.
+  __shared__ float keys[kRows][MaxD], values[Output ? kRows : 1][MaxD];
   int first = blockIdx.x * kRows, i = first + threadIdx.x;
   bool active = i < seq;
   float q[MaxD], o[MaxD];
@@ -131,7 +132,7 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   int end = min(first + kRows, seq);
   for (int j0 = 0; j0 < end; j0 += kRows) {
     loadTile<T, MaxD, 0>(keys, qkv + p.qkv[1], p.qkvStride, j0, p);
-    if (Output)
+    if constexpr (Output)
       loadTile<T, MaxD, 0>(values, qkv + p.qkv[2], p.qkvStride, j0, p);
     __syncthreads();
     int last = active ? min(i - j0, kRows - 1) : -1;
@@ -140,7 +141,7 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
       if (s > max) {
         float rescale = expf(max - s);
         sum *= rescale;
-        if (Output) {
+        if constexpr (Output) {
 #pragma unroll
           for (int d = 0; d < MaxD; ++d)
             o[d] *= rescale;
@@ -149,7 +150,7 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
       }
       float e = expf(s - max);
       sum += e;
-      if (Output) {
+      if constexpr (Output) {
 #pragma unroll
         for (int d = 0; d < MaxD; ++d)
           o[d] += e * values[r][d];
@@ -159,7 +160,7 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   }
   if (!active)
     return;
-  if (Output)
+  if constexpr (Output)
     storeRow(o, out + p.out, p.outStride, i, p, 1.0f / sum);
   lse[p.rows + i] = max + logf(sum);
 }
