@@ -290,6 +290,39 @@ void wrapHostReduction(scf::ForOp loop) {
 
 /// Replaces `loop` by a launch of one thread per iteration, or of one warp
 /// per iteration where its body reduces.
+/// The kernel's name, from the part of the model its loop computes and the
+/// pass it belongs to ("h.*.ln_1" of the backward pass: backward_h_ln_1),
+/// so that the runtime's trace and profilers tell kernels apart; "loop"
+/// where the location names no part.
+std::string kernelName(Location loc) {
+  StringRef pass, part;
+  loc->walk([&](Location l) {
+    if (auto fused = dyn_cast<FusedLoc>(l))
+      if (auto tag = dyn_cast_or_null<StringAttr>(fused.getMetadata())) {
+        StringRef value = tag.getValue();
+        if (pass.empty() && value.consume_front("loom."))
+          pass = value;
+      }
+    if (auto name = dyn_cast<NameLoc>(l))
+      if (part.empty())
+        part = name.getName().getValue();
+    return WalkResult::advance();
+  });
+  // PTX names are C identifiers: other characters separate words.
+  std::string name;
+  for (char c : (pass.empty() ? part.str() : (pass + "." + part).str())) {
+    if (llvm::isAlnum(c))
+      name += c;
+    else if (!name.empty() && name.back() != '_')
+      name += '_';
+  }
+  while (!name.empty() && name.back() == '_')
+    name.pop_back();
+  if (name.empty() || llvm::isDigit(name.front()))
+    name.insert(0, "loop_");
+  return name == "loop_" ? "loop" : name;
+}
+
 void launch(scf::ParallelOp loop, int64_t blockSize) {
   OpBuilder b(loop);
   Location loc = loop.getLoc();
@@ -326,6 +359,8 @@ void launch(scf::ParallelOp loop, int64_t blockSize) {
       loc, b.createOrFold<arith::CeilDivSIOp>(loc, total, threads), one);
   auto launchOp =
       gpu::LaunchOp::create(b, loc, blocks, one, one, threads, one, one);
+  launchOp.setFunctionAttr(
+      FlatSymbolRefAttr::get(b.getContext(), kernelName(loop.getLoc())));
 
   OpBuilder inner = OpBuilder::atBlockBegin(&launchOp.getBody().front());
   gpu::KernelDim3 blockIds = launchOp.getBlockIds(),

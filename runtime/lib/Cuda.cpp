@@ -71,6 +71,7 @@ namespace {
   X(cuMemFree)                                                                 \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleGetFunction)                                                       \
+  X(cuFuncGetAttribute)                                                        \
   X(cuModuleUnload)                                                            \
   X(cuLaunchKernel)
 #define LOOM_CUBLASLT_FUNCTIONS(X)                                             \
@@ -200,11 +201,15 @@ struct Backend {
   std::vector<Timed> timed;
   std::vector<CUevent> spareEvents;
   std::map<CUfunction, std::string> kernelNames;
+  /// A kernel of the runtime's own and the threads of its blocks.
+  struct Kernel {
+    CUfunction function = nullptr;
+    unsigned threads = 0;
+  };
   /// The attention kernels of a storage type (loom_dtype) and head
   /// bound, loaded at their first call.
   struct AttentionKernels {
-    CUfunction forward = nullptr, stats = nullptr, delta = nullptr,
-               keyGrad = nullptr, queryGrad = nullptr;
+    Kernel forward, stats, delta, keyGrad, queryGrad;
   };
   std::map<std::pair<int32_t, int32_t>, AttentionKernels> attention;
 
@@ -683,9 +688,20 @@ const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
   if (!module)
     return nullptr;
   Backend::AttentionKernels kernels;
+  // Each kernel's block size is the one its __launch_bounds__ declares
+  // (kernels/AttentionCommon.cuh), which the driver reports as its most.
   auto get = [&](const char *kind) {
-    return be.function(
+    Backend::Kernel kernel;
+    kernel.function = be.function(
         module, (std::string("loom_attention_") + kind + suffix).c_str());
+    int threads = 0;
+    if (kernel.function &&
+        be.check(be.api.cuFuncGetAttribute(
+                     &threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                     kernel.function),
+                 "cuFuncGetAttribute"))
+      kernel.threads = static_cast<unsigned>(threads);
+    return kernel;
   };
   kernels.forward = get("forward");
   kernels.stats = get("stats");
@@ -697,7 +713,7 @@ const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
   return &(be.attention[key] = kernels);
 }
 
-/// One call of the attention kernels: which, their grid (a block of 64
+/// One call of the attention kernels: which, their grid (a block for 64
 /// rows of one (batch, head) pair) and their scalar arguments.
 struct AttentionLaunch {
   const Backend::AttentionKernels *kernels;
@@ -705,8 +721,9 @@ struct AttentionLaunch {
   int seq, heads, headDim;
   float scale;
 
-  void launch(Backend &be, CUfunction kernel, void **params) const {
-    be.launch(kernel, grid[0], grid[1], grid[2], 64, 1, 1, 0, params);
+  void launch(Backend &be, const Backend::Kernel &kernel, void **params) const {
+    be.launch(kernel.function, grid[0], grid[1], grid[2], kernel.threads, 1, 1,
+              0, params);
   }
 };
 

@@ -8,7 +8,7 @@
 // CHECK: memref.alloca_scope {
 // CHECK-DAG: %[[TOTAL:.*]] = arith.constant 600 : index
 // CHECK-DAG: %[[C256:.*]] = arith.constant 256 : index
-// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %{{c3.*}}, %{{.*}} = %{{c1.*}}, %{{.*}} = %{{c1.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]],
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %{{c3.*}}, %{{.*}} = %{{c1.*}}, %{{.*}} = %{{c1.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]], %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) function(@loop) {
 // CHECK: %[[BASE:.*]] = arith.muli %[[BX]], %[[C256]]
 // CHECK: %[[ID:.*]] = arith.addi %[[BASE]], %[[TX]]
 // CHECK: %[[IN:.*]] = arith.cmpi slt, %[[ID]], %[[TOTAL]]
@@ -35,6 +35,27 @@ func.func @nest(%a: memref<6x100xf32>, %b: memref<6x100xf32>) {
     memref.store %y, %b[%i, %j] : memref<6x100xf32>
     scf.reduce
   }
+  return
+}
+
+// -----
+
+// The kernel is named after the part of the model its loop computes and
+// its pass, from the loop's location.
+// CHECK-LABEL: func.func @named(
+// CHECK: gpu.launch {{.*}} function(@backward_h_ln_1) {
+#part = loc("h.*.ln_1")
+#backward = loc(fused<"loom.backward">[#part])
+func.func @named(%a: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    %x = memref.load %a[%i] : memref<64xf32>
+    %y = math.exp %x : f32
+    memref.store %y, %a[%i] : memref<64xf32>
+    scf.reduce
+  } loc(callsite(#backward at "model.json":1:1))
   return
 }
 

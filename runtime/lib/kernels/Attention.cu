@@ -9,14 +9,15 @@
 // memory, so that each thread's row stays in its registers; the softmax
 // is online (a running maximum rescales the sum and the output).
 //
-// Arithmetic is f32 on tensors stored in f32, bf16 or f16, on the GPU's
-// CUDA cores: the same sums as the CPU's kernels, up to their order, so
-// that an f32 step matches the CPU's.
+// These are the kernels of tensors stored in f32: f32 arithmetic on the
+// GPU's CUDA cores, the same sums as the CPU's kernels up to their order,
+// so that an f32 step matches the CPU's (tensor cores would round the
+// products to tf32). Tensors stored in bf16 or f16 take AttentionMma.cu's.
 //
-// Kernels, for a storage type and a bound on the head size (32 or 64; a
-// smaller head is padded with zeros), each pair a module of its own. A
-// larger bound would not fit a thread's rows in its registers, nor the
-// tiles in the 48 KiB of shared memory a kernel may declare:
+// Kernels, for a bound on the head size (32 or 64; a smaller head is
+// padded with zeros), each bound a module of its own. A larger bound would
+// not fit a thread's rows in its registers, nor the tiles in the 48 KiB of
+// shared memory a kernel may declare:
 //   loom_attention_forward_*: the output and each query's log-sum-exp;
 //   loom_attention_stats_*: the log-sum-exp alone, for the backward pass;
 //   loom_attention_delta_*: each query's dot product of the output and its
@@ -28,48 +29,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "AttentionCommon.cuh"
 
 namespace {
-constexpr int kRows = 64;
-
-__device__ __forceinline__ float widen(float x) { return x; }
-__device__ __forceinline__ float widen(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-__device__ __forceinline__ float widen(__half x) { return __half2float(x); }
-
-template <typename T> __device__ __forceinline__ T narrow(float x);
-template <> __device__ __forceinline__ float narrow<float>(float x) {
-  return x;
-}
-template <> __device__ __forceinline__ __nv_bfloat16 narrow(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ __forceinline__ __half narrow(float x) {
-  return __float2half_rn(x);
-}
-
-/// Where one call's tensors are (runtime.h's layouts), for the block's
-/// (batch, head) pair.
-struct Pair {
-  int seq, heads, headDim;
-  long long qkvStride, outStride;
-  long long qkv[3], out, rows;
-
-  __device__ Pair(int seq, int heads, int headDim)
-      : seq(seq), heads(heads), headDim(headDim) {
-    long long b = blockIdx.z, h = blockIdx.y;
-    outStride = static_cast<long long>(heads) * headDim;
-    qkvStride = 3 * outStride;
-    for (int part = 0; part < 3; ++part)
-      qkv[part] = b * seq * qkvStride + part * outStride + h * headDim;
-    out = b * seq * outStride + h * headDim;
-    rows = (b * heads + h) * seq;
-  }
-};
-
 /// Loads rows [from, from + Rows) of a [seq, headDim] matrix, `stride`
 /// elements apart from `base`, into `tile` as f32, zeros past the end and
 /// past the head size; each thread loads every kRows-th element so that
@@ -163,21 +125,6 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   if constexpr (Output)
     storeRow(o, out + p.out, p.outStride, i, p, 1.0f / sum);
   lse[p.rows + i] = max + logf(sum);
-}
-
-template <typename T, int MaxD>
-__device__ void delta(const T *out, const T *dout, float *delta, int seq,
-                      int heads, int headDim) {
-  Pair p(seq, heads, headDim);
-  int i = blockIdx.x * kRows + threadIdx.x;
-  if (i >= seq)
-    return;
-  float sum = 0.0f;
-  for (int d = 0; d < headDim; ++d) {
-    long long at = p.out + i * p.outStride + d;
-    sum += widen(out[at]) * widen(dout[at]);
-  }
-  delta[p.rows + i] = sum;
 }
 
 template <typename T, int MaxD>
@@ -275,43 +222,5 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
 }
 } // namespace
 
-#define LOOM_ATTENTION_KERNELS(T, NAME, MAXD)                                  \
-  extern "C" __global__ void __launch_bounds__(kRows)                          \
-      loom_attention_forward_##NAME##_##MAXD(const T *qkv, T *out, float *lse, \
-                                             int seq, int heads, int headDim,  \
-                                             float scale) {                    \
-    forward<T, MAXD, true>(qkv, out, lse, seq, heads, headDim, scale);         \
-  }                                                                            \
-  extern "C" __global__ void __launch_bounds__(kRows)                          \
-      loom_attention_stats_##NAME##_##MAXD(const T *qkv, float *lse, int seq,  \
-                                           int heads, int headDim,             \
-                                           float scale) {                      \
-    forward<T, MAXD, false>(qkv, nullptr, lse, seq, heads, headDim, scale);    \
-  }                                                                            \
-  extern "C" __global__ void __launch_bounds__(kRows)                          \
-      loom_attention_delta_##NAME##_##MAXD(const T *out, const T *dout,        \
-                                           float *d, int seq, int heads,       \
-                                           int headDim) {                      \
-    delta<T, MAXD>(out, dout, d, seq, heads, headDim);                         \
-  }                                                                            \
-  extern "C" __global__ void __launch_bounds__(kRows)                          \
-      loom_attention_key_grad_##NAME##_##MAXD(                                 \
-          const T *qkv, const float *lse, const T *dout, const float *d,       \
-          T *dqkv, int seq, int heads, int headDim, float scale) {             \
-    keyGrad<T, MAXD>(qkv, lse, dout, d, dqkv, seq, heads, headDim, scale);     \
-  }                                                                            \
-  extern "C" __global__ void __launch_bounds__(kRows)                          \
-      loom_attention_query_grad_##NAME##_##MAXD(                               \
-          const T *qkv, const float *lse, const T *dout, const float *d,       \
-          T *dqkv, int seq, int heads, int headDim, float scale) {             \
-    queryGrad<T, MAXD>(qkv, lse, dout, d, dqkv, seq, heads, headDim, scale);   \
-  }
-
-// One module per storage type and head bound, which the build defines, so
-// that the driver compiles only the kernels a step uses.
-#if !defined(LOOM_ATTENTION_TYPE) || !defined(LOOM_ATTENTION_NAME) ||          \
-    !defined(LOOM_ATTENTION_HEAD)
-#error "define LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME and LOOM_ATTENTION_HEAD"
-#endif
-#define LOOM_EXPAND(T, NAME, MAXD) LOOM_ATTENTION_KERNELS(T, NAME, MAXD)
-LOOM_EXPAND(LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME, LOOM_ATTENTION_HEAD)
+LOOM_ATTENTION_MODULE(LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME,
+                      LOOM_ATTENTION_HEAD, kRows)

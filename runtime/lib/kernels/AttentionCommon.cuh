@@ -1,0 +1,122 @@
+//===- AttentionCommon.cuh - What the attention kernels share ---*- CUDA -*-===//
+//
+// The pieces of the fused attention's GPU kernels that do not depend on how
+// they compute: conversions between the storage types and f32, where one
+// (batch, head) pair's rows are, the output's row dot products, and the
+// kernels' names and signatures, which the CUDA backend (Cuda.cpp) looks up
+// in every module. Attention.cu computes on the CUDA cores (f32 storage),
+// AttentionMma.cu on the tensor cores (bf16 and f16).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_KERNELS_ATTENTIONCOMMON_CUH
+#define LOOM_RUNTIME_KERNELS_ATTENTIONCOMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace {
+/// Queries (or keys) per block, in every module: the backend's grid.
+constexpr int kRows = 64;
+
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ float widen(__half x) { return __half2float(x); }
+
+template <typename T> __device__ T narrow(float x);
+template <> __device__ __forceinline__ float narrow<float>(float x) {
+  return x;
+}
+template <> __device__ __forceinline__ __nv_bfloat16 narrow(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half narrow(float x) {
+  return __float2half_rn(x);
+}
+
+/// Where one call's tensors are (runtime.h's layouts), for the block's
+/// (batch, head) pair.
+struct Pair {
+  int seq, heads, headDim;
+  long long qkvStride, outStride;
+  long long qkv[3], out, rows;
+
+  __device__ Pair(int seq, int heads, int headDim)
+      : seq(seq), heads(heads), headDim(headDim) {
+    long long b = blockIdx.z, h = blockIdx.y;
+    outStride = static_cast<long long>(heads) * headDim;
+    qkvStride = 3 * outStride;
+    for (int part = 0; part < 3; ++part)
+      qkv[part] = b * seq * qkvStride + part * outStride + h * headDim;
+    out = b * seq * outStride + h * headDim;
+    rows = (b * heads + h) * seq;
+  }
+};
+
+/// Each query's dot product of its output and the output's gradient, a
+/// thread per query.
+template <typename T>
+__device__ void delta(const T *out, const T *dout, float *delta, int seq,
+                      int heads, int headDim) {
+  Pair p(seq, heads, headDim);
+  int i = blockIdx.x * kRows + threadIdx.x;
+  if (i >= seq)
+    return;
+  float sum = 0.0f;
+  for (int d = 0; d < headDim; ++d) {
+    long long at = p.out + i * p.outStride + d;
+    sum += widen(out[at]) * widen(dout[at]);
+  }
+  delta[p.rows + i] = sum;
+}
+} // namespace
+
+/// The five kernels of a module, for storage type T and head bound MAXD,
+/// from the file's templates forward<T, MAXD, Output>, keyGrad<T, MAXD> and
+/// queryGrad<T, MAXD>. Each declares its block size with __launch_bounds__,
+/// which the backend reads back to launch it: THREADS for those three, a
+/// thread per query (kRows) for the row dot products.
+#define LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS)                         \
+  extern "C" __global__ void __launch_bounds__(THREADS)                        \
+      loom_attention_forward_##NAME##_##MAXD(const T *qkv, T *out, float *lse, \
+                                             int seq, int heads, int headDim,  \
+                                             float scale) {                    \
+    forward<T, MAXD, true>(qkv, out, lse, seq, heads, headDim, scale);         \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(THREADS)                        \
+      loom_attention_stats_##NAME##_##MAXD(const T *qkv, float *lse, int seq,  \
+                                           int heads, int headDim,             \
+                                           float scale) {                      \
+    forward<T, MAXD, false>(qkv, nullptr, lse, seq, heads, headDim, scale);    \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(kRows)                          \
+      loom_attention_delta_##NAME##_##MAXD(const T *out, const T *dout,        \
+                                           float *d, int seq, int heads,       \
+                                           int headDim) {                      \
+    delta<T>(out, dout, d, seq, heads, headDim);                               \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(THREADS)                        \
+      loom_attention_key_grad_##NAME##_##MAXD(                                 \
+          const T *qkv, const float *lse, const T *dout, const float *d,       \
+          T *dqkv, int seq, int heads, int headDim, float scale) {             \
+    keyGrad<T, MAXD>(qkv, lse, dout, d, dqkv, seq, heads, headDim, scale);     \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(THREADS)                        \
+      loom_attention_query_grad_##NAME##_##MAXD(                               \
+          const T *qkv, const float *lse, const T *dout, const float *d,       \
+          T *dqkv, int seq, int heads, int headDim, float scale) {             \
+    queryGrad<T, MAXD>(qkv, lse, dout, d, dqkv, seq, heads, headDim, scale);   \
+  }
+
+// One module per storage type and head bound, which the build defines, so
+// that the driver compiles only the kernels a step uses.
+#if !defined(LOOM_ATTENTION_TYPE) || !defined(LOOM_ATTENTION_NAME) ||          \
+    !defined(LOOM_ATTENTION_HEAD)
+#error "define LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME and LOOM_ATTENTION_HEAD"
+#endif
+#define LOOM_ATTENTION_MODULE(T, NAME, MAXD, THREADS)                          \
+  LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS)
+
+#endif // LOOM_RUNTIME_KERNELS_ATTENTIONCOMMON_CUH

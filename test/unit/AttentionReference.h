@@ -1,0 +1,161 @@
+//===- AttentionReference.h - Fused attention against f64 -------*- C++ -*-===//
+//
+// The textbook causal attention in f64 and the check of the runtime's
+// fused attention against it, shared by the CPU's tests (AttentionTest.cpp)
+// and the GPU's (CudaAttentionTest.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TEST_UNIT_ATTENTIONREFERENCE_H
+#define LOOM_TEST_UNIT_ATTENTIONREFERENCE_H
+
+#include "Float.h"
+#include "loom/runtime.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <vector>
+
+namespace loom_test {
+/// Attention's shapes, and its tensors in f64 for the reference.
+struct Problem {
+  int64_t batch, seq, heads, dim;
+  int64_t qkvSize() const { return batch * seq * 3 * heads * dim; }
+  int64_t outSize() const { return batch * seq * heads * dim; }
+  int64_t qkvAt(int64_t b, int64_t t, int64_t part, int64_t h,
+                int64_t d) const {
+    return (((b * seq + t) * 3 + part) * heads + h) * dim + d;
+  }
+  int64_t outAt(int64_t b, int64_t t, int64_t h, int64_t d) const {
+    return ((b * seq + t) * heads + h) * dim + d;
+  }
+};
+
+/// Causal attention and its gradient by the textbook formulas, in f64.
+void reference(const Problem &p, const std::vector<double> &qkv,
+               const std::vector<double> &dout, std::vector<double> &out,
+               std::vector<double> &lse, std::vector<double> &dqkv) {
+  double scale = 1.0 / std::sqrt(static_cast<double>(p.dim));
+  out.assign(p.outSize(), 0.0);
+  lse.assign(p.batch * p.heads * p.seq, 0.0);
+  dqkv.assign(p.qkvSize(), 0.0);
+  std::vector<double> probs(p.seq), dprobs(p.seq);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.seq; ++i) {
+        double max = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < p.dim; ++d)
+            s += qkv[p.qkvAt(b, i, 0, h, d)] * qkv[p.qkvAt(b, j, 1, h, d)];
+          probs[j] = s * scale;
+          max = std::max(max, probs[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j)
+          sum += probs[j] = std::exp(probs[j] - max);
+        lse[(b * p.heads + h) * p.seq + i] = max + std::log(sum);
+        double rowDot = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          probs[j] /= sum;
+          dprobs[j] = 0;
+          for (int64_t d = 0; d < p.dim; ++d) {
+            out[p.outAt(b, i, h, d)] += probs[j] * qkv[p.qkvAt(b, j, 2, h, d)];
+            dprobs[j] +=
+                dout[p.outAt(b, i, h, d)] * qkv[p.qkvAt(b, j, 2, h, d)];
+          }
+          rowDot += probs[j] * dprobs[j];
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          double ds = probs[j] * (dprobs[j] - rowDot) * scale;
+          for (int64_t d = 0; d < p.dim; ++d) {
+            dqkv[p.qkvAt(b, i, 0, h, d)] += ds * qkv[p.qkvAt(b, j, 1, h, d)];
+            dqkv[p.qkvAt(b, j, 1, h, d)] += ds * qkv[p.qkvAt(b, i, 0, h, d)];
+            dqkv[p.qkvAt(b, j, 2, h, d)] +=
+                probs[j] * dout[p.outAt(b, i, h, d)];
+          }
+        }
+      }
+}
+
+/// Random values stored as `dtype`, and the stored values in f64.
+std::vector<uint8_t> randomTensor(std::mt19937 &rng, int32_t dtype,
+                                  int64_t size, double range,
+                                  std::vector<double> &values) {
+  std::uniform_real_distribution<float> dist(-range, range);
+  size_t bytes = dtype == LOOM_DTYPE_F32 ? 4 : 2;
+  std::vector<uint8_t> data(size * bytes);
+  values.resize(size);
+  for (int64_t i = 0; i < size; ++i) {
+    loom::storeElement(dtype, data.data(), i, dist(rng));
+    values[i] = loom::loadElement(dtype, data.data(), i);
+  }
+  return data;
+}
+
+void expectClose(int32_t dtype, const std::vector<uint8_t> &actual,
+                 const std::vector<double> &expected, double tolerance,
+                 const char *what) {
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_NEAR(loom::loadElement(dtype, actual.data(), i), expected[i],
+                tolerance * (1.0 + std::abs(expected[i])))
+        << what << " element " << i;
+}
+
+/// What one run of the fused attention computed: the output and the
+/// log-sum-exp of the forward pass, and the gradient and the log-sum-exp
+/// of the backward pass.
+struct AttentionResult {
+  std::vector<uint8_t> out, dqkv;
+  std::vector<float> lse, gradLse;
+};
+
+/// Runs loom_rt_attention and loom_rt_attention_grad on a problem's
+/// stored inputs, wherever the runtime computes.
+using AttentionRunner = std::function<AttentionResult(
+    const Problem &, int32_t dtype, const std::vector<uint8_t> &qkv,
+    const std::vector<uint8_t> &dout)>;
+
+/// How far a run may be from the reference: the stored values (relative
+/// to 1 + |expected|), the log-sum-exp, and the backward pass's
+/// log-sum-exp from the forward's.
+struct Tolerances {
+  double values, lse, lseAgreement;
+};
+
+/// Forward and backward against the reference, for each problem.
+inline void checkAttention(int32_t dtype, Tolerances tolerance,
+                           const std::vector<Problem> &problems,
+                           const AttentionRunner &run) {
+  std::mt19937 rng(11);
+  for (const Problem &p : problems) {
+    SCOPED_TRACE(::testing::Message()
+                 << p.batch << " x " << p.seq << " tokens, " << p.heads
+                 << " heads of " << p.dim);
+    std::vector<double> qkv, dout, out, lse, dqkv;
+    auto qkvData = randomTensor(rng, dtype, p.qkvSize(), 2.0, qkv);
+    auto doutData = randomTensor(rng, dtype, p.outSize(), 1.0, dout);
+    reference(p, qkv, dout, out, lse, dqkv);
+    AttentionResult r = run(p, dtype, qkvData, doutData);
+    expectClose(dtype, r.out, out, tolerance.values, "output");
+    for (size_t i = 0; i < lse.size(); ++i)
+      ASSERT_NEAR(r.lse[i], lse[i], tolerance.lse * (1.0 + std::abs(lse[i])))
+          << "log-sum-exp " << i;
+    expectClose(dtype, r.dqkv, dqkv, tolerance.values, "gradient");
+    for (size_t i = 0; i < lse.size(); ++i)
+      ASSERT_NEAR(r.gradLse[i], r.lse[i],
+                  tolerance.lseAgreement * (1.0 + std::abs(lse[i])))
+          << "backward log-sum-exp " << i;
+  }
+}
+
+inline size_t elementBytes(int32_t dtype) {
+  return dtype == LOOM_DTYPE_F32 ? 4 : 2;
+}
+} // namespace loom_test
+
+#endif // LOOM_TEST_UNIT_ATTENTIONREFERENCE_H

@@ -1,0 +1,103 @@
+//===- CudaAttentionTest.cpp - The fused attention's GPU kernels ----------===//
+//
+// The runtime's attention kernels on a GPU against the f64 reference, in
+// each storage type: sequences that end inside a block of 64 rows, heads
+// smaller than their kernels' bound, heads whose rows are not whole 16-byte
+// vectors, and GPT-2's 1,024 tokens of 64 channels. A binary of its own,
+// since once the CUDA backend is on every call of the process goes to the
+// GPU. Without a GPU, or in a runtime built without CUDA, each test is
+// skipped, which lit reports as unsupported.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionReference.h"
+#include "Device.h"
+
+#include <cstring>
+
+using namespace loom_test;
+
+namespace {
+const std::vector<Problem> kProblems = {{2, 70, 3, 8},   {1, 129, 2, 16},
+                                        {3, 5, 1, 4},    {1, 77, 2, 30},
+                                        {2, 100, 1, 48}, {1, 1024, 2, 64}};
+
+class CudaAttention : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!loom::useCuda("sm_80"))
+      GTEST_SKIP() << loom_last_error();
+  }
+};
+
+/// Managed memory, which the host fills and reads around the GPU's work.
+struct Managed {
+  explicit Managed(size_t bytes) : bytes(bytes), at(loom::cudaAllocate(bytes)) {
+    // Poisoned, so that an element no kernel writes reads as NaN.
+    if (at)
+      std::memset(at, 0xff, bytes);
+  }
+  ~Managed() { loom::cudaFree(at); }
+  Managed(const Managed &) = delete;
+  Managed &operator=(const Managed &) = delete;
+  template <typename T> void copyOut(std::vector<T> &to) const {
+    if (at)
+      std::memcpy(to.data(), at, bytes);
+  }
+  size_t bytes;
+  void *at;
+};
+
+AttentionResult runOnGpu(const Problem &p, int32_t dtype,
+                         const std::vector<uint8_t> &qkv,
+                         const std::vector<uint8_t> &dout) {
+  size_t bytes = elementBytes(dtype), rows = p.batch * p.heads * p.seq;
+  // NaN until the GPU's results are copied in: a failed run fails the
+  // comparisons.
+  AttentionResult r{std::vector<uint8_t>(p.outSize() * bytes, 0xff),
+                    std::vector<uint8_t>(p.qkvSize() * bytes, 0xff),
+                    std::vector<float>(rows, NAN),
+                    std::vector<float>(rows, NAN)};
+  Managed qkvAt(qkv.size()), doutAt(dout.size()), out(r.out.size()),
+      dqkv(r.dqkv.size()), lse(rows * sizeof(float)),
+      gradLse(rows * sizeof(float)), delta(rows * sizeof(float));
+  for (const Managed *m :
+       {&qkvAt, &doutAt, &out, &dqkv, &lse, &gradLse, &delta})
+    if (!m->at) {
+      ADD_FAILURE() << "no managed memory: " << loom_last_error();
+      return r;
+    }
+  std::memcpy(qkvAt.at, qkv.data(), qkv.size());
+  std::memcpy(doutAt.at, dout.data(), dout.size());
+  loom_rt_attention(dtype, p.batch, p.seq, p.heads, p.dim, qkvAt.at, out.at,
+                    static_cast<float *>(lse.at));
+  loom_rt_attention_grad(dtype, p.batch, p.seq, p.heads, p.dim, qkvAt.at,
+                         out.at, doutAt.at, dqkv.at,
+                         static_cast<float *>(gradLse.at),
+                         static_cast<float *>(delta.at));
+  if (!loom::cudaSynchronize()) {
+    ADD_FAILURE() << "the attention kernels failed: " << loom_last_error();
+    return r;
+  }
+  out.copyOut(r.out);
+  dqkv.copyOut(r.dqkv);
+  lse.copyOut(r.lse);
+  gradLse.copyOut(r.gradLse);
+  return r;
+}
+} // namespace
+
+// f32 storage: f32 arithmetic on the CUDA cores, as the CPU's.
+TEST_F(CudaAttention, F32MatchesReference) {
+  checkAttention(LOOM_DTYPE_F32, {2e-5, 1e-5, 1e-6}, kProblems, runOnGpu);
+}
+
+// bf16 and f16 storage: the tensor cores' products of the stored values,
+// summed in f32, with the probabilities and the scores' gradients rounded
+// to the storage type before their products.
+TEST_F(CudaAttention, Bf16MatchesReference) {
+  checkAttention(LOOM_DTYPE_BF16, {2e-2, 1e-5, 1e-6}, kProblems, runOnGpu);
+}
+TEST_F(CudaAttention, F16MatchesReference) {
+  checkAttention(LOOM_DTYPE_F16, {3e-3, 1e-5, 1e-6}, kProblems, runOnGpu);
+}
