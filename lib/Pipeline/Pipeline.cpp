@@ -92,11 +92,20 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena) {
   pm.addPass(createLoomStaticArena(arena));
 }
 
+namespace {
+/// How the step is lowered to linalg, which depends on the target: the
+/// lowering's options, and whether long column reductions are split.
+struct StepLowering {
+  LoomLowerToLinalgOptions linalg;
+  bool splitReductions = false;
+};
+} // namespace
+
 /// The passes from a resolved plan to `stage`, the static arena at most:
 /// the step, its parallel form, linalg, buffers; `print` prints the
 /// compiled memory on the way. Returns whether the pipeline ends there.
 static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
-                          const LoomLowerToLinalgOptions &lowering = {}) {
+                          const StepLowering &lowering = {}) {
   pm.addPass(createLoomMicroBatches());
   pm.addPass(createLoomTensorParallel());
   pm.addPass(createLoomShardParameters());
@@ -124,9 +133,12 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
   // whole step and update parameters in place.
   pm.addPass(createInlinerPass());
   pm.addPass(createLoomHoistConversions());
-  pm.addPass(createLoomLowerToLinalg(lowering));
+  pm.addPass(createLoomLowerToLinalg(lowering.linalg));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createLoomFuseElementwise());
+  // Before bufferization, so that the parts' tensors are in the arena.
+  if (lowering.splitReductions)
+    pm.addPass(createLoomSplitReductions());
   if (stage == EmitStage::Linalg)
     return true;
   buildBufferizePipeline(pm, print);
@@ -134,19 +146,21 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
 }
 
 /// How the step is lowered to linalg for `options`' target and attention.
-static LoomLowerToLinalgOptions
-getLoweringOptions(const LoomPipelineOptions &options) {
-  LoomLowerToLinalgOptions lowering;
-  lowering.fusedAttention = options.fusedAttention;
-  // The GPU's fused kernels hold a head's row in a thread's registers.
-  if (options.target == Target::Cuda)
-    lowering.fusedAttentionMaxHeadDim = LOOM_CUDA_ATTENTION_MAX_HEAD_DIM;
+static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
+  StepLowering lowering;
+  lowering.linalg.fusedAttention = options.fusedAttention;
+  if (options.target == Target::Cuda) {
+    // The GPU's fused kernels hold a head's row in a thread's registers.
+    lowering.linalg.fusedAttentionMaxHeadDim = LOOM_CUDA_ATTENTION_MAX_HEAD_DIM;
+    // A GPU reduces with a warp per output element.
+    lowering.splitReductions = true;
+  }
   return lowering;
 }
 
 static FailureOr<SmallVector<CompiledRankMemory>>
 compileMemory(ModuleOp module, const PlanEstimate &estimate,
-              const LoomLowerToLinalgOptions &lowering, std::string &why) {
+              const StepLowering &lowering, std::string &why) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   recordPlan(*copy, estimate);
   PassManager pm(module.getContext(), ModuleOp::getOperationName());

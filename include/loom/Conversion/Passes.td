@@ -232,6 +232,34 @@ def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def LoomSplitReductions : Pass<"loom-split-reductions"> {
+  let summary = "Split long column reductions into parts reduced side by side";
+  let description = [{
+    A `linalg.generic` on tensors with a single reduction dimension that
+    is not its innermost loop (a column sum: rows reduced, columns
+    parallel), of at least twice `rows` iterations, whose outputs each
+    fold their terms with one operation that has a neutral element (a sum,
+    product, maximum or minimum), becomes two. The first splits the
+    reduced dimension into `parts` consecutive slices (the most that
+    divide it and leave each at least `rows` iterations) and reduces them
+    side by side, each from the neutral element, into a tensor with a
+    leading dimension of `parts`; the second folds the parts into the
+    original outputs. On a GPU, where a reduction's iteration is a warp
+    walking the reduced dimension, a bias's gradient over 8,192 rows was
+    256 loads in a row for each thread; split, it is 8, then 1. The terms
+    are combined in another order, which changes the last bits of a
+    floating-point sum. Reductions over the innermost dimension (a row's
+    sum) are left alone: a warp reads a row's neighbouring elements
+    together. The CUDA target runs this pass; the CPU's reductions keep
+    their order.
+  }];
+  let options = [Option<"rows", "rows", "int64_t", /*default=*/"256",
+                        "The fewest iterations of a part">];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def LoomLowerReductions : Pass<"loom-lower-reductions"> {
   let summary = "Lower linalg reductions to loops that accumulate in registers";
   let description = [{
