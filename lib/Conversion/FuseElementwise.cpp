@@ -16,6 +16,7 @@
 #include "loom/Conversion/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -202,12 +203,267 @@ struct MatmulReadsNarrowOperands : OpRewritePattern<linalg::MatmulOp> {
   }
 };
 
+/// `value`, of another element type than `reshape`'s source, reshaped as
+/// `reshape` reshapes its source.
+Value reshapeLike(OpBuilder &b, Operation *reshape, Value value) {
+  auto type = cast<RankedTensorType>(reshape->getResult(0).getType())
+                  .clone(getElementTypeOrSelf(value.getType()));
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(reshape))
+    return tensor::CollapseShapeOp::create(b, reshape->getLoc(), type, value,
+                                           collapse.getReassociationIndices());
+  auto expand = cast<tensor::ExpandShapeOp>(reshape);
+  return tensor::ExpandShapeOp::create(b, reshape->getLoc(), type, value,
+                                       expand.getReassociationIndices(),
+                                       expand.getMixedOutputShape());
+}
+
+bool isReshape(Operation *op) {
+  return isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op);
+}
+
+/// The single user of `value` and the reshapes before it, if `value` has
+/// one user and so has each reshape.
+Operation *soleUserThroughReshapes(Value value,
+                                   SmallVectorImpl<Operation *> &reshapes) {
+  while (value.hasOneUse()) {
+    Operation *user = *value.getUsers().begin();
+    if (!isReshape(user))
+      return user;
+    reshapes.push_back(user);
+    value = user->getResult(0);
+  }
+  return nullptr;
+}
+
+/// The `arith.truncf` of a `linalg.generic` that only narrows its one
+/// operand elementwise to `type`, if `op` is one.
+arith::TruncFOp getNarrowing(Operation *op, Type type) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1 ||
+      generic.getNumLoops() != generic.getNumParallelLoops() ||
+      !llvm::all_of(generic.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return {};
+  Block *body = generic.getBody();
+  auto truncate = dyn_cast<arith::TruncFOp>(body->front());
+  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
+  if (!truncate || &body->front() != yield->getPrevNode() ||
+      truncate.getIn() != body->getArgument(0) ||
+      yield.getValues() != ValueRange{truncate.getResult()} ||
+      truncate.getType() != type)
+    return {};
+  return truncate;
+}
+
+/// How a widened tensor is read where it is used: as a loop's operand
+/// (each element once), by a `tensor.extract`, or as the destination of a
+/// loop whose result is only narrowed back (the cross-entropy's gradient,
+/// written over the logits).
+struct WidenedUse {
+  enum Kind { Operand, Extract, NarrowedDestination } kind;
+  OpOperand *use;
+  /// The reshapes from the widened tensor to the use.
+  SmallVector<Operation *> reshapes;
+  /// For a destination: the reshapes of the loop's result, and the loop
+  /// that narrows it.
+  SmallVector<Operation *> resultReshapes;
+  Operation *narrowing = nullptr;
+};
+
+/// Classifies the uses of `value` (a widened tensor, or a reshape of one)
+/// into `uses`; false when one is of no kind above, or lies outside
+/// `block`.
+bool classifyWidenedUses(Value value, Block *block, Type narrowType,
+                         SmallVector<Operation *> reshapes,
+                         SmallVectorImpl<WidenedUse> &uses) {
+  for (OpOperand &use : value.getUses()) {
+    Operation *owner = use.getOwner();
+    if (!block->findAncestorOpInBlock(*owner))
+      return false;
+    if (isReshape(owner)) {
+      if (owner->getBlock() != block)
+        return false;
+      SmallVector<Operation *> chain(reshapes);
+      chain.push_back(owner);
+      if (!classifyWidenedUses(owner->getResult(0), block, narrowType, chain,
+                               uses))
+        return false;
+      continue;
+    }
+    if (isa<tensor::ExtractOp>(owner)) {
+      uses.push_back({WidenedUse::Extract, &use, reshapes});
+      continue;
+    }
+    auto generic = dyn_cast<linalg::GenericOp>(owner);
+    if (!generic || generic->getBlock() != block ||
+        !generic.hasPureTensorSemantics())
+      return false;
+    if (generic.isDpsInput(&use)) {
+      if (!generic.getMatchingIndexingMap(&use).isPermutation())
+        return false;
+      uses.push_back({WidenedUse::Operand, &use, reshapes});
+      continue;
+    }
+    // A destination: the loop must compute each element apart (all its
+    // loops parallel), so that rounding its results once at the end is
+    // rounding each.
+    WidenedUse destination{WidenedUse::NarrowedDestination, &use, reshapes};
+    if (generic.getNumDpsInits() != 1 ||
+        generic.getNumLoops() != generic.getNumParallelLoops())
+      return false;
+    destination.narrowing = soleUserThroughReshapes(generic->getResult(0),
+                                                    destination.resultReshapes);
+    if (!getNarrowing(destination.narrowing, narrowType))
+      return false;
+    uses.push_back(std::move(destination));
+  }
+  return true;
+}
+
+/// A widening whose f32 copy several loops read (the logits, widened for
+/// the loss's maximum, its sum and its target's logit) is dissolved into
+/// its uses when each can read the narrow tensor instead: a loop's operand
+/// gets a widening of its own, which the elementwise fusion then merges
+/// into it; a `tensor.extract` widens the element it reads; and a loop
+/// computing into the copy, whose result is only narrowed back (the
+/// loss's gradient), computes into the narrow tensor, widening each
+/// element it reads and narrowing each it writes. Every value is the same,
+/// bit for bit; the f32 copy, its pass over memory and its buffer go.
+struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(linalg::GenericOp op,
+                                PatternRewriter &rewriter) const override {
+    Value narrow = getWidenedSource(op->getResult(0));
+    if (!narrow || op->getResult(0).use_empty())
+      return failure();
+    Type narrowType = getElementTypeOrSelf(narrow.getType());
+    SmallVector<WidenedUse> uses;
+    if (!classifyWidenedUses(op->getResult(0), op->getBlock(), narrowType, {},
+                             uses))
+      return failure();
+    // One loop reading the copy directly is the elementwise fusion's.
+    if (uses.size() == 1 && uses.front().kind == WidenedUse::Operand &&
+        uses.front().reshapes.empty())
+      return failure();
+    // A loop that computes into the copy is rebuilt: it must not read the
+    // copy otherwise too.
+    for (WidenedUse &destination : uses)
+      if (destination.kind == WidenedUse::NarrowedDestination)
+        for (WidenedUse &other : uses)
+          if (&other != &destination &&
+              destination.use->getOwner()->isAncestor(other.use->getOwner()))
+            return failure();
+    Block *block = op->getBlock();
+    for (WidenedUse &use : uses) {
+      Operation *owner = use.use->getOwner();
+      Operation *anchor = block->findAncestorOpInBlock(*owner);
+      rewriter.setInsertionPoint(anchor);
+      Value view = narrow;
+      for (Operation *reshape : use.reshapes)
+        view = reshapeLike(rewriter, reshape, view);
+      switch (use.kind) {
+      case WidenedUse::Operand:
+        rewriter.modifyOpInPlace(owner, [&] {
+          use.use->set(widen(rewriter, owner->getLoc(), view,
+                             getElementTypeOrSelf(use.use->get().getType())));
+        });
+        break;
+      case WidenedUse::Extract: {
+        auto extract = cast<tensor::ExtractOp>(owner);
+        rewriter.setInsertionPoint(extract);
+        Value element = tensor::ExtractOp::create(rewriter, extract.getLoc(),
+                                                  view, extract.getIndices());
+        rewriter.replaceOpWithNewOp<arith::ExtFOp>(extract, extract.getType(),
+                                                   element);
+        break;
+      }
+      case WidenedUse::NarrowedDestination:
+        computeIntoNarrow(rewriter, cast<linalg::GenericOp>(owner), view, use);
+        break;
+      }
+    }
+    // The reshapes of the copy, then the copy, have no users left.
+    SmallVector<Operation *> dead;
+    for (WidenedUse &use : uses)
+      for (Operation *reshape : llvm::reverse(use.reshapes))
+        if (!llvm::is_contained(dead, reshape))
+          dead.push_back(reshape);
+    llvm::sort(
+        dead, [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
+    for (Operation *reshape : dead)
+      rewriter.eraseOp(reshape);
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  /// An elementwise widening of `narrow` into `type`.
+  static Value widen(OpBuilder &b, Location loc, Value narrow, Type type) {
+    auto narrowType = cast<RankedTensorType>(narrow.getType());
+    Value empty = tensor::EmptyOp::create(b, loc, narrowType.getShape(), type);
+    unsigned rank = narrowType.getRank();
+    SmallVector<AffineMap> maps(2, b.getMultiDimIdentityMap(rank));
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
+    return linalg::GenericOp::create(
+               b, loc, empty.getType(), narrow, empty, maps, iterators,
+               [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+                 linalg::YieldOp::create(
+                     nested, nestedLoc,
+                     arith::ExtFOp::create(nested, nestedLoc, type, args[0])
+                         .getResult());
+               })
+        .getResult(0);
+  }
+
+  /// `loop`, whose destination is the widened copy, computed into `narrow`
+  /// instead; the narrowing of its result is replaced by the new result.
+  static void computeIntoNarrow(PatternRewriter &rewriter,
+                                linalg::GenericOp loop, Value narrow,
+                                WidenedUse &use) {
+    Type narrowType = getElementTypeOrSelf(narrow.getType());
+    rewriter.setInsertionPoint(loop);
+    auto computed = linalg::GenericOp::create(
+        rewriter, loop.getLoc(), TypeRange{narrow.getType()},
+        loop.getDpsInputs(), ValueRange{narrow}, loop.getIndexingMapsArray(),
+        loop.getIteratorTypesArray());
+    rewriter.inlineRegionBefore(loop.getRegion(), computed.getRegion(),
+                                computed.getRegion().begin());
+    Block *body = computed.getBody();
+    BlockArgument wide = body->getArguments().back();
+    BlockArgument element = body->addArgument(narrowType, wide.getLoc());
+    rewriter.setInsertionPointToStart(body);
+    Value widened =
+        arith::ExtFOp::create(rewriter, wide.getLoc(), wide.getType(), element);
+    rewriter.replaceAllUsesWith(wide, widened);
+    body->eraseArgument(wide.getArgNumber());
+    // Rounded as the narrowing rounded.
+    auto yield = cast<linalg::YieldOp>(body->getTerminator());
+    arith::TruncFOp truncate =
+        getNarrowing(use.narrowing, getElementTypeOrSelf(narrow.getType()));
+    IRMapping mapping;
+    mapping.map(truncate.getIn(), yield.getValues()[0]);
+    rewriter.setInsertionPoint(yield);
+    Value rounded = rewriter.clone(*truncate, mapping)->getResult(0);
+    rewriter.modifyOpInPlace(yield, [&] { yield->setOperand(0, rounded); });
+    // The narrowing's result, reshaped as the loop's was on its way there.
+    rewriter.setInsertionPoint(use.narrowing);
+    Value result = computed.getResult(0);
+    for (Operation *reshape : use.resultReshapes)
+      result = reshapeLike(rewriter, reshape, result);
+    rewriter.replaceOp(use.narrowing, result);
+    for (Operation *reshape : llvm::reverse(use.resultReshapes))
+      rewriter.eraseOp(reshape);
+    rewriter.eraseOp(loop);
+  }
+};
+
 struct FuseElementwisePass
     : loom::impl::LoomFuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(patterns, isFusible);
-    patterns.add<MatmulReadsNarrowOperands>(&getContext());
+    patterns.add<MatmulReadsNarrowOperands, DissolveWidening>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

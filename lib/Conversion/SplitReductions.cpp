@@ -3,9 +3,10 @@
 // On a GPU a reduction's iteration is a warp, whose threads walk the reduced
 // dimension one after the other: a column sum of 8,192 rows is 256 loads in
 // a row for each thread, about 180 us at any width, and a step has six of
-// them per layer (the biases' and the layer norms' gradients). Splitting the
-// rows into parts that are summed side by side, then summing the parts,
-// leaves each thread a handful of loads.
+// them per layer (the biases' and the layer norms' gradients); a softmax
+// over 50,257 logits is 1,571. Splitting the reduced dimension into parts
+// that are reduced side by side, then folding the parts, leaves each thread
+// a handful of loads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +54,10 @@ SmallVector<Operation *> combiners(linalg::GenericOp op) {
   return result;
 }
 
+/// How many times longer than `rows` a row's reduction must be to be split
+/// (the vocabulary's softmax, not a layer norm's statistics).
+constexpr int64_t kRowFactor = 16;
+
 /// The number of parts to split `size` iterations into: the most that
 /// divides it and leaves each part at least `rows`; 1 for none.
 int64_t partsFor(int64_t size, int64_t rows) {
@@ -62,14 +67,14 @@ int64_t partsFor(int64_t size, int64_t rows) {
   return 1;
 }
 
-/// A linalg.generic on tensors with one reduction dimension that is not its
-/// innermost (a column's sum, not a row's) becomes two: the first reduces
+/// A linalg.generic on tensors with one reduction dimension becomes two
+/// (a column's sum; a row's only when it is very long): the first reduces
 /// `parts` consecutive slices of that dimension side by side into a tensor
 /// with a leading dimension of `parts`, each slice from the combiner's
 /// neutral element; the second folds the parts into the original outputs.
 /// The terms are combined in another order, which the combiners allow.
-struct SplitColumnReduction : public OpRewritePattern<linalg::GenericOp> {
-  SplitColumnReduction(MLIRContext *context, int64_t rows)
+struct SplitReduction : public OpRewritePattern<linalg::GenericOp> {
+  SplitReduction(MLIRContext *context, int64_t rows)
       : OpRewritePattern(context), rows(rows) {}
   int64_t rows;
 
@@ -83,12 +88,17 @@ struct SplitColumnReduction : public OpRewritePattern<linalg::GenericOp> {
     SmallVector<unsigned> reductions;
     op.getReductionDims(reductions);
     unsigned numLoops = op.getNumLoops();
-    if (reductions.size() != 1 || reductions.front() == numLoops - 1)
-      return rewriter.notifyMatchFailure(op, "not a column's reduction");
+    if (reductions.size() != 1)
+      return rewriter.notifyMatchFailure(op, "not one reduced dimension");
     unsigned reduced = reductions.front();
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     if (llvm::any_of(ranges, ShapedType::isDynamic))
       return rewriter.notifyMatchFailure(op, "dynamic loop ranges");
+    // A row's reduction is split only when it is much longer: its warps
+    // already run side by side for every row, and a layer norm's rows of
+    // hundreds of elements would only gain a launch.
+    if (reduced == numLoops - 1 && ranges[reduced] < kRowFactor * rows)
+      return rewriter.notifyMatchFailure(op, "a row short enough");
     int64_t parts = partsFor(ranges[reduced], rows);
     if (parts == 1)
       return rewriter.notifyMatchFailure(op, "too short to split");
@@ -234,7 +244,7 @@ struct SplitReductionsPass
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
-    patterns.add<SplitColumnReduction>(&getContext(), rows);
+    patterns.add<SplitReduction>(&getContext(), rows);
     // Each op is split once: the ops it becomes are a column reduction of
     // at most `rows` iterations a part and a fold of the parts, which is
     // split again only when there are enough of them.

@@ -33,9 +33,19 @@ func.func @widen_into_consumer(%x: tensor<8xbf16>, %y: tensor<8xf32>) -> tensor<
 
 #id = affine_map<(d0) -> (d0)>
 
-// Read twice, the widened tensor stays: fusing would widen it twice.
+// Read twice, the widening dissolves into both readers: each widens the
+// element it reads, and the f32 copy goes.
 // CHECK-LABEL: func.func @two_readers(
-// CHECK-COUNT-3: linalg.generic
+// CHECK-SAME: %[[X:.*]]: tensor<8xbf16>
+// CHECK: linalg.generic {{.*}} ins(%[[X]], %{{.*}} : tensor<8xbf16>, tensor<8xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.extf
+// CHECK-NEXT: arith.mulf
+// CHECK: linalg.generic {{.*}} ins(%[[X]], %{{.*}} : tensor<8xbf16>, tensor<8xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.extf
+// CHECK-NEXT: arith.addf
+// CHECK-NOT: linalg.generic
 func.func @two_readers(%x: tensor<8xbf16>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
   %e0 = tensor.empty() : tensor<8xf32>
   %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
@@ -235,4 +245,133 @@ func.func @broadcast(%x: tensor<4xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> 
     linalg.yield %0 : f32
   } -> tensor<4x8xf32>
   return %z : tensor<4x8xf32>
+}
+
+// -----
+
+// The logits of a bf16 step, widened for the loss: read by the maximum
+// (through the rows' reshape), by the target's logit (a tensor.extract),
+// and as the destination of the gradient, which is only rounded back to
+// bf16 (through a reshape). The widening dissolves: the maximum widens as
+// it reads, the extract widens its element, and the gradient computes
+// into the bf16 logits, widening each element it reads and rounding each
+// it writes. No f32 copy of the logits is left.
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: %[[X:.*]]: tensor<2x4x16xbf16>
+// CHECK-NOT: tensor<2x4x16xf32>
+// CHECK-NOT: tensor<8x16xf32>
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x4x16xbf16> into tensor<8x16xbf16>
+// CHECK: %[[MAX:.*]] = linalg.generic {{.*}} ins(%[[ROWS]] : tensor<8x16xbf16>)
+// CHECK-NEXT: ^bb0(%[[E:.*]]: bf16, %{{.*}}: f32):
+// CHECK-NEXT: arith.extf %[[E]] : bf16 to f32
+// CHECK: %[[PICKED:.*]] = tensor.collapse_shape %[[X]]
+// CHECK: linalg.generic
+// CHECK: %[[T:.*]] = tensor.extract %[[PICKED]]
+// CHECK-NEXT: arith.extf %[[T]] : bf16 to f32
+// CHECK: %[[DEST:.*]] = tensor.collapse_shape %[[X]]
+// CHECK: %[[GRAD:.*]] = linalg.generic {{.*}} ins(%[[MAX]] : tensor<8xf32>) outs(%[[DEST]] : tensor<8x16xbf16>)
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %[[OUT:.*]]: bf16):
+// CHECK-NEXT: %[[WIDE:.*]] = arith.extf %[[OUT]] : bf16 to f32
+// CHECK-NEXT: %[[D:.*]] = arith.subf %[[WIDE]]
+// CHECK-NEXT: %[[R:.*]] = arith.truncf %[[D]] : f32 to bf16
+// CHECK-NEXT: linalg.yield %[[R]] : bf16
+// CHECK: %[[BACK:.*]] = tensor.expand_shape %[[GRAD]] {{\[\[}}0, 1], [2]] output_shape [2, 4, 16] : tensor<8x16xbf16> into tensor<2x4x16xbf16>
+// CHECK: return %[[BACK]], %{{.*}} : tensor<2x4x16xbf16>, tensor<8xf32>
+func.func @logits(%x: tensor<2x4x16xbf16>, %t: tensor<8xi32>) -> (tensor<2x4x16xbf16>, tensor<8xf32>) {
+  %cst = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<2x4x16xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : tensor<2x4x16xbf16>) outs(%e : tensor<2x4x16xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<2x4x16xf32>
+  %rows = tensor.collapse_shape %w [[0, 1], [2]] : tensor<2x4x16xf32> into tensor<8x16xf32>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %init = linalg.fill ins(%cst : f32) outs(%e1 : tensor<8xf32>) -> tensor<8xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%rows : tensor<8x16xf32>) outs(%init : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.maxnumf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %picked = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%t : tensor<8xi32>) outs(%e1 : tensor<8xf32>) {
+  ^bb0(%i: i32, %o: f32):
+    %r = linalg.index 0 : index
+    %j = arith.index_cast %i : i32 to index
+    %v = tensor.extract %rows[%r, %j] : tensor<8x16xf32>
+    linalg.yield %v : f32
+  } -> tensor<8xf32>
+  %grad = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%max : tensor<8xf32>) outs(%rows : tensor<8x16xf32>) {
+  ^bb0(%m: f32, %l: f32):
+    %0 = arith.subf %l, %m : f32
+    linalg.yield %0 : f32
+  } -> tensor<8x16xf32>
+  %back = tensor.expand_shape %grad [[0, 1], [2]] output_shape [2, 4, 16] : tensor<8x16xf32> into tensor<2x4x16xf32>
+  %e2 = tensor.empty() : tensor<2x4x16xbf16>
+  %narrow = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%back : tensor<2x4x16xf32>) outs(%e2 : tensor<2x4x16xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<2x4x16xbf16>
+  return %narrow, %picked : tensor<2x4x16xbf16>, tensor<8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// The widening stays where one of its uses cannot read the narrow tensor:
+// a read through a broadcast (each element would be widened once per
+// column), or a reduction computing into the copy (rounding every partial
+// sum is not rounding the sum).
+// CHECK-LABEL: func.func @stays(
+// CHECK-COUNT-2: arith.extf
+// CHECK-NOT: arith.extf
+func.func @stays(%x: tensor<4xbf16>, %y: tensor<4x8xf32>, %z: tensor<4x8xbf16>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<4xbf16>) {
+  %e0 = tensor.empty() : tensor<4xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xbf16>) outs(%e0 : tensor<4xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %e1 = tensor.empty() : tensor<4x8xf32>
+  %b = linalg.generic {indexing_maps = [#row, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w, %y : tensor<4xf32>, tensor<4x8xf32>) outs(%e1 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %0 = arith.mulf %a, %c : f32
+    linalg.yield %0 : f32
+  } -> tensor<4x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%w : tensor<4xf32>) {
+  ^bb0(%o: f32):
+    %0 = arith.addf %o, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4xf32>
+  %w2 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xbf16>) outs(%e2 : tensor<4xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%y : tensor<4x8xf32>) outs(%w2 : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.addf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %e3 = tensor.empty() : tensor<4xbf16>
+  %n = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%sum : tensor<4xf32>) outs(%e3 : tensor<4xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<4xbf16>
+  return %b, %s, %n : tensor<4x8xf32>, tensor<4xf32>, tensor<4xbf16>
 }

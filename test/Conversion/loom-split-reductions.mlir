@@ -68,8 +68,27 @@ func.func @two_outputs(%x: tensor<2x256x16xf32>, %scale: tensor<16xf32>, %a: ten
 
 // -----
 
-// Left alone: a row's sum (the reduced dimension innermost), a column of
-// too few rows, a prime number of rows, and a fold with no neutral element.
+// A row's reduction 16 times longer than `rows` or more (a softmax over
+// the vocabulary) is split too: 2,048 columns into 32 parts of 64, the
+// parts then folded for each row.
+// CHECK-LABEL: func.func @long_rows(
+// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0], [1, 2]] output_shape [4, 32, 64] : tensor<4x2048xf32> into tensor<4x32x64xf32>
+// CHECK: %[[PARTS:.*]] = linalg.generic {{{.*}}iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.*}} : tensor<4x32x64xf32>) outs(%{{.*}} : tensor<32x4xf32>)
+// CHECK: arith.maximumf
+// CHECK: linalg.generic {{{.*}}iterator_types = ["reduction", "parallel"]} ins(%[[PARTS]] : tensor<32x4xf32>) outs(%{{.*}} : tensor<4xf32>)
+func.func @long_rows(%x: tensor<4x2048xf32>, %m: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<4x2048xf32>) outs(%m : tensor<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %1 = arith.maximumf %in, %out : f32
+    linalg.yield %1 : f32
+  } -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Left alone: a row's sum of fewer than 16 x 64 elements, a column of too
+// few rows, a prime number of rows, and a fold with no neutral element.
 // CHECK-LABEL: func.func @unchanged(
 // CHECK-NOT: tensor.expand_shape
 // CHECK-COUNT-4: linalg.generic

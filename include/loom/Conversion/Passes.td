@@ -53,7 +53,15 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     that reads it, mostly. The tensor between them disappears, and with it
     a buffer, a pass over memory and, on a GPU, a kernel. A producer with
     other users, or one its consumer reads through a broadcast, is left
-    alone (fusing it would compute it more than once), and so is
+    alone (fusing it would compute it more than once), except a widening:
+    one that every use can read narrow (loops reading each element once,
+    directly or through reshapes; `tensor.extract`s, which widen the
+    element; and the destination of an all-parallel loop whose result is
+    only narrowed back to the same type, which then computes into the
+    narrow tensor, widening what it reads and rounding what it writes)
+    dissolves into its uses, so that the logits of a bf16 step are never
+    copied to f32 for the loss and its gradient. Otherwise the widening is
+    left alone, and so is
     one outside the consumer's loop (fusing it would move it in), and so
     is one whose operands, kept alive until the consumer, could raise the
     step's peak. The fused loop computes the same operations in the same
@@ -235,9 +243,9 @@ def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
 def LoomSplitReductions : Pass<"loom-split-reductions"> {
   let summary = "Split long column reductions into parts reduced side by side";
   let description = [{
-    A `linalg.generic` on tensors with a single reduction dimension that
-    is not its innermost loop (a column sum: rows reduced, columns
-    parallel), of at least twice `rows` iterations, whose outputs each
+    A `linalg.generic` on tensors with a single reduction dimension (a
+    column sum: rows reduced, columns parallel), of at least twice `rows`
+    iterations, whose outputs each
     fold their terms with one operation that has a neutral element (a sum,
     product, maximum or minimum), becomes two. The first splits the
     reduced dimension into `parts` consecutive slices (the most that
@@ -248,10 +256,12 @@ def LoomSplitReductions : Pass<"loom-split-reductions"> {
     walking the reduced dimension, a bias's gradient over 8,192 rows was
     256 loads in a row for each thread; split, it is 8, then 1. The terms
     are combined in another order, which changes the last bits of a
-    floating-point sum. Reductions over the innermost dimension (a row's
-    sum) are left alone: a warp reads a row's neighbouring elements
-    together. The CUDA target runs this pass; the CPU's reductions keep
-    their order.
+    floating-point sum. A reduction over the innermost dimension (a row's)
+    is split only when it has at least 16 times `rows` iterations (the
+    softmax over a vocabulary of 50,257, 1,571 loads in a row for each
+    thread, not a layer norm's rows of hundreds): each row's warps already
+    run side by side. The CUDA target runs this pass; the CPU's reductions
+    keep their order.
   }];
   let options = [Option<"rows", "rows", "int64_t", /*default=*/"256",
                         "The fewest iterations of a part">];
