@@ -223,4 +223,4 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
 } // namespace
 
 LOOM_ATTENTION_MODULE(LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME,
-                      LOOM_ATTENTION_HEAD, kRows)
+                      LOOM_ATTENTION_HEAD, kRows, 1)

@@ -1,4 +1,5 @@
-//===- AttentionCommon.cuh - What the attention kernels share ---*- CUDA -*-===//
+//===- AttentionCommon.cuh - What the attention kernels share ---*- CUDA
+//-*-===//
 //
 // The pieces of the fused attention's GPU kernels that do not depend on how
 // they compute: conversions between the storage types and f32, where one
@@ -76,16 +77,17 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
 /// The five kernels of a module, for storage type T and head bound MAXD,
 /// from the file's templates forward<T, MAXD, Output>, keyGrad<T, MAXD> and
 /// queryGrad<T, MAXD>. Each declares its block size with __launch_bounds__,
-/// which the backend reads back to launch it: THREADS for those three, a
-/// thread per query (kRows) for the row dot products.
-#define LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS)                         \
-  extern "C" __global__ void __launch_bounds__(THREADS)                        \
+/// which the backend reads back to launch it: THREADS for those three, with
+/// at least BLOCKS of them resident on a multiprocessor, and a thread per
+/// query (kRows) for the row dot products.
+#define LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS)                 \
+  extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
       loom_attention_forward_##NAME##_##MAXD(const T *qkv, T *out, float *lse, \
                                              int seq, int heads, int headDim,  \
                                              float scale) {                    \
     forward<T, MAXD, true>(qkv, out, lse, seq, heads, headDim, scale);         \
   }                                                                            \
-  extern "C" __global__ void __launch_bounds__(THREADS)                        \
+  extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
       loom_attention_stats_##NAME##_##MAXD(const T *qkv, float *lse, int seq,  \
                                            int heads, int headDim,             \
                                            float scale) {                      \
@@ -97,13 +99,13 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
                                            int headDim) {                      \
     delta<T>(out, dout, d, seq, heads, headDim);                               \
   }                                                                            \
-  extern "C" __global__ void __launch_bounds__(THREADS)                        \
+  extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
       loom_attention_key_grad_##NAME##_##MAXD(                                 \
           const T *qkv, const float *lse, const T *dout, const float *d,       \
           T *dqkv, int seq, int heads, int headDim, float scale) {             \
     keyGrad<T, MAXD>(qkv, lse, dout, d, dqkv, seq, heads, headDim, scale);     \
   }                                                                            \
-  extern "C" __global__ void __launch_bounds__(THREADS)                        \
+  extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
       loom_attention_query_grad_##NAME##_##MAXD(                               \
           const T *qkv, const float *lse, const T *dout, const float *d,       \
           T *dqkv, int seq, int heads, int headDim, float scale) {             \
@@ -116,7 +118,7 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
     !defined(LOOM_ATTENTION_HEAD)
 #error "define LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME and LOOM_ATTENTION_HEAD"
 #endif
-#define LOOM_ATTENTION_MODULE(T, NAME, MAXD, THREADS)                          \
-  LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS)
+#define LOOM_ATTENTION_MODULE(T, NAME, MAXD, THREADS, BLOCKS)                  \
+  LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS)
 
 #endif // LOOM_RUNTIME_KERNELS_ATTENTIONCOMMON_CUH

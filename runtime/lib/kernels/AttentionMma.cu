@@ -25,7 +25,8 @@
 // Heads smaller than the bound (32 or 64) are padded with zeros in shared
 // memory, which leaves every product unchanged. Rows come in 16-byte
 // loads when the head is a multiple of 8 channels and the tensor is
-// aligned to 16 bytes, else element by element.
+// aligned to 16 bytes, else element by element; the next tile's loads are
+// issued into registers before the current tile is computed on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,8 +64,7 @@ __device__ __forceinline__ uint32_t word(uint16_t low, uint16_t high) {
 /// Two f32 values rounded to T, the first in the low half.
 template <typename T> __device__ __forceinline__ uint32_t pack(float, float);
 template <>
-__device__ __forceinline__ uint32_t pack<__nv_bfloat16>(float low,
-                                                        float high) {
+__device__ __forceinline__ uint32_t pack<__nv_bfloat16>(float low, float high) {
   __nv_bfloat162 v = __floats2bfloat162_rn(low, high);
   return *reinterpret_cast<uint32_t *>(&v);
 }
@@ -96,32 +96,67 @@ __device__ bool wholeVectors(const Pair &p, const void *base) {
   return p.headDim % 8 == 0 && reinterpret_cast<uintptr_t>(base) % 16 == 0;
 }
 
-/// Loads rows [from, from + kRows) of a [seq, headDim] matrix, `stride`
-/// elements apart from `base`, into `tile`: zeros past the sequence and
-/// past the head size.
+/// Rows [from, from + kRows) of a [seq, headDim] matrix, `stride`
+/// elements apart from `base`, on their way to shared memory: each
+/// thread's share in registers, zeros past the sequence and past the head
+/// size. A loop fetches the next tile before it computes on the current
+/// one, so that the loads are in flight meanwhile.
+template <int MaxD> struct Staged {
+  static constexpr int kChunks = MaxD / 8,
+                       kPerThread = kRows * kChunks / kThreads;
+  static_assert(kRows * kChunks % kThreads == 0, "whole chunks per thread");
+  uint4 part[kPerThread];
+
+  /// The `i`th of the thread's chunks of 8 elements: its row and column.
+  static __device__ int row(int i) {
+    return (threadIdx.x + i * kThreads) / kChunks;
+  }
+  static __device__ int column(int i) {
+    return (threadIdx.x + i * kThreads) % kChunks * 8;
+  }
+
+  /// The chunk of row `row`, from column `column`.
+  static __device__ uint4 chunk(const uint16_t *base, long long stride, int row,
+                                int column, const Pair &p, bool vectors) {
+    if (row >= p.seq || column >= p.headDim)
+      return make_uint4(0, 0, 0, 0);
+    const uint16_t *src = base + row * stride + column;
+    if (vectors)
+      return *reinterpret_cast<const uint4 *>(src);
+    uint16_t element[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      element[k] = column + k < p.headDim ? src[k] : 0;
+    return make_uint4(
+        word(element[0], element[1]), word(element[2], element[3]),
+        word(element[4], element[5]), word(element[6], element[7]));
+  }
+
+  __device__ void fetch(const uint16_t *base, long long stride, int from,
+                        const Pair &p, bool vectors) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i)
+      part[i] = chunk(base, stride, from + row(i), column(i), p, vectors);
+  }
+
+  __device__ void store(Tile<MaxD> &tile) const {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i)
+      *reinterpret_cast<uint4 *>(&tile[row(i)][column(i)]) = part[i];
+  }
+};
+
+/// Loads a tile at once, each chunk stored as it comes, which keeps no
+/// registers for the tile.
 template <int MaxD>
 __device__ void loadTile(Tile<MaxD> &tile, const uint16_t *base,
                          long long stride, int from, const Pair &p,
                          bool vectors) {
-  constexpr int kChunks = MaxD / 8;
-  for (int e = threadIdx.x; e < kRows * kChunks; e += kThreads) {
-    int r = e / kChunks, c = e % kChunks, row = from + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row < p.seq && c * 8 < p.headDim) {
-      const uint16_t *src = base + row * stride + c * 8;
-      if (vectors) {
-        v = *reinterpret_cast<const uint4 *>(src);
-      } else {
-        uint16_t part[8];
+  using S = Staged<MaxD>;
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-          part[k] = c * 8 + k < p.headDim ? src[k] : 0;
-        v = make_uint4(word(part[0], part[1]), word(part[2], part[3]),
-                       word(part[4], part[5]), word(part[6], part[7]));
-      }
-    }
-    *reinterpret_cast<uint4 *>(&tile[r][c * 8]) = v;
-  }
+  for (int i = 0; i < S::kPerThread; ++i)
+    *reinterpret_cast<uint4 *>(&tile[S::row(i)][S::column(i)]) =
+        S::chunk(base, stride, from + S::row(i), S::column(i), p, vectors);
 }
 
 /// The warp's 16 rows of `tile` from `row0` as left operands, one per 16
@@ -220,7 +255,8 @@ __device__ void storeRows(const float (&acc)[MaxD / 8][4], T *base,
       for (int c = 0; c < 2; ++c) {
         int d = 8 * j + 2 * l.pair + c;
         if (d < p.headDim)
-          base[row * stride + d] = narrow<T>(acc[j][2 * half + c] * scale[half]);
+          base[row * stride + d] =
+              narrow<T>(acc[j][2 * half + c] * scale[half]);
       }
   }
 }
@@ -238,12 +274,11 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   Lane l;
   __shared__ __align__(16) Tile<MaxD> queries, keys;
   // Without the output, no values.
-  __shared__ __align__(16)
-  std::conditional_t<Output, Tile<MaxD>, uint16_t[1]> values;
+  __shared__ __align__(16) std::conditional_t<Output, Tile<MaxD>, uint16_t[1]>
+      values;
   bool vectors = wholeVectors(p, qkv);
   int first = blockIdx.x * kRows, row0 = 16 * l.warp;
-  loadTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, first, p,
-                 vectors);
+  loadTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, first, p, vectors);
   __syncthreads();
   uint32_t q[MaxD / 16][4];
   loadRows<MaxD>(q, queries, row0, l);
@@ -251,13 +286,21 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
   float scale2 = scale * kLog2e;
   int end = min(first + kRows, seq);
+  Staged<MaxD> nextKeys, nextValues;
+  auto fetch = [&](int j0) {
+    nextKeys.fetch(bits(qkv) + p.qkv[1], p.qkvStride, j0, p, vectors);
+    if constexpr (Output)
+      nextValues.fetch(bits(qkv) + p.qkv[2], p.qkvStride, j0, p, vectors);
+  };
+  fetch(0);
   for (int j0 = 0; j0 < end; j0 += kTile) {
     __syncthreads();
-    loadTile<MaxD>(keys, bits(qkv) + p.qkv[1], p.qkvStride, j0, p, vectors);
+    nextKeys.store(keys);
     if constexpr (Output)
-      loadTile<MaxD>(values, bits(qkv) + p.qkv[2], p.qkvStride, j0, p,
-                     vectors);
+      nextValues.store(values);
     __syncthreads();
+    if (j0 + kTile < end)
+      fetch(j0 + kTile);
     float s[kFragments][4];
     scores<T, MaxD>(s, q, keys, l);
     // Each row sees key j0 at least, so its maximum is finite.
@@ -320,6 +363,9 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
   loadRows<MaxD>(v, values, row0, l);
   float dk[MaxD / 8][4] = {}, dv[MaxD / 8][4] = {};
   float scale2 = scale * kLog2e;
+  // The queries come tile by tile without a prefetch: the gradients'
+  // accumulators leave no registers for one within three blocks a
+  // multiprocessor.
   for (int i0 = first; i0 < seq; i0 += kTile) {
     __syncthreads();
     loadTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, i0, p, vectors);
@@ -362,8 +408,7 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
   __shared__ __align__(16) Tile<MaxD> queries, grads, keys, values;
   bool vectors = wholeVectors(p, qkv) && wholeVectors(p, dout);
   int first = blockIdx.x * kRows, row0 = 16 * l.warp;
-  loadTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, first, p,
-                 vectors);
+  loadTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, first, p, vectors);
   loadTile<MaxD>(grads, bits(dout) + p.out, p.outStride, first, p, vectors);
   __syncthreads();
   uint32_t q[MaxD / 16][4], g[MaxD / 16][4];
@@ -378,11 +423,19 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
   float dq[MaxD / 8][4] = {};
   float scale2 = scale * kLog2e;
   int end = min(first + kRows, seq);
+  Staged<MaxD> nextKeys, nextValues;
+  auto fetch = [&](int j0) {
+    nextKeys.fetch(bits(qkv) + p.qkv[1], p.qkvStride, j0, p, vectors);
+    nextValues.fetch(bits(qkv) + p.qkv[2], p.qkvStride, j0, p, vectors);
+  };
+  fetch(0);
   for (int j0 = 0; j0 < end; j0 += kTile) {
     __syncthreads();
-    loadTile<MaxD>(keys, bits(qkv) + p.qkv[1], p.qkvStride, j0, p, vectors);
-    loadTile<MaxD>(values, bits(qkv) + p.qkv[2], p.qkvStride, j0, p, vectors);
+    nextKeys.store(keys);
+    nextValues.store(values);
     __syncthreads();
+    if (j0 + kTile < end)
+      fetch(j0 + kTile);
     float dprobs[kFragments][4], dscores[kFragments][4];
     scores<T, MaxD>(dscores, q, keys, l);
     scores<T, MaxD>(dprobs, g, values, l);
@@ -392,17 +445,20 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
       for (int e = 0; e < 4; ++e) {
         int h = e / 2, i = first + row0 + l.group + 8 * h,
             j = j0 + 8 * f + 2 * l.pair + e % 2;
-        float prob = j <= i && i < seq ? exp2f(dscores[f][e] * scale2 - rowLse[h])
-                                       : 0.0f;
+        float prob = j <= i && i < seq
+                         ? exp2f(dscores[f][e] * scale2 - rowLse[h])
+                         : 0.0f;
         dscores[f][e] = prob * (dprobs[f][e] - rowDelta[h]);
       }
     accumulate<T, MaxD>(dq, dscores, keys, l);
   }
   float queryScale[2] = {scale, scale};
-  storeRows<T, MaxD>(dq, dqkv + p.qkv[0], p.qkvStride, first + row0,
-                     queryScale, p, l);
+  storeRows<T, MaxD>(dq, dqkv + p.qkv[0], p.qkvStride, first + row0, queryScale,
+                     p, l);
 }
 } // namespace
 
+// Three blocks a multiprocessor (at most 170 registers a thread): a block
+// waits on its loads and barriers, and the others compute meanwhile.
 LOOM_ATTENTION_MODULE(LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME,
-                      LOOM_ATTENTION_HEAD, kThreads)
+                      LOOM_ATTENTION_HEAD, kThreads, 3)
