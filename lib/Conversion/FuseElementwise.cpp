@@ -134,10 +134,10 @@ bool isFusible(OpOperand *operand) {
          !raisesPeak(producer, consumer);
 }
 
-/// The narrow tensor a `linalg.generic` only widens to f32 (elementwise,
-/// the body one `arith.extf`), if `value` is its result.
-Value getWidenedSource(Value value) {
-  auto generic = value.getDefiningOp<linalg::GenericOp>();
+/// The one `CastOp` of a `linalg.generic` that only applies it to its one
+/// operand, elementwise, if `op` is one.
+template <typename CastOp> CastOp getElementwiseCast(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
   if (!generic || generic.getNumDpsInputs() != 1 ||
       generic.getNumDpsInits() != 1 ||
       generic.getNumLoops() != generic.getNumParallelLoops() ||
@@ -145,13 +145,22 @@ Value getWidenedSource(Value value) {
                     [](AffineMap map) { return map.isIdentity(); }))
     return {};
   Block *body = generic.getBody();
-  auto extend = dyn_cast<arith::ExtFOp>(body->front());
+  auto cast = dyn_cast<CastOp>(body->front());
   auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
-  if (!extend || &body->front() != yield->getPrevNode() ||
-      extend.getIn() != body->getArgument(0) ||
-      yield.getValues() != ValueRange{extend.getResult()})
+  if (!cast || &body->front() != yield->getPrevNode() ||
+      cast.getIn() != body->getArgument(0) ||
+      yield.getValues() != ValueRange{cast.getResult()})
     return {};
-  return generic.getDpsInputs()[0];
+  return cast;
+}
+
+/// The narrow tensor a `linalg.generic` only widens to f32 (elementwise,
+/// the body one `arith.extf`), if `value` is its result.
+Value getWidenedSource(Value value) {
+  Operation *op = value.getDefiningOp();
+  return getElementwiseCast<arith::ExtFOp>(op)
+             ? cast<linalg::GenericOp>(op).getDpsInputs()[0]
+             : Value();
 }
 
 /// The narrow matrix `value` widens: a widened tensor, or the rows of one
@@ -238,22 +247,8 @@ Operation *soleUserThroughReshapes(Value value,
 /// The `arith.truncf` of a `linalg.generic` that only narrows its one
 /// operand elementwise to `type`, if `op` is one.
 arith::TruncFOp getNarrowing(Operation *op, Type type) {
-  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
-  if (!generic || generic.getNumDpsInputs() != 1 ||
-      generic.getNumDpsInits() != 1 ||
-      generic.getNumLoops() != generic.getNumParallelLoops() ||
-      !llvm::all_of(generic.getIndexingMapsArray(),
-                    [](AffineMap map) { return map.isIdentity(); }))
-    return {};
-  Block *body = generic.getBody();
-  auto truncate = dyn_cast<arith::TruncFOp>(body->front());
-  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
-  if (!truncate || &body->front() != yield->getPrevNode() ||
-      truncate.getIn() != body->getArgument(0) ||
-      yield.getValues() != ValueRange{truncate.getResult()} ||
-      truncate.getType() != type)
-    return {};
-  return truncate;
+  arith::TruncFOp truncate = getElementwiseCast<arith::TruncFOp>(op);
+  return truncate && truncate.getType() == type ? truncate : arith::TruncFOp();
 }
 
 /// How a widened tensor is read where it is used: as a loop's operand

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Combiner.h"
 #include "loom/Conversion/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -105,26 +106,15 @@ void copyAsLoop(memref::CopyOp copy) {
 constexpr int64_t kWarpSize = 32;
 
 /// The operation that folds each iteration's term into the accumulator
-/// `iterArg` of `loop`, if it is a single operation with a neutral element
-/// (a sum, a product, a maximum or minimum) on a type a shuffle moves.
-/// Such an operation is associative and commutative, so the iterations may
+/// `iterArg` of `loop`, if it is a reassociable one (a sum, a product, a
+/// maximum or minimum) on a type a shuffle moves: the iterations may then
 /// be split among threads and the parts combined in any order.
 Operation *warpCombiner(scf::ForOp loop, unsigned iterArg) {
-  SmallVector<Operation *> combiners;
   SmallVector<BlockArgument> carried(loop.getRegionIterArgs());
-  if (!matchReduction(carried, iterArg, combiners) || combiners.size() != 1)
-    return nullptr;
-  Operation *combiner = combiners.front();
   Type type = carried[iterArg].getType();
-  if (combiner->getNumOperands() != 2 || combiner->getNumResults() != 1 ||
-      !(type.isF32() || type.isInteger(32)) ||
-      !arith::getNeutralElement(combiner))
+  if (!(type.isF32() || type.isInteger(32)))
     return nullptr;
-  // One operand the accumulator, the other the iteration's term.
-  if ((combiner->getOperand(0) == carried[iterArg]) ==
-      (combiner->getOperand(1) == carried[iterArg]))
-    return nullptr;
-  return combiner;
+  return getReassociableCombiner(carried, iterArg);
 }
 
 /// Whether `loop` only reduces: it carries accumulators of warp combiners

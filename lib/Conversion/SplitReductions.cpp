@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Combiner.h"
 #include "loom/Conversion/Passes.h"
 
-#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
@@ -32,22 +32,14 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-/// The operation folding each output's term into its accumulator, when it is
-/// a single operation with a neutral element (a sum, product, maximum or
-/// minimum), whose order therefore does not matter; else empty.
+/// The operation folding each output's term into its accumulator, when
+/// every output has a reassociable one; else empty.
 SmallVector<Operation *> combiners(linalg::GenericOp op) {
   SmallVector<Operation *> result;
   SmallVector<BlockArgument> outputs(op.getRegionOutputArgs());
   for (unsigned i = 0, e = outputs.size(); i < e; ++i) {
-    SmallVector<Operation *> found;
-    if (!matchReduction(outputs, i, found) || found.size() != 1)
-      return {};
-    Operation *fold = found.front();
-    // One operand the accumulator, the other the iteration's term.
-    if (fold->getNumOperands() != 2 || fold->getNumResults() != 1 ||
-        !arith::getNeutralElement(fold) ||
-        (fold->getOperand(0) == outputs[i]) ==
-            (fold->getOperand(1) == outputs[i]))
+    Operation *fold = getReassociableCombiner(outputs, i);
+    if (!fold)
       return {};
     result.push_back(fold);
   }
