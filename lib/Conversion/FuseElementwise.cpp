@@ -144,6 +144,11 @@ template <typename CastOp> CastOp getElementwiseCast(Operation *op) {
       !llvm::all_of(generic.getIndexingMapsArray(),
                     [](AffineMap map) { return map.isIdentity(); }))
     return {};
+  // The whole tensor: the same shape in and out.
+  auto input = dyn_cast<ShapedType>(generic.getDpsInputs()[0].getType());
+  auto init = dyn_cast<ShapedType>(generic.getDpsInits()[0].getType());
+  if (!input || !init || input.getShape() != init.getShape())
+    return {};
   Block *body = generic.getBody();
   auto cast = dyn_cast<CastOp>(body->front());
   auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
@@ -262,7 +267,7 @@ struct WidenedUse {
   SmallVector<Operation *> reshapes;
   /// For a destination: the reshapes of the loop's result, and the loop
   /// that narrows it.
-  SmallVector<Operation *> resultReshapes;
+  SmallVector<Operation *> resultReshapes = {};
   Operation *narrowing = nullptr;
 };
 
@@ -301,11 +306,12 @@ bool classifyWidenedUses(Value value, Block *block, Type narrowType,
       continue;
     }
     // A destination: the loop must compute each element apart (all its
-    // loops parallel), so that rounding its results once at the end is
-    // rounding each.
+    // loops parallel, each writing its own element), so that rounding its
+    // results once at the end is rounding each.
     WidenedUse destination{WidenedUse::NarrowedDestination, &use, reshapes};
     if (generic.getNumDpsInits() != 1 ||
-        generic.getNumLoops() != generic.getNumParallelLoops())
+        generic.getNumLoops() != generic.getNumParallelLoops() ||
+        !generic.getMatchingIndexingMap(&use).isPermutation())
       return false;
     destination.narrowing = soleUserThroughReshapes(generic->getResult(0),
                                                     destination.resultReshapes);
@@ -330,7 +336,9 @@ struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
     Value narrow = getWidenedSource(op->getResult(0));
-    if (!narrow || op->getResult(0).use_empty())
+    // Static shapes, which the widenings and reshapes made here copy.
+    if (!narrow || op->getResult(0).use_empty() ||
+        !cast<RankedTensorType>(narrow.getType()).hasStaticShape())
       return failure();
     Type narrowType = getElementTypeOrSelf(narrow.getType());
     SmallVector<WidenedUse> uses;
@@ -379,17 +387,20 @@ struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
       }
     }
     // The reshapes of the copy, then the copy, have no users left.
-    SmallVector<Operation *> dead;
-    for (WidenedUse &use : uses)
-      for (Operation *reshape : llvm::reverse(use.reshapes))
-        if (!llvm::is_contained(dead, reshape))
-          dead.push_back(reshape);
-    llvm::sort(
-        dead, [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
-    for (Operation *reshape : dead)
-      rewriter.eraseOp(reshape);
+    eraseDeadReshapes(rewriter, op->getResult(0));
     rewriter.eraseOp(op);
     return success();
+  }
+
+  /// Erases the reshapes of `value` (and theirs) that nothing reads.
+  static void eraseDeadReshapes(PatternRewriter &rewriter, Value value) {
+    for (Operation *user : llvm::make_early_inc_range(value.getUsers())) {
+      if (!isReshape(user))
+        continue;
+      eraseDeadReshapes(rewriter, user->getResult(0));
+      if (user->use_empty())
+        rewriter.eraseOp(user);
+    }
   }
 
   /// An elementwise widening of `narrow` into `type`.
@@ -456,6 +467,13 @@ struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
 struct FuseElementwisePass
     : loom::impl::LoomFuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
+    // First the widenings that several ops read, and the GEMMs of widened
+    // matrices, which read the narrow ones: fused first, a widening's
+    // narrowing consumer would take the loop that computes into it.
+    RewritePatternSet narrow(&getContext());
+    narrow.add<MatmulReadsNarrowOperands, DissolveWidening>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(narrow))))
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(patterns, isFusible);
     patterns.add<MatmulReadsNarrowOperands, DissolveWidening>(&getContext());

@@ -97,9 +97,21 @@ struct SplitReduction : public OpRewritePattern<linalg::GenericOp> {
     SmallVector<Operation *> folds = combiners(op);
     if (folds.empty())
       return rewriter.notifyMatchFailure(op, "no reassociable combiners");
-    for (OpOperand &init : op.getDpsInitsMutable())
-      if (!cast<RankedTensorType>(init.get().getType()).hasStaticShape())
-        return rewriter.notifyMatchFailure(op, "dynamic outputs");
+    if (op.hasDynamicShape())
+      return rewriter.notifyMatchFailure(op, "dynamic shapes");
+    // Each output indexed by all the parallel dimensions and not the
+    // reduced one: its parts then add a dimension of their own.
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      AffineMap map = op.getMatchingIndexingMap(&init);
+      if (map.isFunctionOfDim(reduced) || map.getNumResults() != numLoops - 1)
+        return rewriter.notifyMatchFailure(op, "an output not over the rest");
+    }
+    // Floating-point folds only: an integer sum's overflow flags need not
+    // hold in another order.
+    if (!llvm::all_of(op.getDpsInits(), [](Value init) {
+          return isa<FloatType>(getElementTypeOrSelf(init.getType()));
+        }))
+      return rewriter.notifyMatchFailure(op, "not a floating-point fold");
 
     Location loc = op.getLoc();
     MLIRContext *context = getContext();

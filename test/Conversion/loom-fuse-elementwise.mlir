@@ -375,3 +375,102 @@ func.func @stays(%x: tensor<4xbf16>, %y: tensor<4x8xf32>, %z: tensor<4x8xbf16>) 
   } -> tensor<4xbf16>
   return %b, %s, %n : tensor<4x8xf32>, tensor<4xf32>, tensor<4xbf16>
 }
+
+// -----
+
+// A widening whose only use is a destination narrowed back, with no
+// reshape between: the loop computes into the narrow tensor.
+// CHECK-LABEL: func.func @destination(
+// CHECK-SAME: %[[X:.*]]: tensor<8xbf16>
+// CHECK: %[[G:.*]] = linalg.generic {{.*}} outs(%[[X]] : tensor<8xbf16>)
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %[[OUT:.*]]: bf16):
+// CHECK-NEXT: arith.extf %[[OUT]] : bf16 to f32
+// CHECK-NEXT: arith.subf
+// CHECK-NEXT: arith.truncf
+// CHECK: return %[[G]] : tensor<8xbf16>
+func.func @destination(%x: tensor<8xbf16>, %y: tensor<8xf32>) -> tensor<8xbf16> {
+  %e = tensor.empty() : tensor<8xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xbf16>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%y : tensor<8xf32>) outs(%w : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.subf %o, %a : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e2 = tensor.empty() : tensor<8xbf16>
+  %n = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%g : tensor<8xf32>) outs(%e2 : tensor<8xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<8xbf16>
+  return %n : tensor<8xbf16>
+}
+
+// -----
+
+// Left alone: a destination written through a map that is not a
+// permutation (each element many times: rounding each partial sum is not
+// rounding the sum), a destination narrowed to another type than the
+// source's, and a widening a function returns.
+// CHECK-LABEL: func.func @kept(
+// CHECK-COUNT-3: arith.extf %{{.*}} : {{.*}} to f32
+// CHECK-NOT: arith.extf
+func.func @kept(%x: tensor<4xbf16>, %y: tensor<4x8xf32>, %h: tensor<4xf16>, %z: tensor<4xbf16>) -> (tensor<4xbf16>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>) {
+  %e = tensor.empty() : tensor<4xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xbf16>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "parallel"]}
+      ins(%y : tensor<4x8xf32>) outs(%w : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.addf %o, %a : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4xbf16>
+  %n = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%g : tensor<4xf32>) outs(%e2 : tensor<4xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<4xbf16>
+  %wh = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%h : tensor<4xf16>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f16, %o: f32):
+    %0 = arith.extf %a : f16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %gh = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%wh : tensor<4xf32>) {
+  ^bb0(%o: f32):
+    %0 = arith.addf %o, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %nh = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%gh : tensor<4xf32>) outs(%e2 : tensor<4xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<4xbf16>
+  %wz = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%z : tensor<4xbf16>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  %u = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%wz : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.mulf %a, %a : f32
+    linalg.yield %0 : f32
+  } -> tensor<4xf32>
+  return %n, %nh, %wz, %u : tensor<4xbf16>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>
+}

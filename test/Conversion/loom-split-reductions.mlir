@@ -116,3 +116,49 @@ func.func @unchanged(%rows: tensor<128x512xf32>, %short: tensor<100x8xf32>, %pri
   } -> tensor<512xf32>
   return %0, %2, %4, %6 : tensor<128xf32>, tensor<8xf32>, tensor<8xf32>, tensor<512xf32>
 }
+
+// -----
+
+// A full sum of 8,192 elements (a row's reduction 16 times 64 or longer):
+// 128 parts of 64, then the fold of the 128 parts, a row too short to split
+// again.
+// CHECK-LABEL: func.func @full_sum(
+// CHECK: linalg.generic {{{.*}}iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<128x64xf32>) outs(%{{.*}} : tensor<128xf32>)
+// CHECK: linalg.generic {{{.*}}iterator_types = ["reduction"]} ins(%{{.*}} : tensor<128xf32>) outs(%{{.*}} : tensor<f32>)
+// CHECK-NOT: linalg.generic
+func.func @full_sum(%x: tensor<8192xf32>, %acc: tensor<f32>) -> tensor<f32> {
+  %0 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> ()>], iterator_types = ["reduction"]} ins(%x : tensor<8192xf32>) outs(%acc : tensor<f32>) {
+  ^bb0(%in: f32, %out: f32):
+    %1 = arith.addf %out, %in : f32
+    linalg.yield %1 : f32
+  } -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Left alone: an output indexed by the reduced dimension (a mislabelled
+// loop, whose parts would each hold the whole sum), a dynamic shape, and an
+// integer sum (its overflow flags need not hold in another order).
+// CHECK-LABEL: func.func @not_split(
+// CHECK-NOT: tensor.expand_shape
+// CHECK-COUNT-3: linalg.generic
+// CHECK-NOT: linalg.generic
+func.func @not_split(%x: tensor<4x2048xf32>, %acc: tensor<2048xf32>, %d: tensor<?x8xf32>, %c: tensor<8xf32>, %i: tensor<1024x8xi32>, %ci: tensor<8xi32>) -> (tensor<2048xf32>, tensor<8xf32>, tensor<8xi32>) {
+  %0 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<4x2048xf32>) outs(%acc : tensor<2048xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %1 = arith.addf %out, %in : f32
+    linalg.yield %1 : f32
+  } -> tensor<2048xf32>
+  %2 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>], iterator_types = ["reduction", "parallel"]} ins(%d : tensor<?x8xf32>) outs(%c : tensor<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %3 = arith.addf %out, %in : f32
+    linalg.yield %3 : f32
+  } -> tensor<8xf32>
+  %4 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>], iterator_types = ["reduction", "parallel"]} ins(%i : tensor<1024x8xi32>) outs(%ci : tensor<8xi32>) {
+  ^bb0(%in: i32, %out: i32):
+    %5 = arith.addi %out, %in overflow<nsw> : i32
+    linalg.yield %5 : i32
+  } -> tensor<8xi32>
+  return %0, %2, %4 : tensor<2048xf32>, tensor<8xf32>, tensor<8xi32>
+}
