@@ -308,9 +308,11 @@ std::string kernelName(Location loc) {
   }
   while (!name.empty() && name.back() == '_')
     name.pop_back();
-  if (name.empty() || llvm::isDigit(name.front()))
+  if (name.empty())
+    return "loop";
+  if (llvm::isDigit(name.front()))
     name.insert(0, "loop_");
-  return name == "loop_" ? "loop" : name;
+  return name;
 }
 
 void launch(scf::ParallelOp loop, int64_t blockSize) {

@@ -243,14 +243,15 @@ def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
 def LoomSplitReductions : Pass<"loom-split-reductions"> {
   let summary = "Split long column reductions into parts reduced side by side";
   let description = [{
-    A `linalg.generic` on tensors with a single reduction dimension (a
-    column sum: rows reduced, columns parallel), of at least twice `rows`
-    iterations, whose outputs each
-    fold their terms with one operation that has a neutral element (a sum,
-    product, maximum or minimum), becomes two. The first splits the
-    reduced dimension into `parts` consecutive slices (the most that
-    divide it and leave each at least `rows` iterations) and reduces them
-    side by side, each from the neutral element, into a tensor with a
+    A `linalg.generic` on tensors of static shapes with a single
+    reduction dimension (a column sum: rows reduced, columns parallel), of
+    at least twice `rows` iterations, whose outputs are each indexed by
+    all the other dimensions and each fold their floating-point terms with
+    one operation that has a neutral element (a sum, product, maximum or
+    minimum), becomes two. The first splits the reduced dimension into
+    `parts` consecutive slices (the most that divide it and leave each at
+    least `rows` iterations) and reduces them side by side, each from the
+    neutral element, into a tensor with a
     leading dimension of `parts`; the second folds the parts into the
     original outputs. On a GPU, where a reduction's iteration is a warp
     walking the reduced dimension, a bias's gradient over 8,192 rows was
