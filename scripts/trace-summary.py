@@ -5,9 +5,11 @@
 
 Prints, for rank 0 (the trace's first process), the mean step time, then
 per category of span (forward, backward, optimizer, communication, and on
-a GPU the `gpu` track of kernels and GEMMs) the milliseconds per step, and
-the GPU's busiest kernels by total time: each name's count per step, its
-milliseconds per step and its share of the GPU's busy time. The first K
+a GPU the `gpu` track of kernels and GEMMs) the milliseconds per step, the
+GPU's time by kind (GEMMs, the fused attention, the forward and backward
+passes' generated kernels, the others), and the GPU's busiest kernels by
+total time: each name's count per step, its milliseconds per step and its
+share of the GPU's busy time. The first K
 steps (default 1: compilation, first touches, cuBLASLt's planning) are left
 out. Exit status 1, with the reason, for a file that is not such a trace.
 """
@@ -21,6 +23,21 @@ import sys
 def fail(message):
     print(f"trace-summary: {message}", file=sys.stderr)
     sys.exit(1)
+
+
+def kind_of(name):
+    """What a GPU span is, from its name: a cuBLASLt GEMM, one of the
+    fused attention's kernels, or a kernel generated for the forward or
+    backward pass (named after the model part and pass it computes), or
+    another (the optimizer's, among others)."""
+    if name.startswith("GEMM"):
+        return "GEMMs"
+    if name.startswith("loom_attention_"):
+        return "attention"
+    for pass_name in ("forward", "backward"):
+        if name.startswith(pass_name + "_"):
+            return pass_name
+    return "other"
 
 
 def main():
@@ -69,6 +86,13 @@ def main():
         busy = sum(k[1] for k in kernels.values())
         print(f"GPU: {sum(k[0] for k in kernels.values()) / n:.0f} kernels "
               f"and GEMMs per step, busy {busy / n / 1e3:.3f} ms/step")
+        kinds = collections.Counter()
+        for name, (_, total) in kernels.items():
+            kinds[kind_of(name)] += total
+        print("  by kind: " + ", ".join(
+            f"{kind} {total / n / 1e3:.3f}"
+            for kind, total in sorted(kinds.items(), key=lambda k: -k[1]))
+            + " ms/step")
         ranked = sorted(kernels.items(), key=lambda k: -k[1][1])
         for name, (count, total) in ranked[:args.top]:
             print(f"  {total / n / 1e3:9.3f} ms/step {100 * total / busy:5.1f}%"
