@@ -366,12 +366,12 @@ struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
       for (Operation *reshape : use.reshapes)
         view = reshapeLike(rewriter, reshape, view);
       switch (use.kind) {
-      case WidenedUse::Operand:
-        rewriter.modifyOpInPlace(owner, [&] {
-          use.use->set(widen(rewriter, owner->getLoc(), view,
-                             getElementTypeOrSelf(use.use->get().getType())));
-        });
+      case WidenedUse::Operand: {
+        Value widened = widen(rewriter, owner->getLoc(), view,
+                              getElementTypeOrSelf(use.use->get().getType()));
+        rewriter.modifyOpInPlace(owner, [&] { use.use->set(widened); });
         break;
+      }
       case WidenedUse::Extract: {
         auto extract = cast<tensor::ExtractOp>(owner);
         rewriter.setInsertionPoint(extract);
