@@ -9,7 +9,7 @@
 #                         [--seq N] [--steps N] [--warmup N]
 #                         [--cuda-arch sm_90] [--torch-modes eager,compile|'']
 #                         [--memory-mib N] [--compile-only]
-#                         [--artifact FILE]
+#                         [--artifact FILE] [--pad-vocab N]
 #
 # --batch auto (the default) takes the largest power of two whose compiled
 # step (parameters, optimizer state and arena, loomc --emit=memory) fits in
@@ -20,14 +20,17 @@
 # compiled elsewhere (loomc --target=cuda) with the --precision given
 # here, which names the line and picks the peak, where only the runtime is
 # (BUILD_DIR/bin/loom-run and its libraries), and takes its batch and
-# sequence for PyTorch's. Needs a build with the CUDA backend (docs/cuda.md)
-# and, for the PyTorch lines, torch with CUDA.
+# sequence for PyTorch's. --pad-vocab N pads the token table to a multiple
+# of N rows on both sides (loomc --pad-vocab; llm.c and nanoGPT use 50,304),
+# which aligns the vocabulary's GEMMs; with --artifact, say the N the
+# artifact was compiled with. Needs a build with the CUDA backend
+# (docs/cuda.md) and, for the PyTorch lines, torch with CUDA.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 precision=bf16 batch=auto seq=1024 steps=10 warmup=3 arch=sm_90
-torch_modes=eager,compile memory_mib="" compile_only=0 artifact=
+torch_modes=eager,compile memory_mib="" compile_only=0 artifact= pad_vocab=1
 usage() {
   sed -n '8,12p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
   exit 1
@@ -51,6 +54,7 @@ while [ $# -gt 0 ]; do
     --memory-mib) number "$1" "$2"; memory_mib="$2"; shift 2 ;;
     --compile-only) compile_only=1; shift ;;
     --artifact) artifact="$2"; shift 2 ;;
+    --pad-vocab) number "$1" "$2"; pad_vocab="$2"; shift 2 ;;
     *) usage ;;
   esac
 done
@@ -83,7 +87,8 @@ else
 
   compile() { # batch, output
     "$loomc" "$root/examples/gpt2-124m.json" --target=cuda --cuda-arch="$arch" \
-      --batch-size "$1" --seq-len "$seq" --plan "precision=$precision" "${@:2}"
+      --batch-size "$1" --seq-len "$seq" --plan "precision=$precision" \
+      --pad-vocab "$pad_vocab" "${@:2}"
   }
   # The rank's peak, in bytes, as the compiler plans it.
   planned_bytes() {
@@ -152,4 +157,5 @@ modes=""
 for m in ${torch_modes//,/ }; do modes="$modes,$m-$precision"; done
 [ -z "$modes" ] || python3 "$root/scripts/bench/torch_gpt2.py" --batch "$batch" \
   --seq "$seq" --steps "$((steps - warmup))" --warmup "$warmup" \
+  --padded-vocab "$(( (50257 + pad_vocab - 1) / pad_vocab * pad_vocab ))" \
   --modes "${modes#,}"

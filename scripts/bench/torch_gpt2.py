@@ -6,6 +6,10 @@ line per mode: tokens/s, ms/step (median of the timed steps, CUDA events),
 MFU against the given peak and peak memory.
 
     python3 torch_gpt2.py --batch 8 --seq 1024 --modes eager-fp32,compile-fp32
+
+--padded-vocab N gives the token table N rows (llm.c's and nanoGPT's
+50,304), as `loomc --pad-vocab` does; the loss still covers the 50,257
+tokens of the vocabulary.
 """
 import argparse
 import math
@@ -37,9 +41,11 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, layers=12, width=768, heads=12, vocab=50257, positions=1024):
+    def __init__(self, layers=12, width=768, heads=12, vocab=50257, positions=1024,
+                 padded_vocab=None):
         super().__init__()
-        self.wte = nn.Embedding(vocab, width)
+        self.vocab = vocab
+        self.wte = nn.Embedding(padded_vocab or vocab, width)
         self.wpe = nn.Embedding(positions, width)
         self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(width)
@@ -53,13 +59,15 @@ class GPT(nn.Module):
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for block in self.blocks:
             x = block(x)
-        logits = self.ln_f(x) @ self.wte.weight.t()
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        logits = (self.ln_f(x) @ self.wte.weight.t())[..., :self.vocab]
+        return F.cross_entropy(logits.reshape(-1, self.vocab), targets.view(-1))
 
 
 def run(mode, args):
     torch.manual_seed(0)
-    model = GPT().cuda()
+    if args.padded_vocab < 50257:
+        raise SystemExit(f"torch_gpt2.py: --padded-vocab {args.padded_vocab} is under the vocabulary's 50257")
+    model = GPT(padded_vocab=args.padded_vocab).cuda()
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
     compiled, dtype = mode.split("-")
@@ -103,6 +111,7 @@ parser.add_argument("--seq", type=int, default=1024)
 parser.add_argument("--steps", type=int, default=10)
 parser.add_argument("--warmup", type=int, default=3)
 parser.add_argument("--modes", default="eager-fp32,eager-bf16")
+parser.add_argument("--padded-vocab", type=int, default=50257)
 # H100 SXM dense peaks: FP32 (CUDA cores) and BF16 tensor cores.
 parser.add_argument("--peak-fp32", type=float, default=67e12)
 parser.add_argument("--peak-bf16", type=float, default=989e12)
