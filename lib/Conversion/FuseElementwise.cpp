@@ -468,15 +468,16 @@ struct FuseElementwisePass
     : loom::impl::LoomFuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     // First the widenings that several ops read, and the GEMMs of widened
-    // matrices, which read the narrow ones: fused first, a widening's
-    // narrowing consumer would take the loop that computes into it.
+    // matrices, which read the narrow ones; then the elementwise fusion,
+    // which would otherwise merge a narrowing with the loop that computes
+    // into a widened copy before that loop could compute into the narrow
+    // tensor.
     RewritePatternSet narrow(&getContext());
     narrow.add<MatmulReadsNarrowOperands, DissolveWidening>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(narrow))))
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(patterns, isFusible);
-    patterns.add<MatmulReadsNarrowOperands, DissolveWidening>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
