@@ -84,6 +84,11 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena) {
   bufferize.allowReturnAllocsFromLoops = true;
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
+  // A layer loop's carried activation is read through reshapes (the rows of
+  // a linear map): with a fully dynamic layout for the loop's argument, each
+  // reshape would copy it first.
+  bufferize.unknownTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   pm.addPass(createLoomLowerGridIndices());
   // Before deallocation, which then has one buffer per function to free.
