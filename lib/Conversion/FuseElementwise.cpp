@@ -116,24 +116,6 @@ bool raisesPeak(Operation *producer, Operation *consumer) {
   return kept + made > std::max(kept + removed, removed + made);
 }
 
-/// Whether the producer of `operand` may be fused into its consumer: the
-/// consumer is the producer's only user and reads each element once (no
-/// broadcast, which the fused loop would recompute per element it spans),
-/// so nothing is computed twice; both lie in one block, so that nothing
-/// hoisted out of a loop (the parameters' conversions) moves back in; and
-/// the step's peak cannot rise for it.
-bool isFusible(OpOperand *operand) {
-  Operation *producer = operand->get().getDefiningOp();
-  Operation *consumer = operand->getOwner();
-  auto structured = dyn_cast<linalg::LinalgOp>(consumer);
-  return producer && structured &&
-         structured.getMatchingIndexingMap(operand).isPermutation() &&
-         producer->getBlock() == consumer->getBlock() &&
-         llvm::all_of(producer->getUsers(),
-                      [&](Operation *user) { return user == consumer; }) &&
-         !raisesPeak(producer, consumer);
-}
-
 /// The one `CastOp` of a `linalg.generic` that only applies it to its one
 /// operand, elementwise, if `op` is one.
 template <typename CastOp> CastOp getElementwiseCast(Operation *op) {
@@ -186,6 +168,45 @@ Value readNarrow(PatternRewriter &rewriter, Value value, Value narrow) {
     return narrow;
   return tensor::CollapseShapeOp::create(rewriter, rows.getLoc(), narrow,
                                          rows.getReassociationIndices());
+}
+
+/// Whether the producer of `operand` may be fused into its consumer: the
+/// consumer is the producer's only user and reads each element once, so
+/// nothing is computed twice, unless the producer only converts each
+/// element (the widening of a bias or a layer norm's weight), which costs
+/// less than loading its wider result; both lie in one block, so that
+/// nothing hoisted out of a loop (the parameters' conversions) moves back
+/// in; and the step's peak cannot rise for it.
+bool isFusible(OpOperand *operand) {
+  Operation *producer = operand->get().getDefiningOp();
+  Operation *consumer = operand->getOwner();
+  auto structured = dyn_cast<linalg::LinalgOp>(consumer);
+  return producer && structured &&
+         (structured.getMatchingIndexingMap(operand).isPermutation() ||
+          getElementwiseCast<arith::ExtFOp>(producer) ||
+          getElementwiseCast<arith::TruncFOp>(producer)) &&
+         producer->getBlock() == consumer->getBlock() &&
+         llvm::all_of(producer->getUsers(),
+                      [&](Operation *user) { return user == consumer; }) &&
+         !raisesPeak(producer, consumer);
+}
+
+/// Whether the elementwise loop producing `operand`, the source of an
+/// expanding reshape (the rows of a layer norm or a product back in the
+/// activation's shape), should compute in the reshaped shape instead, so
+/// that the one loop reading the reshaped value (its rounding to bf16, the
+/// residual add) can take it in. Other reshapes stay where they are.
+bool isReshapedForFusion(OpOperand *operand) {
+  auto reshape = dyn_cast<tensor::ExpandShapeOp>(operand->getOwner());
+  auto producer = operand->get().getDefiningOp<linalg::GenericOp>();
+  if (!reshape || !producer || !producer->hasOneUse() ||
+      producer.getNumLoops() != producer.getNumParallelLoops() ||
+      !reshape->hasOneUse())
+    return false;
+  OpOperand &use = *reshape->use_begin();
+  auto consumer = dyn_cast<linalg::GenericOp>(use.getOwner());
+  return consumer && consumer->getBlock() == producer->getBlock() &&
+         consumer.getMatchingIndexingMap(&use).isPermutation();
 }
 
 /// A product of two matrices widened from one narrow type into f32 reads
@@ -299,9 +320,9 @@ bool classifyWidenedUses(Value value, Block *block, Type narrowType,
     if (!generic || generic->getBlock() != block ||
         !generic.hasPureTensorSemantics())
       return false;
+    // Read through a broadcast, each element is widened once per element
+    // the broadcast spans, which costs less than loading it wide.
     if (generic.isDpsInput(&use)) {
-      if (!generic.getMatchingIndexingMap(&use).isPermutation())
-        return false;
       uses.push_back({WidenedUse::Operand, &use, reshapes});
       continue;
     }
@@ -478,6 +499,8 @@ struct FuseElementwisePass
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(patterns, isFusible);
+    linalg::populateFoldReshapeOpsByExpansionPatterns(patterns,
+                                                      isReshapedForFusion);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FillForwarding.h"
+
 #include "loom/Conversion/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -72,6 +74,7 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
     SmallVector<int64_t> bounds = op.getStaticLoopRanges();
     if (llvm::any_of(bounds, ShapedType::isDynamic))
       return rewriter.notifyMatchFailure(op, "dynamic bounds");
+    SmallVector<linalg::FillOp> fills = findForwardedFills(op, parallelDims);
 
     Location loc = op.getLoc();
     auto index = [&](int64_t v) -> Value {
@@ -90,8 +93,8 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
 
     auto buildReduction = [&](OpBuilder &b) {
       SmallVector<Value> inits;
-      for (OpOperand &init : op.getDpsInitsMutable())
-        inits.push_back(load(b, init));
+      for (auto [init, fill] : llvm::zip(op.getDpsInitsMutable(), fills))
+        inits.push_back(fill ? fill.getDpsInputs()[0] : load(b, init));
       // One scf.for per reduction dimension, the accumulators threaded
       // through all of them.
       std::function<SmallVector<Value>(OpBuilder &, unsigned, ValueRange)>
@@ -153,7 +156,31 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
           });
     }
     rewriter.eraseOp(op);
+    for (linalg::FillOp fill : fills)
+      if (fill)
+        rewriter.eraseOp(fill);
     return success();
+  }
+
+  /// For each output of `op`, the fill of it that `op` would read first, if
+  /// the reduction can start from the fill's value instead: `op` overwrites
+  /// every element (its output is indexed by all its parallel dimensions)
+  /// and reads the output only as its accumulator. The fill then writes
+  /// values nothing reads.
+  static SmallVector<linalg::FillOp>
+  findForwardedFills(linalg::GenericOp op, ArrayRef<unsigned> parallelDims) {
+    SmallVector<linalg::FillOp> fills;
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      SmallVector<unsigned> dims = dimsOf(op.getMatchingIndexingMap(&init));
+      llvm::sort(dims);
+      bool readElsewhere = llvm::any_of(op.getDpsInputs(), [&](Value input) {
+        return !areDisjoint(input, init.get());
+      });
+      fills.push_back(ArrayRef(dims) == parallelDims && !readElsewhere
+                          ? findFillReadBy(op, init.get())
+                          : linalg::FillOp());
+    }
+    return fills;
   }
 
   /// Lets LLVM reassociate the float operation that folds each new term into

@@ -12,12 +12,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "DataPointer.h"
+#include "FillForwarding.h"
 
 #include "loom/Conversion/Passes.h"
 #include "loom/abi.h"
 
 #include "mlir/IR/Matchers.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir {
 namespace loom {
@@ -57,19 +57,14 @@ FailureOr<Operand> describe(OpBuilder &b, Location loc, Value memref,
   return Operand{pointer, leading};
 }
 
-/// The zero fill of `init`, `op`'s output, that nothing reads or writes
-/// between it and `op`, if there is one: BLAS can overwrite the output with
-/// beta = 0 instead of adding to zeros, which saves a pass over the matrix.
+/// The zero fill of `init`, `op`'s output, that `op` would read first, if
+/// there is one: BLAS can overwrite the output with beta = 0 instead of
+/// adding to zeros, which saves a pass over the matrix.
 linalg::FillOp findZeroFill(Operation *op, Value init) {
-  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
-    auto fill = dyn_cast<linalg::FillOp>(prev);
-    if (fill && fill.getDpsInits()[0] == init &&
-        matchPattern(fill.getDpsInputs()[0], m_AnyZeroFloat()))
-      return fill;
-    if (!isMemoryEffectFree(prev))
-      return {};
-  }
-  return {};
+  linalg::FillOp fill = findFillReadBy(op, init);
+  return fill && matchPattern(fill.getDpsInputs()[0], m_AnyZeroFloat())
+             ? fill
+             : linalg::FillOp();
 }
 
 /// The loops of an scf.forall whose whole body is one matmul of views of

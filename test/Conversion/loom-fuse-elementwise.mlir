@@ -249,6 +249,76 @@ func.func @broadcast(%x: tensor<4xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> 
 
 // -----
 
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// A widening read through a broadcast (a layer norm's weight, a bias)
+// fuses all the same: each element is widened once per row, which costs
+// less than reading it wide.
+// CHECK-LABEL: func.func @widen_into_broadcast(
+// CHECK-SAME: %[[X:.*]]: tensor<8xbf16>, %[[Y:.*]]: tensor<4x8xf32>
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[Y]], %[[X]] : tensor<4x8xf32>, tensor<8xbf16>)
+// CHECK: arith.extf
+// CHECK: arith.addf
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]
+func.func @widen_into_broadcast(%x: tensor<8xbf16>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e0 = tensor.empty() : tensor<8xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xbf16>) outs(%e0 : tensor<8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %z = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %w : tensor<4x8xf32>, tensor<8xf32>) outs(%y : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.addf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<4x8xf32>
+  return %z : tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+
+// A loop over rows whose result is expanded back to the activation's shape
+// (a layer norm's normalization) computes in that shape instead, reading
+// its operands expanded, so that the loop reading the result (its rounding
+// to bf16) takes it in.
+// CHECK-LABEL: func.func @through_reshape(
+// CHECK-SAME: %[[X:.*]]: tensor<2x4x16xf32>, %[[M:.*]]: tensor<8xf32>
+// CHECK: %[[MEANS:.*]] = tensor.expand_shape %[[M]] {{\[\[}}0, 1]] output_shape [2, 4] : tensor<8xf32> into tensor<2x4xf32>
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[X]], %[[MEANS]] : tensor<2x4x16xf32>, tensor<2x4xf32>) outs(%{{.*}} : tensor<2x4x16xbf16>)
+// CHECK: arith.subf
+// CHECK: arith.truncf
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]
+func.func @through_reshape(%x: tensor<2x4x16xf32>, %m: tensor<8xf32>) -> tensor<2x4x16xbf16> {
+  %rows = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x4x16xf32> into tensor<8x16xf32>
+  %e0 = tensor.empty() : tensor<8x16xf32>
+  %c = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%rows, %m : tensor<8x16xf32>, tensor<8xf32>) outs(%e0 : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.subf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<8x16xf32>
+  %back = tensor.expand_shape %c [[0, 1], [2]] output_shape [2, 4, 16] : tensor<8x16xf32> into tensor<2x4x16xf32>
+  %e1 = tensor.empty() : tensor<2x4x16xbf16>
+  %n = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%back : tensor<2x4x16xf32>) outs(%e1 : tensor<2x4x16xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<2x4x16xbf16>
+  return %n : tensor<2x4x16xbf16>
+}
+
+// -----
+
 // The logits of a bf16 step, widened for the loss: read by the maximum
 // (through the rows' reshape), by the target's logit (a tensor.extract),
 // and as the destination of the gradient, which is only rounded back to
@@ -326,9 +396,9 @@ func.func @logits(%x: tensor<2x4x16xbf16>, %t: tensor<8xi32>) -> (tensor<2x4x16x
 #row = affine_map<(d0, d1) -> (d0)>
 
 // The widening stays where one of its uses cannot read the narrow tensor:
-// a read through a broadcast (each element would be widened once per
-// column), or a reduction computing into the copy (rounding every partial
-// sum is not rounding the sum).
+// a loop computing into the copy that is not narrowed back, or a reduction
+// computing into it (rounding every partial sum is not rounding the sum).
+// The loop reading it through a broadcast reads the copy then.
 // CHECK-LABEL: func.func @stays(
 // CHECK-COUNT-2: arith.extf
 // CHECK-NOT: arith.extf

@@ -95,3 +95,98 @@ func.func @elementwise(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
 // OUTSIDE-NOT: linalg.generic
 // OUTSIDE-LABEL: func.func @elementwise(
 // OUTSIDE: linalg.generic
+
+// -----
+
+// A reduction into a buffer of the arena that a fill just wrote starts from
+// the fill's value, and the fill goes: the reduction overwrites every
+// element. A write in between to other bytes of the arena (here the buffer
+// that alternates between two places from one iteration to the next, at
+// bytes 64 to 96) does not stop it.
+#all = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @forwarded_fill(
+// CHECK-SAME: %[[X:.*]]: memref<4x8xf32>, %[[V:.*]]: f32, %[[I:.*]]: index)
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG: %[[S:.*]] = memref.view %{{.*}}[%c0][] : memref<1024xi8> to memref<4xf32>
+// CHECK-NOT: linalg.fill
+// CHECK: memref.store %[[V]]
+// CHECK: scf.parallel (%[[R:.*]]) = (%c0) to (%c4) step (%c1) {
+// CHECK-NEXT: scf.for %{{.*}} = %c0 to %c8 step %c1 iter_args(%{{.*}} = %[[ONE]]) -> (f32) {
+// CHECK-NOT: memref.load %[[S]]
+// CHECK: memref.store %{{.*}}, %[[S]][%[[R]]]
+func.func @forwarded_fill(%x: memref<4x8xf32>, %v: f32, %i: index) {
+  %arena = memref.alloc() : memref<1024xi8>
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %s = memref.view %arena[%c0][] : memref<1024xi8> to memref<4xf32>
+  %parity = arith.remui %i, %c2 : index
+  %step = arith.muli %parity, %c16 : index
+  %shift = arith.addi %step, %c64 : index
+  %other = memref.view %arena[%shift][] : memref<1024xi8> to memref<4xf32>
+  %one = arith.constant 1.0 : f32
+  linalg.fill ins(%one : f32) outs(%s : memref<4xf32>)
+  memref.store %v, %other[%c0] : memref<4xf32>
+  linalg.generic {indexing_maps = [#all, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x8xf32>) outs(%s : memref<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %n = arith.addf %acc, %a : f32
+    linalg.yield %n : f32
+  }
+  return
+}
+
+// -----
+
+// The fill stays, and the reduction reads it, where something in between
+// may write the filled bytes (a view of them at an unknown shift), where
+// the reduction reads the buffer as an input too, or where its output
+// leaves out a parallel dimension.
+#all = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#first = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#out = affine_map<(d0, d1, d2) -> (d0)>
+// CHECK-LABEL: func.func @kept_fills(
+// CHECK: %[[S:.*]] = memref.view %{{.*}}[%c0][]
+// CHECK: linalg.fill {{.*}} outs(%[[S]]
+// CHECK: scf.parallel
+// CHECK-NEXT: memref.load %[[S]][
+// CHECK: linalg.fill {{.*}} outs(%[[S]]
+// CHECK: scf.parallel
+// CHECK-NEXT: memref.load %[[S]][
+// CHECK: linalg.fill {{.*}} outs(%[[S]]
+// CHECK: scf.parallel
+// CHECK-NEXT: memref.load %[[S]][
+func.func @kept_fills(%x: memref<4x8xf32>, %y: memref<4x2x8xf32>, %v: f32, %shift: index) {
+  %arena = memref.alloc() : memref<1024xi8>
+  %c0 = arith.constant 0 : index
+  %s = memref.view %arena[%c0][] : memref<1024xi8> to memref<4xf32>
+  %other = memref.view %arena[%shift][] : memref<1024xi8> to memref<4xf32>
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%s : memref<4xf32>)
+  memref.store %v, %other[%c0] : memref<4xf32>
+  linalg.generic {indexing_maps = [#all, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x8xf32>) outs(%s : memref<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %n = arith.addf %acc, %a : f32
+    linalg.yield %n : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%s : memref<4xf32>)
+  linalg.generic {indexing_maps = [#all, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %s : memref<4x8xf32>, memref<4xf32>) outs(%s : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %n = arith.addf %acc, %m : f32
+    linalg.yield %n : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%s : memref<4xf32>)
+  linalg.generic {indexing_maps = [#first, #out], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%y : memref<4x2x8xf32>) outs(%s : memref<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %n = arith.addf %acc, %a : f32
+    linalg.yield %n : f32
+  }
+  return
+}

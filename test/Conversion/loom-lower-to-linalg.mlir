@@ -2,13 +2,18 @@
 // Attention as loops (fused-attention=0); the fused form is
 // fused-attention.mlir.
 
-// A linear map is a GEMM reading the (out, in) weight transposed, into an
-// output that starts as the broadcast bias.
+// A linear map is a GEMM reading the (out, in) weight transposed, into
+// zeros (a GEMM that overwrites its output), and the bias added after it
+// in the output's shape, in place.
 // CHECK-LABEL: func.func @linear(
+// CHECK-SAME: %{{.*}}: tensor<2x3x4xf32>, %[[W:.*]]: tensor<5x4xf32>, %[[B:.*]]: tensor<5xf32>)
 // CHECK: %[[ROWS:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : tensor<2x3x4xf32> into tensor<6x4xf32>
-// CHECK: %[[BIAS:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<5xf32>) outs(%{{.*}} : tensor<6x5xf32>)
-// CHECK: %[[MM:.*]] = linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[ROWS]], %{{.*}} : tensor<6x4xf32>, tensor<5x4xf32>) outs(%[[BIAS]] : tensor<6x5xf32>)
-// CHECK: tensor.expand_shape %[[MM]]
+// CHECK: %[[ZEROS:.*]] = linalg.fill {{.*}} -> tensor<6x5xf32>
+// CHECK: %[[MM:.*]] = linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[ROWS]], %[[W]] : tensor<6x4xf32>, tensor<5x4xf32>) outs(%[[ZEROS]] : tensor<6x5xf32>)
+// CHECK: %[[Y:.*]] = tensor.expand_shape %[[MM]]
+// CHECK: %[[SUM:.*]] = linalg.generic {indexing_maps = [#[[ALL:[a-z0-9]+]], #[[LAST:[a-z0-9]+]], #[[ALL]]], {{.*}} ins(%[[Y]], %[[B]] : tensor<2x3x5xf32>, tensor<5xf32>) outs(%[[Y]] : tensor<2x3x5xf32>)
+// CHECK: arith.addf
+// CHECK: return %[[SUM]]
 func.func @linear(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>, %b: tensor<5xf32>) -> tensor<2x3x5xf32> {
   %y = loom.linear %x, %w, %b : (tensor<2x3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
   return %y : tensor<2x3x5xf32>

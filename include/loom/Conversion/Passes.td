@@ -53,9 +53,11 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     that reads it, mostly. The tensor between them disappears, and with it
     a buffer, a pass over memory and, on a GPU, a kernel. A producer with
     other users, or one its consumer reads through a broadcast, is left
-    alone (fusing it would compute it more than once), except a widening:
-    one that every use can read narrow (loops reading each element once,
-    directly or through reshapes; `tensor.extract`s, which widen the
+    alone (fusing it would compute it more than once), unless it only
+    converts each element (a widening or a rounding, cheaper to repeat for
+    each element a broadcast spans than to read converted), or is a
+    widening that every use can read narrow (loops, directly or through
+    reshapes; `tensor.extract`s, which widen the
     element; and the destination of an all-parallel loop whose result is
     only narrowed back to the same type, which then computes into the
     narrow tensor, widening what it reads and rounding what it writes)
@@ -65,7 +67,12 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     one outside the consumer's loop (fusing it would move it in), and so
     is one whose operands, kept alive until the consumer, could raise the
     step's peak. The fused loop computes the same operations in the same
-    order: the results are the same, bit for bit. A `linalg.matmul` into
+    order: the results are the same, bit for bit. A parallel loop whose
+    result only a `tensor.expand_shape` reads, and that reshape's result
+    one loop of the same block (each element once), computes in the
+    expanded shape instead (MLIR's reshape folding by expansion), so that
+    the two then fuse: a layer norm's normalization over rows and its
+    rounding to bf16 in the activation's shape. A `linalg.matmul` into
     f32 whose two operands only widen tensors of one narrow type (or
     collapse such a widening's leading dimensions) is rebuilt on the
     narrow tensors: `loom-matmul-to-blas` calls the runtime's GEMM of
@@ -121,8 +128,10 @@ def LoomMatmulToBlas : Pass<"loom-matmul-to-blas", "::mlir::ModuleOp"> {
     call `loom_rt_sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb,
     beta, C, ldc)` with row-major BLAS semantics. Transposition is read
     from the op's indexing maps. Beta is 1, since linalg accumulates into its
-    output, unless the output was zero-filled right before the product:
-    then the fill goes away and beta is 0.
+    output, unless the output was zero-filled before the product with
+    nothing in between that may read or write its bytes (a copy into
+    another buffer of the arena does not count): then the fill goes away
+    and beta is 0.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::arith::ArithDialect",
@@ -283,6 +292,17 @@ def LoomLowerReductions : Pass<"loom-lower-reductions"> {
     gets the `reassoc` fast-math flag, so that LLVM vectorizes the
     reduction. Upstream's lowering accumulates through memory, which keeps
     these loops scalar. Other generics are left to it.
+
+    A reduction into an output that a `linalg.fill` wrote before it, with
+    nothing in between that may read or write the output's bytes, starts
+    from the filled value instead of loading it, and the fill goes, when
+    the output is indexed by every parallel dimension (so every element is
+    overwritten) and no input may alias it. Buffers are told apart by the
+    allocation they view and, in the static arena, by their bytes: a
+    `memref.view` at a constant shift, or at one alternating between places
+    from one loop iteration to the next; a loop's carried buffer is its
+    initial one or what it yields. On a GPU the fill was a kernel of its
+    own before each layer norm's statistics, softmax and sum of squares.
 
     With `parallel-outside`, a reduction whose reduced dimensions come
     before parallel ones (a column sum: rows reduced, columns parallel)

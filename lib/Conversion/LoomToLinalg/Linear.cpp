@@ -1,7 +1,7 @@
 //===- Linear.cpp - Linear layers -----------------------------------------===//
 //
 // Products as linalg.matmul with the weight read transposed, which
-// loom-matmul-to-blas turns into SGEMM calls.
+// loom-matmul-to-blas turns into GEMM calls, and the bias added after.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,18 +19,25 @@ struct LinearLowering : LoomPattern<LinearOp> {
     Value x = L.rows(adaptor.getInput());
     int64_t m = cast<RankedTensorType>(x.getType()).getDimSize(0);
     int64_t n = op.getWeight().getType().getDimSize(0);
-    Value init;
-    if (Value bias = adaptor.getBias())
-      init =
-          L.generic(bias, L.empty({m, n}), {L.map(2, {1}), L.map(2, {0, 1})},
-                    {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-                      linalg::YieldOp::create(nb, l, a[0]);
-                    })[0];
-    else
-      init = L.zeros({m, n});
-    Value y = L.matmul(x, adaptor.getWeight(), init, /*transposeA=*/false,
-                       /*transposeB=*/true);
-    return {L.unrows(y, op.getType())};
+    Value y = L.unrows(L.matmul(x, adaptor.getWeight(), L.zeros({m, n}),
+                                /*transposeA=*/false, /*transposeB=*/true),
+                       op.getType());
+    Value bias = adaptor.getBias();
+    if (!bias)
+      return {y};
+    // The bias is added to the product in the output's shape, not read by
+    // the GEMM as its initial output: the loop that reads the output next
+    // (its rounding to bf16, the GELU) takes the add in, and the GEMM
+    // overwrites its output rather than reading a broadcast bias back.
+    unsigned rank = op.getType().getRank();
+    return {L.generic(
+        {y, bias}, y,
+        {L.identity(rank), L.map(rank, {rank - 1}), L.identity(rank)},
+        SmallVector<IteratorType>(rank, kPar),
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, a[0], a[1]).getResult());
+        })[0]};
   }
 };
 

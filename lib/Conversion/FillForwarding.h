@@ -1,0 +1,30 @@
+//===- FillForwarding.h - Fills that a whole-buffer update reads -*- C++
+//-*-===//
+//
+// A reduction into a buffer, or a GEMM adding to one, reads the zeros a
+// fill just wrote there and then overwrites every element. Its lowering can
+// start from the fill's value instead, and the fill (on a GPU, a kernel; on
+// either target, a pass over the buffer) goes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_LIB_CONVERSION_FILLFORWARDING_H
+#define LOOM_LIB_CONVERSION_FILLFORWARDING_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+namespace mlir {
+namespace loom {
+/// Whether the memory `a` and `b` view cannot overlap: views of two
+/// different allocations, or of disjoint byte ranges of one (the static
+/// arena's buffers). False where that is not known.
+bool areDisjoint(Value a, Value b);
+
+/// The linalg.fill of `buffer` that `user`, later in the same block, would
+/// read the fill's value from: nothing between them may read or write
+/// `buffer`. Null if there is none.
+linalg::FillOp findFillReadBy(Operation *user, Value buffer);
+} // namespace loom
+} // namespace mlir
+
+#endif // LOOM_LIB_CONVERSION_FILLFORWARDING_H
