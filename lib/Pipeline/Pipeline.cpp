@@ -141,6 +141,9 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
   pm.addPass(createLoomLowerToLinalg(lowering.linalg));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createLoomFuseElementwise());
+  // After the fusion, which has both passes' reductions read the narrow
+  // logits rather than a widened copy each.
+  pm.addPass(createLoomMergeReductions());
   // Before bufferization, so that the parts' tensors are in the arena.
   if (lowering.splitReductions)
     pm.addPass(createLoomSplitReductions());

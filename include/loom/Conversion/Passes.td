@@ -249,6 +249,29 @@ def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def LoomMergeReductions : Pass<"loom-merge-reductions"> {
+  let summary = "Merge a reduction into an earlier one that computes the same "
+                "values";
+  let description = [{
+    A `linalg.generic` on tensors with a reduction dimension that computes
+    what an earlier one of the same block computes (the same body over the
+    same operands, its destination the same fill or new tensor) is
+    replaced by that earlier one: the gradient of the loss computes the
+    softmax's maximum and sum over the vocabulary again, from the logits
+    the forward pass read them from, once the step is one function. Operands
+    count as the same when they are one value, or the same reshape of
+    one, or fills of one value into new tensors of one type. Only
+    reductions whose results, both, are only read (operands of loops,
+    `tensor.extract`, reshapes of such) are merged, so that no tensor
+    written in place gains a reader; and only reductions, whose results
+    are smaller than what they read, so that keeping a result for longer
+    costs less than reading its operands again. Upstream's CSE does not
+    run on the step's tensors: merged fills would each need a copy once
+    written.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def LoomSplitReductions : Pass<"loom-split-reductions"> {
   let summary = "Split long column reductions into parts reduced side by side";
   let description = [{

@@ -1,0 +1,120 @@
+//===- MergeReductions.cpp - The loom-merge-reductions pass ---------------===//
+//
+// The loss's gradient recomputes the softmax statistics the loss computed,
+// with the same loops over the same logits: a pass over the logits each,
+// [tokens, vocabulary] in size, for a result of one value per token. Once
+// the step is one function the second copy can read the first's results.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Conversion/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMMERGEREDUCTIONS
+#include "loom/Conversion/Passes.h.inc"
+} // namespace loom
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// Whether every use of `value` only reads it: as a loop's operand, by a
+/// `tensor.extract`, or through a reshape whose uses only read.
+bool isOnlyRead(Value value) {
+  return llvm::all_of(value.getUses(), [](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user))
+      return linalgOp.isDpsInput(&use);
+    if (isa<tensor::ExtractOp>(user))
+      return true;
+    if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(user))
+      return isOnlyRead(user->getResult(0));
+    return false;
+  });
+}
+
+/// Whether `a` and `b` hold the same values because they are computed
+/// alike from the same values: a reshape of one tensor, a fill of one
+/// value into new tensors, new tensors of one type.
+bool areSameTensor(Value a, Value b) {
+  if (a == b)
+    return true;
+  Operation *x = a.getDefiningOp(), *y = b.getDefiningOp();
+  if (!x || !y || a.getType() != b.getType() || x->getName() != y->getName() ||
+      x->getAttrDictionary() != y->getAttrDictionary())
+    return false;
+  if (auto empty = dyn_cast<tensor::EmptyOp>(x))
+    return empty.getDynamicSizes().empty();
+  if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp, linalg::FillOp>(x) ||
+      x->getNumOperands() != y->getNumOperands())
+    return false;
+  return llvm::all_of(
+      llvm::zip(x->getOperands(), y->getOperands()), [](auto pair) {
+        return areSameTensor(std::get<0>(pair), std::get<1>(pair));
+      });
+}
+
+/// Whether `later` computes what `earlier` does.
+bool computesTheSame(linalg::GenericOp earlier, linalg::GenericOp later) {
+  DenseMap<Value, Value> mapped;
+  return OperationEquivalence::isEquivalentTo(
+      later, earlier,
+      [&](Value a, Value b) {
+        return success(mapped.lookup(a) == b || areSameTensor(a, b));
+      },
+      [&](Value a, Value b) { mapped[a] = b; },
+      OperationEquivalence::IgnoreLocations);
+}
+
+bool isMergeable(linalg::GenericOp op) {
+  return op.hasPureTensorSemantics() && op.getNumReductionLoops() > 0 &&
+         isMemoryEffectFree(op) && llvm::all_of(op->getResults(), isOnlyRead);
+}
+
+struct MergeReductionsPass
+    : loom::impl::LoomMergeReductionsBase<MergeReductionsPass> {
+  void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    getOperation()->walk([&](Block *block) {
+      SmallVector<linalg::GenericOp> earlier;
+      for (Operation &op : llvm::make_early_inc_range(*block)) {
+        auto generic = dyn_cast<linalg::GenericOp>(op);
+        if (!generic || !isMergeable(generic))
+          continue;
+        auto same = llvm::find_if(earlier, [&](linalg::GenericOp e) {
+          return computesTheSame(e, generic);
+        });
+        if (same == earlier.end()) {
+          earlier.push_back(generic);
+          continue;
+        }
+        SmallVector<Value> operands(generic->getOperands());
+        rewriter.replaceOp(generic, (*same)->getResults());
+        eraseUnused(rewriter, operands);
+      }
+    });
+  }
+
+  /// The destination's fill and new tensor, and the reshapes, that only
+  /// the merged loop read.
+  static void eraseUnused(RewriterBase &rewriter, ValueRange values) {
+    for (Value value : values) {
+      Operation *op = value.getDefiningOp();
+      if (!op || !op->use_empty() ||
+          !isa<linalg::FillOp, tensor::EmptyOp, tensor::CollapseShapeOp,
+               tensor::ExpandShapeOp>(op))
+        continue;
+      SmallVector<Value> operands(op->getOperands());
+      rewriter.eraseOp(op);
+      eraseUnused(rewriter, operands);
+    }
+  }
+};
+} // namespace
