@@ -15,12 +15,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "Combiner.h"
+#include "FillForwarding.h"
 #include "loom/Conversion/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -88,8 +90,10 @@ void copyAsLoop(memref::CopyOp copy) {
   // A copy of one element still needs one iteration.
   SmallVector<Value> lower(std::max<int64_t>(type.getRank(), 1), zero), upper,
       steps(lower.size(), one);
+  // Static sizes fold to constants, which the kernel's index arithmetic
+  // divides by cheaply.
   for (int64_t d = 0; d < type.getRank(); ++d)
-    upper.push_back(memref::DimOp::create(b, loc, source, d).getResult());
+    upper.push_back(b.createOrFold<memref::DimOp>(loc, source, d));
   if (type.getRank() == 0)
     upper.push_back(one);
   scf::ParallelOp::create(
@@ -315,7 +319,80 @@ std::string kernelName(Location loc) {
   return name;
 }
 
-void launch(scf::ParallelOp loop, int64_t blockSize) {
+/// How many iterations of `loop` each thread may run, for `threadBytes` of
+/// its narrowest loaded element type: 1 where the body is not elementwise
+/// code whose iterations can be interleaved. A thread per element keeps
+/// one load of 2 or 4 bytes in flight, too few to fill a GPU's memory
+/// pipe; a thread running several iterations issues all their loads
+/// before it computes and stores. Its iterations lie a grid's worth of
+/// threads apart, so that each of its loads is one of the warp's
+/// neighbouring elements, as before.
+///
+/// All loads and arithmetic, then all stores, is the iterations' order
+/// only if no store of one iteration writes what a load of another reads:
+/// each store must write memory disjoint from each load's
+/// (FillForwarding.h), or the very element the load reads in the same
+/// iteration, indexed by every induction variable. The body is
+/// straight-line code whose loads all come before its stores, and the
+/// iterations a constant multiple of the factor.
+int64_t getCoarsening(scf::ParallelOp loop, int64_t threadBytes) {
+  int64_t iterations = 1;
+  for (auto [lower, upper, step] :
+       llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+    std::optional<int64_t> l = getConstantIntValue(lower),
+                           u = getConstantIntValue(upper),
+                           s = getConstantIntValue(step);
+    if (!l || !u || !s || *s <= 0)
+      return 1;
+    iterations *= llvm::divideCeil(*u - *l, *s);
+  }
+  SmallVector<memref::LoadOp> loads;
+  SmallVector<memref::StoreOp> stores;
+  int64_t narrowest = 0;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (op.getNumRegions() || !runsOnDevice(&op))
+      return 1;
+    if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      if (!stores.empty() || !load.getType().isIntOrFloat())
+        return 1;
+      loads.push_back(load);
+      int64_t bytes =
+          llvm::divideCeil(load.getType().getIntOrFloatBitWidth(), 8);
+      narrowest = narrowest ? std::min(narrowest, bytes) : bytes;
+      continue;
+    }
+    if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      stores.push_back(store);
+      continue;
+    }
+    if (!isMemoryEffectFree(&op))
+      return 1;
+  }
+  if (!narrowest || stores.empty())
+    return 1;
+  auto ownElement = [&](memref::StoreOp store, memref::LoadOp load) {
+    return store.getMemRef() == load.getMemRef() &&
+           store.getIndices() == load.getIndices() &&
+           llvm::all_of(loop.getInductionVars(), [&](Value iv) {
+             return llvm::is_contained(store.getIndices(), iv);
+           });
+  };
+  for (memref::StoreOp store : stores)
+    for (memref::LoadOp load : loads)
+      if (!areDisjoint(store.getMemRef(), load.getMemRef()) &&
+          !ownElement(store, load))
+        return 1;
+  int64_t factor = std::max<int64_t>(threadBytes / narrowest, 1);
+  while (factor > 1 && iterations % factor != 0)
+    factor /= 2;
+  return factor;
+}
+
+void launch(scf::ParallelOp loop, int64_t blockSize, int64_t threadBytes) {
+  // Before anything is built: it reads the loop's bounds.
+  bool perWarp =
+      blockSize % kWarpSize == 0 && !warpReductions(*loop.getBody()).empty();
+  int64_t factor = perWarp ? 1 : getCoarsening(loop, threadBytes);
   OpBuilder b(loop);
   Location loc = loop.getLoc();
   // The launch's argument array is put on the stack where the launch is;
@@ -338,10 +415,13 @@ void launch(scf::ParallelOp loop, int64_t blockSize) {
     trips.push_back(trip);
     total = b.createOrFold<arith::MulIOp>(loc, total, trip);
   }
+  // A thread per `factor` iterations, `stride` apart.
+  Value stride = total;
+  if (factor > 1)
+    total = stride =
+        b.createOrFold<arith::DivSIOp>(loc, total, constant(factor));
   // A warp per iteration needs whole warps in a block, so that a warp's
   // threads are all in range or all out.
-  bool perWarp =
-      blockSize % kWarpSize == 0 && !warpReductions(*loop.getBody()).empty();
   if (perWarp)
     total = b.createOrFold<arith::MulIOp>(loc, total, constant(kWarpSize));
   Value threads = constant(blockSize);
@@ -374,19 +454,44 @@ void launch(scf::ParallelOp loop, int64_t blockSize) {
     lane = arith::RemSIOp::create(body, loc, id, warp);
     rest = arith::DivSIOp::create(body, loc, id, warp);
   }
-  for (int64_t d = trips.size() - 1; d >= 0; --d) {
-    Value index = rest;
-    if (d > 0) {
-      index = arith::RemSIOp::create(body, loc, rest, trips[d]);
-      rest = arith::DivSIOp::create(body, loc, rest, trips[d]);
+  // The induction variables of flat iteration `flat`, into `into`.
+  auto mapIndices = [&](Value flat, IRMapping &into) {
+    for (int64_t d = trips.size() - 1; d >= 0; --d) {
+      Value index = flat;
+      if (d > 0) {
+        index = body.createOrFold<arith::RemSIOp>(loc, flat, trips[d]);
+        flat = body.createOrFold<arith::DivSIOp>(loc, flat, trips[d]);
+      }
+      Value iv = body.createOrFold<arith::AddIOp>(
+          loc, loop.getLowerBound()[d],
+          body.createOrFold<arith::MulIOp>(loc, index, loop.getStep()[d]));
+      into.map(loop.getInductionVars()[d], iv);
     }
-    Value iv = body.createOrFold<arith::AddIOp>(
-        loc, loop.getLowerBound()[d],
-        body.createOrFold<arith::MulIOp>(loc, index, loop.getStep()[d]));
-    mapping.map(loop.getInductionVars()[d], iv);
+  };
+  if (factor == 1) {
+    mapIndices(rest, mapping);
+    for (Operation &op : loop.getBody()->without_terminator())
+      body.clone(op, mapping);
+  } else {
+    // The thread's iterations: every load and computation, then every
+    // store, in the iterations' order.
+    SmallVector<IRMapping> iterations(factor);
+    for (auto [i, iteration] : llvm::enumerate(iterations))
+      mapIndices(
+          body.createOrFold<arith::AddIOp>(
+              loc, rest,
+              body.createOrFold<arith::MulIOp>(
+                  loc, stride, arith::ConstantIndexOp::create(body, loc, i))),
+          iteration);
+    for (IRMapping &iteration : iterations)
+      for (Operation &op : loop.getBody()->without_terminator())
+        if (!isa<memref::StoreOp>(op))
+          body.clone(op, iteration);
+    for (IRMapping &iteration : iterations)
+      for (Operation &op : loop.getBody()->without_terminator())
+        if (isa<memref::StoreOp>(op))
+          body.clone(op, iteration);
   }
-  for (Operation &op : loop.getBody()->without_terminator())
-    body.clone(op, mapping);
   if (perWarp)
     for (scf::ForOp reduction : warpReductions(*guard.thenBlock()))
       shareAmongWarp(reduction, lane);
@@ -405,6 +510,13 @@ struct ParallelLoopsToGpuPass
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
+    if (threadBytes < 0) {
+      getOperation().emitError()
+          << "loom-parallel-loops-to-gpu: thread-bytes must be at least 0, "
+             "got "
+          << static_cast<int64_t>(threadBytes);
+      return signalPassFailure();
+    }
     getOperation().walk([](memref::CopyOp copy) { copyAsLoop(copy); });
     SmallVector<scf::ForOp> hostLoops;
     getOperation().walk([&](scf::ForOp loop) { hostLoops.push_back(loop); });
@@ -419,7 +531,8 @@ struct ParallelLoopsToGpuPass
       return WalkResult::skip();
     });
     for (scf::ParallelOp loop : kernels)
-      launch(loop, static_cast<int64_t>(blockSize));
+      launch(loop, static_cast<int64_t>(blockSize),
+             static_cast<int64_t>(threadBytes));
   }
 };
 } // namespace

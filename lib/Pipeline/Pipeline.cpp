@@ -301,7 +301,8 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     return;
 
   if (options.target == Target::Cuda)
-    buildLowerToCudaPipeline(pm, options.cudaArch, options.cudaPath);
+    buildLowerToCudaPipeline(pm, options.cudaArch, options.cudaPath,
+                             options.cudaThreadBytes);
   else
     buildLowerToLLVMPipeline(pm);
 }
@@ -347,8 +348,11 @@ void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
 }
 
 void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
-                                          StringRef cudaPath) {
-  pm.addPass(createLoomParallelLoopsToGpu());
+                                          StringRef cudaPath,
+                                          int64_t threadBytes) {
+  LoomParallelLoopsToGpuOptions launches;
+  launches.threadBytes = threadBytes;
+  pm.addPass(createLoomParallelLoopsToGpu(launches));
   pm.addPass(createLoomWaitForDevice());
   // The loops nested in a kernel run in each of its threads, and those left
   // on the host run in order there.

@@ -1,6 +1,8 @@
 // RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu | FileCheck %s
 // RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=block-size=128 | FileCheck %s --check-prefix=B128
 // RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=thread-bytes=0 | FileCheck %s --check-prefix=ONE
+// RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=thread-bytes=-1 2>&1 | FileCheck %s --check-prefix=BADBYTES
 
 // A two-dimensional nest is one thread per iteration, 256 to a block: the
 // thread's number split into the indices, the last dimension fastest.
@@ -24,6 +26,7 @@
 // B128: arith.constant 128 : index
 // B128: gpu.launch
 // BAD: block-size must be in [1, 1024], got 2048
+// BADBYTES: thread-bytes must be at least 0, got -1
 func.func @nest(%a: memref<6x100xf32>, %b: memref<6x100xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -302,6 +305,105 @@ func.func @sum_and_store(%a: memref<6x100xf32>, %s: memref<6xf32>, %last: memref
       scf.yield %y : f32
     }
     memref.store %r, %s[%i] : memref<6xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// An elementwise loop over buffers of the arena, bf16 in and f32 out: each
+// thread runs 8 iterations (16 bytes of bf16), a grid's worth of threads
+// (6 x 128 / 8 = 96) apart, all 8 loads before the 8 stores. With
+// thread-bytes=0, a thread per iteration.
+// CHECK-LABEL: func.func @widen(
+// CHECK-DAG: %[[THREADS:.*]] = arith.constant 96 : index
+// CHECK: gpu.launch
+// CHECK: %[[ID:.*]] = arith.addi
+// CHECK: arith.cmpi slt, %[[ID]], %[[THREADS]]
+// CHECK-COUNT-8: memref.load {{.*}} : memref<6x128xbf16>
+// CHECK-NOT: memref.load
+// CHECK-COUNT-8: memref.store {{.*}} : memref<6x128xf32>
+// CHECK: gpu.terminator
+// ONE-LABEL: func.func @widen(
+// ONE: arith.constant 768 : index
+// ONE: memref.load
+// ONE-NEXT: arith.extf
+// ONE-NEXT: memref.store
+// ONE-NEXT: }
+func.func @widen() {
+  %arena = memref.alloc() : memref<8192xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c128 = arith.constant 128 : index
+  %c4096 = arith.constant 4096 : index
+  %a = memref.view %arena[%c0][] : memref<8192xi8> to memref<6x128xbf16>
+  %b = memref.view %arena[%c4096][] : memref<8192xi8> to memref<6x128xf32>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c6, %c128) step (%c1, %c1) {
+    %x = memref.load %a[%i, %j] : memref<6x128xbf16>
+    %y = arith.extf %x : bf16 to f32
+    memref.store %y, %b[%i, %j] : memref<6x128xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// An update in place (a parameter's step) reads and writes its own
+// element only: 4 f32 iterations a thread. Buffers that may be one
+// (two arguments) keep a thread per iteration, and so does a body whose
+// store comes before a load.
+// CHECK-LABEL: func.func @in_place(
+// CHECK-COUNT-8: memref.load
+// CHECK-COUNT-4: memref.store
+// CHECK-LABEL: func.func @arguments(
+// CHECK-COUNT-1: memref.load
+// CHECK-NEXT: memref.store
+// CHECK-LABEL: func.func @store_first(
+// CHECK: memref.store
+// CHECK-NEXT: memref.load
+// CHECK-NEXT: memref.store
+// CHECK-NOT: memref.store
+func.func @in_place(%g: memref<64xf32>) {
+  %arena = memref.alloc() : memref<256xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %p = memref.view %arena[%c0][] : memref<256xi8> to memref<64xf32>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    %x = memref.load %p[%i] : memref<64xf32>
+    %y = memref.load %g[%i] : memref<64xf32>
+    %z = arith.subf %x, %y : f32
+    memref.store %z, %p[%i] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @arguments(%a: memref<64xf32>, %b: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    %x = memref.load %a[%i] : memref<64xf32>
+    memref.store %x, %b[%i] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @store_first(%v: f32) {
+  %arena = memref.alloc() : memref<512xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c256 = arith.constant 256 : index
+  %a = memref.view %arena[%c0][] : memref<512xi8> to memref<64xf32>
+  %b = memref.view %arena[%c256][] : memref<512xi8> to memref<64xf32>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %v, %a[%i] : memref<64xf32>
+    %x = memref.load %a[%i] : memref<64xf32>
+    memref.store %x, %b[%i] : memref<64xf32>
     scf.reduce
   }
   return

@@ -72,6 +72,13 @@ static cl::opt<std::string> cudaPath(
              "--target=cuda (default: $CUDA_HOME, else /usr/local/cuda)"),
     cl::value_desc("dir"), cl::cat(loomcCategory));
 
+static cl::opt<int64_t> cudaThreadBytes(
+    "cuda-thread-bytes",
+    cl::desc("Bytes of neighbouring elements each thread of an elementwise "
+             "kernel loads, with --target=cuda (default 16; 0: one element "
+             "per thread)"),
+    cl::init(16), cl::value_desc("N"), cl::cat(loomcCategory));
+
 static cl::opt<bool> summary(
     "summary",
     cl::desc("Print the model, its parameter count and the training setup "
@@ -283,6 +290,12 @@ int main(int argc, char **argv) {
     return 1;
   importTimer.stop();
 
+  if (cudaThreadBytes < 0) {
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--cuda-thread-bytes must be at least 0, got " << cudaThreadBytes
+        << "\n";
+    return 1;
+  }
   if (emit == EmitStage::Ptx && target != Target::Cuda) {
     llvm::WithColor::error(llvm::errs(), "loomc")
         << "--emit=ptx needs --target=cuda: a CPU step has no kernels\n";
@@ -317,6 +330,7 @@ int main(int argc, char **argv) {
   pipeline.target = target;
   pipeline.cudaArch = cudaArch;
   pipeline.cudaPath = toolkit;
+  pipeline.cudaThreadBytes = cudaThreadBytes;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     // A plan that does not fit in memory is not bad input: scripts that try

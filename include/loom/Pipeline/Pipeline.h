@@ -99,6 +99,12 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
       llvm::cl::desc("The CUDA toolkit whose libdevice the kernels link, "
                      "with target=cuda"),
       llvm::cl::init("/usr/local/cuda")};
+  PassOptions::Option<int64_t> cudaThreadBytes{
+      *this, "cuda-thread-bytes",
+      llvm::cl::desc("Bytes of neighbouring elements each thread of an "
+                     "elementwise kernel loads, with target=cuda (0: one "
+                     "element)"),
+      llvm::cl::init(16)};
 };
 
 /// Adds the passes that take an imported module to `options.emit`.
@@ -111,9 +117,10 @@ void buildLowerToLLVMPipeline(OpPassManager &pm);
 
 /// From bufferized loops to the LLVM dialect for the CUDA target: each loop
 /// nest a kernel, compiled to PTX for `cudaArch` and embedded in the module.
-/// `cudaPath` is the CUDA toolkit whose libdevice the kernels link.
+/// `cudaPath` is the CUDA toolkit whose libdevice the kernels link;
+/// `threadBytes` what each thread of an elementwise kernel loads.
 void buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
-                              StringRef cudaPath);
+                              StringRef cudaPath, int64_t threadBytes);
 
 /// Registers `loom-pipeline` for loom-opt.
 void registerLoomPipeline();
