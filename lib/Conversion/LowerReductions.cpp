@@ -176,9 +176,14 @@ struct ReductionToLoops : public OpRewritePattern<linalg::GenericOp> {
       bool readElsewhere = llvm::any_of(op.getDpsInputs(), [&](Value input) {
         return !areDisjoint(input, init.get());
       });
-      fills.push_back(ArrayRef(dims) == parallelDims && !readElsewhere
-                          ? findFillReadBy(op, init.get())
-                          : linalg::FillOp());
+      linalg::FillOp fill;
+      if (ArrayRef(dims) == parallelDims && !readElsewhere)
+        fill = findFillReadBy(op, init.get());
+      // A fill of another type converts its value, which the loop would not.
+      if (fill && fill.getDpsInputs()[0].getType() !=
+                      getElementTypeOrSelf(init.get().getType()))
+        fill = {};
+      fills.push_back(fill);
     }
     return fills;
   }
