@@ -74,9 +74,9 @@ static cl::opt<std::string> cudaPath(
 
 static cl::opt<int64_t> cudaThreadBytes(
     "cuda-thread-bytes",
-    cl::desc("Bytes of neighbouring elements each thread of an elementwise "
-             "kernel loads, with --target=cuda (default 16; 0: one element "
-             "per thread)"),
+    cl::desc("Bytes of its narrowest loaded type each thread of an "
+             "elementwise kernel loads, with --target=cuda (default 16; 0: "
+             "one element per thread)"),
     cl::init(16), cl::value_desc("N"), cl::cat(loomcCategory));
 
 static cl::opt<bool> summary(

@@ -414,21 +414,23 @@ def LoomParallelLoopsToGpu
 
     An elementwise body (straight-line code, its loads before its stores)
     runs `thread-bytes` bytes of its narrowest loaded type per thread
-    instead of one element: 8 neighbouring iterations of the last
-    dimension for bf16, 4 for f32 at 16 bytes, the factor halved until it
-    divides that dimension's constant trip count. One 2-byte load per
+    instead of one element: 8 iterations for bf16, 4 for f32 at 16 bytes,
+    the factor halved until it divides the constant iteration count. A
+    thread's iterations lie a grid's worth of threads apart, so that each
+    load of a warp still reads neighbouring elements. One 2-byte load per
     thread keeps too few bytes in flight for a GPU's memory; the thread
     issues all its iterations' loads and arithmetic first, then their
     stores, which only a body whose stores write memory none of its loads
-    reads (or the element the same iteration read, indexed by the last
-    dimension) allows. `thread-bytes` 0 keeps a thread per element.
+    reads (or the element the same iteration read, indexed by every
+    induction variable) allows (`FillForwarding.h` tells buffers apart).
+    `thread-bytes` 0 keeps a thread per element.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", "256",
            "Threads per block">,
     Option<"threadBytes", "thread-bytes", "int64_t", "16",
-           "Bytes of its narrowest loaded type an elementwise kernel's "
-           "thread loads, in neighbouring elements (at most 1 element: 0)">
+           "Bytes of its narrowest loaded type each thread of an "
+           "elementwise kernel loads (0: one element per thread)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

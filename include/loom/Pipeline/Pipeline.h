@@ -101,9 +101,9 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
       llvm::cl::init("/usr/local/cuda")};
   PassOptions::Option<int64_t> cudaThreadBytes{
       *this, "cuda-thread-bytes",
-      llvm::cl::desc("Bytes of neighbouring elements each thread of an "
+      llvm::cl::desc("Bytes of its narrowest loaded type each thread of an "
                      "elementwise kernel loads, with target=cuda (0: one "
-                     "element)"),
+                     "element per thread)"),
       llvm::cl::init(16)};
 };
 
