@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Kernel launches and runtime calls of one training step, from the IR.
+
+Reads the CUDA step as loom-wait-for-device leaves it, where the host's loops
+are still scf.for loops with constant bounds:
+
+  loom-opt model.mlir --loom-pipeline="emit=llvm target=cuda" \\
+      --mlir-print-ir-after=loom-wait-for-device -o /dev/null 2> step.mlir
+  scripts/kernel-count.py step.mlir [--function train_step]
+
+and counts what one call of the function launches, each launch inside a host
+loop (a layer loop) once per iteration. Launches are sorted by what their
+body does: `fill` (stores, no loads), `copy` (loads stored as they are),
+`widen` and `round` (one conversion), `reduction` (a warp's shuffles), and
+`other`. The runtime's calls (GEMMs, attention, waits for the device) are
+counted by name. Exit 1 with the reason where the function is not there.
+"""
+
+import argparse
+import collections
+import re
+import sys
+
+CONSTANT = re.compile(r"^\s*(%[\w.]+) = arith\.constant (-?\d+) : index")
+FOR = re.compile(r"\bscf\.for %[\w.]+ = (%[\w.]+) to (%[\w.]+) step (%[\w.]+)")
+CALL = re.compile(r"\bcall @(loom_rt_\w+)\(")
+CONVERSIONS = ("arith.extf", "arith.truncf")
+
+
+def kind(body):
+    """What a launch's body does, from its text."""
+    text = "\n".join(body)
+    if "memref.load" not in text:
+        return "fill"
+    if "gpu.shuffle" in text:
+        return "reduction"
+    ops = set(re.findall(r"\b(?:arith|math)\.\w+", text))
+    # Index arithmetic, comparisons and constants do not compute values.
+    ops -= {"arith.constant", "arith.addi", "arith.muli", "arith.remsi",
+            "arith.divsi", "arith.cmpi", "arith.index_cast"}
+    if not ops:
+        return "copy"
+    if ops == {"arith.extf"}:
+        return "widen"
+    if ops == {"arith.truncf"}:
+        return "round"
+    return "other"
+
+
+def count(lines, function):
+    start = next((i for i, line in enumerate(lines)
+                  if re.search(r"\bfunc\.func (?:private )?@%s\(" % function,
+                               line)), None)
+    if start is None:
+        return None
+    constants = {}
+    launches = collections.Counter()
+    calls = collections.Counter()
+    # (brace depth where the loop's body ends, multiplier outside it)
+    loops = []
+    depth, times = 0, 1
+    i = start + 1
+    while i < len(lines):
+        line = lines[i]
+        if depth == 0 and line.strip() == "}":
+            break
+        match = CONSTANT.match(line)
+        if match:
+            constants[match.group(1)] = int(match.group(2))
+        if "gpu.launch blocks" in line:
+            # The body, whose loops run in each thread, not on the host.
+            begin, nesting = i, 0
+            while True:
+                nesting += lines[i].count("{") - lines[i].count("}")
+                i += 1
+                if nesting <= 0:
+                    break
+            launches[kind(lines[begin:i])] += times
+            continue
+        for name in CALL.findall(line):
+            calls[name] += times
+        opened = line.count("{") - line.count("}")
+        match = FOR.search(line)
+        if match and opened > 0:
+            bounds = [constants.get(v) for v in match.groups()]
+            trips = (max(0, -(-(bounds[1] - bounds[0]) // bounds[2]))
+                     if None not in bounds else 1)
+            loops.append((depth, times))
+            times *= trips
+        depth += opened
+        while loops and depth <= loops[-1][0]:
+            times = loops.pop()[1]
+        i += 1
+    return launches, calls
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("ir", help="the IR after loom-wait-for-device")
+    parser.add_argument("--function", default="train_step",
+                        help="the step's function (default train_step)")
+    args = parser.parse_args()
+    try:
+        with open(args.ir) as f:
+            lines = f.read().split("\n")
+    except OSError as error:
+        sys.exit(f"kernel-count.py: {args.ir}: {error.strerror}")
+    counted = count(lines, args.function)
+    if counted is None:
+        sys.exit(f"kernel-count.py: {args.ir}: no function @{args.function}")
+    launches, calls = counted
+    print(f"@{args.function}: {sum(launches.values())} kernel launches "
+          "per step")
+    for name, n in sorted(launches.items(), key=lambda item: (-item[1],
+                                                               item[0])):
+        print(f"  {n:6d} {name}")
+    for name, n in sorted(calls.items()):
+        print(f"  {n:6d} call {name}")
+
+
+if __name__ == "__main__":
+    main()

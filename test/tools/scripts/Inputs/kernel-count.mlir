@@ -1,0 +1,34 @@
+// A step that fills a buffer, then in a loop of 3 iterations widens one
+// and calls a GEMM, then rounds after the loop and waits.
+module {
+  func.func private @loom_rt_gemm()
+  func.func private @loom_rt_device_wait()
+  func.func private @train_step(%a: memref<4xbf16>, %b: memref<4xf32>) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %c4 = arith.constant 4 : index
+    %zero = arith.constant 0.0 : f32
+    gpu.launch blocks(%x, %y, %z) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%bx = %c4, %by = %c1, %bz = %c1) {
+      memref.store %zero, %b[%tx] : memref<4xf32>
+      gpu.terminator
+    }
+    scf.for %i = %c0 to %c3 step %c1 {
+      gpu.launch blocks(%x, %y, %z) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%bx = %c4, %by = %c1, %bz = %c1) {
+        %v = memref.load %a[%tx] : memref<4xbf16>
+        %w = arith.extf %v : bf16 to f32
+        memref.store %w, %b[%tx] : memref<4xf32>
+        gpu.terminator
+      }
+      call @loom_rt_gemm() : () -> ()
+    }
+    gpu.launch blocks(%x, %y, %z) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%bx = %c4, %by = %c1, %bz = %c1) {
+      %v = memref.load %b[%tx] : memref<4xf32>
+      %w = arith.truncf %v : f32 to bf16
+      memref.store %w, %a[%tx] : memref<4xbf16>
+      gpu.terminator
+    }
+    call @loom_rt_device_wait() : () -> ()
+    return
+  }
+}
