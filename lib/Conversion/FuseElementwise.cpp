@@ -170,25 +170,89 @@ Value readNarrow(PatternRewriter &rewriter, Value value, Value narrow) {
                                          rows.getReassociationIndices());
 }
 
+bool isReshape(Operation *op) {
+  return isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op);
+}
+
+/// The most operations per element of a loop cheap enough to compute again
+/// for every element a broadcast of it spans: a conversion, a row's mean
+/// from its sum, its reciprocal standard deviation from its variance.
+constexpr unsigned kCheapOps = 4;
+
+/// Whether `op` is an all-parallel loop that computes each element from
+/// its operands' elements alone, in at most kCheapOps arithmetic
+/// operations.
+bool isCheapElementwise(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic || !generic.hasPureTensorSemantics() ||
+      generic.getNumDpsInits() != 1 ||
+      generic.getNumLoops() != generic.getNumParallelLoops() ||
+      generic.payloadUsesValueFromOperand(generic.getDpsInitOperand(0)))
+    return false;
+  unsigned ops = 0;
+  for (Operation &inner : generic.getBody()->without_terminator()) {
+    if (!isa<arith::ArithDialect, math::MathDialect>(inner.getDialect()))
+      return false;
+    ++ops;
+  }
+  return ops <= kCheapOps;
+}
+
 /// Whether the producer of `operand` may be fused into its consumer: the
 /// consumer is the producer's only user and reads each element once, so
-/// nothing is computed twice, unless the producer only converts each
-/// element (the widening of a bias or a layer norm's weight), which costs
-/// less than loading its wider result; both lie in one block, so that
-/// nothing hoisted out of a loop (the parameters' conversions) moves back
-/// in; and the step's peak cannot rise for it.
+/// nothing is computed twice, unless the producer is cheap (a widening, a
+/// row's statistic), which costs less than loading its result; both lie in
+/// one block, so that nothing hoisted out of a loop (the parameters'
+/// conversions) moves back in; and the step's peak cannot rise for it.
 bool isFusible(OpOperand *operand) {
   Operation *producer = operand->get().getDefiningOp();
   Operation *consumer = operand->getOwner();
   auto structured = dyn_cast<linalg::LinalgOp>(consumer);
   return producer && structured &&
          (structured.getMatchingIndexingMap(operand).isPermutation() ||
-          getElementwiseCast<arith::ExtFOp>(producer) ||
-          getElementwiseCast<arith::TruncFOp>(producer)) &&
+          isCheapElementwise(producer)) &&
          producer->getBlock() == consumer->getBlock() &&
          llvm::all_of(producer->getUsers(),
                       [&](Operation *user) { return user == consumer; }) &&
          !raisesPeak(producer, consumer);
+}
+
+/// A cheap loop that several loops of its block read through broadcasts
+/// (a row's mean, read by the layer norm's gradient twice) gets a copy
+/// before each reader but the first, so that each can fuse its own: the
+/// result is never written, and its operands are as small as it is.
+void copyCheapProducers(Operation *root) {
+  SmallVector<linalg::GenericOp> producers;
+  root->walk([&](linalg::GenericOp op) {
+    if (isCheapElementwise(op) && !op->use_empty() && !op->hasOneUse())
+      producers.push_back(op);
+  });
+  for (linalg::GenericOp producer : producers) {
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : producer->getResult(0).getUses())
+      uses.push_back(&use);
+    // Directly, or through reshapes that only it reads (the rows' statistics
+    // expanded to the activation's leading dimensions).
+    bool broadcastReaders = llvm::all_of(uses, [&](OpOperand *use) {
+      while (isReshape(use->getOwner()) && use->getOwner()->hasOneUse())
+        use = &*use->getOwner()->getResult(0).use_begin();
+      auto reader = dyn_cast<linalg::GenericOp>(use->getOwner());
+      return reader && reader->getBlock() == producer->getBlock() &&
+             reader.isDpsInput(use) &&
+             !reader.getMatchingIndexingMap(use).isPermutation();
+    });
+    if (!broadcastReaders)
+      continue;
+    for (OpOperand *use : ArrayRef(uses).drop_front()) {
+      OpBuilder b(use->getOwner());
+      IRMapping mapping;
+      // A destination of its own, which nothing else then shares.
+      Value init = producer.getDpsInits()[0];
+      if (auto empty = init.getDefiningOp<tensor::EmptyOp>())
+        mapping.map(init, b.clone(*empty)->getResult(0));
+      use->set(b.clone(*producer, mapping)->getResult(0));
+    }
+  }
 }
 
 /// Whether the elementwise loop producing `operand`, the source of an
@@ -206,7 +270,8 @@ bool isReshapedForFusion(OpOperand *operand) {
   OpOperand &use = *reshape->use_begin();
   auto consumer = dyn_cast<linalg::GenericOp>(use.getOwner());
   return consumer && consumer->getBlock() == producer->getBlock() &&
-         consumer.getMatchingIndexingMap(&use).isPermutation();
+         (consumer.getMatchingIndexingMap(&use).isPermutation() ||
+          isCheapElementwise(producer));
 }
 
 /// A product of two matrices widened from one narrow type into f32 reads
@@ -250,10 +315,6 @@ Value reshapeLike(OpBuilder &b, Operation *reshape, Value value) {
   return tensor::ExpandShapeOp::create(b, reshape->getLoc(), type, value,
                                        expand.getReassociationIndices(),
                                        expand.getMixedOutputShape());
-}
-
-bool isReshape(Operation *op) {
-  return isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op);
 }
 
 /// The single user of `value` and the reshapes before it, if `value` has
@@ -497,6 +558,7 @@ struct FuseElementwisePass
     narrow.add<MatmulReadsNarrowOperands, DissolveWidening>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(narrow))))
       return signalPassFailure();
+    copyCheapProducers(getOperation());
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(patterns, isFusible);
     linalg::populateFoldReshapeOpsByExpansionPatterns(patterns,

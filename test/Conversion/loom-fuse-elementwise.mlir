@@ -225,9 +225,16 @@ func.func @one_narrow(%x: tensor<8x8xbf16>, %w: tensor<8x16xf32>, %c: tensor<8x1
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 
-// Read through a broadcast (a row's statistic over its columns), the
-// producer stays: fused, it would be computed once per column.
+// Read through a broadcast (a row's statistic over its columns), a cheap
+// producer (here one operation per element) fuses: computing it again for
+// each column costs less than reading it. One of more than four operations
+// per element stays.
 // CHECK-LABEL: func.func @broadcast(
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<4xf32>, tensor<4x8xf32>)
+// CHECK: math.rsqrt
+// CHECK: arith.mulf
+// CHECK-NOT: linalg.generic
+// CHECK-LABEL: func.func @costly_broadcast(
 // CHECK-COUNT-2: linalg.generic
 func.func @broadcast(%x: tensor<4xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %e0 = tensor.empty() : tensor<4xf32>
@@ -245,6 +252,72 @@ func.func @broadcast(%x: tensor<4xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> 
     linalg.yield %0 : f32
   } -> tensor<4x8xf32>
   return %z : tensor<4x8xf32>
+}
+func.func @costly_broadcast(%x: tensor<4xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e0 = tensor.empty() : tensor<4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xf32>) outs(%e0 : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = math.rsqrt %a : f32
+    %1 = math.exp %0 : f32
+    %2 = math.log %1 : f32
+    %3 = math.tanh %2 : f32
+    %4 = math.sqrt %3 : f32
+    linalg.yield %4 : f32
+  } -> tensor<4xf32>
+  %e1 = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.generic {indexing_maps = [#row, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %y : tensor<4xf32>, tensor<4x8xf32>) outs(%e1 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.mulf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<4x8xf32>
+  return %z : tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#rows3 = affine_map<(d0, d1, d2) -> (d0, d1)>
+
+// A cheap loop that two loops read through broadcasts, one of them through
+// a reshape (a layer norm's reciprocal standard deviation, read by its
+// gradient's two loops), is computed again in each: a copy of it for the
+// second reader, in the reshaped shape, and no loop of its own is left.
+// CHECK-LABEL: func.func @two_broadcast_readers(
+// CHECK: linalg.generic
+// CHECK: math.sqrt
+// CHECK: arith.mulf
+// CHECK: linalg.generic
+// CHECK: math.sqrt
+// CHECK: arith.subf
+// CHECK-NOT: linalg.generic
+func.func @two_broadcast_readers(%var: tensor<8xf32>, %x: tensor<8x16xf32>, %y: tensor<2x4x16xf32>) -> (tensor<8x16xf32>, tensor<2x4x16xf32>) {
+  %e0 = tensor.empty() : tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%var : tensor<8xf32>) outs(%e0 : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = math.sqrt %a : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e1 = tensor.empty() : tensor<8x16xf32>
+  %p = linalg.generic {indexing_maps = [#row, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %x : tensor<8xf32>, tensor<8x16xf32>) outs(%e1 : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.mulf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<8x16xf32>
+  %rs = tensor.expand_shape %r [[0, 1]] output_shape [2, 4] : tensor<8xf32> into tensor<2x4xf32>
+  %e2 = tensor.empty() : tensor<2x4x16xf32>
+  %q = linalg.generic {indexing_maps = [#rows3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%rs, %y : tensor<2x4xf32>, tensor<2x4x16xf32>) outs(%e2 : tensor<2x4x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.subf %b, %a : f32
+    linalg.yield %0 : f32
+  } -> tensor<2x4x16xf32>
+  return %p, %q : tensor<8x16xf32>, tensor<2x4x16xf32>
 }
 
 // -----

@@ -53,9 +53,15 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     that reads it, mostly. The tensor between them disappears, and with it
     a buffer, a pass over memory and, on a GPU, a kernel. A producer with
     other users, or one its consumer reads through a broadcast, is left
-    alone (fusing it would compute it more than once), unless it only
-    converts each element (a widening or a rounding, cheaper to repeat for
-    each element a broadcast spans than to read converted), or is a
+    alone (fusing it would compute it more than once), unless it is cheap:
+    each element from its operands' in at most four arithmetic operations
+    (a widening, a row's mean from its sum, its reciprocal standard
+    deviation from its variance), which cost less to repeat for each
+    element a broadcast spans than to read. A cheap loop that several
+    loops of its block read through broadcasts (directly or through
+    reshapes only they read) gets a copy before each reader but the first,
+    and each reader fuses its own. A producer with other users is also left
+    alone if it is a
     widening that every use can read narrow (loops, directly or through
     reshapes; `tensor.extract`s, which widen the
     element; and the destination of an all-parallel loop whose result is
@@ -69,7 +75,8 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     step's peak. The fused loop computes the same operations in the same
     order: the results are the same, bit for bit. A parallel loop whose
     result only a `tensor.expand_shape` reads, and that reshape's result
-    one loop of the same block (each element once), computes in the
+    one loop of the same block (each element once, or through a broadcast
+    for a cheap loop), computes in the
     expanded shape instead (MLIR's reshape folding by expansion), so that
     the two then fuse: a layer norm's normalization over rows and its
     rounding to bf16 in the activation's shape. A `linalg.matmul` into
