@@ -344,6 +344,8 @@ int64_t getCoarsening(scf::ParallelOp loop, int64_t threadBytes) {
                            s = getConstantIntValue(step);
     if (!l || !u || !s || *s <= 0)
       return 1;
+    if (*u <= *l)
+      return 1;
     iterations *= llvm::divideCeil(*u - *l, *s);
   }
   SmallVector<memref::LoadOp> loads;
