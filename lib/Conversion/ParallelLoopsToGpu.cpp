@@ -352,7 +352,8 @@ int64_t getCoarsening(scf::ParallelOp loop, int64_t threadBytes) {
   SmallVector<memref::StoreOp> stores;
   int64_t narrowest = 0;
   for (Operation &op : loop.getBody()->without_terminator()) {
-    if (op.getNumRegions() || !runsOnDevice(&op))
+    // The nest runs on the device already (nestRunsOnDevice).
+    if (op.getNumRegions())
       return 1;
     if (auto load = dyn_cast<memref::LoadOp>(op)) {
       if (!stores.empty() || !load.getType().isIntOrFloat())

@@ -60,17 +60,15 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     element a broadcast spans than to read. A cheap loop that several
     loops of its block read through broadcasts (directly or through
     reshapes only they read) gets a copy before each reader but the first,
-    and each reader fuses its own. A producer with other users is also left
-    alone if it is a
-    widening that every use can read narrow (loops, directly or through
-    reshapes; `tensor.extract`s, which widen the
-    element; and the destination of an all-parallel loop whose result is
-    only narrowed back to the same type, which then computes into the
-    narrow tensor, widening what it reads and rounding what it writes)
-    dissolves into its uses, so that the logits of a bf16 step are never
-    copied to f32 for the loss and its gradient. Otherwise the widening is
-    left alone, and so is
-    one outside the consumer's loop (fusing it would move it in), and so
+    and each reader fuses its own. A widening with other users that every
+    use can read narrow (loops, directly or through reshapes;
+    `tensor.extract`s, which widen the element; and the destination of an
+    all-parallel loop whose result is only narrowed back to the same type,
+    which then computes into the narrow tensor, widening what it reads and
+    rounding what it writes) dissolves into its uses, so that the logits
+    of a bf16 step are never copied to f32 for the loss and its gradient.
+    Otherwise the widening is left alone, and so is a producer outside the
+    consumer's loop (fusing it would move it in), and so
     is one whose operands, kept alive until the consumer, could raise the
     step's peak. The fused loop computes the same operations in the same
     order: the results are the same, bit for bit. A parallel loop whose
