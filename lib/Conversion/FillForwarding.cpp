@@ -107,21 +107,6 @@ bool isFunctionArgument(Value value) {
          isa<FunctionOpInterface>(argument.getOwner()->getParentOp());
 }
 
-/// Whether `op` (with what it contains) may read or write `buffer`.
-bool mayAccess(Operation *op, Value buffer) {
-  std::optional<SmallVector<MemoryEffects::EffectInstance>> effects =
-      getEffectsRecursively(op);
-  if (!effects)
-    return true;
-  return llvm::any_of(*effects, [&](const MemoryEffects::EffectInstance &e) {
-    if (!isa<MemoryEffects::Read, MemoryEffects::Write, MemoryEffects::Free>(
-            e.getEffect()))
-      return false;
-    Value value = e.getValue();
-    return !value || !loom::areDisjoint(value, buffer);
-  });
-}
-
 /// The extents `value` may have: a loop's carried buffer is its initial
 /// one or one a previous iteration yielded.
 void collectExtents(Value value, SmallVectorImpl<Extent> &extents,
@@ -171,6 +156,20 @@ bool mlir::loom::areDisjoint(Value a, Value b) {
   });
 }
 
+bool mlir::loom::mayAccess(Operation *op, Value buffer, bool writesOnly) {
+  std::optional<SmallVector<MemoryEffects::EffectInstance>> effects =
+      getEffectsRecursively(op);
+  if (!effects)
+    return true;
+  return llvm::any_of(*effects, [&](const MemoryEffects::EffectInstance &e) {
+    if (!isa<MemoryEffects::Write, MemoryEffects::Free>(e.getEffect()) &&
+        (writesOnly || !isa<MemoryEffects::Read>(e.getEffect())))
+      return false;
+    Value value = e.getValue();
+    return !value || !loom::areDisjoint(value, buffer);
+  });
+}
+
 linalg::FillOp mlir::loom::findFillReadBy(Operation *user, Value buffer) {
   for (Operation *prev = user->getPrevNode(); prev;
        prev = prev->getPrevNode()) {
@@ -182,4 +181,11 @@ linalg::FillOp mlir::loom::findFillReadBy(Operation *user, Value buffer) {
       return {};
   }
   return {};
+}
+
+linalg::FillOp mlir::loom::findZeroFillReadBy(Operation *user, Value buffer) {
+  linalg::FillOp fill = findFillReadBy(user, buffer);
+  return fill && matchPattern(fill.getDpsInputs()[0], m_AnyZeroFloat())
+             ? fill
+             : linalg::FillOp();
 }

@@ -20,10 +20,18 @@ namespace loom {
 /// arena's buffers). False where that is not known.
 bool areDisjoint(Value a, Value b);
 
+/// Whether `op`, with what it contains, may write the memory `buffer`
+/// views, or (`writesOnly` false) read it.
+bool mayAccess(Operation *op, Value buffer, bool writesOnly = false);
+
 /// The linalg.fill of `buffer` that `user`, later in the same block, would
 /// read the fill's value from: nothing between them may read or write
 /// `buffer`. Null if there is none.
 linalg::FillOp findFillReadBy(Operation *user, Value buffer);
+
+/// findFillReadBy's fill when it writes zeros: a GEMM into `buffer` can
+/// overwrite it (beta = 0) instead of adding to the zeros.
+linalg::FillOp findZeroFillReadBy(Operation *user, Value buffer);
 } // namespace loom
 } // namespace mlir
 

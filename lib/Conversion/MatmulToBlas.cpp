@@ -13,11 +13,10 @@
 
 #include "DataPointer.h"
 #include "FillForwarding.h"
+#include "Gemm.h"
 
 #include "loom/Conversion/Passes.h"
 #include "loom/abi.h"
-
-#include "mlir/IR/Matchers.h"
 
 namespace mlir {
 namespace loom {
@@ -33,39 +32,6 @@ namespace {
 constexpr llvm::StringLiteral kSgemm = LOOM_RT_SGEMM;
 constexpr llvm::StringLiteral kGemm = LOOM_RT_GEMM;
 constexpr llvm::StringLiteral kGemmBatched = LOOM_RT_GEMM_BATCHED;
-
-/// A matrix operand: its data pointer, leading dimension and whether it is
-/// read transposed.
-struct Operand {
-  Value pointer, leading;
-};
-
-FailureOr<Operand> describe(OpBuilder &b, Location loc, Value memref,
-                            Operation *op) {
-  auto type = cast<MemRefType>(memref.getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (!getRuntimeElementType(type.getElementType()) || type.getRank() != 2 ||
-      failed(type.getStridesAndOffset(strides, offset)) || strides[1] != 1)
-    return op->emitOpError() << "operand " << type
-                             << " is not an f32, bf16 or f16 matrix with "
-                                "contiguous rows, which BLAS needs";
-  memref::ExtractStridedMetadataOp metadata;
-  Value pointer = buildDataPointer(b, loc, memref, &metadata);
-  Value leading = arith::IndexCastOp::create(b, loc, b.getI64Type(),
-                                             metadata.getStrides()[0]);
-  return Operand{pointer, leading};
-}
-
-/// The zero fill of `init`, `op`'s output, that `op` would read first, if
-/// there is one: BLAS can overwrite the output with beta = 0 instead of
-/// adding to zeros, which saves a pass over the matrix.
-linalg::FillOp findZeroFill(Operation *op, Value init) {
-  linalg::FillOp fill = findFillReadBy(op, init);
-  return fill && matchPattern(fill.getDpsInputs()[0], m_AnyZeroFloat())
-             ? fill
-             : linalg::FillOp();
-}
 
 /// The loops of an scf.forall whose whole body is one matmul of views of
 /// buffers defined outside it, each view offset by the loop's indices
@@ -191,37 +157,19 @@ struct MatmulToBlasPass
     SmallVector<linalg::MatmulOp> matmuls;
     module.walk([&](linalg::MatmulOp op) { matmuls.push_back(op); });
 
-    auto dims = [&](ArrayRef<unsigned> d) {
-      SmallVector<AffineExpr> exprs;
-      for (unsigned i : d)
-        exprs.push_back(getAffineDimExpr(i, ctx));
-      return AffineMap::get(3, 0, exprs, ctx);
-    };
     for (linalg::MatmulOp op : matmuls) {
       if (!op.hasPureBufferSemantics()) {
         op.emitOpError("expected buffers; run bufferization first");
         return signalPassFailure();
       }
-      SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-      // Loop dimensions are (m, n, k).
-      bool transA = maps[0] == dims({2, 0});
-      bool transB = maps[1] == dims({1, 2});
-      if ((!transA && maps[0] != dims({0, 2})) ||
-          (!transB && maps[1] != dims({2, 1})) || maps[2] != dims({0, 1})) {
-        op.emitOpError("has indexing maps BLAS cannot express");
+      std::string why;
+      std::optional<GemmForm> form = matchGemm(op, &why);
+      if (!form) {
+        op.emitOpError(why);
         return signalPassFailure();
       }
       Value a = op.getDpsInputs()[0], bm = op.getDpsInputs()[1],
             c = op.getDpsInits()[0];
-      Type aElement = cast<MemRefType>(a.getType()).getElementType();
-      std::optional<loom_dtype> dtype = getRuntimeElementType(aElement);
-      if (cast<MemRefType>(bm.getType()).getElementType() != aElement ||
-          !cast<MemRefType>(c.getType()).getElementType().isF32()) {
-        op.emitOpError("multiplies matrices of two element types or into a "
-                       "result other than f32, which no GEMM of the "
-                       "runtime does");
-        return signalPassFailure();
-      }
       std::optional<Batch> batch = matchBatch(op);
       // A batch's GEMMs replace its loop, from before it, on the views of
       // its first iteration.
@@ -233,14 +181,11 @@ struct MatmulToBlasPass
       }
       b.setInsertionPoint(anchor);
       Location loc = op.getLoc();
-      FailureOr<Operand> da = describe(b, loc, a, op),
-                         db = describe(b, loc, bm, op),
-                         dc = describe(b, loc, c, op);
+      FailureOr<GemmOperand> da = buildGemmOperand(b, loc, a, op),
+                             db = buildGemmOperand(b, loc, bm, op),
+                             dc = buildGemmOperand(b, loc, c, op);
       if (failed(da) || failed(db) || failed(dc))
         return signalPassFailure();
-      auto cType = cast<MemRefType>(c.getType());
-      int64_t m = cType.getDimSize(0), n = cType.getDimSize(1);
-      int64_t k = cast<MemRefType>(a.getType()).getDimSize(transA ? 0 : 1);
       auto i32c = [&](int64_t v) -> Value {
         return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
       };
@@ -253,22 +198,31 @@ struct MatmulToBlasPass
       // views cover it.
       linalg::FillOp zeroFill;
       if (!batch)
-        zeroFill = findZeroFill(op, op.getDpsInits()[0]);
+        zeroFill = findZeroFillReadBy(op, op.getDpsInits()[0]);
       else if (batch->coversOutput)
-        zeroFill = findZeroFill(
+        zeroFill = findZeroFillReadBy(
             batch->loop,
             batch->first[2].getDefiningOp<memref::SubViewOp>().getSource());
       if (zeroFill) {
         beta = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
         zeroFill.erase();
       }
-      SmallVector<Value> args = {
-          i32c(transA), i32c(transB), i64c(m),     i64c(n),     i64c(k),
-          one,          da->pointer,  da->leading, db->pointer, db->leading,
-          beta,         dc->pointer,  dc->leading};
+      SmallVector<Value> args = {i32c(form->transA),
+                                 i32c(form->transB),
+                                 i64c(form->m),
+                                 i64c(form->n),
+                                 i64c(form->k),
+                                 one,
+                                 da->pointer,
+                                 da->leading,
+                                 db->pointer,
+                                 db->leading,
+                                 beta,
+                                 dc->pointer,
+                                 dc->leading};
       StringRef callee = kSgemm;
-      if (*dtype != LOOM_DTYPE_F32 || batch) {
-        args.insert(args.begin(), i32c(*dtype));
+      if (form->dtype != LOOM_DTYPE_F32 || batch) {
+        args.insert(args.begin(), i32c(form->dtype));
         callee = kGemm;
       }
       if (batch) {

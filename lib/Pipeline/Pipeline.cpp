@@ -91,6 +91,9 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena) {
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   pm.addPass(createLoomLowerGridIndices());
+  // While the product's f32 buffer is its own allocation, whose uses say
+  // when it dies; the arena then holds the narrow result instead.
+  pm.addPass(createLoomGemmEpilogues());
   // Before deallocation, which then has one buffer per function to free.
   LoomStaticArenaOptions arena;
   arena.print = printArena;

@@ -111,6 +111,51 @@ void gemmBatch(void *context, int64_t from, int64_t to) {
 }
 } // namespace
 
+namespace {
+/// A tile of f32 sums to round into D, a bias added first.
+struct RoundTile {
+  int32_t dtype;
+  const float *tile;
+  int64_t cols;
+  const uint16_t *bias;
+  uint16_t *d;
+  int64_t ldd;
+};
+
+/// One loop per type, without a branch on it per element, so that the
+/// compiler vectorizes it.
+template <uint16_t (*Narrow)(float), float (*Widen)(uint16_t)>
+void roundRows(const RoundTile &t, int64_t from, int64_t to) {
+  for (int64_t r = from; r < to; ++r) {
+    const float *sums = t.tile + r * t.cols;
+    uint16_t *out = t.d + r * t.ldd;
+    if (t.bias)
+      for (int64_t c = 0; c < t.cols; ++c)
+        out[c] = Narrow(sums[c] + Widen(t.bias[c]));
+    else
+      for (int64_t c = 0; c < t.cols; ++c)
+        out[c] = Narrow(sums[c]);
+  }
+}
+
+float widenBf16(uint16_t bits) {
+  return loom::bitsFloat(static_cast<uint32_t>(bits) << 16);
+}
+float widenF16(uint16_t bits) { return loom::bitsFloat(loom::widenHalf(bits)); }
+
+void roundTileRows(void *context, int64_t from, int64_t to) {
+  const RoundTile &t = *static_cast<const RoundTile *>(context);
+  if (t.dtype == LOOM_DTYPE_BF16)
+    roundRows<loom::narrowBf16, widenBf16>(t, from, to);
+  else
+    roundRows<loom::narrowHalf, widenF16>(t, from, to);
+}
+
+/// Below this many elements a tile's rounding is not worth the threads'
+/// wake-up.
+constexpr int64_t kParallelRounding = 1 << 16;
+} // namespace
+
 extern "C" {
 
 void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
@@ -231,6 +276,74 @@ void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
                       trans_a ? rows : depth, bBlock.data(),
                       trans_b ? depth : cols, blockBeta, c + i * ldc + j, ldc);
       }
+    }
+  }
+}
+
+void loom_rt_gemm_rounded(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                          int64_t m, int64_t n, int64_t k, float alpha,
+                          const void *a, int64_t lda, const void *b,
+                          int64_t ldb, const void *bias, void *d, int64_t ldd) {
+  loom_rt_gemm_rounded_blocked(dtype, trans_a, trans_b, m, n, k, alpha, a, lda,
+                               b, ldb, bias, d, ldd, kGemmBlockBytes);
+}
+
+void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
+                                  int32_t trans_b, int64_t m, int64_t n,
+                                  int64_t k, float alpha, const void *a,
+                                  int64_t lda, const void *b, int64_t ldb,
+                                  const void *bias, void *d, int64_t ldd,
+                                  int64_t block_bytes) {
+  if (loom::cudaActive())
+    return loom::cudaGemmRounded(dtype, trans_a, trans_b, m, n, k, alpha, a,
+                                 lda, b, ldb, bias, d, ldd);
+  if (m <= 0 || n <= 0)
+    return;
+  if (dtype == LOOM_DTYPE_F32) {
+    // Nothing to round to: the GEMM into D, then the bias.
+    auto *c = static_cast<float *>(d);
+    loom_rt_sgemm(trans_a, trans_b, m, n, k, alpha,
+                  static_cast<const float *>(a), lda,
+                  static_cast<const float *>(b), ldb, 0.0f, c, ldd);
+    if (bias)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          c[i * ldd + j] += static_cast<const float *>(bias)[j];
+    return;
+  }
+  // Tiles of C of loom_rt_gemm_blocked's blocks: each tile's GEMM makes
+  // the SGEMM calls the whole product would make for it, so the sums, and
+  // with them the rounded values, are those of loom_rt_gemm followed by
+  // the rounding.
+  size_t size = loom::elementSize(dtype);
+  int64_t perLine = std::max<int64_t>(1, std::min(k, kGemmDepth)) *
+                    static_cast<int64_t>(sizeof(float));
+  int64_t mb = std::max<int64_t>(1, std::min(m, block_bytes / perLine));
+  int64_t nb = std::max<int64_t>(1, std::min(n, block_bytes / perLine));
+  thread_local std::vector<float> tile;
+  tile.resize(mb * nb);
+  const auto *aBytes = static_cast<const char *>(a);
+  const auto *bBytes = static_cast<const char *>(b);
+  for (int64_t i = 0; i < m; i += mb) {
+    int64_t rows = std::min(mb, m - i);
+    // Row i of op(A): a row of A, or a column of A read transposed.
+    const char *ai = aBytes + (trans_a ? i : i * lda) * size;
+    for (int64_t j = 0; j < n; j += nb) {
+      int64_t cols = std::min(nb, n - j);
+      const char *bj = bBytes + (trans_b ? j * ldb : j) * size;
+      loom_rt_gemm_blocked(dtype, trans_a, trans_b, rows, cols, k, alpha, ai,
+                           lda, bj, ldb, 0.0f, tile.data(), cols, block_bytes);
+      RoundTile round{dtype,
+                      tile.data(),
+                      cols,
+                      bias ? static_cast<const uint16_t *>(bias) + j : nullptr,
+                      static_cast<uint16_t *>(d) + i * ldd + j,
+                      ldd};
+      if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() &&
+          rows * cols >= kParallelRounding)
+        loom_rt_parallel_for(roundTileRows, &round, 0, rows);
+      else
+        roundTileRows(&round, 0, rows);
     }
   }
 }

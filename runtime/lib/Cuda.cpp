@@ -102,14 +102,15 @@ struct GemmPlan {
 };
 /// What a plan depends on: the operands' element type (loom_dtype), the
 /// transpositions, the shape, the leading dimensions, the alignments of
-/// A, B and C in bytes, and for a strided batch the number of GEMMs and
-/// the elements between consecutive A, B and C (1 and zeros otherwise).
-/// The heuristic assumes 256-byte aligned matrices unless told otherwise,
-/// and an algorithm it picks for those fails on a view at a smaller
-/// alignment.
-using GemmKey = std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int64_t, uint32_t, uint32_t,
-                           uint32_t, int64_t, int64_t, int64_t, int64_t>;
+/// A, B and C in bytes, for a strided batch the number of GEMMs and the
+/// elements between consecutive A, B and C (1 and zeros otherwise), C's
+/// element type, and whether a bias is added to C's rows. The heuristic
+/// assumes 256-byte aligned matrices unless told otherwise, and an
+/// algorithm it picks for those fails on a view at a smaller alignment.
+using GemmKey =
+    std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
+               int64_t, int64_t, uint32_t, uint32_t, uint32_t, int64_t, int64_t,
+               int64_t, int64_t, int32_t, bool>;
 
 /// The largest power of two up to 256 that divides `address`.
 uint32_t alignmentOf(uintptr_t address) {
@@ -431,8 +432,8 @@ struct Backend {
     if (it != plans.end())
       return &it->second;
     auto [dtype, transA, transB, m, n, k, lda, ldb, ldc, alignA, alignB, alignC,
-          count, strideA, strideB, strideC] = key;
-    cudaDataType_t operands = operandType(dtype);
+          count, strideA, strideB, strideC, cDtype, bias] = key;
+    cudaDataType_t operands = operandType(dtype), product = operandType(cDtype);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's
     // buffer is cuBLASLt's first operand, A's the second. A row-major
     // buffer read column-major is its transpose.
@@ -456,9 +457,24 @@ struct Backend {
         !check(api.cublasLtMatrixLayoutCreate(&p.b, operands, transA ? m : k,
                                               transA ? k : m, lda),
                "cublasLtMatrixLayoutCreate") ||
-        !check(api.cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, n, m, ldc),
+        !check(api.cublasLtMatrixLayoutCreate(&p.c, product, n, m, ldc),
                "cublasLtMatrixLayoutCreate"))
       return nullptr;
+    // The bias of C's rows is, column-major, a bias of C^T's columns: the
+    // epilogue's vector, one element per row of C^T (n of them), of the
+    // operands' type.
+    if (bias) {
+      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      if (!check(api.cublasLtMatmulDescSetAttribute(
+                     p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                     sizeof(epilogue)),
+                 "cublasLtMatmulDescSetAttribute") ||
+          !check(api.cublasLtMatmulDescSetAttribute(
+                     p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &operands,
+                     sizeof(operands)),
+                 "cublasLtMatmulDescSetAttribute"))
+        return nullptr;
+    }
     if (count > 1) {
       auto batch = static_cast<int32_t>(count);
       std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
@@ -504,7 +520,8 @@ struct Backend {
     if (found == 0) {
       fail("cuBLASLt has no algorithm for a " + std::to_string(m) + "x" +
            std::to_string(n) + "x" + std::to_string(k) + " GEMM of " +
-           dtypeName(dtype) + " matrices");
+           dtypeName(dtype) + " matrices into " + dtypeName(cDtype) +
+           (bias ? " with a bias" : ""));
       return nullptr;
     }
     p.algo = result.algo;
@@ -599,25 +616,24 @@ void loom::cudaWait() {
     be.drain();
 }
 
-void loom::cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
-                    int64_t n, int64_t k, float alpha, const void *a,
-                    int64_t lda, const void *b, int64_t ldb, float beta,
-                    float *c, int64_t ldc) {
-  const int64_t none[3] = {0, 0, 0};
-  cudaGemmBatched(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta,
-                  c, ldc, 1, none, 1, none);
-}
+namespace {
+/// A GEMM's operands beyond loom_rt_gemm_batched's: C's element type and
+/// the bias of its rows (null for none).
+struct GemmOutput {
+  int32_t dtype;
+  const void *bias;
+};
 
-void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
-                           int64_t m, int64_t n, int64_t k, float alpha,
-                           const void *a, int64_t lda, const void *b,
-                           int64_t ldb, float beta, float *c, int64_t ldc,
-                           int64_t count0, const int64_t strides0[3],
-                           int64_t count1, const int64_t strides1[3]) {
+void runGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
+             int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+             const void *b, int64_t ldb, float beta, void *c, int64_t ldc,
+             int64_t count0, const int64_t strides0[3], int64_t count1,
+             const int64_t strides1[3], GemmOutput output) {
   Backend &be = backend();
   if (!be.failure.empty() || count0 <= 0 || count1 <= 0)
     return;
-  size_t bytes = elementSize(dtype);
+  size_t bytes = loom::elementSize(dtype),
+         cBytes = loom::elementSize(output.dtype);
   auto at = [](const void *base, int64_t elements, size_t size) {
     return static_cast<const char *>(base) + elements * size;
   };
@@ -629,21 +645,28 @@ void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
                      alignmentOf(static_cast<uintptr_t>(stride0) * size),
                      alignmentOf(static_cast<uintptr_t>(stride1) * size)});
   };
-  GemmPlan *p = be.plan(
-      GemmKey{dtype, transA, transB, m, n, k, lda, ldb, ldc,
-              alignment(a, strides0[0], strides1[0], bytes),
-              alignment(b, strides0[1], strides1[1], bytes),
-              alignment(c, strides0[2], strides1[2], sizeof(float)), count1,
-              count1 > 1 ? strides1[0] : 0, count1 > 1 ? strides1[1] : 0,
-              count1 > 1 ? strides1[2] : 0});
+  GemmPlan *p = be.plan(GemmKey{
+      dtype, transA, transB, m, n, k, lda, ldb, ldc,
+      alignment(a, strides0[0], strides1[0], bytes),
+      alignment(b, strides0[1], strides1[1], bytes),
+      alignment(c, strides0[2], strides1[2], cBytes), count1,
+      count1 > 1 ? strides1[0] : 0, count1 > 1 ? strides1[1] : 0,
+      count1 > 1 ? strides1[2] : 0, output.dtype, output.bias != nullptr});
   if (!p)
+    return;
+  // The plan is kept per shape; the bias moves from call to call (a layer's
+  // slice of the stacked biases).
+  if (output.bias && !be.check(be.api.cublasLtMatmulDescSetAttribute(
+                                   p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                   &output.bias, sizeof(output.bias)),
+                               "cublasLtMatmulDescSetAttribute"))
     return;
   // One strided-batched matmul of the inner GEMMs per outer one.
   CUevent timing = be.beginTimed();
   for (int64_t i = 0; i < count0 && be.failure.empty(); ++i) {
     const void *ai = at(a, i * strides0[0], bytes),
                *bi = at(b, i * strides0[1], bytes);
-    void *ci = const_cast<char *>(at(c, i * strides0[2], sizeof(float)));
+    void *ci = const_cast<char *>(at(c, i * strides0[2], cBytes));
     be.check(be.api.cublasLtMatmul(be.blas, p->desc, &alpha, bi, p->a, ai, p->b,
                                    &beta, ci, p->c, ci, p->c, &p->algo,
                                    reinterpret_cast<void *>(be.workspace),
@@ -653,8 +676,40 @@ void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
   if (timing)
     be.endTimed(timing, "GEMM " + std::to_string(count0 * count1) + "x " +
                             std::to_string(m) + "x" + std::to_string(n) + "x" +
-                            std::to_string(k));
+                            std::to_string(k) +
+                            (output.dtype != LOOM_DTYPE_F32 ? " rounded" : ""));
   be.queued();
+}
+
+const int64_t kNoStrides[3] = {0, 0, 0};
+} // namespace
+
+void loom::cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
+                    int64_t n, int64_t k, float alpha, const void *a,
+                    int64_t lda, const void *b, int64_t ldb, float beta,
+                    float *c, int64_t ldc) {
+  runGemm(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+          1, kNoStrides, 1, kNoStrides, GemmOutput{LOOM_DTYPE_F32, nullptr});
+}
+
+void loom::cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB,
+                           int64_t m, int64_t n, int64_t k, float alpha,
+                           const void *a, int64_t lda, const void *b,
+                           int64_t ldb, float beta, float *c, int64_t ldc,
+                           int64_t count0, const int64_t strides0[3],
+                           int64_t count1, const int64_t strides1[3]) {
+  runGemm(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+          count0, strides0, count1, strides1,
+          GemmOutput{LOOM_DTYPE_F32, nullptr});
+}
+
+void loom::cudaGemmRounded(int32_t dtype, int32_t transA, int32_t transB,
+                           int64_t m, int64_t n, int64_t k, float alpha,
+                           const void *a, int64_t lda, const void *b,
+                           int64_t ldb, const void *bias, void *d,
+                           int64_t ldd) {
+  runGemm(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, 0.0f, d, ldd,
+          1, kNoStrides, 1, kNoStrides, GemmOutput{dtype, bias});
 }
 
 namespace {
@@ -858,6 +913,9 @@ void loom::cudaGemmBatched(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
                            float, const void *, int64_t, const void *, int64_t,
                            float, float *, int64_t, int64_t, const int64_t[3],
                            int64_t, const int64_t[3]) {}
+void loom::cudaGemmRounded(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
+                           float, const void *, int64_t, const void *, int64_t,
+                           const void *, void *, int64_t) {}
 void loom::cudaAttention(int32_t, int64_t, int64_t, int64_t, int64_t,
                          const void *, void *, float *) {}
 void loom::cudaAttentionGrad(int32_t, int64_t, int64_t, int64_t, int64_t,

@@ -74,6 +74,13 @@ void cudaGemmBatched(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                      float *c, int64_t ldc, int64_t count0,
                      const int64_t strides0[3], int64_t count1,
                      const int64_t strides1[3]);
+/// cudaGemm's product with `bias` (n elements of `dtype`, or null) added to
+/// its rows, rounded to `dtype` into D (loom_rt_gemm_rounded's contract):
+/// cuBLASLt's bias epilogue.
+void cudaGemmRounded(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
+                     int64_t n, int64_t k, float alpha, const void *a,
+                     int64_t lda, const void *b, int64_t ldb, const void *bias,
+                     void *d, int64_t ldd);
 /// Attention's score scale, 1 / sqrt(head_dim), rounded once to f32 as
 /// the compiler's loops round it.
 inline float attentionScale(int64_t headDim) {

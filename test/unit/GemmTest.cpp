@@ -25,6 +25,32 @@ float fromBf16(uint16_t value) {
   return result;
 }
 
+/// bf16 or f16 bits in f32, and f32 rounded to them (to nearest, ties to
+/// even; the values here are finite): the compiler's arith.extf and
+/// arith.truncf.
+float widen(int32_t dtype, uint16_t bits) {
+  if (dtype == LOOM_DTYPE_BF16)
+    return fromBf16(bits);
+  _Float16 half;
+  std::memcpy(&half, &bits, sizeof(half));
+  return static_cast<float>(half);
+}
+
+uint16_t narrow(int32_t dtype, float value) {
+  uint16_t bits;
+  if (dtype == LOOM_DTYPE_F16) {
+    auto half = static_cast<_Float16>(value);
+    std::memcpy(&bits, &half, sizeof(bits));
+    return bits;
+  }
+  uint32_t word;
+  std::memcpy(&word, &value, sizeof(word));
+  uint32_t lower = word & 0xffffu, upper = word >> 16;
+  if (lower > 0x8000u || (lower == 0x8000u && (upper & 1u)))
+    ++upper;
+  return static_cast<uint16_t>(upper);
+}
+
 /// A stored `rows` x `cols` bf16 matrix with leading dimension `ld`, its
 /// padding filled with NaN, which must never be read.
 std::vector<uint16_t> randomMatrix(std::mt19937 &rng, int64_t rows,
@@ -35,6 +61,23 @@ std::vector<uint16_t> randomMatrix(std::mt19937 &rng, int64_t rows,
     for (int64_t j = 0; j < cols; ++j)
       m[i * ld + j] = toBf16(dist(rng));
   return m;
+}
+
+/// The operands of an m x n x k product, A and B stored transposed where
+/// asked, with padded leading dimensions.
+struct Operands {
+  std::vector<uint16_t> a;
+  int64_t lda;
+  std::vector<uint16_t> b;
+  int64_t ldb;
+};
+
+Operands randomOperands(std::mt19937 &rng, int64_t m, int64_t n, int64_t k,
+                        int transA, int transB) {
+  int64_t lda = (transA ? m : k) + 2, ldb = (transB ? k : n) + 3;
+  auto a = randomMatrix(rng, transA ? k : m, transA ? m : k, lda);
+  auto b = randomMatrix(rng, transB ? n : k, transB ? k : n, ldb);
+  return {std::move(a), lda, std::move(b), ldb};
 }
 
 /// Every combination of transpositions, with blocks from one row or column
@@ -49,10 +92,8 @@ TEST(RuntimeGemm, Bf16MatchesWidenedProduct) {
       for (int transB : {0, 1})
         for (int64_t blockBytes :
              {int64_t(1), int64_t(3 * k * 4), int64_t(4) << 20}) {
-          int64_t lda = (transA ? m : k) + 2, ldb = (transB ? k : n) + 3,
-                  ldc = n + 1;
-          auto a = randomMatrix(rng, transA ? k : m, transA ? m : k, lda);
-          auto b = randomMatrix(rng, transB ? n : k, transB ? k : n, ldb);
+          auto [a, lda, b, ldb] = randomOperands(rng, m, n, k, transA, transB);
+          int64_t ldc = n + 1;
           std::vector<float> c(m * ldc, 0.5f);
           loom_rt_gemm_blocked(LOOM_DTYPE_BF16, transA, transB, m, n, k, 2.0f,
                                a.data(), lda, b.data(), ldb, 1.0f, c.data(),
@@ -72,6 +113,47 @@ TEST(RuntimeGemm, Bf16MatchesWidenedProduct) {
           for (int64_t i = 0; i < m; ++i)
             EXPECT_EQ(c[i * ldc + n], 0.5f);
         }
+}
+
+/// loom_rt_gemm_rounded equals loom_rt_gemm followed by the bias and the
+/// rounding, bit for bit, whatever its tiles: every transposition, with and
+/// without a bias, bf16 and f16, tiles from one element to the whole
+/// product, one or several blocks of k. D's padding is left alone.
+TEST(RuntimeGemm, RoundedMatchesGemmThenRounding) {
+  std::mt19937 rng(5);
+  const int64_t m = 13, n = 11;
+  for (int32_t dtype : {LOOM_DTYPE_BF16, LOOM_DTYPE_F16})
+    for (int64_t k : {int64_t(9), int64_t(1100)})
+      for (int transA : {0, 1})
+        for (int transB : {0, 1})
+          for (bool withBias : {false, true})
+            for (int64_t blockBytes :
+                 {int64_t(1), int64_t(3 * k * 4), int64_t(4) << 20}) {
+              // bf16 bit patterns of values in [-1, 1] are f16 values in
+              // [-2, 2] or tiny ones: either way finite.
+              auto [a, lda, b, ldb] =
+                  randomOperands(rng, m, n, k, transA, transB);
+              int64_t ldd = n + 1;
+              auto bias = randomMatrix(rng, 1, n, n);
+              std::vector<float> c(m * n);
+              loom_rt_gemm_blocked(dtype, transA, transB, m, n, k, 0.5f,
+                                   a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+                                   n, int64_t(4) << 20);
+              std::vector<uint16_t> expected(m * ldd, 0x7fc0), d(expected);
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j)
+                  expected[i * ldd + j] = narrow(
+                      dtype,
+                      c[i * n + j] + (withBias ? widen(dtype, bias[j]) : 0.0f));
+              loom_rt_gemm_rounded_blocked(dtype, transA, transB, m, n, k, 0.5f,
+                                           a.data(), lda, b.data(), ldb,
+                                           withBias ? bias.data() : nullptr,
+                                           d.data(), ldd, blockBytes);
+              EXPECT_EQ(expected, d)
+                  << "dtype " << dtype << " k " << k << " transA " << transA
+                  << " transB " << transB << " bias " << withBias << " block "
+                  << blockBytes;
+            }
 }
 
 /// With k = 0 there are no products: C becomes beta C (zeros for beta =

@@ -126,6 +126,35 @@ def LoomDestinationOutputs
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }
 
+def LoomGemmEpilogues : Pass<"loom-gemm-epilogues", "::mlir::ModuleOp"> {
+  let summary = "Let mixed precision's GEMMs add the bias and round their "
+                "products themselves";
+  let description = [{
+    A `linalg.matmul` of bf16 (f16) matrices into a zero-filled f32
+    buffer that nothing else uses but one elementwise `linalg.generic`
+    later in its block, which reads it in its own shape or through one
+    `memref.expand_shape` (the product's columns innermost) only to round
+    each element to bf16 (f16), maybe after adding a bias of that type
+    along the columns (a contiguous vector, widened by `arith.extf`), with
+    nothing between the two that touches memory: the product becomes a
+    call `loom_rt_gemm_rounded(dtype, transA, transB, M, N, K, alpha, A,
+    lda, B, ldb, bias, D, ldd)` at the loop, which adds the bias (null for
+    none) and rounds the f32 sums into D (cuBLASLt's bias epilogue on a
+    GPU). D is the loop's output that stores the rounded values as they
+    are, when that output is written whole in the shape of the product's
+    read, has contiguous rows and shares no memory with what the loop or
+    the product reads; otherwise a new bf16 (f16) buffer where the f32 one
+    was. The loop reads D instead of the f32 product and no longer
+    computes the rounding (or writes D); a loop left with no output goes.
+    The f32 buffer, its fill and the product go. Runs on buffers before
+    `loom-static-arena`, while each buffer is its own allocation.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def LoomMatmulToBlas : Pass<"loom-matmul-to-blas", "::mlir::ModuleOp"> {
   let summary = "Replace linalg.matmul on memrefs with calls to the runtime's SGEMM";
   let description = [{

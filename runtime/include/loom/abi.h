@@ -24,6 +24,7 @@
 #define LOOM_RT_SGEMM "loom_rt_sgemm"
 #define LOOM_RT_GEMM "loom_rt_gemm"
 #define LOOM_RT_GEMM_BATCHED "loom_rt_gemm_batched"
+#define LOOM_RT_GEMM_ROUNDED "loom_rt_gemm_rounded"
 #define LOOM_RT_ATTENTION "loom_rt_attention"
 #define LOOM_RT_ATTENTION_GRAD "loom_rt_attention_grad"
 #define LOOM_RT_PARALLEL_FOR "loom_rt_parallel_for"

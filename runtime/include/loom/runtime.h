@@ -311,6 +311,16 @@ void loom_rt_gemm(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m,
                   int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
                   const void *b, int64_t ldb, float beta, float *c,
                   int64_t ldc);
+/// loom_rt_gemm's product with `bias` (n elements of `dtype`, or null for
+/// none) added to each of its rows, rounded to `dtype` (to nearest, ties to
+/// even) into D: D = round(alpha op(A) op(B) + bias). On a GPU the f32
+/// product stays in cuBLASLt's registers (its bias epilogue); on the CPU
+/// it passes through tiles of at most the blocks loom_rt_gemm widens, in
+/// scratch the runtime keeps, and its sums are loom_rt_gemm's.
+void loom_rt_gemm_rounded(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                          int64_t m, int64_t n, int64_t k, float alpha,
+                          const void *a, int64_t lda, const void *b,
+                          int64_t ldb, const void *bias, void *d, int64_t ldd);
 /// `count0` x `count1` independent GEMMs of loom_rt_gemm's form: GEMM
 /// (i, j) reads A from `a` plus i `a_stride0` plus j `a_stride1` elements,
 /// B likewise, and updates C from `c` plus i `c_stride0` plus j `c_stride1`
@@ -350,6 +360,14 @@ void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           const void *a, int64_t lda, const void *b,
                           int64_t ldb, float beta, float *c, int64_t ldc,
                           int64_t block_bytes);
+
+/// loom_rt_gemm_rounded with loom_rt_gemm_blocked's blocks (tests).
+void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
+                                  int32_t trans_b, int64_t m, int64_t n,
+                                  int64_t k, float alpha, const void *a,
+                                  int64_t lda, const void *b, int64_t ldb,
+                                  const void *bias, void *d, int64_t ldd,
+                                  int64_t block_bytes);
 
 /// Runs `fn(context, from, to)` over [begin, end) split into contiguous
 /// ranges, one per thread, and returns when all are done. The iterations
