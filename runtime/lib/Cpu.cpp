@@ -109,9 +109,18 @@ void gemmBatch(void *context, int64_t from, int64_t to) {
                  g.ldb, g.beta, g.c + offset(2), g.ldc);
   }
 }
-} // namespace
+/// The blocks of a bf16 or f16 GEMM on the CPU: at most kGemmDepth of k,
+/// and as many lines of op(A) and of op(B) as fit in `block_bytes` widened.
+struct GemmBlocks {
+  int64_t k, m, n;
+};
+GemmBlocks gemmBlocks(int64_t m, int64_t n, int64_t k, int64_t block_bytes) {
+  int64_t kb = std::max<int64_t>(1, std::min(k, kGemmDepth));
+  int64_t perLine = kb * static_cast<int64_t>(sizeof(float));
+  return {kb, std::max<int64_t>(1, std::min(m, block_bytes / perLine)),
+          std::max<int64_t>(1, std::min(n, block_bytes / perLine))};
+}
 
-namespace {
 /// A tile of f32 sums to round into D, a bias added first.
 struct RoundTile {
   int32_t dtype;
@@ -253,10 +262,7 @@ void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  int64_t kb = std::min(k, kGemmDepth);
-  int64_t perLine = kb * static_cast<int64_t>(sizeof(float));
-  int64_t mb = std::max<int64_t>(1, std::min(m, block_bytes / perLine));
-  int64_t nb = std::max<int64_t>(1, std::min(n, block_bytes / perLine));
+  auto [kb, mb, nb] = gemmBlocks(m, n, k, block_bytes);
   thread_local std::vector<float> aBlock, bBlock;
   aBlock.resize(mb * kb);
   bBlock.resize(nb * kb);
@@ -316,10 +322,8 @@ void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
   // with them the rounded values, are those of loom_rt_gemm followed by
   // the rounding.
   size_t size = loom::elementSize(dtype);
-  int64_t perLine = std::max<int64_t>(1, std::min(k, kGemmDepth)) *
-                    static_cast<int64_t>(sizeof(float));
-  int64_t mb = std::max<int64_t>(1, std::min(m, block_bytes / perLine));
-  int64_t nb = std::max<int64_t>(1, std::min(n, block_bytes / perLine));
+  GemmBlocks blocks = gemmBlocks(m, n, k, block_bytes);
+  int64_t mb = blocks.m, nb = blocks.n;
   thread_local std::vector<float> tile;
   tile.resize(mb * nb);
   const auto *aBytes = static_cast<const char *>(a);
