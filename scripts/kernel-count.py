@@ -9,11 +9,13 @@ are still scf.for loops with constant bounds:
   scripts/kernel-count.py step.mlir [--function train_step]
 
 and counts what one call of the function launches, each launch inside a host
-loop (a layer loop) once per iteration. Launches are sorted by what their
-body does: `fill` (stores, no loads), `copy` (loads stored as they are),
-`widen` and `round` (one conversion), `reduction` (a warp's shuffles), and
-`other`. The runtime's calls (GEMMs, attention, waits for the device) are
-counted by name. Exit 1 with the reason where the function is not there.
+loop (a layer loop) once per iteration. A launch may run several loop nests,
+each on blocks of its own (loom-parallel-loops-to-gpu); the nests are sorted
+by what their body does: `fill` (stores, no loads), `copy` (loads stored as
+they are), `widen` and `round` (one conversion), `reduction` (a warp's
+shuffles), and `other`. The runtime's calls (GEMMs, attention, waits for the
+device) are counted by name. Exit 1 with the reason where the function is
+not there.
 """
 
 import argparse
@@ -24,6 +26,7 @@ import sys
 CONSTANT = re.compile(r"^\s*(%[\w.]+) = arith\.constant (-?\d+) : index")
 FOR = re.compile(r"\bscf\.for %[\w.]+ = (%[\w.]+) to (%[\w.]+) step (%[\w.]+)")
 CALL = re.compile(r"\bcall @(loom_rt_\w+)\(")
+BLOCK = re.compile(r"gpu\.launch blocks\((%[\w.]+),")
 CONVERSIONS = ("arith.extf", "arith.truncf")
 
 
@@ -36,8 +39,8 @@ def kind(body):
         return "reduction"
     ops = set(re.findall(r"\b(?:arith|math)\.\w+", text))
     # Index arithmetic, comparisons and constants do not compute values.
-    ops -= {"arith.constant", "arith.addi", "arith.muli", "arith.remsi",
-            "arith.divsi", "arith.cmpi", "arith.index_cast"}
+    ops -= {"arith.constant", "arith.addi", "arith.subi", "arith.muli",
+            "arith.remsi", "arith.divsi", "arith.cmpi", "arith.index_cast"}
     if not ops:
         return "copy"
     if ops == {"arith.extf"}:
@@ -47,6 +50,32 @@ def kind(body):
     return "other"
 
 
+def nests(body):
+    """The bodies of the loop nests a launch runs: where it runs several, a
+    block compares its number with where each nest's blocks end and branches
+    to the nest's code (`scf.if`), the next nests in the `else` branch."""
+    block = BLOCK.search(body[0]).group(1)
+    compare = re.compile(r"= arith\.cmpi slt, %s, " % re.escape(block))
+    found = []
+    rest = body[1:]
+    while True:
+        at = next((i for i, line in enumerate(rest) if compare.search(line)),
+                  None)
+        if at is None:
+            found.append(rest)
+            return found
+        # The branch's body: to its `} else {`.
+        begin = next(i for i in range(at, len(rest)) if "scf.if" in rest[i])
+        end, depth = begin, 0
+        while True:
+            depth += rest[end].count("{") - rest[end].count("}")
+            if depth == 1 and rest[end].strip() == "} else {":
+                break
+            end += 1
+        found.append(rest[begin + 1:end])
+        rest = rest[end + 1:]
+
+
 def count(lines, function):
     start = next((i for i, line in enumerate(lines)
                   if re.search(r"\bfunc\.func (?:private )?@%s\(" % function,
@@ -54,7 +83,8 @@ def count(lines, function):
     if start is None:
         return None
     constants = {}
-    launches = collections.Counter()
+    launches = 0
+    kinds = collections.Counter()
     calls = collections.Counter()
     # (brace depth where the loop's body ends, multiplier outside it)
     loops = []
@@ -75,7 +105,9 @@ def count(lines, function):
                 i += 1
                 if nesting <= 0:
                     break
-            launches[kind(lines[begin:i])] += times
+            launches += times
+            for nest in nests(lines[begin:i]):
+                kinds[kind(nest)] += times
             continue
         for name in CALL.findall(line):
             calls[name] += times
@@ -91,7 +123,7 @@ def count(lines, function):
         while loops and depth <= loops[-1][0]:
             times = loops.pop()[1]
         i += 1
-    return launches, calls
+    return launches, kinds, calls
 
 
 def main():
@@ -108,11 +140,11 @@ def main():
     counted = count(lines, args.function)
     if counted is None:
         sys.exit(f"kernel-count.py: {args.ir}: no function @{args.function}")
-    launches, calls = counted
-    print(f"@{args.function}: {sum(launches.values())} kernel launches "
-          "per step")
-    for name, n in sorted(launches.items(), key=lambda item: (-item[1],
-                                                               item[0])):
+    launches, kinds, calls = counted
+    print(f"@{args.function}: {launches} kernel launches per step, "
+          f"{sum(kinds.values())} loop nests")
+    for name, n in sorted(kinds.items(), key=lambda item: (-item[1],
+                                                            item[0])):
         print(f"  {n:6d} {name}")
     for name, n in sorted(calls.items()):
         print(f"  {n:6d} call {name}")

@@ -107,6 +107,39 @@ bool isFunctionArgument(Value value) {
          isa<FunctionOpInterface>(argument.getOwner()->getParentOp());
 }
 
+/// The Loom attribute that names `value` as an argument of its function's
+/// entry point (`loom.param`, `loom.state`, `loom.input`, `loom.output`),
+/// or empty.
+StringRef getLoomArgumentKind(Value value) {
+  if (!isFunctionArgument(value))
+    return {};
+  auto argument = cast<BlockArgument>(value);
+  auto func = cast<FunctionOpInterface>(argument.getOwner()->getParentOp());
+  for (StringRef kind :
+       {LoomDialect::getParamAttrName(), LoomDialect::getStateAttrName(),
+        LoomDialect::getInputAttrName(), LoomDialect::getOutputAttrName()})
+    if (func.getArgAttr(argument.getArgNumber(), kind))
+      return kind;
+  return {};
+}
+
+/// Whether `x` and `y`, two different arguments of one function, hold
+/// different memory because one is a parameter or optimizer state: each
+/// names a tensor of its own, which the runtime keeps at its own place in
+/// its storage (and a call inside the module passes its caller's), never
+/// where another parameter, state, input or output is. Two inputs may be
+/// one buffer (the same tokens as targets).
+bool areOwnTensors(Value x, Value y) {
+  StringRef xKind = getLoomArgumentKind(x), yKind = getLoomArgumentKind(y);
+  auto own = [](StringRef kind) {
+    return kind == LoomDialect::getParamAttrName() ||
+           kind == LoomDialect::getStateAttrName();
+  };
+  return !xKind.empty() && !yKind.empty() &&
+         x.getParentRegion() == y.getParentRegion() &&
+         (own(xKind) || own(yKind));
+}
+
 /// The extents `value` may have: a loop's carried buffer is its initial
 /// one or one a previous iteration yielded.
 void collectExtents(Value value, SmallVectorImpl<Extent> &extents,
@@ -138,7 +171,8 @@ bool areDisjoint(const Extent &x, const Extent &y) {
   if (x.root != y.root)
     return (isAllocation(x.root) &&
             (isAllocation(y.root) || isFunctionArgument(y.root))) ||
-           (isAllocation(y.root) && isFunctionArgument(x.root));
+           (isAllocation(y.root) && isFunctionArgument(x.root)) ||
+           areOwnTensors(x.root, y.root);
   return x.begin && y.begin && (*x.end <= *y.begin || *y.end <= *x.begin);
 }
 } // namespace

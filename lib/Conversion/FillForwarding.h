@@ -16,8 +16,10 @@
 namespace mlir {
 namespace loom {
 /// Whether the memory `a` and `b` view cannot overlap: views of two
-/// different allocations, or of disjoint byte ranges of one (the static
-/// arena's buffers). False where that is not known.
+/// different allocations, of disjoint byte ranges of one (the static
+/// arena's buffers), or of two arguments of the step one of which is a
+/// parameter or optimizer state (`loom.param`, `loom.state`). False where
+/// that is not known.
 bool areDisjoint(Value a, Value b);
 
 /// Whether `op`, with what it contains, may write the memory `buffer`

@@ -26,6 +26,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir {
 namespace loom {
@@ -282,8 +283,6 @@ void wrapHostReduction(scf::ForOp loop) {
     op->moveBefore(terminator);
 }
 
-/// Replaces `loop` by a launch of one thread per iteration, or of one warp
-/// per iteration where its body reduces.
 /// The kernel's name, from the part of the model its loop computes and the
 /// pass it belongs to ("h.*.ln_1" of the backward pass: backward_h_ln_1),
 /// so that the runtime's trace and profilers tell kernels apart; "loop"
@@ -317,6 +316,17 @@ std::string kernelName(Location loc) {
   if (llvm::isDigit(name.front()))
     name.insert(0, "loop_");
   return name;
+}
+
+/// The name of a launch of `loops`: their name where they share it, else
+/// the first one's and how many others run with it.
+std::string kernelName(ArrayRef<scf::ParallelOp> loops) {
+  std::string name = kernelName(loops.front()->getLoc());
+  if (llvm::all_of(loops.drop_front(), [&](scf::ParallelOp loop) {
+        return kernelName(loop->getLoc()) == name;
+      }))
+    return name;
+  return name + "_and_" + std::to_string(loops.size() - 1) + "_more";
 }
 
 /// How many iterations of `loop` each thread may run, for `threadBytes` of
@@ -391,79 +401,283 @@ int64_t getCoarsening(scf::ParallelOp loop, int64_t threadBytes) {
   return factor;
 }
 
-void launch(scf::ParallelOp loop, int64_t blockSize, int64_t threadBytes) {
-  // Before anything is built: it reads the loop's bounds.
-  bool perWarp =
-      blockSize % kWarpSize == 0 && !warpReductions(*loop.getBody()).empty();
-  int64_t factor = perWarp ? 1 : getCoarsening(loop, threadBytes);
-  OpBuilder b(loop);
+/// Whether `value`, a view of memory the host computes from a buffer and
+/// constants alone (the static arena's buffers), can be computed again in a
+/// kernel from its buffer: the kernel then takes the buffer, which its
+/// other views share, rather than a descriptor of each view.
+bool isSinkableView(Value value) {
+  Operation *op = value.getDefiningOp();
+  if (!isa_and_nonnull<memref::ViewOp, memref::SubViewOp, memref::ExpandShapeOp,
+                       memref::CollapseShapeOp, memref::CastOp>(op))
+    return false;
+  return llvm::all_of(op->getOperands().drop_front(), [](Value operand) {
+    return matchPattern(operand, m_Constant());
+  });
+}
+
+/// The values a kernel of `region` takes from the host, views it can compute
+/// again replaced by their buffers, into `arguments`. Constants go into the
+/// kernel (gpu-kernel-outlining).
+void collectKernelArguments(Region &region, SetVector<Value> &arguments) {
+  SetVector<Value> used;
+  getUsedValuesDefinedAbove(region, region, used);
+  for (Value value : used) {
+    if (matchPattern(value, m_Constant()))
+      continue;
+    while (isSinkableView(value))
+      value = value.getDefiningOp()->getOperand(0);
+    arguments.insert(value);
+  }
+}
+
+/// The bytes of a kernel's parameters for `arguments`: a memref is passed
+/// as its descriptor (two pointers, the offset, the sizes and strides);
+/// a scalar takes at most 8.
+int64_t getArgumentBytes(const SetVector<Value> &arguments) {
+  int64_t bytes = 0;
+  for (Value value : arguments) {
+    auto memref = dyn_cast<MemRefType>(value.getType());
+    bytes += 8 * (memref ? 3 + 2 * memref.getRank() : 1);
+  }
+  return bytes;
+}
+
+/// Computes in `launchOp`'s kernel the views it uses that isSinkableView
+/// allows.
+void sinkViews(gpu::LaunchOp launchOp) {
+  SetVector<Value> used;
+  getUsedValuesDefinedAbove(launchOp.getBody(), launchOp.getBody(), used);
+  OpBuilder b = OpBuilder::atBlockBegin(&launchOp.getBody().front());
+  IRMapping mapping;
+  std::function<Value(Value)> sink = [&](Value value) -> Value {
+    if (!isSinkableView(value))
+      return value;
+    if (Value done = mapping.lookupOrNull(value))
+      return done;
+    Operation *view = value.getDefiningOp();
+    mapping.map(view->getOperand(0), sink(view->getOperand(0)));
+    return b.clone(*view, mapping)->getResult(0);
+  };
+  for (Value value : used) {
+    if (!isSinkableView(value))
+      continue;
+    Value inside = sink(value);
+    value.replaceUsesWithIf(inside, [&](OpOperand &use) {
+      return launchOp->isProperAncestor(use.getOwner());
+    });
+  }
+}
+
+/// The most bytes of parameters a kernel of several nests takes: the 4,096
+/// every CUDA driver accepts for PTX before ISA 8.1.
+constexpr int64_t kMaxArgumentBytes = 4096;
+
+/// The reads and writes of `op` and of the operations in it, or none if
+/// one of them does not say which memory it touches.
+std::optional<SmallVector<MemoryEffects::EffectInstance>>
+getAccesses(Operation *op) {
+  std::optional<SmallVector<MemoryEffects::EffectInstance>> effects =
+      getEffectsRecursively(op);
+  if (!effects)
+    return std::nullopt;
+  SmallVector<MemoryEffects::EffectInstance> accesses;
+  for (const MemoryEffects::EffectInstance &effect : *effects) {
+    // A nest that runs on the device allocates on its own stack at most.
+    if (!isa<MemoryEffects::Read, MemoryEffects::Write>(effect.getEffect()))
+      continue;
+    if (!effect.getValue())
+      return std::nullopt;
+    accesses.push_back(effect);
+  }
+  return accesses;
+}
+
+/// Whether one of `a` and one of `b` may touch the same memory, one of
+/// them writing it.
+bool conflict(ArrayRef<MemoryEffects::EffectInstance> a,
+              ArrayRef<MemoryEffects::EffectInstance> b) {
+  return llvm::any_of(a, [&](const MemoryEffects::EffectInstance &x) {
+    return llvm::any_of(b, [&](const MemoryEffects::EffectInstance &y) {
+      return (isa<MemoryEffects::Write>(x.getEffect()) ||
+              isa<MemoryEffects::Write>(y.getEffect())) &&
+             !areDisjoint(x.getValue(), y.getValue());
+    });
+  });
+}
+
+/// Loop nests that one launch runs, each on blocks of its own: launches
+/// cost the GPU a few microseconds each, which the optimizer's update of
+/// each parameter tensor (and other small neighbouring nests) would pay
+/// one by one.
+struct LaunchGroup {
+  SmallVector<scf::ParallelOp> loops;
+  /// What the nests read and write, if known.
+  std::optional<SmallVector<MemoryEffects::EffectInstance>> accesses;
+  /// The host operations before the first nest that read no memory
+  /// written since.
+  SmallVector<Operation *> hoisted;
+  /// What the kernel takes from the host.
+  SetVector<Value> arguments;
+
+  explicit LaunchGroup(scf::ParallelOp loop)
+      : loops{loop}, accesses(getAccesses(loop)) {
+    collectKernelArguments(loop.getRegion(), arguments);
+    // What the host computes right before the first nest, which those moved
+    // there may fold into.
+    if (accesses)
+      for (Operation *op = loop->getPrevNode(); op && mayRunBefore(op);
+           op = op->getPrevNode())
+        hoisted.push_back(op);
+  }
+
+  /// Adds `loop` if it can run in the group's launch: it follows the last
+  /// nest in its block with nothing between them but host operations that
+  /// may run before the first nest (they read memory no nest writes, and
+  /// write none), and touches no memory a nest writes, nor writes memory
+  /// one reads. The operations between then move before the first nest.
+  bool tryAdd(scf::ParallelOp loop, size_t maxNests) {
+    scf::ParallelOp last = loops.back();
+    if (loops.size() >= maxNests || !accesses ||
+        loop->getBlock() != last->getBlock())
+      return false;
+    std::optional<SmallVector<MemoryEffects::EffectInstance>> mine =
+        getAccesses(loop);
+    if (!mine || conflict(*accesses, *mine))
+      return false;
+    SmallVector<Operation *> between;
+    for (Operation *op = last->getNextNode(); op != loop;
+         op = op->getNextNode()) {
+      if (!op || !mayRunBefore(op))
+        return false;
+      between.push_back(op);
+    }
+    // Moved whether or not the nest joins: they may run there either way.
+    for (Operation *op : between)
+      hoist(op);
+    SetVector<Value> joined = arguments;
+    collectKernelArguments(loop.getRegion(), joined);
+    if (getArgumentBytes(joined) > kMaxArgumentBytes)
+      return false;
+    loops.push_back(loop);
+    accesses->append(*mine);
+    arguments = std::move(joined);
+    return true;
+  }
+
+private:
+  /// Whether `op`, a host operation after the group's nests, may run before
+  /// them.
+  bool mayRunBefore(Operation *op) {
+    if (op->getNumRegions())
+      return false;
+    if (isMemoryEffectFree(op))
+      return true;
+    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    if (!effects)
+      return false;
+    SmallVector<MemoryEffects::EffectInstance> reads;
+    effects.getEffects(reads);
+    return llvm::all_of(reads,
+                        [](const MemoryEffects::EffectInstance &effect) {
+                          return isa<MemoryEffects::Read>(effect.getEffect()) &&
+                                 effect.getValue();
+                        }) &&
+           !conflict(*accesses, reads);
+  }
+
+  /// Moves `op` before the first nest, folded into an operation moved
+  /// there before that computes the same (the optimizer's updates each
+  /// read the learning rate and compute the bias corrections).
+  void hoist(Operation *op) {
+    for (Operation *before : hoisted)
+      if (OperationEquivalence::isEquivalentTo(
+              op, before, OperationEquivalence::IgnoreLocations)) {
+        op->replaceAllUsesWith(before);
+        op->erase();
+        return;
+      }
+    op->moveBefore(loops.front());
+    hoisted.push_back(op);
+  }
+};
+
+/// How one loop nest runs in a launch: the threads it takes, as values
+/// computed on the host before the launch, and how each runs its
+/// iterations.
+struct Segment {
+  scf::ParallelOp loop;
+  /// A warp per iteration (its body reduces), or a thread per `factor`.
+  bool perWarp = false;
+  int64_t factor = 1;
+  /// The trip count of each dimension; a thread's iterations lie `stride`
+  /// apart; `threads` of them; `blocks` of the launch's blocks.
+  SmallVector<Value> trips;
+  Value stride, threads, blocks;
+};
+
+/// Plans `loop`'s part of a launch of `blockSize` threads a block, building
+/// its counts with `b` on the host from the constants 1 and `blockSize`
+/// (`one`, `threads`).
+Segment planSegment(OpBuilder &b, scf::ParallelOp loop, int64_t blockSize,
+                    int64_t threadBytes, Value one, Value threads) {
+  Segment s;
+  s.loop = loop;
   Location loc = loop.getLoc();
-  // The launch's argument array is put on the stack where the launch is;
-  // in a host loop of many launches, the scope gives it back each time.
-  auto scope = memref::AllocaScopeOp::create(b, loc, TypeRange());
-  b.setInsertionPointToStart(&scope.getBodyRegion().emplaceBlock());
-  memref::AllocaScopeReturnOp::create(b, loc);
-  b.setInsertionPointToStart(&scope.getBodyRegion().front());
+  // Before anything is built: they read the loop's bounds.
+  s.perWarp =
+      blockSize % kWarpSize == 0 && !warpReductions(*loop.getBody()).empty();
+  s.factor = s.perWarp ? 1 : getCoarsening(loop, threadBytes);
   auto constant = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
-  Value one = constant(1);
-  // Trip counts of each dimension, and their product.
-  SmallVector<Value> trips;
   Value total = one;
   for (auto [lower, upper, step] :
        llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
     Value span = b.createOrFold<arith::SubIOp>(loc, upper, lower);
     Value trip = b.createOrFold<arith::CeilDivSIOp>(loc, span, step);
-    trips.push_back(trip);
+    s.trips.push_back(trip);
     total = b.createOrFold<arith::MulIOp>(loc, total, trip);
   }
   // A thread per `factor` iterations, `stride` apart.
-  Value stride = total;
-  if (factor > 1)
-    total = stride =
-        b.createOrFold<arith::DivSIOp>(loc, total, constant(factor));
+  s.stride = total;
+  if (s.factor > 1)
+    total = s.stride =
+        b.createOrFold<arith::DivSIOp>(loc, total, constant(s.factor));
   // A warp per iteration needs whole warps in a block, so that a warp's
   // threads are all in range or all out.
-  if (perWarp)
+  if (s.perWarp)
     total = b.createOrFold<arith::MulIOp>(loc, total, constant(kWarpSize));
-  Value threads = constant(blockSize);
-  // An empty loop still launches one block, whose threads all skip the body:
+  s.threads = total;
+  // An empty loop still takes one block, whose threads all skip the body:
   // a grid of zero blocks is a launch error.
-  Value blocks = b.createOrFold<arith::MaxSIOp>(
+  s.blocks = b.createOrFold<arith::MaxSIOp>(
       loc, b.createOrFold<arith::CeilDivSIOp>(loc, total, threads), one);
-  auto launchOp =
-      gpu::LaunchOp::create(b, loc, blocks, one, one, threads, one, one);
-  launchOp.setFunctionAttr(
-      FlatSymbolRefAttr::get(b.getContext(), kernelName(loop.getLoc())));
+  return s;
+}
 
-  OpBuilder inner = OpBuilder::atBlockBegin(&launchOp.getBody().front());
-  gpu::KernelDim3 blockIds = launchOp.getBlockIds(),
-                  threadIds = launchOp.getThreadIds();
-  Value id = arith::AddIOp::create(
-      inner, loc,
-      arith::MulIOp::create(inner, loc, blockIds.x, launchOp.getBlockSizeX()),
-      threadIds.x);
-  Value inRange =
-      arith::CmpIOp::create(inner, loc, arith::CmpIPredicate::slt, id, total);
+/// Builds at `inner`'s insertion point, in the kernel, the iterations of
+/// `s` that the segment's thread number `id` runs.
+void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
+  scf::ParallelOp loop = s.loop;
+  Location loc = loop.getLoc();
+  Value inRange = arith::CmpIOp::create(inner, loc, arith::CmpIPredicate::slt,
+                                        id, s.threads);
   auto guard = scf::IfOp::create(inner, loc, inRange, /*withElse=*/false);
-  gpu::TerminatorOp::create(inner, loc);
-
   OpBuilder body = guard.getThenBodyBuilder();
   IRMapping mapping;
   Value rest = id, lane;
-  if (perWarp) {
+  if (s.perWarp) {
     Value warp = arith::ConstantIndexOp::create(body, loc, kWarpSize);
     lane = arith::RemSIOp::create(body, loc, id, warp);
     rest = arith::DivSIOp::create(body, loc, id, warp);
   }
   // The induction variables of flat iteration `flat`, into `into`.
   auto mapIndices = [&](Value flat, IRMapping &into) {
-    for (int64_t d = trips.size() - 1; d >= 0; --d) {
+    for (int64_t d = s.trips.size() - 1; d >= 0; --d) {
       Value index = flat;
       if (d > 0) {
-        index = body.createOrFold<arith::RemSIOp>(loc, flat, trips[d]);
-        flat = body.createOrFold<arith::DivSIOp>(loc, flat, trips[d]);
+        index = body.createOrFold<arith::RemSIOp>(loc, flat, s.trips[d]);
+        flat = body.createOrFold<arith::DivSIOp>(loc, flat, s.trips[d]);
       }
       Value iv = body.createOrFold<arith::AddIOp>(
           loc, loop.getLowerBound()[d],
@@ -471,20 +685,20 @@ void launch(scf::ParallelOp loop, int64_t blockSize, int64_t threadBytes) {
       into.map(loop.getInductionVars()[d], iv);
     }
   };
-  if (factor == 1) {
+  if (s.factor == 1) {
     mapIndices(rest, mapping);
     for (Operation &op : loop.getBody()->without_terminator())
       body.clone(op, mapping);
   } else {
     // The thread's iterations: every load and computation, then every
     // store, in the iterations' order.
-    SmallVector<IRMapping> iterations(factor);
+    SmallVector<IRMapping> iterations(s.factor);
     for (auto [i, iteration] : llvm::enumerate(iterations))
       mapIndices(
           body.createOrFold<arith::AddIOp>(
               loc, rest,
               body.createOrFold<arith::MulIOp>(
-                  loc, stride, arith::ConstantIndexOp::create(body, loc, i))),
+                  loc, s.stride, arith::ConstantIndexOp::create(body, loc, i))),
           iteration);
     for (IRMapping &iteration : iterations)
       for (Operation &op : loop.getBody()->without_terminator())
@@ -495,10 +709,75 @@ void launch(scf::ParallelOp loop, int64_t blockSize, int64_t threadBytes) {
         if (isa<memref::StoreOp>(op))
           body.clone(op, iteration);
   }
-  if (perWarp)
+  if (s.perWarp)
     for (scf::ForOp reduction : warpReductions(*guard.thenBlock()))
       shareAmongWarp(reduction, lane);
-  loop.erase();
+}
+
+/// Replaces `loops`, consecutive in their block and independent of each
+/// other (joinsGroup), by one launch: each nest a thread per iteration, or
+/// a warp per iteration where its body reduces, on blocks of its own, the
+/// first nest on the first blocks.
+void launch(ArrayRef<scf::ParallelOp> loops, int64_t blockSize,
+            int64_t threadBytes) {
+  scf::ParallelOp first = loops.front();
+  OpBuilder b(first);
+  Location loc = first.getLoc();
+  // The launch's argument array is put on the stack where the launch is;
+  // in a host loop of many launches, the scope gives it back each time.
+  auto scope = memref::AllocaScopeOp::create(b, loc, TypeRange());
+  b.setInsertionPointToStart(&scope.getBodyRegion().emplaceBlock());
+  memref::AllocaScopeReturnOp::create(b, loc);
+  b.setInsertionPointToStart(&scope.getBodyRegion().front());
+  // Each nest's blocks end where the next one's begin.
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value threads = arith::ConstantIndexOp::create(b, loc, blockSize);
+  SmallVector<Segment> segments;
+  SmallVector<Value> ends;
+  for (scf::ParallelOp loop : loops) {
+    segments.push_back(
+        planSegment(b, loop, blockSize, threadBytes, one, threads));
+    Value blocks = segments.back().blocks;
+    ends.push_back(
+        ends.empty() ? blocks
+                     : b.createOrFold<arith::AddIOp>(loc, ends.back(), blocks));
+  }
+  auto launchOp =
+      gpu::LaunchOp::create(b, loc, ends.back(), one, one, threads, one, one);
+  launchOp.setFunctionAttr(
+      FlatSymbolRefAttr::get(b.getContext(), kernelName(loops)));
+
+  OpBuilder inner = OpBuilder::atBlockBegin(&launchOp.getBody().front());
+  inner.setInsertionPoint(gpu::TerminatorOp::create(inner, loc));
+  gpu::KernelDim3 blockIds = launchOp.getBlockIds(),
+                  threadIds = launchOp.getThreadIds();
+  // The thread's number in its nest, from its block's number there.
+  auto threadNumber = [&](OpBuilder &at, Value block) -> Value {
+    return arith::AddIOp::create(
+        at, loc,
+        arith::MulIOp::create(at, loc, block, launchOp.getBlockSizeX()),
+        threadIds.x);
+  };
+  // A block runs one nest, which all its threads branch to alike.
+  for (auto [i, segment] : llvm::enumerate(segments)) {
+    Value block =
+        i == 0 ? blockIds.x
+               : arith::SubIOp::create(inner, loc, blockIds.x, ends[i - 1])
+                     .getResult();
+    if (i + 1 == segments.size()) {
+      buildSegment(inner, segment, threadNumber(inner, block));
+      break;
+    }
+    Value here = arith::CmpIOp::create(inner, loc, arith::CmpIPredicate::slt,
+                                       blockIds.x, ends[i]);
+    auto branch = scf::IfOp::create(inner, loc, here, /*withElse=*/true);
+    OpBuilder then = OpBuilder::atBlockBegin(branch.thenBlock());
+    buildSegment(then, segment, threadNumber(then, block));
+    inner.setInsertionPoint(branch.elseBlock()->getTerminator());
+  }
+  for (scf::ParallelOp loop : loops)
+    loop.erase();
+  sinkViews(launchOp);
 }
 
 struct ParallelLoopsToGpuPass
@@ -520,6 +799,13 @@ struct ParallelLoopsToGpuPass
           << static_cast<int64_t>(threadBytes);
       return signalPassFailure();
     }
+    if (nestsPerLaunch < 1) {
+      getOperation().emitError()
+          << "loom-parallel-loops-to-gpu: nests-per-launch must be at least "
+             "1, got "
+          << static_cast<int64_t>(nestsPerLaunch);
+      return signalPassFailure();
+    }
     getOperation().walk([](memref::CopyOp copy) { copyAsLoop(copy); });
     SmallVector<scf::ForOp> hostLoops;
     getOperation().walk([&](scf::ForOp loop) { hostLoops.push_back(loop); });
@@ -533,8 +819,13 @@ struct ParallelLoopsToGpuPass
       kernels.push_back(loop);
       return WalkResult::skip();
     });
+    SmallVector<LaunchGroup> groups;
     for (scf::ParallelOp loop : kernels)
-      launch(loop, static_cast<int64_t>(blockSize),
+      if (groups.empty() ||
+          !groups.back().tryAdd(loop, static_cast<size_t>(nestsPerLaunch)))
+        groups.emplace_back(loop);
+    for (LaunchGroup &group : groups)
+      launch(group.loops, static_cast<int64_t>(blockSize),
              static_cast<int64_t>(threadBytes));
   }
 };

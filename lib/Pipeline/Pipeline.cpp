@@ -305,7 +305,8 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
 
   if (options.target == Target::Cuda)
     buildLowerToCudaPipeline(pm, options.cudaArch, options.cudaPath,
-                             options.cudaThreadBytes);
+                             options.cudaThreadBytes,
+                             options.cudaNestsPerLaunch);
   else
     buildLowerToLLVMPipeline(pm);
 }
@@ -352,9 +353,11 @@ void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
 
 void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
                                           StringRef cudaPath,
-                                          int64_t threadBytes) {
+                                          int64_t threadBytes,
+                                          int64_t nestsPerLaunch) {
   LoomParallelLoopsToGpuOptions launches;
   launches.threadBytes = threadBytes;
+  launches.nestsPerLaunch = nestsPerLaunch;
   pm.addPass(createLoomParallelLoopsToGpu(launches));
   pm.addPass(createLoomWaitForDevice());
   // The loops nested in a kernel run in each of its threads, and those left

@@ -3,6 +3,8 @@
 // RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=thread-bytes=0 | FileCheck %s --check-prefix=ONE
 // RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=thread-bytes=-1 2>&1 | FileCheck %s --check-prefix=BADBYTES
+// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=nests-per-launch=1 | FileCheck %s --check-prefix=APART
+// RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=nests-per-launch=0 2>&1 | FileCheck %s --check-prefix=BADNESTS
 
 // A two-dimensional nest is one thread per iteration, 256 to a block: the
 // thread's number split into the indices, the last dimension fastest.
@@ -404,6 +406,135 @@ func.func @store_first(%v: f32) {
     memref.store %v, %a[%i] : memref<64xf32>
     %x = memref.load %a[%i] : memref<64xf32>
     memref.store %x, %b[%i] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// The optimizer's updates of two parameters: neighbouring nests that touch
+// different tensors share one launch, the first on blocks 0 and 1 (2,048
+// f32 iterations, 4 a thread), the second on block 2. The learning rate's
+// load between them runs before the launch, folded into the first one.
+// A view of the arena is computed again in the kernel.
+// CHECK-LABEL: func.func @updates(
+// CHECK: %[[LR:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK-NOT: memref.load
+// CHECK: memref.alloca_scope {
+// CHECK: gpu.launch blocks(%[[BX:[a-z0-9]+]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[BLOCKS:c3[_0-9]*]],
+// CHECK-SAME: function(@loop)
+// CHECK: %[[G:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<9216xi8> to memref<2048xf32>
+// CHECK: %[[FIRST:.*]] = arith.cmpi slt, %[[BX]], %[[END:c2[_0-9]*]] : index
+// CHECK: scf.if %[[FIRST]] {
+// CHECK: arith.muli %[[BX]], %{{.*}}
+// CHECK: memref.load %[[G]]
+// CHECK: arith.mulf %{{.*}}, %[[LR]]
+// CHECK: } else {
+// CHECK: %[[LOCAL:.*]] = arith.subi %[[BX]], %[[END]] : index
+// CHECK: arith.muli %[[LOCAL]], %{{.*}}
+// CHECK: memref.load %{{.*}} : memref<256xf32>
+// CHECK: arith.mulf %{{.*}}, %[[LR]]
+// CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
+// APART-LABEL: func.func @updates(
+// APART-COUNT-2: gpu.launch
+func.func @updates(%p: memref<2048xf32> {loom.param = "w"},
+                   %q: memref<256xf32> {loom.param = "b"},
+                   %lr: memref<f32> {loom.input = "lr"}) {
+  %arena = memref.alloc() : memref<9216xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c256 = arith.constant 256 : index
+  %c2048 = arith.constant 2048 : index
+  %c8192 = arith.constant 8192 : index
+  %g = memref.view %arena[%c0][] : memref<9216xi8> to memref<2048xf32>
+  %h = memref.view %arena[%c8192][] : memref<9216xi8> to memref<256xf32>
+  %r1 = memref.load %lr[] : memref<f32>
+  scf.parallel (%i) = (%c0) to (%c2048) step (%c1) {
+    %x = memref.load %p[%i] : memref<2048xf32>
+    %d = memref.load %g[%i] : memref<2048xf32>
+    %u = arith.mulf %d, %r1 : f32
+    %y = arith.subf %x, %u : f32
+    memref.store %y, %p[%i] : memref<2048xf32>
+    scf.reduce
+  }
+  %r2 = memref.load %lr[] : memref<f32>
+  scf.parallel (%i) = (%c0) to (%c256) step (%c1) {
+    %x = memref.load %q[%i] : memref<256xf32>
+    %d = memref.load %h[%i] : memref<256xf32>
+    %u = arith.mulf %d, %r2 : f32
+    %y = arith.subf %x, %u : f32
+    memref.store %y, %q[%i] : memref<256xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// Nests that may not share a launch: the second reads what the first
+// writes; a host load between them reads what the first writes (it waits
+// for it); two arguments that are not the step's own tensors may be one
+// buffer.
+// CHECK-LABEL: func.func @reads_written(
+// CHECK-COUNT-2: gpu.launch
+// CHECK-LABEL: func.func @host_reads_written(
+// CHECK: gpu.launch
+// CHECK: memref.load %{{.*}}[%{{.*}}] : memref<64xf32>
+// CHECK: gpu.launch
+// CHECK-LABEL: func.func @unknown_arguments(
+// CHECK-COUNT-2: gpu.launch
+// BADNESTS: nests-per-launch must be at least 1, got 0
+func.func @reads_written(%v: f32) {
+  %arena = memref.alloc() : memref<512xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c256 = arith.constant 256 : index
+  %a = memref.view %arena[%c0][] : memref<512xi8> to memref<64xf32>
+  %b = memref.view %arena[%c256][] : memref<512xi8> to memref<64xf32>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %v, %a[%i] : memref<64xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    %x = memref.load %a[%i] : memref<64xf32>
+    memref.store %x, %b[%i] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @host_reads_written(%v: f32, %out: memref<f32>) {
+  %arena = memref.alloc() : memref<512xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c256 = arith.constant 256 : index
+  %a = memref.view %arena[%c0][] : memref<512xi8> to memref<64xf32>
+  %b = memref.view %arena[%c256][] : memref<512xi8> to memref<64xf32>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %v, %a[%i] : memref<64xf32>
+    scf.reduce
+  }
+  %first = memref.load %a[%c0] : memref<64xf32>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %first, %b[%i] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @unknown_arguments(%a: memref<64xf32>, %b: memref<64xf32>,
+                             %v: f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %v, %a[%i] : memref<64xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %v, %b[%i] : memref<64xf32>
     scf.reduce
   }
   return

@@ -79,6 +79,13 @@ static cl::opt<int64_t> cudaThreadBytes(
              "one element per thread)"),
     cl::init(16), cl::value_desc("N"), cl::cat(loomcCategory));
 
+static cl::opt<int64_t> cudaNestsPerLaunch(
+    "cuda-nests-per-launch",
+    cl::desc("The most neighbouring independent loop nests one kernel "
+             "launch runs, with --target=cuda (default 32; 1: a launch per "
+             "nest)"),
+    cl::init(32), cl::value_desc("N"), cl::cat(loomcCategory));
+
 static cl::opt<bool> summary(
     "summary",
     cl::desc("Print the model, its parameter count and the training setup "
@@ -296,6 +303,12 @@ int main(int argc, char **argv) {
         << "\n";
     return 1;
   }
+  if (cudaNestsPerLaunch < 1) {
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--cuda-nests-per-launch must be at least 1, got "
+        << cudaNestsPerLaunch << "\n";
+    return 1;
+  }
   if (emit == EmitStage::Ptx && target != Target::Cuda) {
     llvm::WithColor::error(llvm::errs(), "loomc")
         << "--emit=ptx needs --target=cuda: a CPU step has no kernels\n";
@@ -331,6 +344,7 @@ int main(int argc, char **argv) {
   pipeline.cudaArch = cudaArch;
   pipeline.cudaPath = toolkit;
   pipeline.cudaThreadBytes = cudaThreadBytes;
+  pipeline.cudaNestsPerLaunch = cudaNestsPerLaunch;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     // A plan that does not fit in memory is not bad input: scripts that try

@@ -458,13 +458,35 @@ def LoomParallelLoopsToGpu
     reads (or the element the same iteration read, indexed by every
     induction variable) allows (`FillForwarding.h` tells buffers apart).
     `thread-bytes` 0 keeps a thread per element.
+
+    Neighbouring nests share a launch, each on blocks of its own (the
+    first nest's first; a block compares its number with where each
+    nest's blocks end and runs that nest's code, as its own launch would):
+    a launch costs the GPU a few microseconds however little it does, and
+    the optimizer updates each parameter tensor in a nest of its own. A
+    nest joins the previous one's launch when both are in one block, the
+    operations between them are host operations that write no memory and
+    read none the launch's nests write (they move before the first nest;
+    those that compute what one moved before computes are folded into
+    it), and it writes no memory the launch's nests read or write, nor
+    reads memory they write (`FillForwarding.h` tells buffers apart: the
+    step's parameters and optimizer state are tensors of their own). At
+    most `nests-per-launch` nests share one launch, and no more than the
+    4,096 bytes of parameters a kernel of PTX 8.0 may take (a buffer is
+    passed as its descriptor: 8 bytes each for two pointers, the offset,
+    the sizes and strides). A kernel computes again the views of the
+    static arena it uses, from the arena and constants, instead of taking
+    each view's descriptor.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", "256",
            "Threads per block">,
     Option<"threadBytes", "thread-bytes", "int64_t", "16",
            "Bytes of its narrowest loaded type each thread of an "
-           "elementwise kernel loads (0: one element per thread)">
+           "elementwise kernel loads (0: one element per thread)">,
+    Option<"nestsPerLaunch", "nests-per-launch", "int64_t", "32",
+           "The most neighbouring independent loop nests one launch runs "
+           "(1: a launch per nest)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

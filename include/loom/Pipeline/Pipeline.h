@@ -105,6 +105,12 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
                      "elementwise kernel loads, with target=cuda (0: one "
                      "element per thread)"),
       llvm::cl::init(16)};
+  PassOptions::Option<int64_t> cudaNestsPerLaunch{
+      *this, "cuda-nests-per-launch",
+      llvm::cl::desc("The most neighbouring independent loop nests one "
+                     "kernel launch runs, with target=cuda (1: a launch "
+                     "per nest)"),
+      llvm::cl::init(32)};
 };
 
 /// Adds the passes that take an imported module to `options.emit`.
@@ -118,9 +124,11 @@ void buildLowerToLLVMPipeline(OpPassManager &pm);
 /// From bufferized loops to the LLVM dialect for the CUDA target: each loop
 /// nest a kernel, compiled to PTX for `cudaArch` and embedded in the module.
 /// `cudaPath` is the CUDA toolkit whose libdevice the kernels link;
-/// `threadBytes` what each thread of an elementwise kernel loads.
+/// `threadBytes` what each thread of an elementwise kernel loads;
+/// `nestsPerLaunch` the most loop nests one launch runs.
 void buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
-                              StringRef cudaPath, int64_t threadBytes);
+                              StringRef cudaPath, int64_t threadBytes,
+                              int64_t nestsPerLaunch);
 
 /// Registers `loom-pipeline` for loom-opt.
 void registerLoomPipeline();
