@@ -13,6 +13,27 @@ rank, limit, command = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def parent(pid):
+    """The parent of process `pid`, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # The command may hold spaces and parentheses: fields follow the
+            # last ')'.
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def descends_from_job(pid):
+    """Whether `pid` was started by this job's mpirun, not by another job
+    that runs at the same time (tests run side by side)."""
+    while pid and pid > 1:
+        if pid == job.pid:
+            return True
+        pid = parent(pid)
+    return False
+
+
 def rank_process():
     """The pid of a process of this job (a descendant of mpirun) whose
     environment says it is the rank to kill."""
@@ -24,7 +45,9 @@ def rank_process():
                 name = f.read().split(b"\0")[0]
         except OSError:
             continue
-        if name.endswith(b"loom-run") and b"OMPI_COMM_WORLD_RANK=" + rank.encode() in env:
+        if (name.endswith(b"loom-run")
+                and b"OMPI_COMM_WORLD_RANK=" + rank.encode() in env
+                and descends_from_job(int(pid))):
             return int(pid)
     return None
 
@@ -41,8 +64,8 @@ if victim is None:
 os.kill(victim, signal.SIGKILL)
 start = time.monotonic()
 try:
-    job.stdout.read()
-    status = job.wait(timeout=limit)
+    job.communicate(timeout=limit)
+    status = job.returncode
 except subprocess.TimeoutExpired:
     job.kill()
     sys.exit(f"the job still ran {limit:.0f} s after rank {rank} was killed")
