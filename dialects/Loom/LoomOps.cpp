@@ -331,6 +331,12 @@ static LogicalResult checkBias(Operation *op, Value rows, StringRef biasName,
                      "the last dimension of the rows");
 }
 
+LogicalResult SumSquaresOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("expects at least one input");
+  return success();
+}
+
 LogicalResult BiasAddOp::verify() {
   return checkBias(*this, getInput(), "bias", getBias());
 }

@@ -227,14 +227,19 @@ def Loom_FanOutOp : Loom_Op<"fan_out", [Loom_MixedPrecision, Pure, Loom_Differen
 }
 
 def Loom_SumSquaresOp : Loom_Op<"sum_squares", [Pure]> {
-  let summary = "sum of the squares of all elements";
+  let summary = "sum of the squares of all elements of its inputs";
   let description = [{
-    A 0-d tensor holding `sum(x * x)`. The training step uses it for the
-    global gradient norm.
+    A 0-d tensor holding `sum(x * x)` over every element of every input
+    (at least one). The training step uses it for the global gradient
+    norm, over all the gradients at once: its result is one value to
+    read, where a sum per gradient would be one each (on a GPU, a wait
+    for the device each).
   }];
-  let arguments = (ins Loom_FloatTensor:$input);
+  let arguments = (ins Variadic<Loom_FloatTensor>:$inputs);
   let results = (outs 0DTensorOf<[F32]>:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat =
+      "$inputs attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -52,12 +52,37 @@ std::optional<Range> getRange(Value value) {
   return std::nullopt;
 }
 
+/// The elements of its buffer that a memref of `type` spans, from its
+/// layout's offset, if the layout and shape are static.
+std::optional<Range> getElementRange(MemRefType type) {
+  int64_t offset;
+  SmallVector<int64_t> strides;
+  if (!type.hasStaticShape() ||
+      failed(type.getStridesAndOffset(strides, offset)) ||
+      ShapedType::isDynamic(offset))
+    return std::nullopt;
+  int64_t last = offset;
+  for (auto [extent, stride] : llvm::zip(type.getShape(), strides)) {
+    if (extent == 0)
+      return Range(offset, offset - 1);
+    if (ShapedType::isDynamic(stride) || stride < 0)
+      return std::nullopt;
+    last += (extent - 1) * stride;
+  }
+  return Range(offset, last);
+}
+
 /// Traces `value` through the views that stay inside their source (a
 /// subview, a reshape, a cast, a view) to what they view.
 Extent getExtent(Value value) {
   Extent extent;
   bool known = true, inView = false;
   int64_t begin = 0, size = 0;
+  // Subviews of a view's result (the parts of one arena buffer, such as
+  // the gradient norm's partial sums of each tensor) span the elements
+  // their layout says, from the view's start.
+  auto outer = dyn_cast<MemRefType>(value.getType());
+  bool part = false;
   while (Operation *op = value.getDefiningOp()) {
     if (auto view = dyn_cast<memref::ViewOp>(op)) {
       std::optional<Range> shift = getRange(view.getByteShift());
@@ -70,10 +95,17 @@ Extent getExtent(Value value) {
       }
       if (!inView) {
         auto type = cast<MemRefType>(view.getType());
-        if (type.hasStaticShape())
+        std::optional<Range> elements =
+            part ? getElementRange(outer) : std::nullopt;
+        if (elements) {
+          int64_t bytes = llvm::divideCeil(outer.getElementTypeBitWidth(), 8);
+          begin += elements->first * bytes;
+          size += (elements->second + 1 - elements->first) * bytes;
+        } else if (type.hasStaticShape()) {
           size += getStaticBytes(type);
-        else
+        } else {
           known = false;
+        }
       }
       inView = true;
       value = view.getSource();
@@ -85,6 +117,7 @@ Extent getExtent(Value value) {
     // A part of a view's source: where is not followed.
     if (inView)
       known = false;
+    part |= isa<memref::SubViewOp>(op);
     value = op->getOperand(0);
   }
   extent.root = value;

@@ -535,17 +535,21 @@ struct BuildTrainStepPass
     // Global norm of the averaged gradient, and the factor that takes the
     // summed gradient to the clipped average.
     // A gradient tensor parallelism divides is summed over the group's
-    // parts; one every rank holds whole counts once.
-    Value sumSquares = s.constant(0.0), dividedSquares;
-    for (auto [g, p] : llvm::zip(grads, params)) {
-      if (!p.countSquares)
-        continue;
-      Value squares = s.extract(SumSquaresOp::create(b, loc, scalarType, g));
-      Value &sum = p.attrs.get(LoomDialect::getTensorSplitAttrName())
-                       ? dividedSquares
-                       : sumSquares;
-      sum = sum ? arith::AddFOp::create(b, loc, sum, squares) : squares;
-    }
+    // parts; one every rank holds whole counts once. One sum of squares
+    // over all gradients of each kind: one value to read.
+    SmallVector<Value> whole, divided;
+    for (auto [g, p] : llvm::zip(grads, params))
+      if (p.countSquares)
+        (p.attrs.get(LoomDialect::getTensorSplitAttrName()) ? divided : whole)
+            .push_back(g);
+    auto squaresOf = [&](ArrayRef<Value> gradients) -> Value {
+      return gradients.empty() ? Value()
+                               : s.extract(SumSquaresOp::create(
+                                     b, loc, scalarType, gradients));
+    };
+    Value sumSquares = squaresOf(whole), dividedSquares = squaresOf(divided);
+    if (!sumSquares)
+      sumSquares = s.constant(0.0);
     if (dividedSquares) {
       Value overGroup = overAxis(dividedSquares, kTensorAxis);
       if (!overGroup)

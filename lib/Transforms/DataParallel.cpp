@@ -394,22 +394,48 @@ struct DataParallelPass
     return success();
   }
 
-  /// ZeRO-2/3: the global norm's sums of squares, each over a shard, summed
-  /// over the replicas (one collective for all of them).
+  /// ZeRO-2/3: the global norm's sums of squares over the gradients'
+  /// shards, summed over the replicas (one collective for all of them).
+  /// Whole gradients among them (none, as the plans shard every one) keep
+  /// their sum, added to the replicas'.
   void sumSquaresOverReplicas(OpBuilder &b, Location loc, func::FuncOp step,
                               const DenseMap<Value, Value> &shardOf) {
     SmallVector<SumSquaresOp> squares;
     step.walk([&](SumSquaresOp op) {
-      if (shardOf.count(op.getInput()))
+      if (llvm::any_of(op.getInputs(),
+                       [&](Value input) { return shardOf.count(input); }))
         squares.push_back(op);
     });
     SmallVector<Value> partial;
     for (SumSquaresOp op : squares) {
-      auto mine = SumSquaresOp::create(b, op.getLoc(), op.getType(),
-                                       shardOf.lookup(op.getInput()));
-      op.replaceAllUsesWith(mine.getResult());
-      op.erase();
+      SmallVector<Value> shards, whole;
+      for (Value input : op.getInputs()) {
+        if (Value shard = shardOf.lookup(input))
+          shards.push_back(shard);
+        else
+          whole.push_back(input);
+      }
+      auto mine = SumSquaresOp::create(b, op.getLoc(), op.getType(), shards);
       partial.push_back(mine);
+      if (whole.empty()) {
+        op.replaceAllUsesWith(mine.getResult());
+        op.erase();
+        continue;
+      }
+      // After the op: its sum and the replicas' (sumOverReplicas below puts
+      // the collective's result in place of `mine`).
+      op.getInputsMutable().assign(whole);
+      OpBuilder after(op->getContext());
+      after.setInsertionPointAfter(op);
+      Location at = op.getLoc();
+      auto own =
+          tensor::ExtractOp::create(after, at, op.getResult(), ValueRange{});
+      Value sum = arith::AddFOp::create(
+          after, at, own,
+          tensor::ExtractOp::create(after, at, mine, ValueRange{}));
+      Value total = tensor::FromElementsOp::create(after, at, op.getType(),
+                                                   ValueRange{sum});
+      op.getResult().replaceAllUsesExcept(total, own);
     }
     if (!partial.empty())
       sumOverReplicas(b, loc, partial);

@@ -141,6 +141,23 @@ func.func @scan(%x: tensor<2x4xf32>, %w: tensor<3x4xf32>) -> (tensor<2x4xf32>, t
 
 // -----
 
+// The gradient norm's sum of squares over two tensors: each one's rows
+// summed side by side into one vector of partial sums (a [3, 4] value's 3
+// rows, a vector's 1), which one reduction adds up in order.
+// CHECK-LABEL: func.func @squares
+// CHECK: %[[PW:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<3x4xf32>) outs(%{{.*}} : tensor<3xf32>)
+// CHECK: %[[PB:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<1x4xf32>) outs(%{{.*}} : tensor<1xf32>)
+// CHECK: %[[ALL:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: %[[A:.*]] = tensor.insert_slice %[[PW]] into %[[ALL]][0] [3] [1]
+// CHECK: %[[B:.*]] = tensor.insert_slice %[[PB]] into %[[A]][3] [1] [1]
+// CHECK: linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[B]] : tensor<4xf32>) outs(%{{.*}} : tensor<f32>)
+func.func @squares(%w: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<f32> {
+  %s = loom.sum_squares %w, %b : tensor<3x4xf32>, tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
 func.func @half(%x: tensor<4xf16>) -> tensor<f32> {
   // expected-error@+1 {{is lowered for f32 tensors only, got 'tensor<4xf16>'}}
   %y = loom.sum_squares %x : tensor<4xf16> -> tensor<f32>

@@ -539,3 +539,50 @@ func.func @unknown_arguments(%a: memref<64xf32>, %b: memref<64xf32>,
   }
   return
 }
+
+// -----
+
+// Parts of one arena buffer (the gradient norm's partial sums of each
+// tensor) are told apart by their subviews' offsets: nests writing
+// different parts share a launch, nests writing overlapping ones do not.
+// CHECK-LABEL: func.func @parts(
+// CHECK-COUNT-1: gpu.launch
+// CHECK-NOT: gpu.launch
+// CHECK-LABEL: func.func @overlapping_parts(
+// CHECK-COUNT-2: gpu.launch
+func.func @parts(%v: f32) {
+  %arena = memref.alloc() : memref<512xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %all = memref.view %arena[%c0][] : memref<512xi8> to memref<128xf32>
+  %a = memref.subview %all[0] [64] [1] : memref<128xf32> to memref<64xf32, strided<[1]>>
+  %b = memref.subview %all[64] [64] [1] : memref<128xf32> to memref<64xf32, strided<[1], offset: 64>>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %v, %a[%i] : memref<64xf32, strided<[1]>>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %v, %b[%i] : memref<64xf32, strided<[1], offset: 64>>
+    scf.reduce
+  }
+  return
+}
+func.func @overlapping_parts(%v: f32) {
+  %arena = memref.alloc() : memref<512xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %all = memref.view %arena[%c0][] : memref<512xi8> to memref<128xf32>
+  %a = memref.subview %all[0] [64] [1] : memref<128xf32> to memref<64xf32, strided<[1]>>
+  %b = memref.subview %all[63] [64] [1] : memref<128xf32> to memref<64xf32, strided<[1], offset: 63>>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %v, %a[%i] : memref<64xf32, strided<[1]>>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    memref.store %v, %b[%i] : memref<64xf32, strided<[1], offset: 63>>
+    scf.reduce
+  }
+  return
+}

@@ -22,8 +22,7 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // CHECK-SAME: tensor<2x3xi32> {loom.input = "tokens"}, %{{.*}}: tensor<2x3xi32> {loom.input = "targets"}, %{{.*}}: tensor<f32> {loom.input = "lr"}, %{{.*}}: tensor<f32> {loom.input = "step"})
 // CHECK-SAME: -> (tensor<f32> {loom.output = "loss"}, tensor<f32> {loom.output = "grad_norm"}, tensor<8x4xf32> {loom.updates = 0 : i64}
 // CHECK: %[[G:.*]]:3 = call @forward_grad
-// CHECK: loom.sum_squares %[[G]]#1
-// CHECK: loom.sum_squares %[[G]]#2
+// CHECK: loom.sum_squares %[[G]]#1, %[[G]]#2 : tensor<8x4xf32>, tensor<4xf32> -> tensor<f32>
 // CHECK: math.sqrt
 // CHECK: arith.minimumf
 // CHECK: loom.adamw %[[W]], %[[G]]#1, {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = {{.*}} : f64, epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64}

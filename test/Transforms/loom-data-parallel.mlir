@@ -92,8 +92,7 @@ module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 1, micr
 // BUCKET: %[[GB:.*]] = tensor.extract_slice %[[SUMS]][32] [4] [1]
 // BUCKET: %[[R:.*]] = shard.process_multi_index on @loom_grid axes = [1] : index
 // The global norm is the whole gradients'.
-// BUCKET: loom.sum_squares %[[GW]] : tensor<8x4xf32>
-// BUCKET: loom.sum_squares %[[GB]] : tensor<4xf32>
+// BUCKET: loom.sum_squares %[[GW]], %[[GB]] : tensor<8x4xf32>, tensor<4xf32>
 // BUCKET: %[[FW:.*]] = tensor.collapse_shape %[[W]]
 // BUCKET: %[[OW:.*]] = arith.muli %[[R]], %c16
 // BUCKET: %[[SW:.*]] = tensor.extract_slice %[[FW]][%[[OW]]] [16] [1]
@@ -132,9 +131,8 @@ module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 2, micr
 // BUCKET: %[[GW:.*]] = tensor.collapse_shape
 // BUCKET: tensor.extract_slice %[[MINE]][0, 16] [1, 2] [1, 1]
 // BUCKET: %[[GB:.*]] = tensor.collapse_shape
-// BUCKET: loom.sum_squares %[[GW]] : tensor<16xf32>
-// BUCKET: loom.sum_squares %[[GB]] : tensor<2xf32>
-// BUCKET: shard.all_reduce %{{.*}} on @loom_grid grid_axes = [1] : tensor<2xf32> -> tensor<2xf32>
+// BUCKET: %[[MINE2:.*]] = loom.sum_squares %[[GW]], %[[GB]] : tensor<16xf32>, tensor<2xf32>
+// BUCKET: shard.all_reduce %[[MINE2]] on @loom_grid grid_axes = [1] : tensor<f32> -> tensor<f32>
 // BUCKET: loom.sgd %{{.*}}, %[[GW]], {{.*}} : tensor<16xf32>
 // BUCKET: loom.sgd %{{.*}}, %[[GB]], {{.*}} : tensor<2xf32>
 // BUCKET: shard.all_gather %{{.*}} on @loom_grid grid_axes = [1] gather_axis = 0 : tensor<1x18xf32> -> tensor<2x18xf32>

@@ -103,7 +103,9 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
     `micro_batches` micro-batches of the module's `#loom.plan` (1 without a
     plan) are accumulated in a loop (the tokens argument holds all of them,
     `@forward_grad` sees one, as `loom-micro-batches` left it), the global
-    gradient norm is computed, gradients are scaled so that it does not exceed
+    gradient norm is computed (one `loom.sum_squares` over all gradients,
+    so that the sum is one value to read), gradients are scaled so that it
+    does not exceed
     `grad_clip` (when positive), and each parameter gets one AdamW or SGD
     update. As in GPT-2, weight decay applies to the matrices (linear
     weights and embedding tables, stacked over layers or not) and not to

@@ -2,7 +2,8 @@
 //
 // AdamW and SGD as one elementwise generic per parameter (a skipped update
 // selects the values it read); the sum of squares of the global gradient
-// norm as a full reduction.
+// norm as the sums of rows of every gradient, then one reduction of them
+// all.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,31 +14,51 @@ using namespace mlir::loom;
 using namespace mlir::loom::lowering;
 
 namespace {
-/// The sum of squares of the rows of a [rows, width] view, then of those
-/// partial sums: the rows are independent (in parallel, each accumulated in
-/// registers), the result does not depend on how many threads add them, and
-/// sums of a few thousand terms lose less to rounding than one of millions.
+/// The sum of squares of the rows of each input as a [rows, width] view,
+/// then of all those partial sums, in the inputs' order: the rows are
+/// independent (in parallel, each accumulated in registers), the result
+/// does not depend on how many threads add them, and sums of a few
+/// thousand terms lose less to rounding than one of millions. The partial
+/// sums lie side by side in one vector, which one reduction adds up.
 struct SumSquaresLowering : LoomPattern<SumSquaresOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(SumSquaresOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
-    Value x = adaptor.getInput();
-    auto type = cast<RankedTensorType>(x.getType());
-    if (type.getRank() == 0)
-      x = tensor::ExpandShapeOp::create(L.b, L.loc,
-                                        RankedTensorType::get({1, 1}, L.f32()),
-                                        x, ArrayRef<ReassociationIndices>{});
-    else if (type.getRank() == 1)
-      x = tensor::ExpandShapeOp::create(
-          L.b, L.loc, RankedTensorType::get({1, type.getDimSize(0)}, L.f32()),
-          x, ArrayRef<ReassociationIndices>{{0, 1}});
-    else
-      x = L.rows(x);
-    int64_t rows = cast<RankedTensorType>(x.getType()).getDimSize(0);
-    Value partial = L.rowSum(x, rows, [&](OpBuilder &nb, ValueRange a) {
-      return arith::MulFOp::create(nb, L.loc, a[0], a[0]).getResult();
-    });
-    return {L.generic(partial, L.filled({}, 0.0),
+    SmallVector<Value> partials;
+    int64_t total = 0;
+    for (Value x : adaptor.getInputs()) {
+      auto type = cast<RankedTensorType>(x.getType());
+      if (type.getRank() == 0)
+        x = tensor::ExpandShapeOp::create(
+            L.b, L.loc, RankedTensorType::get({1, 1}, L.f32()), x,
+            ArrayRef<ReassociationIndices>{});
+      else if (type.getRank() == 1)
+        x = tensor::ExpandShapeOp::create(
+            L.b, L.loc, RankedTensorType::get({1, type.getDimSize(0)}, L.f32()),
+            x, ArrayRef<ReassociationIndices>{{0, 1}});
+      else
+        x = L.rows(x);
+      int64_t rows = cast<RankedTensorType>(x.getType()).getDimSize(0);
+      partials.push_back(L.rowSum(x, rows, [&](OpBuilder &nb, ValueRange a) {
+        return arith::MulFOp::create(nb, L.loc, a[0], a[0]).getResult();
+      }));
+      total += rows;
+    }
+    Value all = partials.front();
+    if (partials.size() > 1) {
+      all = L.empty({total});
+      int64_t offset = 0;
+      for (Value partial : partials) {
+        int64_t rows = cast<RankedTensorType>(partial.getType()).getDimSize(0);
+        all = tensor::InsertSliceOp::create(
+            L.b, L.loc, partial, all,
+            ArrayRef<OpFoldResult>{L.b.getIndexAttr(offset)},
+            ArrayRef<OpFoldResult>{L.b.getIndexAttr(rows)},
+            ArrayRef<OpFoldResult>{L.b.getIndexAttr(1)});
+        offset += rows;
+      }
+    }
+    return {L.generic(all, L.filled({}, 0.0),
                       {L.identity(1), AffineMap::get(1, 0, {}, L.ctx)}, {kRed},
                       sumBody)[0]};
   }

@@ -620,3 +620,11 @@ func.func @arena() attributes {loom.arena = {bytes = 64 : i64, live = -1 : i64, 
 
 // expected-error @+1 {{attribute 'loom.communication' must be a unit attribute on a function}}
 func.func private @send() attributes {loom.communication = 1 : i64}
+
+// -----
+
+func.func @no_squares() -> tensor<f32> {
+  // expected-error @+1 {{'loom.sum_squares' op expects at least one input}}
+  %s = "loom.sum_squares"() : () -> tensor<f32>
+  return %s : tensor<f32>
+}
