@@ -26,6 +26,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir {
@@ -233,6 +234,19 @@ void shareAmongWarp(scf::ForOp loop, Value lane) {
   }
 }
 
+/// Moves `ops`, in order, into a parallel loop of one iteration built at
+/// `b`'s insertion point: a kernel of one thread.
+void moveIntoOneIteration(OpBuilder &b, Location loc,
+                          ArrayRef<Operation *> ops) {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto wrapper = scf::ParallelOp::create(b, loc, ValueRange{zero},
+                                         ValueRange{one}, ValueRange{one});
+  Operation *terminator = wrapper.getBody()->getTerminator();
+  for (Operation *op : ops)
+    op->moveBefore(terminator);
+}
+
 /// Puts `loop`, a reduction to scalars on the host whose results are only
 /// stored right after it, in a parallel loop of one iteration, to run as a
 /// kernel (of one warp if it is a warp reduction). A load of an initial
@@ -273,14 +287,73 @@ void wrapHostReduction(scf::ForOp loop) {
     moved.push_back(store);
   }
   OpBuilder b(moved.front());
-  Location loc = loop.getLoc();
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value one = arith::ConstantIndexOp::create(b, loc, 1);
-  auto wrapper = scf::ParallelOp::create(b, loc, ValueRange{zero},
-                                         ValueRange{one}, ValueRange{one});
-  Operation *terminator = wrapper.getBody()->getTerminator();
-  for (Operation *op : moved)
-    op->moveBefore(terminator);
+  moveIntoOneIteration(b, loop.getLoc(), moved);
+}
+
+/// Whether `buffer` lies on the host's stack (a `memref.alloca`, or a view
+/// of one), which a kernel cannot reach.
+bool isOnStack(Value buffer) {
+  while (auto view = buffer.getDefiningOp<ViewLikeOpInterface>())
+    buffer = view.getViewSource();
+  return buffer.getDefiningOp<memref::AllocaOp>();
+}
+
+/// Whether `op`, on the host, only moves a scalar between memory the device
+/// reaches and registers, or computes one without touching memory.
+bool movesScalars(Operation *op) {
+  if (auto load = dyn_cast<memref::LoadOp>(op))
+    return load.getType().isIntOrFloat() && !isOnStack(load.getMemRef());
+  if (auto store = dyn_cast<memref::StoreOp>(op))
+    return store.getValueToStore().getType().isIntOrFloat() &&
+           !isOnStack(store.getMemRef());
+  return op->getNumRegions() == 0 && isMemoryEffectFree(op) && runsOnDevice(op);
+}
+
+/// Puts `run`, consecutive host operations that movesScalars allows, in a
+/// parallel loop of one iteration, to run as a kernel after them, when
+/// what it loads only goes to what it stores (the step's loss, read from
+/// where the backward pass summed it and stored for the step's output):
+/// the host would otherwise wait for the device to read it. Operations
+/// that read no memory and need nothing loaded (views, constants) stay on
+/// the host.
+void wrapHostScalars(ArrayRef<Operation *> run) {
+  SmallPtrSet<Operation *, 8> inRun(run.begin(), run.end()), moved;
+  SmallVector<Operation *> kernel;
+  bool stores = false;
+  for (Operation *op : run) {
+    bool memory = isa<memref::LoadOp, memref::StoreOp>(op);
+    bool needsMoved = llvm::any_of(op->getOperands(), [&](Value operand) {
+      return moved.contains(operand.getDefiningOp());
+    });
+    if (!memory && !needsMoved)
+      continue;
+    // A value the host still needs after the run keeps it there.
+    for (Operation *user : op->getUsers())
+      if (!inRun.contains(op->getBlock()->findAncestorOpInBlock(*user)))
+        return;
+    moved.insert(op);
+    kernel.push_back(op);
+    stores |= isa<memref::StoreOp>(op);
+  }
+  if (!stores)
+    return;
+  OpBuilder b(run.back()->getContext());
+  b.setInsertionPointAfter(run.back());
+  moveIntoOneIteration(b, kernel.front()->getLoc(), kernel);
+}
+
+/// wrapHostScalars for each run of `block`.
+void wrapHostScalars(Block &block) {
+  SmallVector<SmallVector<Operation *>> runs(1);
+  for (Operation &op : block) {
+    if (movesScalars(&op))
+      runs.back().push_back(&op);
+    else if (!runs.back().empty())
+      runs.emplace_back();
+  }
+  for (ArrayRef<Operation *> run : runs)
+    if (!run.empty())
+      wrapHostScalars(run);
 }
 
 /// The kernel's name, from the part of the model its loop computes and the
@@ -811,6 +884,16 @@ struct ParallelLoopsToGpuPass
     getOperation().walk([&](scf::ForOp loop) { hostLoops.push_back(loop); });
     for (scf::ForOp loop : hostLoops)
       wrapHostReduction(loop);
+    // The host's blocks: functions' and host loops' bodies.
+    SmallVector<Block *> hostBlocks;
+    getOperation().walk([&](Block *block) {
+      Operation *parent = block->getParentOp();
+      if (!isa<scf::ParallelOp>(parent) &&
+          !parent->getParentOfType<scf::ParallelOp>())
+        hostBlocks.push_back(block);
+    });
+    for (Block *block : hostBlocks)
+      wrapHostScalars(*block);
     // Outermost first; a loop that stays on the host is looked into.
     SmallVector<scf::ParallelOp> kernels;
     getOperation().walk<WalkOrder::PreOrder>([&](scf::ParallelOp loop) {

@@ -586,3 +586,60 @@ func.func @overlapping_parts(%v: f32) {
   }
   return
 }
+
+// -----
+
+// Host code that only moves a scalar from memory to memory (the step's
+// loss, scaled and stored for its output) runs as a kernel of one thread:
+// the host would wait for the device to read it. A loaded value the host
+// still needs afterwards (the clip factor a later kernel takes), and a
+// load of memory on the host's stack, keep their code on the host (the
+// kernel then takes the value).
+// CHECK-LABEL: func.func @loss(
+// CHECK-NOT: memref.load
+// CHECK: gpu.launch
+// CHECK: %[[L:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK: %[[S:.*]] = arith.mulf %[[L]], %{{.*}} : f32
+// CHECK: memref.store %[[S]], %{{.*}}[] : memref<f32>
+// CHECK: gpu.terminator
+// CHECK-LABEL: func.func @needed_after(
+// CHECK: %[[N:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK: memref.store %[[N]]
+// CHECK: gpu.launch
+// CHECK-LABEL: func.func @on_stack(
+// CHECK: %[[V:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK: gpu.launch
+// CHECK: memref.store %[[V]], %{{.*}}[] : memref<f32>
+func.func @loss(%out: memref<f32> {loom.output = "loss"}) {
+  %arena = memref.alloc() : memref<64xi8>
+  %c0 = arith.constant 0 : index
+  %half = arith.constant 0.5 : f32
+  %sum = memref.view %arena[%c0][] : memref<64xi8> to memref<f32>
+  %l = memref.load %sum[] : memref<f32>
+  %s = arith.mulf %l, %half : f32
+  memref.store %s, %out[] : memref<f32>
+  return
+}
+func.func @needed_after(%out: memref<f32> {loom.output = "grad_norm"},
+                        %p: memref<64xf32> {loom.param = "w"}) {
+  %arena = memref.alloc() : memref<64xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %sum = memref.view %arena[%c0][] : memref<64xi8> to memref<f32>
+  %n = memref.load %sum[] : memref<f32>
+  memref.store %n, %out[] : memref<f32>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    %x = memref.load %p[%i] : memref<64xf32>
+    %y = arith.mulf %x, %n : f32
+    memref.store %y, %p[%i] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @on_stack(%out: memref<f32> {loom.output = "loss"}) {
+  %local = memref.alloca() : memref<f32>
+  %l = memref.load %local[] : memref<f32>
+  memref.store %l, %out[] : memref<f32>
+  return
+}

@@ -435,7 +435,11 @@ def LoomParallelLoopsToGpu
     for this. A full reduction left on the host (an `scf.for` outside any
     parallel loop carrying scalars, its results only stored right after it)
     becomes a kernel of one iteration, with the load of its initial value
-    just before it: the host would otherwise read device memory. The
+    just before it: the host would otherwise read device memory. So does
+    host code that loads scalars, computes with them and stores the results
+    (the step's loss, stored for its output) when the host needs none of
+    the values afterwards; views and constants stay on the host, and so
+    does a load of the host's stack (`memref.alloca`). The
     parallel loops nested in the body stay for
     `scf-parallel-for-to-nested-fors` to make sequential in each thread. A
     parallel loop a GPU cannot run (attention's loop over heads, which calls
