@@ -857,28 +857,26 @@ struct ParallelLoopsToGpuPass
     : public loom::impl::LoomParallelLoopsToGpuBase<ParallelLoopsToGpuPass> {
   using Base::Base;
 
+  /// Whether option `name`'s `value` is at least `least` (and at most
+  /// `most`, if given); else an error.
+  bool checkOption(StringRef name, int64_t value, int64_t least,
+                   std::optional<int64_t> most = std::nullopt) {
+    if (value >= least && (!most || value <= *most))
+      return true;
+    InFlightDiagnostic error = getOperation().emitError()
+                               << "loom-parallel-loops-to-gpu: " << name;
+    if (most)
+      error << " must be in [" << least << ", " << *most << "], got " << value;
+    else
+      error << " must be at least " << least << ", got " << value;
+    return false;
+  }
+
   void runOnOperation() override {
-    if (blockSize <= 0 || blockSize > 1024) {
-      getOperation().emitError()
-          << "loom-parallel-loops-to-gpu: block-size must be in [1, 1024], "
-             "got "
-          << static_cast<int64_t>(blockSize);
+    if (!checkOption("block-size", blockSize, 1, 1024) ||
+        !checkOption("thread-bytes", threadBytes, 0) ||
+        !checkOption("nests-per-launch", nestsPerLaunch, 1))
       return signalPassFailure();
-    }
-    if (threadBytes < 0) {
-      getOperation().emitError()
-          << "loom-parallel-loops-to-gpu: thread-bytes must be at least 0, "
-             "got "
-          << static_cast<int64_t>(threadBytes);
-      return signalPassFailure();
-    }
-    if (nestsPerLaunch < 1) {
-      getOperation().emitError()
-          << "loom-parallel-loops-to-gpu: nests-per-launch must be at least "
-             "1, got "
-          << static_cast<int64_t>(nestsPerLaunch);
-      return signalPassFailure();
-    }
     getOperation().walk([](memref::CopyOp copy) { copyAsLoop(copy); });
     SmallVector<scf::ForOp> hostLoops;
     getOperation().walk([&](scf::ForOp loop) { hostLoops.push_back(loop); });
