@@ -157,8 +157,8 @@ struct DataParallelPass
       for (Value g : grads)
         shardOf[g] = g;
     }
-    if (plan.zero >= 2)
-      sumSquaresOverReplicas(b, loc, step, shardOf);
+    if (plan.zero >= 2 && failed(sumSquaresOverReplicas(b, loc, step, shardOf)))
+      return failure();
     if (plan.zero == 1 || plan.zero == 2)
       if (failed(shardUpdates(b, step, shardOf)))
         return failure();
@@ -396,10 +396,11 @@ struct DataParallelPass
 
   /// ZeRO-2/3: the global norm's sums of squares over the gradients'
   /// shards, summed over the replicas (one collective for all of them).
-  /// Whole gradients among them (none, as the plans shard every one) keep
-  /// their sum, added to the replicas'.
-  void sumSquaresOverReplicas(OpBuilder &b, Location loc, func::FuncOp step,
-                              const DenseMap<Value, Value> &shardOf) {
+  /// Every gradient is sharded from ZeRO-2 on, so a sum of squares that
+  /// also reads a whole one is not the step's.
+  LogicalResult sumSquaresOverReplicas(OpBuilder &b, Location loc,
+                                       func::FuncOp step,
+                                       const DenseMap<Value, Value> &shardOf) {
     SmallVector<SumSquaresOp> squares;
     step.walk([&](SumSquaresOp op) {
       if (llvm::any_of(op.getInputs(),
@@ -408,37 +409,23 @@ struct DataParallelPass
     });
     SmallVector<Value> partial;
     for (SumSquaresOp op : squares) {
-      SmallVector<Value> shards, whole;
+      SmallVector<Value> shards;
       for (Value input : op.getInputs()) {
-        if (Value shard = shardOf.lookup(input))
-          shards.push_back(shard);
-        else
-          whole.push_back(input);
+        Value shard = shardOf.lookup(input);
+        if (!shard)
+          return op.emitOpError("sums the squares of sharded gradients and "
+                                "of a tensor that is not one (ZeRO-2 and 3 "
+                                "shard every gradient)");
+        shards.push_back(shard);
       }
       auto mine = SumSquaresOp::create(b, op.getLoc(), op.getType(), shards);
+      op.replaceAllUsesWith(mine.getResult());
+      op.erase();
       partial.push_back(mine);
-      if (whole.empty()) {
-        op.replaceAllUsesWith(mine.getResult());
-        op.erase();
-        continue;
-      }
-      // After the op: its sum and the replicas' (sumOverReplicas below puts
-      // the collective's result in place of `mine`).
-      op.getInputsMutable().assign(whole);
-      OpBuilder after(op->getContext());
-      after.setInsertionPointAfter(op);
-      Location at = op.getLoc();
-      auto own =
-          tensor::ExtractOp::create(after, at, op.getResult(), ValueRange{});
-      Value sum = arith::AddFOp::create(
-          after, at, own,
-          tensor::ExtractOp::create(after, at, mine, ValueRange{}));
-      Value total = tensor::FromElementsOp::create(after, at, op.getType(),
-                                                   ValueRange{sum});
-      op.getResult().replaceAllUsesExcept(total, own);
     }
     if (!partial.empty())
       sumOverReplicas(b, loc, partial);
+    return success();
   }
 
   /// ZeRO-1/2: every optimizer update runs on this rank's shard of its

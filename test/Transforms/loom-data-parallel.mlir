@@ -2,6 +2,8 @@
 // RUN: loom-opt %s --loom-build-train-step --loom-data-parallel --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=BUCKET
 // RUN: loomc %S/Inputs/auto-plan.json --plan dp=2,zero=3 --emit=parallel | FileCheck %s --check-prefix=ZERO3
 // RUN: loomc %examples/gpt2-tiny.json --plan pp=2,dp=2,zero=1,mb=2 --emit=parallel | FileCheck %s --check-prefix=PIPE
+// RUN: not loom-opt %S/Inputs/mixed-squares.mlir --loom-data-parallel 2>&1 | FileCheck %s --check-prefix=MIXED
+// MIXED: error: 'loom.sum_squares' op sums the squares of sharded gradients and of a tensor that is not one (ZeRO-2 and 3 shard every gradient)
 
 // Two replicas of two micro-batches: the loop that accumulates the
 // micro-batches' loss and gradients is followed by their sum over the
