@@ -592,8 +592,10 @@ struct LaunchGroup {
   /// What the kernel takes from the host.
   SetVector<Value> arguments;
 
-  explicit LaunchGroup(scf::ParallelOp loop)
-      : loops{loop}, accesses(getAccesses(loop)) {
+  /// A group of `loop`, which reads and writes `touched` (getAccesses).
+  LaunchGroup(scf::ParallelOp loop,
+              std::optional<SmallVector<MemoryEffects::EffectInstance>> touched)
+      : loops{loop}, accesses(std::move(touched)) {
     collectKernelArguments(loop.getRegion(), arguments);
     // What the host computes right before the first nest, which those moved
     // there may fold into.
@@ -608,14 +610,12 @@ struct LaunchGroup {
   /// may run before the first nest (they read memory no nest writes, and
   /// write none), and touches no memory a nest writes, nor writes memory
   /// one reads. The operations between then move before the first nest.
-  bool tryAdd(scf::ParallelOp loop, size_t maxNests) {
+  /// `mine` is what `loop` reads and writes (getAccesses).
+  bool tryAdd(scf::ParallelOp loop,
+              ArrayRef<MemoryEffects::EffectInstance> mine, size_t maxNests) {
     scf::ParallelOp last = loops.back();
     if (loops.size() >= maxNests || !accesses ||
-        loop->getBlock() != last->getBlock())
-      return false;
-    std::optional<SmallVector<MemoryEffects::EffectInstance>> mine =
-        getAccesses(loop);
-    if (!mine || conflict(*accesses, *mine))
+        loop->getBlock() != last->getBlock() || conflict(*accesses, mine))
       return false;
     SmallVector<Operation *> between;
     for (Operation *op = last->getNextNode(); op != loop;
@@ -632,7 +632,7 @@ struct LaunchGroup {
     if (getArgumentBytes(joined) > kMaxArgumentBytes)
       return false;
     loops.push_back(loop);
-    accesses->append(*mine);
+    accesses->append(mine.begin(), mine.end());
     arguments = std::move(joined);
     return true;
   }
@@ -788,9 +788,9 @@ void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
 }
 
 /// Replaces `loops`, consecutive in their block and independent of each
-/// other (joinsGroup), by one launch: each nest a thread per iteration, or
-/// a warp per iteration where its body reduces, on blocks of its own, the
-/// first nest on the first blocks.
+/// other (LaunchGroup::tryAdd), by one launch: each nest a thread per
+/// iteration, or a warp per iteration where its body reduces, on blocks of its
+/// own, the first nest on the first blocks.
 void launch(ArrayRef<scf::ParallelOp> loops, int64_t blockSize,
             int64_t threadBytes) {
   scf::ParallelOp first = loops.front();
@@ -802,9 +802,9 @@ void launch(ArrayRef<scf::ParallelOp> loops, int64_t blockSize,
   b.setInsertionPointToStart(&scope.getBodyRegion().emplaceBlock());
   memref::AllocaScopeReturnOp::create(b, loc);
   b.setInsertionPointToStart(&scope.getBodyRegion().front());
-  // Each nest's blocks end where the next one's begin.
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   Value threads = arith::ConstantIndexOp::create(b, loc, blockSize);
+  // Each nest's blocks end where the next one's begin.
   SmallVector<Segment> segments;
   SmallVector<Value> ends;
   for (scf::ParallelOp loop : loops) {
@@ -901,10 +901,14 @@ struct ParallelLoopsToGpuPass
       return WalkResult::skip();
     });
     SmallVector<LaunchGroup> groups;
-    for (scf::ParallelOp loop : kernels)
-      if (groups.empty() ||
-          !groups.back().tryAdd(loop, static_cast<size_t>(nestsPerLaunch)))
-        groups.emplace_back(loop);
+    for (scf::ParallelOp loop : kernels) {
+      std::optional<SmallVector<MemoryEffects::EffectInstance>> accesses =
+          getAccesses(loop);
+      if (groups.empty() || !accesses ||
+          !groups.back().tryAdd(loop, *accesses,
+                                static_cast<size_t>(nestsPerLaunch)))
+        groups.emplace_back(loop, std::move(accesses));
+    }
     for (LaunchGroup &group : groups)
       launch(group.loops, static_cast<int64_t>(blockSize),
              static_cast<int64_t>(threadBytes));
