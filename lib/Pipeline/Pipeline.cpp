@@ -363,6 +363,10 @@ void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
   // The loops nested in a kernel run in each of its threads, and those left
   // on the host run in order there.
   pm.addPass(createParallelForToNestedForsPass());
+  // Constants the host computed go into the kernels rather than their
+  // parameters: divisions by them become multiplications, and their
+  // floating-point values immediate operands.
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   GpuNVVMAttachTargetOptions nvvm;
   nvvm.chip = cudaArch.str();
