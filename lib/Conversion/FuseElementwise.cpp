@@ -174,6 +174,13 @@ bool isReshape(Operation *op) {
   return isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op);
 }
 
+/// Whether `op` reads its source's elements in place, each element of its
+/// result one of the source's: a reshape, or a slice (the vocabulary's
+/// columns of logits padded past it).
+bool isView(Operation *op) {
+  return isReshape(op) || isa<tensor::ExtractSliceOp>(op);
+}
+
 /// The most operations per element of a loop cheap enough to compute again
 /// for every element a broadcast of it spans: a conversion, a row's mean
 /// from its sum, its reciprocal standard deviation from its variance.
@@ -303,11 +310,15 @@ struct MatmulReadsNarrowOperands : OpRewritePattern<linalg::MatmulOp> {
   }
 };
 
-/// `value`, of another element type than `reshape`'s source, reshaped as
-/// `reshape` reshapes its source.
+/// `value`, of another element type than `reshape`'s source, reshaped (or
+/// sliced) as `reshape` reshapes its source.
 Value reshapeLike(OpBuilder &b, Operation *reshape, Value value) {
   auto type = cast<RankedTensorType>(reshape->getResult(0).getType())
                   .clone(getElementTypeOrSelf(value.getType()));
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(reshape))
+    return tensor::ExtractSliceOp::create(
+        b, slice.getLoc(), type, value, slice.getMixedOffsets(),
+        slice.getMixedSizes(), slice.getMixedStrides());
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(reshape))
     return tensor::CollapseShapeOp::create(b, reshape->getLoc(), type, value,
                                            collapse.getReassociationIndices());
@@ -345,7 +356,7 @@ arith::TruncFOp getNarrowing(Operation *op, Type type) {
 struct WidenedUse {
   enum Kind { Operand, Extract, NarrowedDestination } kind;
   OpOperand *use;
-  /// The reshapes from the widened tensor to the use.
+  /// The reshapes and slices from the widened tensor to the use.
   SmallVector<Operation *> reshapes;
   /// For a destination: the reshapes of the loop's result, and the loop
   /// that narrows it.
@@ -353,7 +364,7 @@ struct WidenedUse {
   Operation *narrowing = nullptr;
 };
 
-/// Classifies the uses of `value` (a widened tensor, or a reshape of one)
+/// Classifies the uses of `value` (a widened tensor, or a view of one)
 /// into `uses`; false when one is of no kind above, or lies outside
 /// `block`.
 bool classifyWidenedUses(Value value, Block *block, Type narrowType,
@@ -363,7 +374,7 @@ bool classifyWidenedUses(Value value, Block *block, Type narrowType,
     Operation *owner = use.getOwner();
     if (!block->findAncestorOpInBlock(*owner))
       return false;
-    if (isReshape(owner)) {
+    if (isView(owner)) {
       if (owner->getBlock() != block)
         return false;
       SmallVector<Operation *> chain(reshapes);
@@ -468,16 +479,17 @@ struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
         break;
       }
     }
-    // The reshapes of the copy, then the copy, have no users left.
+    // The views of the copy, then the copy, have no users left.
     eraseDeadReshapes(rewriter, op->getResult(0));
     rewriter.eraseOp(op);
     return success();
   }
 
-  /// Erases the reshapes of `value` (and theirs) that nothing reads.
+  /// Erases the reshapes and slices of `value` (and theirs) that nothing
+  /// reads.
   static void eraseDeadReshapes(PatternRewriter &rewriter, Value value) {
     for (Operation *user : llvm::make_early_inc_range(value.getUsers())) {
-      if (!isReshape(user))
+      if (!isView(user))
         continue;
       eraseDeadReshapes(rewriter, user->getResult(0));
       if (user->use_empty())

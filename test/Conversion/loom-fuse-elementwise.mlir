@@ -465,6 +465,48 @@ func.func @logits(%x: tensor<2x4x16xbf16>, %t: tensor<8xi32>) -> (tensor<2x4x16x
 
 // -----
 
+// Logits padded past the vocabulary (loomc --pad-vocab): the loss reads
+// the vocabulary's columns through a slice of the rows. The slice is read
+// from the bf16 logits as the reshape is, and no f32 copy is left.
+// CHECK-LABEL: func.func @padded_logits(
+// CHECK-SAME: %[[X:.*]]: tensor<2x4x16xbf16>
+// CHECK-NOT: x16xf32>
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %[[X]] {{\[\[}}0, 1], [2]] : tensor<2x4x16xbf16> into tensor<8x16xbf16>
+// CHECK-NOT: x16xf32>
+// CHECK: %[[VOCAB:.*]] = tensor.extract_slice %[[ROWS]][0, 0] [8, 12] [1, 1] : tensor<8x16xbf16> to tensor<8x12xbf16>
+// CHECK: linalg.generic {{.*}} ins(%[[VOCAB]] : tensor<8x12xbf16>)
+// CHECK-NEXT: ^bb0(%[[E:.*]]: bf16, %{{.*}}: f32):
+// CHECK-NEXT: arith.extf %[[E]] : bf16 to f32
+func.func @padded_logits(%x: tensor<2x4x16xbf16>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %cst = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<2x4x16xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : tensor<2x4x16xbf16>) outs(%e : tensor<2x4x16xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<2x4x16xf32>
+  %rows = tensor.collapse_shape %w [[0, 1], [2]] : tensor<2x4x16xf32> into tensor<8x16xf32>
+  %vocab = tensor.extract_slice %rows[0, 0] [8, 12] [1, 1] : tensor<8x16xf32> to tensor<8x12xf32>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %init = linalg.fill ins(%cst : f32) outs(%e1 : tensor<8xf32>) -> tensor<8xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%vocab : tensor<8x12xf32>) outs(%init : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.maxnumf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%vocab : tensor<8x12xf32>) outs(%init : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.addf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  return %max, %sum : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 

@@ -61,7 +61,7 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     loops of its block read through broadcasts (directly or through
     reshapes only they read) gets a copy before each reader but the first,
     and each reader fuses its own. A widening with other users that every
-    use can read narrow (loops, directly or through reshapes;
+    use can read narrow (loops, directly or through reshapes and slices;
     `tensor.extract`s, which widen the element; and the destination of an
     all-parallel loop whose result is only narrowed back to the same type,
     which then computes into the narrow tensor, widening what it reads and
