@@ -160,12 +160,21 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
 static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
   StepLowering lowering;
   lowering.linalg.fusedAttention = options.fusedAttention;
+  int64_t rowBlocks = options.embeddingRowBlocks;
   if (options.target == Target::Cuda) {
     // The GPU's fused kernels hold a head's row in a thread's registers.
     lowering.linalg.fusedAttentionMaxHeadDim = LOOM_CUDA_ATTENTION_MAX_HEAD_DIM;
     // A GPU reduces with a warp per output element.
     lowering.splitReductions = true;
+    // The token table's gradient: a thread per column walks every token,
+    // 768 threads for GPT-2, each adding one token at a time (1.6 ms of an
+    // H100's step at 8 x 1024); a thread per column of each block of rows
+    // skips the tokens of other blocks. A CPU has threads enough in the
+    // columns, and would only read the tokens more often.
+    if (!rowBlocks)
+      rowBlocks = 64;
   }
+  lowering.linalg.embeddingRowBlocks = rowBlocks ? rowBlocks : 1;
   return lowering;
 }
 

@@ -1,4 +1,7 @@
 // RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0" --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0 embedding-row-blocks=3" --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=BLOCKS
+// RUN: not loom-opt %s --loom-lower-to-linalg="embedding-row-blocks=0" --split-input-file 2>&1 | FileCheck %s --check-prefix=BADBLOCKS
+// BADBLOCKS: embedding-row-blocks must be at least 1, got 0
 // Attention as loops (fused-attention=0); the fused form is
 // fused-attention.mlir.
 
@@ -66,6 +69,26 @@ func.func @carried_sums(%a: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xf32>,
 // CHECK: %[[SUM:.*]] = arith.addf %[[G]], %[[OLD]]
 // CHECK: tensor.insert %[[SUM]] into %[[ACC]][%[[ROW]]]
 // CHECK: tensor.parallel_insert_slice %{{.*}} into %[[ALL]][0, %[[C]]] [8, 1] [1, 1]
+// With embedding-row-blocks=3, the 8 rows split into 2 blocks of 4 (the
+// largest divisor up to 3): a (block, column) pair per iteration, which
+// walks every token and adds those of its block's rows, in token order.
+// BLOCKS-LABEL: func.func @embedding_grad(
+// BLOCKS: scf.forall (%[[K:.*]], %[[C:.*]]) in (2, 4) shared_outs(%[[ALL:.*]] = %{{.*}}) -> (tensor<8x4xf32>)
+// BLOCKS: %[[FIRST:.*]] = arith.muli %[[K]], %c4
+// BLOCKS: %[[COL:.*]] = tensor.extract_slice %[[ALL]][%[[FIRST]], %[[C]]] [4, 1] [1, 1] : tensor<8x4xf32> to tensor<4xf32>
+// BLOCKS: scf.for %[[I:.*]] = %c0 to %c6 step %c1 iter_args(%[[ACC:.*]] = %[[COL]]) -> (tensor<4xf32>)
+// BLOCKS: %[[TOK:.*]] = arith.index_cast
+// BLOCKS: %[[OFF:.*]] = arith.subi %[[TOK]], %[[FIRST]]
+// BLOCKS: %[[MINE:.*]] = arith.cmpi ult, %[[OFF]], %c4
+// BLOCKS: %[[ROW:.*]] = arith.select %[[MINE]], %[[OFF]], %c0
+// BLOCKS: scf.if %[[MINE]] -> (tensor<4xf32>)
+// BLOCKS: %[[G:.*]] = tensor.extract %{{.*}}[%[[I]], %[[C]]] : tensor<6x4xf32>
+// BLOCKS: %[[OLD:.*]] = tensor.extract %[[ACC]][%[[ROW]]]
+// BLOCKS: %[[SUM:.*]] = arith.addf %[[G]], %[[OLD]]
+// BLOCKS: tensor.insert %[[SUM]] into %[[ACC]][%[[ROW]]]
+// BLOCKS: } else {
+// BLOCKS-NEXT: scf.yield %[[ACC]]
+// BLOCKS: tensor.parallel_insert_slice %{{.*}} into %[[ALL]][%[[FIRST]], %[[C]]] [4, 1] [1, 1]
 func.func @embedding_grad(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
   %a, %b = loom.embedding_grad %dy, %tokens : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>

@@ -86,6 +86,13 @@ static cl::opt<int64_t> cudaNestsPerLaunch(
              "nest)"),
     cl::init(32), cl::value_desc("N"), cl::cat(loomcCategory));
 
+static cl::opt<int64_t> embeddingRowBlocks(
+    "embedding-row-blocks",
+    cl::desc("Blocks of the token table's rows whose gradient columns are "
+             "parallel iterations of their own (default 0: 64 with "
+             "--target=cuda, 1 on the CPU)"),
+    cl::init(0), cl::value_desc("N"), cl::cat(loomcCategory));
+
 static cl::opt<bool> summary(
     "summary",
     cl::desc("Print the model, its parameter count and the training setup "
@@ -297,16 +304,16 @@ int main(int argc, char **argv) {
     return 1;
   importTimer.stop();
 
-  if (cudaThreadBytes < 0) {
+  // Numeric flags with a lower bound.
+  for (auto [flag, least] :
+       {std::pair<cl::opt<int64_t> *, int64_t>{&cudaThreadBytes, 0},
+        {&cudaNestsPerLaunch, 1},
+        {&embeddingRowBlocks, 0}}) {
+    if (*flag >= least)
+      continue;
     llvm::WithColor::error(llvm::errs(), "loomc")
-        << "--cuda-thread-bytes must be at least 0, got " << cudaThreadBytes
-        << "\n";
-    return 1;
-  }
-  if (cudaNestsPerLaunch < 1) {
-    llvm::WithColor::error(llvm::errs(), "loomc")
-        << "--cuda-nests-per-launch must be at least 1, got "
-        << cudaNestsPerLaunch << "\n";
+        << "--" << flag->ArgStr << " must be at least " << least << ", got "
+        << *flag << "\n";
     return 1;
   }
   if (emit == EmitStage::Ptx && target != Target::Cuda) {
@@ -345,6 +352,7 @@ int main(int argc, char **argv) {
   pipeline.cudaPath = toolkit;
   pipeline.cudaThreadBytes = cudaThreadBytes;
   pipeline.cudaNestsPerLaunch = cudaNestsPerLaunch;
+  pipeline.embeddingRowBlocks = embeddingRowBlocks;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     // A plan that does not fit in memory is not bad input: scripts that try

@@ -28,6 +28,16 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     no bound), and an op whose operands are of two element types, get the
     loops instead: the products per (batch, head) pair, the softmax and its
     gradient, with the [T, T] scores and probabilities as tensors.
+
+    The token table's gradient is a scatter-add of the tokens' rows: a
+    parallel loop over its columns, each adding its elements in token
+    order, so that the result does not depend on how the iterations are
+    spread. With `embedding-row-blocks` N > 1, the table's rows split into
+    B equal blocks (B the largest divisor of the rows up to N), and each
+    (block, column) pair is an iteration that walks every token and adds
+    those of its block's rows: B times the parallel iterations (a GPU's
+    768 threads for GPT-2 become 22,272) for B reads of the token ids, and
+    the same sums in the same order, bit for bit.
   }];
   let options = [
     Option<"fusedAttention", "fused-attention", "bool", /*default=*/"true",
@@ -35,6 +45,11 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     Option<"fusedAttentionMaxHeadDim", "fused-attention-max-head-dim",
            "int64_t", /*default=*/"0",
            "The largest head the fused kernels take (0: any)">,
+    Option<"embeddingRowBlocks", "embedding-row-blocks", "int64_t",
+           /*default=*/"1",
+           "Blocks of the token table's rows whose gradient columns are "
+           "iterations of their own (the largest divisor of the rows up "
+           "to this)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::shard::ShardDialect",

@@ -111,6 +111,12 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
                      "kernel launch runs, with target=cuda (1: a launch "
                      "per nest)"),
       llvm::cl::init(32)};
+  PassOptions::Option<int64_t> embeddingRowBlocks{
+      *this, "embedding-row-blocks",
+      llvm::cl::desc("Blocks of the token table's rows whose gradient "
+                     "columns are parallel iterations of their own (0: the "
+                     "target's, 64 for cuda and 1 for cpu)"),
+      llvm::cl::init(0)};
 };
 
 /// Adds the passes that take an imported module to `options.emit`.

@@ -60,8 +60,17 @@ struct EmbeddingLowering : LoomPattern<EmbeddingOp> {
   }
 };
 
+/// The most blocks of equal size, at most `limit`, that `rows` splits into.
+int64_t getRowBlocks(int64_t rows, int64_t limit) {
+  for (int64_t blocks = std::min(rows, limit); blocks > 1; --blocks)
+    if (rows % blocks == 0)
+      return blocks;
+  return 1;
+}
+
 struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
-  using LoomPattern::LoomPattern;
+  EmbeddingGradLowering(MLIRContext *context, int64_t rowBlocks)
+      : LoomPattern(context), rowBlocks(rowBlocks) {}
   SmallVector<Value> lower(EmbeddingGradOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
     auto gradShape =
@@ -84,11 +93,12 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
       wpe = arith::SelectOp::create(L.b, L.loc, isFirstPart(L.b, L.loc, start),
                                     wpe, L.zeros(wpeShape));
 
-    // Token gradient: a scatter-add of rows. Each column is its own
-    // iteration of a parallel loop, which adds the column's elements in
-    // token order: the result is deterministic, and no two iterations write
-    // the same element, so that a GPU runs a thread per column where rows
-    // scattered one at a time were a launch per token.
+    // Token gradient: a scatter-add of rows. Each column (of a block of
+    // rows) is its own iteration of a parallel loop, which adds the
+    // column's elements in token order: the result is deterministic, and
+    // no two iterations write the same element, so that a GPU runs a thread
+    // per column where rows scattered one at a time were a launch per
+    // token.
     Value grad2 = L.rows(adaptor.getGrad());
     Value tokens = L.flatten(adaptor.getTokens());
     int64_t n = cast<RankedTensorType>(grad2.getType()).getDimSize(0);
@@ -97,17 +107,28 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
     Value init = adaptor.getWteInit()
                      ? adaptor.getWteInit()
                      : L.zeros(op.getWteGrad().getType().getShape());
-    auto columns = scf::ForallOp::create(
-        b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(C)}, ValueRange{init},
-        /*mapping=*/std::nullopt);
+    int64_t blocks = getRowBlocks(rows, rowBlocks);
+    int64_t blockRows = rows / blocks;
+    SmallVector<OpFoldResult> counts = {b.getIndexAttr(C)};
+    if (blocks > 1)
+      counts.insert(counts.begin(), b.getIndexAttr(blocks));
+    auto columns = scf::ForallOp::create(b, loc, counts, ValueRange{init},
+                                         /*mapping=*/std::nullopt);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(columns.getBody());
-      Value c = columns.getInductionVar(0);
+      Value c = columns.getInductionVars().back();
       Value all = columns.getRegionIterArgs()[0];
-      auto columnType = RankedTensorType::get({rows}, L.f32());
-      SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), c};
-      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(rows),
+      // The block's first row: its rows' tokens are added, others skipped.
+      Value first;
+      if (blocks > 1)
+        first = arith::MulIOp::create(
+            b, loc, columns.getInductionVar(0),
+            arith::ConstantIndexOp::create(b, loc, blockRows));
+      auto columnType = RankedTensorType::get({blockRows}, L.f32());
+      SmallVector<OpFoldResult> offsets = {
+          first ? OpFoldResult(first) : b.getIndexAttr(0), c};
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(blockRows),
                                          b.getIndexAttr(1)};
       SmallVector<OpFoldResult> unit(2, b.getIndexAttr(1));
       Value column = tensor::ExtractSliceOp::create(b, loc, columnType, all,
@@ -123,16 +144,29 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
             Value held;
             if (start)
               std::tie(held, token) = L.indexInPart(nb, token, start, rows);
-            Value g = tensor::ExtractOp::create(nb, l, grad2, ValueRange{i, c});
             // A token of another part adds zeros to row 0, as it is.
-            if (held)
-              g = arith::SelectOp::create(nb, l, held, g, L.f32(nb, 0.0));
-            Value old = tensor::ExtractOp::create(nb, l, acc[0], token);
-            Value sum = arith::AddFOp::create(nb, l, g, old);
-            scf::YieldOp::create(
-                nb, l,
-                tensor::InsertOp::create(nb, l, sum, acc[0], token)
-                    .getResult());
+            auto add = [&](OpBuilder &ab, Location al, Value row) {
+              Value g =
+                  tensor::ExtractOp::create(ab, al, grad2, ValueRange{i, c});
+              if (held)
+                g = arith::SelectOp::create(ab, al, held, g, L.f32(ab, 0.0));
+              Value old = tensor::ExtractOp::create(ab, al, acc[0], row);
+              Value sum = arith::AddFOp::create(ab, al, g, old);
+              scf::YieldOp::create(
+                  ab, al,
+                  tensor::InsertOp::create(ab, al, sum, acc[0], row)
+                      .getResult());
+            };
+            if (!first)
+              return add(nb, l, token);
+            auto [mine, row] = L.indexInPart(nb, token, first, blockRows);
+            auto inBlock = scf::IfOp::create(
+                nb, l, mine,
+                [&](OpBuilder &ab, Location al) { add(ab, al, row); },
+                [&](OpBuilder &ab, Location al) {
+                  scf::YieldOp::create(ab, al, acc[0]);
+                });
+            scf::YieldOp::create(nb, l, inBlock.getResults());
           });
       b.setInsertionPointToStart(columns.getTerminator().getBody());
       tensor::ParallelInsertSliceOp::create(b, loc, loop.getResult(0), all,
@@ -140,11 +174,15 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
     }
     return {columns.getResult(0), wpe};
   }
+
+private:
+  int64_t rowBlocks;
 };
 
 } // namespace
 
 void mlir::loom::populateLoomEmbeddingToLinalgPatterns(
-    RewritePatternSet &patterns) {
-  patterns.add<EmbeddingLowering, EmbeddingGradLowering>(patterns.getContext());
+    RewritePatternSet &patterns, int64_t rowBlocks) {
+  patterns.add<EmbeddingLowering>(patterns.getContext());
+  patterns.add<EmbeddingGradLowering>(patterns.getContext(), rowBlocks);
 }

@@ -22,8 +22,9 @@ namespace loom {
 using namespace mlir;
 using namespace mlir::loom;
 
-void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
-  populateLoomEmbeddingToLinalgPatterns(patterns);
+void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns,
+                                              int64_t embeddingRowBlocks) {
+  populateLoomEmbeddingToLinalgPatterns(patterns, embeddingRowBlocks);
   populateLoomLayerNormToLinalgPatterns(patterns);
   populateLoomLinearToLinalgPatterns(patterns);
   populateLoomAttentionToLinalgPatterns(patterns);
@@ -58,6 +59,13 @@ struct LowerToLinalgPass
     // storage read it converted. Fused attention reads its storage type.
     if (failed(widenMixedPrecisionOps(getOperation(), fused)))
       return signalPassFailure();
+    if (embeddingRowBlocks < 1) {
+      getOperation()->emitError()
+          << "loom-lower-to-linalg: embedding-row-blocks must be at least 1, "
+             "got "
+          << static_cast<int64_t>(embeddingRowBlocks);
+      return signalPassFailure();
+    }
 
     ConversionTarget target(getContext());
     configureLoomToLinalgTarget(target);
@@ -65,7 +73,7 @@ struct LowerToLinalgPass
         fused);
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(&getContext());
-    populateLoomToLinalgPatterns(patterns);
+    populateLoomToLinalgPatterns(patterns, embeddingRowBlocks);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

@@ -18,8 +18,10 @@ class ConversionTarget;
 
 namespace loom {
 
-/// loom.embedding and loom.embedding_grad.
-void populateLoomEmbeddingToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.embedding and loom.embedding_grad; the token table's gradient in
+/// `rowBlocks` blocks of rows at most (see loom-lower-to-linalg).
+void populateLoomEmbeddingToLinalgPatterns(RewritePatternSet &patterns,
+                                           int64_t rowBlocks = 1);
 /// loom.layer_norm and loom.layer_norm_grad.
 void populateLoomLayerNormToLinalgPatterns(RewritePatternSet &patterns);
 /// loom.linear and loom.linear_grad, as linalg.matmul.
@@ -55,7 +57,8 @@ widenMixedPrecisionOps(Operation *root,
 bool isFusedAttention(Operation *op, int64_t maxHeadDim);
 
 /// Every family above.
-void populateLoomToLinalgPatterns(RewritePatternSet &patterns);
+void populateLoomToLinalgPatterns(RewritePatternSet &patterns,
+                                  int64_t embeddingRowBlocks = 1);
 
 /// The loom dialect illegal; what the patterns produce legal.
 void configureLoomToLinalgTarget(ConversionTarget &target);
