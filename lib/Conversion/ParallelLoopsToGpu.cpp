@@ -144,11 +144,41 @@ bool onlyReduces(scf::ForOp loop) {
               .wasInterrupted();
 }
 
+/// Whether `loop` reads memory along its induction variable: a load whose
+/// innermost index, in a dimension of unit stride, is the variable or the
+/// variable plus an offset (a row's sum). The threads of a warp sharing its
+/// iterations then read neighbouring elements. A loop that only walks down
+/// columns (a column's sum, each part of one) reads an element a row: its
+/// nest runs a thread per iteration instead, neighbouring threads reading
+/// neighbouring columns, each adding its column in order.
+bool readsAlongLoop(scf::ForOp loop) {
+  Value iv = loop.getInductionVar();
+  auto isAlong = [&](Value index) {
+    if (index == iv)
+      return true;
+    auto add = index.getDefiningOp<arith::AddIOp>();
+    return add && (add.getLhs() == iv || add.getRhs() == iv);
+  };
+  return loop
+      ->walk([&](memref::LoadOp load) {
+        SmallVector<int64_t> strides;
+        int64_t offset;
+        if (load.getIndices().empty() || !isAlong(load.getIndices().back()) ||
+            failed(load.getMemRefType().getStridesAndOffset(strides, offset)) ||
+            strides.back() != 1)
+          return WalkResult::advance();
+        return WalkResult::interrupt();
+      })
+      .wasInterrupted();
+}
+
 /// Whether the threads of a warp can share the iterations of `loop`: it
-/// only reduces, with iterations enough for every thread.
+/// only reduces, with iterations enough for every thread, reading along
+/// its iterations.
 bool isWarpReduction(scf::ForOp loop) {
   std::optional<APInt> trips = loop.getStaticTripCount();
-  return trips && trips->getSExtValue() >= kWarpSize && onlyReduces(loop);
+  return trips && trips->getSExtValue() >= kWarpSize && onlyReduces(loop) &&
+         readsAlongLoop(loop);
 }
 
 /// The reduction loops of a kernel's body a warp shares, outermost first

@@ -643,3 +643,34 @@ func.func @on_stack(%out: memref<f32> {loom.output = "loss"}) {
   memref.store %l, %out[] : memref<f32>
   return
 }
+
+// -----
+
+// A column's sum walks down the column, an element a row: a warp sharing
+// it would read 32 rows apart. It runs a thread per column instead, whole
+// and in order, neighbouring threads reading neighbouring columns.
+// CHECK-LABEL: func.func @column_sums(
+// CHECK: gpu.launch
+// CHECK-NOT: gpu.shuffle
+// CHECK: %[[COL:.*]] = arith.addi
+// CHECK: scf.for %[[ROW:.*]] = %c0{{.*}} to %c64{{.*}} step %c1{{.*}} iter_args
+// CHECK: memref.load %{{.*}}[%[[ROW]], %[[COL]]] : memref<64x100xf32>
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.terminator
+func.func @column_sums(%a: memref<64x100xf32>, %s: memref<100xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%j) = (%c0) to (%c100) step (%c1) {
+    %init = memref.load %s[%j] : memref<100xf32>
+    %r = scf.for %i = %c0 to %c64 step %c1 iter_args(%acc = %init) -> (f32) {
+      %x = memref.load %a[%i, %j] : memref<64x100xf32>
+      %y = arith.addf %acc, %x : f32
+      scf.yield %y : f32
+    }
+    memref.store %r, %s[%j] : memref<100xf32>
+    scf.reduce
+  }
+  return
+}

@@ -436,17 +436,23 @@ def LoomParallelLoopsToGpu
     neighbouring threads touch neighbouring elements), `block-size` threads
     to a block, and each thread recovers its indices from its number.
 
-    Where the body reduces, a warp (32 threads) runs each iteration
-    instead: an `scf.for` of at least 32 iterations whose every carried
-    value is folded in by one operation with a neutral element (`addf`,
-    `maxnumf`, ...: upstream's `matchReduction` and
-    `arith::getNeutralElement`) is split among the warp's threads, thread
+    Where the body reduces along a row, a warp (32 threads) runs each
+    iteration instead: an `scf.for` of at least 32 iterations whose every
+    carried value is folded in by one operation with a neutral element
+    (`addf`, `maxnumf`, ...: upstream's `matchReduction` and
+    `arith::getNeutralElement`), and which loads along its induction
+    variable (the innermost index of a load, in a dimension of unit
+    stride, is the variable or the variable plus an offset), is split
+    among the warp's threads, thread
     `l` taking iterations `l`, `l + 32`, ..., and the parts are combined by
     a butterfly of `gpu.shuffle xor`, after which every thread holds the
     result and the rest of the body runs alike in all of them. A row is
     then read 32 neighbouring elements at a time by 32 threads instead of
-    whole by one. A body with another loop that contains no such reduction
-    keeps one thread per iteration. `block-size` must be a multiple of 32
+    whole by one. A reduction that walks down columns (a column's sum, or
+    each part of one) keeps one thread per iteration, so that neighbouring
+    threads read neighbouring columns, each adding its own in order. A
+    body with another loop that contains no such reduction keeps one
+    thread per iteration. `block-size` must be a multiple of 32
     for this. A full reduction left on the host (an `scf.for` outside any
     parallel loop carrying scalars, its results only stored right after it)
     becomes a kernel of one iteration, with the load of its initial value
