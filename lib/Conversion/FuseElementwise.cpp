@@ -375,7 +375,10 @@ bool classifyWidenedUses(Value value, Block *block, Type narrowType,
     if (!block->findAncestorOpInBlock(*owner))
       return false;
     if (isView(owner)) {
-      if (owner->getBlock() != block)
+      // Static shapes, which the widenings made for the uses copy.
+      if (owner->getBlock() != block ||
+          !cast<RankedTensorType>(owner->getResult(0).getType())
+               .hasStaticShape())
         return false;
       SmallVector<Operation *> chain(reshapes);
       chain.push_back(owner);

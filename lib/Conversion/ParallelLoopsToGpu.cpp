@@ -159,17 +159,23 @@ bool readsAlongLoop(scf::ForOp loop) {
     auto add = index.getDefiningOp<arith::AddIOp>();
     return add && (add.getLhs() == iv || add.getRhs() == iv);
   };
-  return loop
-      ->walk([&](memref::LoadOp load) {
-        SmallVector<int64_t> strides;
-        int64_t offset;
-        if (load.getIndices().empty() || !isAlong(load.getIndices().back()) ||
-            failed(load.getMemRefType().getStridesAndOffset(strides, offset)) ||
-            strides.back() != 1)
-          return WalkResult::advance();
-        return WalkResult::interrupt();
-      })
-      .wasInterrupted();
+  bool along = false, down = false;
+  loop->walk([&](memref::LoadOp load) {
+    ValueRange indices = load.getIndices();
+    if (indices.empty())
+      return;
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (isAlong(indices.back()) &&
+        succeeded(load.getMemRefType().getStridesAndOffset(strides, offset)) &&
+        strides.back() == 1)
+      along = true;
+    // Down a column: the variable in an outer index, not the innermost
+    // (a per-row vector read beside it, a row's mean, does not count).
+    else if (llvm::any_of(indices.drop_back(), isAlong))
+      down = true;
+  });
+  return along && !down;
 }
 
 /// Whether the threads of a warp can share the iterations of `loop`: it

@@ -507,6 +507,40 @@ func.func @padded_logits(%x: tensor<2x4x16xbf16>) -> (tensor<8xf32>, tensor<8xf3
 
 // -----
 
+// A slice of a size known only at run time is no view to widen from: the
+// widening stays, read through it.
+// CHECK-LABEL: func.func @dynamic_slice(
+// CHECK: %[[W:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<8x16xbf16>) outs(%{{.*}} : tensor<8x16xf32>)
+// CHECK: tensor.extract_slice %[[W]][0, 0] [%{{.*}}, 12] [1, 1] : tensor<8x16xf32> to tensor<?x12xf32>
+func.func @dynamic_slice(%x: tensor<8x16xbf16>, %n: index) -> (tensor<?xf32>, tensor<?xf32>) {
+  %cst = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<8x16xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x16xbf16>) outs(%e : tensor<8x16xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<8x16xf32>
+  %rows = tensor.extract_slice %w[0, 0] [%n, 12] [1, 1] : tensor<8x16xf32> to tensor<?x12xf32>
+  %e1 = tensor.empty(%n) : tensor<?xf32>
+  %init = linalg.fill ins(%cst : f32) outs(%e1 : tensor<?xf32>) -> tensor<?xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%rows : tensor<?x12xf32>) outs(%init : tensor<?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.maxnumf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<?xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%rows : tensor<?x12xf32>) outs(%init : tensor<?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.addf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<?xf32>
+  return %max, %sum : tensor<?xf32>, tensor<?xf32>
+}
+
+// -----
+
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 

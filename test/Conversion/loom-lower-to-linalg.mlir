@@ -98,8 +98,35 @@ func.func @embedding_grad(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>) -> (
 // CHECK-LABEL: func.func @embedding_grad_into(
 // CHECK-SAME: %{{.*}}: tensor<2x3x4xf32>, %{{.*}}: tensor<2x3xi32>, %[[HEAD:.*]]: tensor<8x4xf32>)
 // CHECK: scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}} = %[[HEAD]])
+// BLOCKS-LABEL: func.func @embedding_grad_into(
+// BLOCKS-SAME: %{{.*}}: tensor<2x3x4xf32>, %{{.*}}: tensor<2x3xi32>, %[[HEAD:.*]]: tensor<8x4xf32>)
+// BLOCKS: scf.forall (%{{.*}}, %{{.*}}) in (2, 4) shared_outs(%{{.*}} = %[[HEAD]])
 func.func @embedding_grad_into(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>, %head: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
   %a, %b = loom.embedding_grad %dy, %tokens into %head : (tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
+  return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
+}
+
+// A part of the vocabulary (tensor parallelism): a token is first made a
+// row of the part (or row 0, adding zeros, for another part's), then
+// sorted into its block of the part's rows.
+// CHECK-LABEL: func.func @embedding_grad_part(
+// CHECK: scf.forall (%{{.*}}) in (4)
+// BLOCKS-LABEL: func.func @embedding_grad_part(
+// BLOCKS-SAME: %[[START:[^:]*]]: index)
+// BLOCKS: scf.forall (%[[K:.*]], %[[C:.*]]) in (2, 4)
+// BLOCKS: %[[FIRST:.*]] = arith.muli %[[K]], %c4
+// BLOCKS: scf.for
+// BLOCKS: %[[TOK:.*]] = arith.index_cast
+// BLOCKS: %[[PARTOFF:.*]] = arith.subi %[[TOK]], %[[START]]
+// BLOCKS: %[[HELD:.*]] = arith.cmpi ult, %[[PARTOFF]], %c8
+// BLOCKS: %[[PARTROW:.*]] = arith.select %[[HELD]], %[[PARTOFF]], %c0
+// BLOCKS: %[[OFF:.*]] = arith.subi %[[PARTROW]], %[[FIRST]]
+// BLOCKS: %[[MINE:.*]] = arith.cmpi ult, %[[OFF]], %c4
+// BLOCKS: scf.if %[[MINE]]
+// BLOCKS: %[[G:.*]] = tensor.extract
+// BLOCKS: arith.select %[[HELD]], %[[G]], %{{.*}} : f32
+func.func @embedding_grad_part(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>, %start: index) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
+  %a, %b = loom.embedding_grad %dy, %tokens vocab_start %start : (tensor<2x3x4xf32>, tensor<2x3xi32>, index) -> (tensor<8x4xf32>, tensor<5x4xf32>)
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
 }
 

@@ -674,3 +674,32 @@ func.func @column_sums(%a: memref<64x100xf32>, %s: memref<100xf32>) {
   }
   return
 }
+
+// -----
+
+// So does a column's sum that also reads a vector of the rows (a layer
+// norm weight's gradient reading each row's reciprocal deviation): that
+// load follows the loop, but the column's does not.
+// CHECK-LABEL: func.func @column_sums_by_row(
+// CHECK: gpu.launch
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.terminator
+func.func @column_sums_by_row(%a: memref<64x100xf32>, %r: memref<64xf32>, %s: memref<100xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%j) = (%c0) to (%c100) step (%c1) {
+    %init = memref.load %s[%j] : memref<100xf32>
+    %sum = scf.for %i = %c0 to %c64 step %c1 iter_args(%acc = %init) -> (f32) {
+      %x = memref.load %a[%i, %j] : memref<64x100xf32>
+      %w = memref.load %r[%i] : memref<64xf32>
+      %p = arith.mulf %x, %w : f32
+      %y = arith.addf %acc, %p : f32
+      scf.yield %y : f32
+    }
+    memref.store %sum, %s[%j] : memref<100xf32>
+    scf.reduce
+  }
+  return
+}

@@ -55,10 +55,6 @@ struct LowerToLinalgPass
     auto fused = [&](Operation *op) {
       return fusedAttention && isFusedAttention(op, fusedAttentionMaxHeadDim);
     };
-    // The generated loops compute in f32: the layers' ops on bf16 or f16
-    // storage read it converted. Fused attention reads its storage type.
-    if (failed(widenMixedPrecisionOps(getOperation(), fused)))
-      return signalPassFailure();
     if (embeddingRowBlocks < 1) {
       getOperation()->emitError()
           << "loom-lower-to-linalg: embedding-row-blocks must be at least 1, "
@@ -66,6 +62,10 @@ struct LowerToLinalgPass
           << static_cast<int64_t>(embeddingRowBlocks);
       return signalPassFailure();
     }
+    // The generated loops compute in f32: the layers' ops on bf16 or f16
+    // storage read it converted. Fused attention reads its storage type.
+    if (failed(widenMixedPrecisionOps(getOperation(), fused)))
+      return signalPassFailure();
 
     ConversionTarget target(getContext());
     configureLoomToLinalgTarget(target);
