@@ -442,7 +442,8 @@ def LoomParallelLoopsToGpu
     (`addf`, `maxnumf`, ...: upstream's `matchReduction` and
     `arith::getNeutralElement`), and which loads along its induction
     variable (the innermost index of a load, in a dimension of unit
-    stride, is the variable or the variable plus an offset), is split
+    stride, is the variable or the variable plus an offset) and never down
+    a column (the variable in another index of a load), is split
     among the warp's threads, thread
     `l` taking iterations `l`, `l + 32`, ..., and the parts are combined by
     a butterfly of `gpu.shuffle xor`, after which every thread holds the
