@@ -282,6 +282,9 @@ __attribute__((format(printf, 1, 2))) void report(const char *format, ...) {
   va_start(args, format);
   std::vprintf(format, args);
   va_end(args);
+  // A line as it happens, also into a pipe (tee, a scheduler's log), which
+  // would otherwise see the lines of a slow model's steps in 4 KB chunks.
+  std::fflush(stdout);
 }
 
 int fail(const char *what) {
