@@ -100,11 +100,18 @@ struct LayerNormGradLowering : LoomPattern<LayerNormGradOp> {
                     Value db = arith::AddFOp::create(nb, l, a[3], a[0]);
                     linalg::YieldOp::create(nb, l, ValueRange{dw, db});
                   });
-    Value sumD =
-        L.rowSum(dxhat, n, [](OpBuilder &, ValueRange a) { return a[0]; });
-    Value sumDX = L.rowSum({dxhat, xhat}, n, [&](OpBuilder &nb, ValueRange a) {
-      return arith::MulFOp::create(nb, L.loc, a[0], a[1]).getResult();
-    });
+    // Each row's sums of dxhat and of dxhat * xhat, in one pass over both
+    // (on a GPU, one kernel): loop dimensions (n, c).
+    ValueRange rowSums =
+        L.generic({dxhat, xhat}, ValueRange{L.zeros({n}), L.zeros({n})},
+                  {all, all, row, row}, {kPar, kRed},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value d = arith::AddFOp::create(nb, l, a[2], a[0]);
+                    Value dx = arith::AddFOp::create(
+                        nb, l, a[3], arith::MulFOp::create(nb, l, a[0], a[1]));
+                    linalg::YieldOp::create(nb, l, ValueRange{d, dx});
+                  });
+    Value sumD = rowSums[0], sumDX = rowSums[1];
     double invC = 1.0 / static_cast<double>(c);
     Value dx =
         L.generic({dxhat, xhat, stats.rstd, sumD, sumDX}, L.empty(shape),
