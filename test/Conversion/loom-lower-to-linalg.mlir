@@ -130,21 +130,27 @@ func.func @embedding_grad_part(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
 }
 
-// A layer norm's gradient: the statistics again (two row sums), xhat and
-// dxhat in one loop, the weight's and bias's column sums in one loop, the
-// rows' sums of dxhat and of dxhat * xhat in one loop, then dx.
+// A layer norm's gradient: the statistics again (two row sums, the mean
+// and the reciprocal deviation), then three loops that each compute xhat =
+// (x - mean) * rstd and dxhat = dy * weight again from what they read
+// rather than reading them back: the weight's and bias's column sums, the
+// rows' sums of dxhat and of dxhat * xhat (one loop), and dx.
 // CHECK-LABEL: func.func @layer_norm_grad(
-// CHECK: %[[NORM:.*]]:2 = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
-// CHECK: } -> (tensor<6x4xf32>, tensor<6x4xf32>)
-// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]} ins(%{{.*}}, %[[NORM]]#0 : tensor<6x4xf32>, tensor<6x4xf32>)
-// CHECK: } -> (tensor<4xf32>, tensor<4xf32>)
-// CHECK: %[[SUMS:.*]]:2 = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[NORM]]#1, %[[NORM]]#0 : tensor<6x4xf32>, tensor<6x4xf32>) outs(%{{.*}}, %{{.*}} : tensor<6xf32>, tensor<6xf32>)
-// CHECK-NEXT: ^bb0(%[[D:.*]]: f32, %[[X:.*]]: f32, %[[SD:.*]]: f32, %[[SDX:.*]]: f32):
-// CHECK-NEXT: %[[A:.*]] = arith.addf %[[SD]], %[[D]] : f32
-// CHECK-NEXT: %[[P:.*]] = arith.mulf %[[D]], %[[X]] : f32
+// CHECK-SAME: %[[DY3:.*]]: tensor<2x3x4xf32>, %[[X3:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<4xf32>)
+// CHECK-NOT: tensor.empty() : tensor<6x4xf32>
+// CHECK: %[[PARAMS:.*]]:2 = linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]} ins(%[[DY:.*]], %[[X:.*]], %[[MEAN:.*]], %[[RSTD:.*]] : tensor<6x4xf32>, tensor<6x4xf32>, tensor<6xf32>, tensor<6xf32>)
+// CHECK: %[[SUMS:.*]]:2 = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[DY]], %[[W]], %[[X]], %[[MEAN]], %[[RSTD]] :
+// CHECK-NEXT: ^bb0(%[[G:.*]]: f32, %[[WV:.*]]: f32, %[[XV:.*]]: f32, %[[M:.*]]: f32, %[[R:.*]]: f32, %[[SD:.*]]: f32, %[[SDX:.*]]: f32):
+// CHECK-NEXT: %[[DXHAT:.*]] = arith.mulf %[[G]], %[[WV]] : f32
+// CHECK-NEXT: %[[C:.*]] = arith.subf %[[XV]], %[[M]] : f32
+// CHECK-NEXT: %[[XHAT:.*]] = arith.mulf %[[C]], %[[R]] : f32
+// CHECK-NEXT: %[[A:.*]] = arith.addf %[[SD]], %[[DXHAT]] : f32
+// CHECK-NEXT: %[[P:.*]] = arith.mulf %[[DXHAT]], %[[XHAT]] : f32
 // CHECK-NEXT: %[[B:.*]] = arith.addf %[[SDX]], %[[P]] : f32
 // CHECK-NEXT: linalg.yield %[[A]], %[[B]] : f32, f32
-// CHECK: linalg.generic {{.*}} ins(%[[NORM]]#1, %[[NORM]]#0, %{{.*}}, %[[SUMS]]#0, %[[SUMS]]#1 :
+// CHECK: %[[DX:.*]] = linalg.generic {{.*}} ins(%[[DY]], %[[W]], %[[X]], %[[MEAN]], %[[RSTD]], %[[SUMS]]#0, %[[SUMS]]#1 :
+// CHECK: %[[BACK:.*]] = tensor.expand_shape %[[DX]]
+// CHECK: return %[[BACK]], %[[PARAMS]]#0, %[[PARAMS]]#1
 func.func @layer_norm_grad(%dy: tensor<2x3x4xf32>, %x: tensor<2x3x4xf32>, %w: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) {
   %dx, %dw, %db = loom.layer_norm_grad %dy, %x, %w {epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %dx, %dw, %db : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>

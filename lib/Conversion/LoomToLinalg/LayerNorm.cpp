@@ -78,56 +78,60 @@ struct LayerNormGradLowering : LoomPattern<LayerNormGradOp> {
     int64_t n = shape[0], c = shape[1];
     RowStats stats = layerNormStats(L, x, op.getEpsilon().convertToDouble());
     AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0}), col = L.map(2, {1});
-    // xhat and dxhat = dy * weight, materialized once.
-    ValueRange normalized =
-        L.generic({x, stats.mean, stats.rstd, dy, adaptor.getWeight()},
-                  ValueRange{L.empty(shape), L.empty(shape)},
-                  {all, row, row, all, col, all, all}, {kPar, kPar},
-                  [&](OpBuilder &nb, Location l, ValueRange a) {
-                    Value xhat = arith::MulFOp::create(
-                        nb, l, arith::SubFOp::create(nb, l, a[0], a[1]), a[2]);
-                    Value dxhat = arith::MulFOp::create(nb, l, a[3], a[4]);
-                    linalg::YieldOp::create(nb, l, ValueRange{xhat, dxhat});
-                  });
-    Value xhat = normalized[0], dxhat = normalized[1];
+    // xhat = (x - mean) * rstd and dxhat = dy * weight are computed again in
+    // each loop that reads them, from operands it reads anyway or reads
+    // once a row: cheaper than writing them as f32 tensors and reading them
+    // back (on a GPU, from bf16 activations, a third of the bytes).
+    Value mean = stats.mean, rstd = stats.rstd, weight = adaptor.getWeight();
+    auto normalize = [&](OpBuilder &nb, Location l, Value xv, Value m,
+                         Value r) {
+      return arith::MulFOp::create(nb, l, arith::SubFOp::create(nb, l, xv, m),
+                                   r)
+          .getResult();
+    };
     // Weight and bias gradients: column sums; loop dimensions (n, c).
     ValueRange params =
-        L.generic({dy, xhat}, ValueRange{L.zeros({c}), L.zeros({c})},
-                  {all, all, col, col}, {kRed, kPar},
+        L.generic({dy, x, mean, rstd}, ValueRange{L.zeros({c}), L.zeros({c})},
+                  {all, all, row, row, col, col}, {kRed, kPar},
                   [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value xhat = normalize(nb, l, a[1], a[2], a[3]);
                     Value dw = arith::AddFOp::create(
-                        nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
-                    Value db = arith::AddFOp::create(nb, l, a[3], a[0]);
+                        nb, l, a[4], arith::MulFOp::create(nb, l, a[0], xhat));
+                    Value db = arith::AddFOp::create(nb, l, a[5], a[0]);
                     linalg::YieldOp::create(nb, l, ValueRange{dw, db});
                   });
-    // Each row's sums of dxhat and of dxhat * xhat, in one pass over both
-    // (on a GPU, one kernel): loop dimensions (n, c).
-    ValueRange rowSums =
-        L.generic({dxhat, xhat}, ValueRange{L.zeros({n}), L.zeros({n})},
-                  {all, all, row, row}, {kPar, kRed},
-                  [&](OpBuilder &nb, Location l, ValueRange a) {
-                    Value d = arith::AddFOp::create(nb, l, a[2], a[0]);
-                    Value dx = arith::AddFOp::create(
-                        nb, l, a[3], arith::MulFOp::create(nb, l, a[0], a[1]));
-                    linalg::YieldOp::create(nb, l, ValueRange{d, dx});
-                  });
+    // Each row's sums of dxhat and of dxhat * xhat, in one pass (on a GPU,
+    // one kernel): loop dimensions (n, c).
+    ValueRange rowSums = L.generic(
+        {dy, weight, x, mean, rstd}, ValueRange{L.zeros({n}), L.zeros({n})},
+        {all, col, all, row, row, row, row}, {kPar, kRed},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value dxhat = arith::MulFOp::create(nb, l, a[0], a[1]);
+          Value xhat = normalize(nb, l, a[2], a[3], a[4]);
+          Value d = arith::AddFOp::create(nb, l, a[5], dxhat);
+          Value dx = arith::AddFOp::create(
+              nb, l, a[6], arith::MulFOp::create(nb, l, dxhat, xhat));
+          linalg::YieldOp::create(nb, l, ValueRange{d, dx});
+        });
     Value sumD = rowSums[0], sumDX = rowSums[1];
     double invC = 1.0 / static_cast<double>(c);
-    Value dx =
-        L.generic({dxhat, xhat, stats.rstd, sumD, sumDX}, L.empty(shape),
-                  {all, all, row, row, row, all}, {kPar, kPar},
-                  [&](OpBuilder &nb, Location l, ValueRange a) {
-                    Value k = L.f32(nb, invC);
-                    Value t = arith::SubFOp::create(
-                        nb, l, a[0], arith::MulFOp::create(nb, l, a[3], k));
-                    Value u = arith::MulFOp::create(
-                        nb, l, a[1], arith::MulFOp::create(nb, l, a[4], k));
-                    linalg::YieldOp::create(
-                        nb, l,
-                        arith::MulFOp::create(
-                            nb, l, arith::SubFOp::create(nb, l, t, u), a[2])
-                            .getResult());
-                  })[0];
+    Value dx = L.generic(
+        {dy, weight, x, mean, rstd, sumD, sumDX}, L.empty(shape),
+        {all, col, all, row, row, row, row, all}, {kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value dxhat = arith::MulFOp::create(nb, l, a[0], a[1]);
+          Value xhat = normalize(nb, l, a[2], a[3], a[4]);
+          Value k = L.f32(nb, invC);
+          Value t = arith::SubFOp::create(
+              nb, l, dxhat, arith::MulFOp::create(nb, l, a[5], k));
+          Value u = arith::MulFOp::create(
+              nb, l, xhat, arith::MulFOp::create(nb, l, a[6], k));
+          linalg::YieldOp::create(
+              nb, l,
+              arith::MulFOp::create(nb, l, arith::SubFOp::create(nb, l, t, u),
+                                    a[4])
+                  .getResult());
+        })[0];
     return {L.unrows(dx, adaptor.getInput().getType()), params[0], params[1]};
   }
 };
