@@ -115,23 +115,23 @@ struct LayerNormGradLowering : LoomPattern<LayerNormGradOp> {
         });
     Value sumD = rowSums[0], sumDX = rowSums[1];
     double invC = 1.0 / static_cast<double>(c);
-    Value dx = L.generic(
-        {dy, weight, x, mean, rstd, sumD, sumDX}, L.empty(shape),
-        {all, col, all, row, row, row, row, all}, {kPar, kPar},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value dxhat = arith::MulFOp::create(nb, l, a[0], a[1]);
-          Value xhat = normalize(nb, l, a[2], a[3], a[4]);
-          Value k = L.f32(nb, invC);
-          Value t = arith::SubFOp::create(
-              nb, l, dxhat, arith::MulFOp::create(nb, l, a[5], k));
-          Value u = arith::MulFOp::create(
-              nb, l, xhat, arith::MulFOp::create(nb, l, a[6], k));
-          linalg::YieldOp::create(
-              nb, l,
-              arith::MulFOp::create(nb, l, arith::SubFOp::create(nb, l, t, u),
-                                    a[4])
-                  .getResult());
-        })[0];
+    Value dx =
+        L.generic({dy, weight, x, mean, rstd, sumD, sumDX}, L.empty(shape),
+                  {all, col, all, row, row, row, row, all}, {kPar, kPar},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value dxhat = arith::MulFOp::create(nb, l, a[0], a[1]);
+                    Value xhat = normalize(nb, l, a[2], a[3], a[4]);
+                    Value k = L.f32(nb, invC);
+                    Value t = arith::SubFOp::create(
+                        nb, l, dxhat, arith::MulFOp::create(nb, l, a[5], k));
+                    Value u = arith::MulFOp::create(
+                        nb, l, xhat, arith::MulFOp::create(nb, l, a[6], k));
+                    linalg::YieldOp::create(
+                        nb, l,
+                        arith::MulFOp::create(
+                            nb, l, arith::SubFOp::create(nb, l, t, u), a[4])
+                            .getResult());
+                  })[0];
     return {L.unrows(dx, adaptor.getInput().getType()), params[0], params[1]};
   }
 };
