@@ -164,7 +164,8 @@ static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
   if (options.target == Target::Cuda) {
     // The GPU's fused kernels hold a head's row in a thread's registers.
     lowering.linalg.fusedAttentionMaxHeadDim = LOOM_CUDA_ATTENTION_MAX_HEAD_DIM;
-    // A GPU reduces with a warp per output element.
+    // A GPU reduces with a warp (a row) or a thread (a column) per output
+    // element: long reductions are split into parts for more of them.
     lowering.splitReductions = true;
     // The token table's gradient: a thread per column walks every token,
     // 768 threads for GPT-2, each adding one token at a time (1.6 ms of an
