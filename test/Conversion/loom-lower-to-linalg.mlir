@@ -70,17 +70,17 @@ func.func @carried_sums(%a: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xf32>,
 // CHECK: tensor.insert %[[SUM]] into %[[ACC]][%[[ROW]]]
 // CHECK: tensor.parallel_insert_slice %{{.*}} into %[[ALL]][0, %[[C]]] [8, 1] [1, 1]
 // With embedding-row-blocks=3, the 8 rows split into 2 blocks of 4 (the
-// largest divisor up to 3): a (block, column) pair per iteration, which
-// walks every token and adds those of its block's rows, in token order.
+// largest divisor up to 3), interleaved: block k holds rows k, k + 2, ...
+// A (block, column) pair per iteration, which walks every token and adds
+// those of its block's rows, in token order.
 // BLOCKS-LABEL: func.func @embedding_grad(
 // BLOCKS: scf.forall (%[[K:.*]], %[[C:.*]]) in (2, 4) shared_outs(%[[ALL:.*]] = %{{.*}}) -> (tensor<8x4xf32>)
-// BLOCKS: %[[FIRST:.*]] = arith.muli %[[K]], %c4
-// BLOCKS: %[[COL:.*]] = tensor.extract_slice %[[ALL]][%[[FIRST]], %[[C]]] [4, 1] [1, 1] : tensor<8x4xf32> to tensor<4xf32>
+// BLOCKS: %[[COL:.*]] = tensor.extract_slice %[[ALL]][%[[K]], %[[C]]] [4, 1] [2, 1] : tensor<8x4xf32> to tensor<4xf32>
 // BLOCKS: scf.for %[[I:.*]] = %c0 to %c6 step %c1 iter_args(%[[ACC:.*]] = %[[COL]]) -> (tensor<4xf32>)
 // BLOCKS: %[[TOK:.*]] = arith.index_cast
-// BLOCKS: %[[OFF:.*]] = arith.subi %[[TOK]], %[[FIRST]]
-// BLOCKS: %[[MINE:.*]] = arith.cmpi ult, %[[OFF]], %c4
-// BLOCKS: %[[ROW:.*]] = arith.select %[[MINE]], %[[OFF]], %c0
+// BLOCKS: %[[REM:.*]] = arith.remui %[[TOK]], %c2
+// BLOCKS: %[[MINE:.*]] = arith.cmpi eq, %[[REM]], %[[K]]
+// BLOCKS: %[[ROW:.*]] = arith.divui %[[TOK]], %c2
 // BLOCKS: scf.if %[[MINE]] -> (tensor<4xf32>)
 // BLOCKS: %[[G:.*]] = tensor.extract %{{.*}}[%[[I]], %[[C]]] : tensor<6x4xf32>
 // BLOCKS: %[[OLD:.*]] = tensor.extract %[[ACC]][%[[ROW]]]
@@ -88,7 +88,7 @@ func.func @carried_sums(%a: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xf32>,
 // BLOCKS: tensor.insert %[[SUM]] into %[[ACC]][%[[ROW]]]
 // BLOCKS: } else {
 // BLOCKS-NEXT: scf.yield %[[ACC]]
-// BLOCKS: tensor.parallel_insert_slice %{{.*}} into %[[ALL]][%[[FIRST]], %[[C]]] [4, 1] [1, 1]
+// BLOCKS: tensor.parallel_insert_slice %{{.*}} into %[[ALL]][%[[K]], %[[C]]] [4, 1] [2, 1]
 func.func @embedding_grad(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
   %a, %b = loom.embedding_grad %dy, %tokens : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
@@ -114,14 +114,13 @@ func.func @embedding_grad_into(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
 // BLOCKS-LABEL: func.func @embedding_grad_part(
 // BLOCKS-SAME: %[[START:[^:]*]]: index)
 // BLOCKS: scf.forall (%[[K:.*]], %[[C:.*]]) in (2, 4)
-// BLOCKS: %[[FIRST:.*]] = arith.muli %[[K]], %c4
 // BLOCKS: scf.for
 // BLOCKS: %[[TOK:.*]] = arith.index_cast
 // BLOCKS: %[[PARTOFF:.*]] = arith.subi %[[TOK]], %[[START]]
 // BLOCKS: %[[HELD:.*]] = arith.cmpi ult, %[[PARTOFF]], %c8
 // BLOCKS: %[[PARTROW:.*]] = arith.select %[[HELD]], %[[PARTOFF]], %c0
-// BLOCKS: %[[OFF:.*]] = arith.subi %[[PARTROW]], %[[FIRST]]
-// BLOCKS: %[[MINE:.*]] = arith.cmpi ult, %[[OFF]], %c4
+// BLOCKS: %[[REM:.*]] = arith.remui %[[PARTROW]], %c2
+// BLOCKS: %[[MINE:.*]] = arith.cmpi eq, %[[REM]], %[[K]]
 // BLOCKS: scf.if %[[MINE]]
 // BLOCKS: %[[G:.*]] = tensor.extract
 // BLOCKS: arith.select %[[HELD]], %[[G]], %{{.*}} : f32

@@ -98,7 +98,10 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
     // column's elements in token order: the result is deterministic, and
     // no two iterations write the same element, so that a GPU runs a thread
     // per column where rows scattered one at a time were a launch per
-    // token.
+    // token. Blocks interleave (block k holds rows k, k + B, ...): a
+    // thread's additions are a chain through memory, and text's frequent
+    // tokens have neighbouring ids (punctuation, short words), which
+    // contiguous blocks would all give to one thread.
     Value grad2 = L.rows(adaptor.getGrad());
     Value tokens = L.flatten(adaptor.getTokens());
     int64_t n = cast<RankedTensorType>(grad2.getType()).getDimSize(0);
@@ -120,19 +123,16 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
       Value c = columns.getInductionVars().back();
       Value all = columns.getRegionIterArgs()[0];
       // The block's first row: its rows' tokens are added, others skipped.
-      Value first;
-      if (blocks > 1)
-        first = arith::MulIOp::create(
-            b, loc, columns.getInductionVar(0),
-            arith::ConstantIndexOp::create(b, loc, blockRows));
+      Value first = blocks > 1 ? columns.getInductionVar(0) : Value();
       auto columnType = RankedTensorType::get({blockRows}, L.f32());
       SmallVector<OpFoldResult> offsets = {
           first ? OpFoldResult(first) : b.getIndexAttr(0), c};
       SmallVector<OpFoldResult> sizes = {b.getIndexAttr(blockRows),
                                          b.getIndexAttr(1)};
-      SmallVector<OpFoldResult> unit(2, b.getIndexAttr(1));
+      SmallVector<OpFoldResult> strides = {b.getIndexAttr(blocks),
+                                           b.getIndexAttr(1)};
       Value column = tensor::ExtractSliceOp::create(b, loc, columnType, all,
-                                                    offsets, sizes, unit);
+                                                    offsets, sizes, strides);
       auto loop = scf::ForOp::create(
           b, loc, arith::ConstantIndexOp::create(b, loc, 0),
           arith::ConstantIndexOp::create(b, loc, n),
@@ -159,7 +159,11 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
             };
             if (!first)
               return add(nb, l, token);
-            auto [mine, row] = L.indexInPart(nb, token, first, blockRows);
+            Value count = arith::ConstantIndexOp::create(nb, l, blocks);
+            Value mine = arith::CmpIOp::create(
+                nb, l, arith::CmpIPredicate::eq,
+                arith::RemUIOp::create(nb, l, token, count), first);
+            Value row = arith::DivUIOp::create(nb, l, token, count);
             auto inBlock = scf::IfOp::create(
                 nb, l, mine,
                 [&](OpBuilder &ab, Location al) { add(ab, al, row); },
@@ -170,7 +174,7 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
           });
       b.setInsertionPointToStart(columns.getTerminator().getBody());
       tensor::ParallelInsertSliceOp::create(b, loc, loop.getResult(0), all,
-                                            offsets, sizes, unit);
+                                            offsets, sizes, strides);
     }
     return {columns.getResult(0), wpe};
   }
