@@ -26,7 +26,7 @@ using namespace mlir::loom;
 
 namespace {
 /// Whether every use of `value` only reads it: as a loop's operand, by a
-/// `tensor.extract`, or through a reshape whose uses only read.
+/// `tensor.extract`, or through a reshape or slice whose uses only read.
 bool isOnlyRead(Value value) {
   return llvm::all_of(value.getUses(), [](OpOperand &use) {
     Operation *user = use.getOwner();
@@ -34,15 +34,17 @@ bool isOnlyRead(Value value) {
       return linalgOp.isDpsInput(&use);
     if (isa<tensor::ExtractOp>(user))
       return true;
-    if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(user))
+    if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+            tensor::ExtractSliceOp>(user))
       return isOnlyRead(user->getResult(0));
     return false;
   });
 }
 
 /// Whether `a` and `b` hold the same values because they are computed
-/// alike from the same values: a reshape of one tensor, a fill of one
-/// value into new tensors, new tensors of one type.
+/// alike from the same values: a reshape or slice of one tensor (a padded
+/// vocabulary's logits are read through a slice of its real columns), a
+/// fill of one value into new tensors, new tensors of one type.
 bool areSameTensor(Value a, Value b) {
   if (a == b)
     return true;
@@ -52,7 +54,8 @@ bool areSameTensor(Value a, Value b) {
     return false;
   if (auto empty = dyn_cast<tensor::EmptyOp>(x))
     return empty.getDynamicSizes().empty();
-  if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp, linalg::FillOp>(x) ||
+  if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+           tensor::ExtractSliceOp, linalg::FillOp>(x) ||
       x->getNumOperands() != y->getNumOperands())
     return false;
   return llvm::all_of(
@@ -102,14 +105,14 @@ struct MergeReductionsPass
     });
   }
 
-  /// The destination's fill and new tensor, and the reshapes, that only
-  /// the merged loop read.
+  /// The destination's fill and new tensor, and the reshapes and slices,
+  /// that only the merged loop read.
   static void eraseUnused(RewriterBase &rewriter, ValueRange values) {
     for (Value value : values) {
       Operation *op = value.getDefiningOp();
       if (!op || !op->use_empty() ||
           !isa<linalg::FillOp, tensor::EmptyOp, tensor::CollapseShapeOp,
-               tensor::ExpandShapeOp>(op))
+               tensor::ExpandShapeOp, tensor::ExtractSliceOp>(op))
         continue;
       SmallVector<Value> operands(op->getOperands());
       rewriter.eraseOp(op);

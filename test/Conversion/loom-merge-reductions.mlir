@@ -149,3 +149,59 @@ func.func @kept(%x: tensor<8x16xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8
   } -> tensor<8x16xf32>
   return %s, %d, %t : tensor<8xf32>, tensor<8xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#vec = affine_map<(d0) -> (d0)>
+
+// A padded vocabulary: both maxima read the real columns through their own
+// slice of the logits, the same slice. The second is replaced, and its
+// slice goes; a slice of other columns is another tensor.
+// CHECK-LABEL: func.func @padded(
+// CHECK: %[[COLS:.*]] = tensor.extract_slice %{{.*}}[0, 0] [8, 13] [1, 1]
+// CHECK: %[[MAX:.*]] = linalg.generic {{.*}} ins(%[[COLS]] :
+// CHECK-NOT: tensor.extract_slice %{{.*}}[0, 0] [8, 13]
+// CHECK: %[[OTHER:.*]] = tensor.extract_slice %{{.*}}[0, 1] [8, 13] [1, 1]
+// CHECK: %[[SHIFTED:.*]] = linalg.generic {{.*}} ins(%[[OTHER]] :
+// CHECK: linalg.generic {{.*}} ins(%[[MAX]], %[[MAX]], %[[SHIFTED]] :
+func.func @padded(%logits: tensor<8x16xf32>) -> tensor<8xf32> {
+  %low = arith.constant -3.4e38 : f32
+  %cols0 = tensor.extract_slice %logits[0, 0] [8, 13] [1, 1] : tensor<8x16xf32> to tensor<8x13xf32>
+  %e0 = tensor.empty() : tensor<8xf32>
+  %f0 = linalg.fill ins(%low : f32) outs(%e0 : tensor<8xf32>) -> tensor<8xf32>
+  %m0 = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%cols0 : tensor<8x13xf32>) outs(%f0 : tensor<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %0 = arith.maxnumf %a, %acc : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %cols1 = tensor.extract_slice %logits[0, 0] [8, 13] [1, 1] : tensor<8x16xf32> to tensor<8x13xf32>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %f1 = linalg.fill ins(%low : f32) outs(%e1 : tensor<8xf32>) -> tensor<8xf32>
+  %m1 = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%cols1 : tensor<8x13xf32>) outs(%f1 : tensor<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %0 = arith.maxnumf %a, %acc : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %cols2 = tensor.extract_slice %logits[0, 1] [8, 13] [1, 1] : tensor<8x16xf32> to tensor<8x13xf32>
+  %e2 = tensor.empty() : tensor<8xf32>
+  %f2 = linalg.fill ins(%low : f32) outs(%e2 : tensor<8xf32>) -> tensor<8xf32>
+  %m2 = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%cols2 : tensor<8x13xf32>) outs(%f2 : tensor<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %0 = arith.maxnumf %a, %acc : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e3 = tensor.empty() : tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [#vec, #vec, #vec, #vec], iterator_types = ["parallel"]}
+      ins(%m0, %m1, %m2 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) outs(%e3 : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32, %o: f32):
+    %0 = arith.addf %a, %b : f32
+    %1 = arith.addf %0, %c : f32
+    linalg.yield %1 : f32
+  } -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
