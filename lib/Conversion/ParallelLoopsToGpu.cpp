@@ -147,10 +147,14 @@ bool onlyReduces(scf::ForOp loop) {
 /// Whether `loop` reads memory along its induction variable: a load whose
 /// innermost index, in a dimension of unit stride, is the variable or the
 /// variable plus an offset (a row's sum). The threads of a warp sharing its
-/// iterations then read neighbouring elements. A loop that only walks down
-/// columns (a column's sum, each part of one) reads an element a row: its
+/// iterations then read neighbouring elements. A loop that walks down a
+/// column (a column's sum, each part of one: the variable in an outer
+/// index, the innermost fixed through the loop) reads an element a row: its
 /// nest runs a thread per iteration instead, neighbouring threads reading
-/// neighbouring columns, each adding its column in order.
+/// neighbouring columns, each adding its column in order. A gather, whose
+/// column each iteration loads (the loss's target logit of each row), is
+/// no column: a thread walking its rows alone would wait on each load in
+/// turn.
 bool readsAlongLoop(scf::ForOp loop) {
   Value iv = loop.getInductionVar();
   auto isAlong = [&](Value index) {
@@ -172,7 +176,8 @@ bool readsAlongLoop(scf::ForOp loop) {
       along = true;
     // Down a column: the variable in an outer index, not the innermost
     // (a per-row vector read beside it, a row's mean, does not count).
-    else if (llvm::any_of(indices.drop_back(), isAlong))
+    else if (llvm::any_of(indices.drop_back(), isAlong) &&
+             loop.isDefinedOutsideOfLoop(indices.back()))
       down = true;
   });
   return along && !down;

@@ -703,3 +703,37 @@ func.func @column_sums_by_row(%a: memref<64x100xf32>, %r: memref<64xf32>, %s: me
   }
   return
 }
+
+// -----
+
+// A part of the loss's sum over rows gathers each row's target logit: the
+// loop's variable picks the row, a loaded index the column. That is no
+// column to walk down, and 4 parts are 4 threads that would each wait on
+// their gathers in turn: a warp shares each part's rows.
+// CHECK-LABEL: func.func @gathered_rows(
+// CHECK: gpu.launch
+// CHECK: memref.load %{{.*}} : memref<4x64xi32>
+// CHECK: memref.load %{{.*}} : memref<256x100xf32>
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.terminator
+func.func @gathered_rows(%logits: memref<256x100xf32>, %targets: memref<4x64xi32>, %s: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%p) = (%c0) to (%c4) step (%c1) {
+    %sum = scf.for %i = %c0 to %c64 step %c1 iter_args(%acc = %zero) -> (f32) {
+      %t = memref.load %targets[%p, %i] : memref<4x64xi32>
+      %column = arith.index_cast %t : i32 to index
+      %first = arith.muli %p, %c64 : index
+      %row = arith.addi %first, %i : index
+      %x = memref.load %logits[%row, %column] : memref<256x100xf32>
+      %y = arith.addf %acc, %x : f32
+      scf.yield %y : f32
+    }
+    memref.store %sum, %s[%p] : memref<4xf32>
+    scf.reduce
+  }
+  return
+}
