@@ -385,8 +385,11 @@ void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
   nvvm.optLevel = 3;
   pm.addPass(createGpuNVVMAttachTarget(nvvm));
   // Polynomials instead of libdevice's calls, as on the CPU, so that both
-  // targets compute the same functions.
-  pm.addPass(createLoomApproximateMath());
+  // targets compute the same functions; divisions and square roots to
+  // within an ulp or two.
+  LoomApproximateMathOptions approximate;
+  approximate.gpuFastDivision = true;
+  pm.addPass(createLoomApproximateMath(approximate));
   addExpandBf16Pass(pm);
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());

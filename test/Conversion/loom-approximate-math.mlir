@@ -1,4 +1,6 @@
-// RUN: loom-opt %s --loom-approximate-math | FileCheck %s
+// RUN: loom-opt %s --split-input-file --loom-approximate-math | FileCheck %s
+// RUN: loom-opt %s --split-input-file --loom-approximate-math=gpu-fast-division=1 | FileCheck %s --check-prefix=FAST
+// RUN: loom-opt %s --split-input-file --loom-approximate-math | FileCheck %s --check-prefix=DEFAULT
 
 // The f32 transcendental functions of softmax, GELU and the loss become
 // arithmetic; square roots stay, since LLVM vectorizes them already.
@@ -14,4 +16,42 @@ func.func @f(%x: f32) -> (f32, f32, f32, f32) {
   %c = math.log %x : f32
   %d = math.sqrt %x : f32
   return %a, %b, %c, %d : f32, f32, f32, f32
+}
+
+// -----
+
+// With gpu-fast-division, a kernel's f32 divisions and square roots may be
+// approximate (`afn`, which NVPTX lowers to div.approx and sqrt.approx);
+// f64 ones and the host's keep IEEE rounding, and flags already there stay.
+// FAST-LABEL: func.func @host(
+// FAST: arith.divf %{{.*}}, %{{.*}} : f32
+// FAST-LABEL: gpu.func @kernel(
+// FAST: arith.divf %{{.*}}, %{{.*}} fastmath<afn> : f32
+// FAST: math.sqrt %{{.*}} fastmath<afn> : f32
+// FAST: arith.divf %{{.*}}, %{{.*}} fastmath<nnan,afn> : f32
+// FAST: arith.divf %{{.*}}, %{{.*}} : f64
+// DEFAULT-LABEL: gpu.func @kernel(
+// DEFAULT-NOT: afn
+// DEFAULT: gpu.return
+module attributes {gpu.container_module} {
+  func.func @host(%x: f32) -> f32 {
+    %a = arith.divf %x, %x : f32
+    return %a : f32
+  }
+  gpu.module @kernels {
+    gpu.func @kernel(%x: f32, %y: f64, %out: memref<3xf32>, %out64: memref<f64>) kernel {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c2 = arith.constant 2 : index
+      %a = arith.divf %x, %x : f32
+      %b = math.sqrt %x : f32
+      %c = arith.divf %x, %b fastmath<nnan> : f32
+      %d = arith.divf %y, %y : f64
+      memref.store %a, %out[%c0] : memref<3xf32>
+      memref.store %b, %out[%c1] : memref<3xf32>
+      memref.store %c, %out[%c2] : memref<3xf32>
+      memref.store %d, %out64[] : memref<f64>
+      gpu.return
+    }
+  }
 }

@@ -419,7 +419,22 @@ def LoomApproximateMath : Pass<"loom-approximate-math"> {
     (and the other functions upstream MLIR approximates) on f32 by the
     polynomial approximations of upstream MLIR, which are accurate to a few
     units in the last place and made of arithmetic that vectorizes.
+
+    With `gpu-fast-division`, f32 divisions and square roots inside
+    `gpu.module`s (the kernels) get the `afn` fast-math flag, which NVPTX
+    lowers to `div.approx.f32` (within 2 units in the last place for
+    divisors of magnitude 2^-126 to 2^126) and `sqrt.approx.f32` (relative
+    error 2^-23) where IEEE rounding takes a subroutine of a dozen
+    instructions and a branch each. The step's divisors are all in that
+    range: the tanh polynomial's denominator (GELU), softmax sums of at
+    least 1, AdamW's square roots plus epsilon, loss scales, layer norms'
+    variances plus epsilon. The host's operations keep IEEE rounding.
   }];
+  let options = [
+    Option<"gpuFastDivision", "gpu-fast-division", "bool",
+           /*default=*/"false",
+           "Approximate f32 divisions and square roots in GPU kernels">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::vector::VectorDialect"];
