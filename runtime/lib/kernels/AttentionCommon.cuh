@@ -57,20 +57,26 @@ struct Pair {
 };
 
 /// Each query's dot product of its output and the output's gradient, a
-/// thread per query.
+/// warp per query: its lanes read neighbouring channels, where a thread
+/// walking a query's row alone read one element of each of 32 rows at a
+/// time. The block's kRows threads take its kRows queries a warp at a time.
 template <typename T>
 __device__ void delta(const T *out, const T *dout, float *delta, int seq,
                       int heads, int headDim) {
   Pair p(seq, heads, headDim);
-  int i = blockIdx.x * kRows + threadIdx.x;
-  if (i >= seq)
-    return;
-  float sum = 0.0f;
-  for (int d = 0; d < headDim; ++d) {
-    long long at = p.out + i * p.outStride + d;
-    sum += widen(out[at]) * widen(dout[at]);
+  int lane = threadIdx.x % 32, warps = kRows / 32;
+  int first = blockIdx.x * kRows, end = min(first + kRows, seq);
+  for (int i = first + threadIdx.x / 32; i < end; i += warps) {
+    float sum = 0.0f;
+    for (int d = lane; d < headDim; d += 32) {
+      long long at = p.out + i * p.outStride + d;
+      sum += widen(out[at]) * widen(dout[at]);
+    }
+    for (int offset = 16; offset > 0; offset /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0)
+      delta[p.rows + i] = sum;
   }
-  delta[p.rows + i] = sum;
 }
 } // namespace
 

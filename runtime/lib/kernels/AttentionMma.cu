@@ -96,67 +96,84 @@ __device__ bool wholeVectors(const Pair &p, const void *base) {
   return p.headDim % 8 == 0 && reinterpret_cast<uintptr_t>(base) % 16 == 0;
 }
 
-/// Rows [from, from + kRows) of a [seq, headDim] matrix, `stride`
-/// elements apart from `base`, on their way to shared memory: each
-/// thread's share in registers, zeros past the sequence and past the head
-/// size. A loop fetches the next tile before it computes on the current
-/// one, so that the loads are in flight meanwhile.
-template <int MaxD> struct Staged {
-  static constexpr int kChunks = MaxD / 8,
-                       kPerThread = kRows * kChunks / kThreads;
-  static_assert(kRows * kChunks % kThreads == 0, "whole chunks per thread");
-  uint4 part[kPerThread];
-
-  /// The `i`th of the thread's chunks of 8 elements: its row and column.
+/// How a block's threads share a tile of rows: chunks of 8 elements, the
+/// `i`th of a thread's in row row(i) from column(i).
+template <int MaxD> struct Chunks {
+  static constexpr int kPerRow = MaxD / 8,
+                       kPerThread = kRows * kPerRow / kThreads;
+  static_assert(kRows * kPerRow % kThreads == 0, "whole chunks per thread");
   static __device__ int row(int i) {
-    return (threadIdx.x + i * kThreads) / kChunks;
+    return (threadIdx.x + i * kThreads) / kPerRow;
   }
   static __device__ int column(int i) {
-    return (threadIdx.x + i * kThreads) % kChunks * 8;
-  }
-
-  /// The chunk of row `row`, from column `column`.
-  static __device__ uint4 chunk(const uint16_t *base, long long stride, int row,
-                                int column, const Pair &p, bool vectors) {
-    if (row >= p.seq || column >= p.headDim)
-      return make_uint4(0, 0, 0, 0);
-    const uint16_t *src = base + row * stride + column;
-    if (vectors)
-      return *reinterpret_cast<const uint4 *>(src);
-    uint16_t element[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-      element[k] = column + k < p.headDim ? src[k] : 0;
-    return make_uint4(
-        word(element[0], element[1]), word(element[2], element[3]),
-        word(element[4], element[5]), word(element[6], element[7]));
-  }
-
-  __device__ void fetch(const uint16_t *base, long long stride, int from,
-                        const Pair &p, bool vectors) {
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i)
-      part[i] = chunk(base, stride, from + row(i), column(i), p, vectors);
-  }
-
-  __device__ void store(Tile<MaxD> &tile) const {
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i)
-      *reinterpret_cast<uint4 *>(&tile[row(i)][column(i)]) = part[i];
+    return (threadIdx.x + i * kThreads) % kPerRow * 8;
   }
 };
 
-/// Loads a tile at once, each chunk stored as it comes, which keeps no
-/// registers for the tile.
+/// The chunk of 8 elements of row `row` from column `column`, zeros past
+/// the sequence and past the head size.
+__device__ uint4 chunk(const uint16_t *base, long long stride, int row,
+                       int column, const Pair &p, bool vectors) {
+  if (row >= p.seq || column >= p.headDim)
+    return make_uint4(0, 0, 0, 0);
+  const uint16_t *src = base + row * stride + column;
+  if (vectors)
+    return *reinterpret_cast<const uint4 *>(src);
+  uint16_t element[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    element[k] = column + k < p.headDim ? src[k] : 0;
+  return make_uint4(word(element[0], element[1]), word(element[2], element[3]),
+                    word(element[4], element[5]), word(element[6], element[7]));
+}
+
+/// Copies `bytes` (4, 8 or 16) from global memory to shared memory without
+/// passing through registers, or zeros where `in` is false; the copy
+/// completes at waitCopies.
+template <int Bytes>
+__device__ __forceinline__ void copyAsync(void *to, const void *from, bool in) {
+  auto at = static_cast<uint32_t>(__cvta_generic_to_shared(to));
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :
+                 : "r"(at), "l"(from), "r"(in ? 16 : 0)
+                 : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                 :
+                 : "r"(at), "l"(from), "n"(Bytes), "r"(in ? Bytes : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void commitCopies() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/// Waits for this thread's copies; a barrier then makes every thread's
+/// visible.
+__device__ __forceinline__ void waitCopies() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+/// Rows [from, from + kRows) of a [seq, headDim] matrix, `stride` elements
+/// apart from `base`, into `tile`: copied asynchronously 16 bytes at a time
+/// when the rows allow it (`vectors`), so that a loop computes on one tile
+/// while the next arrives, else loaded element by element at once.
 template <int MaxD>
-__device__ void loadTile(Tile<MaxD> &tile, const uint16_t *base,
+__device__ void copyTile(Tile<MaxD> &tile, const uint16_t *base,
                          long long stride, int from, const Pair &p,
                          bool vectors) {
-  using S = Staged<MaxD>;
+  using C = Chunks<MaxD>;
 #pragma unroll
-  for (int i = 0; i < S::kPerThread; ++i)
-    *reinterpret_cast<uint4 *>(&tile[S::row(i)][S::column(i)]) =
-        S::chunk(base, stride, from + S::row(i), S::column(i), p, vectors);
+  for (int i = 0; i < C::kPerThread; ++i) {
+    int row = from + C::row(i), column = C::column(i);
+    uint16_t *to = &tile[C::row(i)][column];
+    if (vectors) {
+      bool in = row < p.seq && column < p.headDim;
+      copyAsync<16>(to, in ? base + row * stride + column : base, in);
+    } else {
+      *reinterpret_cast<uint4 *>(to) =
+          chunk(base, stride, row, column, p, false);
+    }
+  }
 }
 
 /// The warp's 16 rows of `tile` from `row0` as left operands, one per 16
@@ -175,19 +192,47 @@ __device__ void loadRows(uint32_t (&a)[MaxD / 16][4], const Tile<MaxD> &tile,
   }
 }
 
+/// Four 8 x 8 matrices of 16-bit elements from shared memory, `row` being
+/// the lane's row of matrix lane / 8. Lane t receives, in word m, elements
+/// 2 (t % 4) and 2 (t % 4) + 1 of matrix m's row t / 4; `Transposed`, of its
+/// column t / 4, which is the layout of an mma operand's fragment either
+/// way. One instruction where 32-bit (or, for a column, 16-bit) loads took
+/// four (sixteen).
+template <bool Transposed>
+__device__ __forceinline__ void loadMatrices(uint32_t (&m)[4],
+                                             const uint16_t *row) {
+  auto at = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (Transposed)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+                 : "r"(at));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+                 : "r"(at));
+}
+
 /// s = a tile^T: the warp's rows against the tile's 64 rows, a 16 x 64
 /// block of scores (fragment j holds columns 8j..8j+7).
 template <typename T, int MaxD>
 __device__ void scores(float (&s)[kFragments][4],
                        const uint32_t (&a)[MaxD / 16][4],
-                       const Tile<MaxD> &tile, const Lane &l) {
+                       const Tile<MaxD> &tile) {
+  static_assert(MaxD % 32 == 0, "channels come 32 at a time");
+  int lane = threadIdx.x % 32;
 #pragma unroll
   for (int j = 0; j < kFragments; ++j) {
     s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
-    for (int k = 0; k < MaxD / 16; ++k) {
-      const uint16_t *col = &tile[8 * j + l.group][16 * k + 2 * l.pair];
-      mma<T>(s[j], a[k], word(col), word(col + 8));
+    for (int k = 0; k < MaxD / 16; k += 2) {
+      // Rows 8j.. of the tile, channels 16k + 8 (lane / 8)..: the right
+      // operands' halves for channels 16k.. and 16(k + 1)...
+      uint32_t b[4];
+      loadMatrices<false>(b, &tile[8 * j + lane % 8][16 * k + 8 * (lane / 8)]);
+      mma<T>(s[j], a[k], b[0], b[1]);
+      mma<T>(s[j], a[k + 1], b[2], b[3]);
     }
   }
 }
@@ -197,7 +242,8 @@ __device__ void scores(float (&s)[kFragments][4],
 template <typename T, int MaxD>
 __device__ void accumulate(float (&acc)[MaxD / 8][4],
                            const float (&p)[kFragments][4],
-                           const Tile<MaxD> &tile, const Lane &l) {
+                           const Tile<MaxD> &tile) {
+  int lane = threadIdx.x % 32;
 #pragma unroll
   for (int k = 0; k < kTile / 16; ++k) {
     // The accumulator's fragments 2k and 2k + 1 are the operand's 16
@@ -206,12 +252,16 @@ __device__ void accumulate(float (&acc)[MaxD / 8][4],
                      pack<T>(p[2 * k][2], p[2 * k][3]),
                      pack<T>(p[2 * k + 1][0], p[2 * k + 1][1]),
                      pack<T>(p[2 * k + 1][2], p[2 * k + 1][3])};
-    int r = 16 * k + 2 * l.pair;
 #pragma unroll
-    for (int j = 0; j < MaxD / 8; ++j) {
-      int c = 8 * j + l.group;
-      mma<T>(acc[j], a, word(tile[r][c], tile[r + 1][c]),
-             word(tile[r + 8][c], tile[r + 9][c]));
+    for (int j = 0; j < MaxD / 8; j += 2) {
+      // Rows 16k + 8 (lane / 8 % 2).., channels 8 (j + lane / 16)..,
+      // transposed: the right operands of channels 8j.. and 8(j + 1)...
+      uint32_t b[4];
+      loadMatrices<true>(
+          b,
+          &tile[16 * k + lane % 8 + 8 * (lane / 8 % 2)][8 * (j + lane / 16)]);
+      mma<T>(acc[j], a, b[0], b[1]);
+      mma<T>(acc[j + 1], a, b[2], b[3]);
     }
   }
 }
@@ -272,13 +322,26 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
                         int headDim, float scale) {
   Pair p(seq, heads, headDim);
   Lane l;
-  __shared__ __align__(16) Tile<MaxD> queries, keys;
+  // The keys and values in two buffers each: the next tile's copies
+  // arrive in one while the block computes on the other.
+  __shared__ __align__(16) Tile<MaxD> queries, keys[2];
   // Without the output, no values.
-  __shared__ __align__(16) std::conditional_t<Output, Tile<MaxD>, uint16_t[1]>
-      values;
+  __shared__ __align__(16)
+      std::conditional_t<Output, Tile<MaxD>[2], uint16_t[1]>
+          values;
   bool vectors = wholeVectors(p, qkv);
   int first = blockIdx.x * kRows, row0 = 16 * l.warp;
-  loadTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, first, p, vectors);
+  auto fetch = [&](int j0, int buffer) {
+    copyTile<MaxD>(keys[buffer], bits(qkv) + p.qkv[1], p.qkvStride, j0, p,
+                   vectors);
+    if constexpr (Output)
+      copyTile<MaxD>(values[buffer], bits(qkv) + p.qkv[2], p.qkvStride, j0, p,
+                     vectors);
+    commitCopies();
+  };
+  copyTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, first, p, vectors);
+  fetch(0, 0);
+  waitCopies();
   __syncthreads();
   uint32_t q[MaxD / 16][4];
   loadRows<MaxD>(q, queries, row0, l);
@@ -286,23 +349,14 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
   float scale2 = scale * kLog2e;
   int end = min(first + kRows, seq);
-  Staged<MaxD> nextKeys, nextValues;
-  auto fetch = [&](int j0) {
-    nextKeys.fetch(bits(qkv) + p.qkv[1], p.qkvStride, j0, p, vectors);
-    if constexpr (Output)
-      nextValues.fetch(bits(qkv) + p.qkv[2], p.qkvStride, j0, p, vectors);
-  };
-  fetch(0);
-  for (int j0 = 0; j0 < end; j0 += kTile) {
-    __syncthreads();
-    nextKeys.store(keys);
-    if constexpr (Output)
-      nextValues.store(values);
+  for (int j0 = 0, buffer = 0; j0 < end; j0 += kTile, buffer ^= 1) {
+    // Tile j0 has arrived, and every warp is done with the other buffer.
+    waitCopies();
     __syncthreads();
     if (j0 + kTile < end)
-      fetch(j0 + kTile);
+      fetch(j0 + kTile, buffer ^ 1);
     float s[kFragments][4];
-    scores<T, MaxD>(s, q, keys, l);
+    scores<T, MaxD>(s, q, keys[buffer]);
     // Each row sees key j0 at least, so its maximum is finite.
     float tileMax[2] = {max[0], max[1]};
     forEach(s, l, [&](float &x, int r, int c) {
@@ -328,7 +382,7 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           o[j][e] *= rescale[e / 2];
-      accumulate<T, MaxD>(o, s, values, l);
+      accumulate<T, MaxD>(o, s, values[buffer]);
     }
   }
   float total[2] = {rowSum(sum[0]), rowSum(sum[1])};
@@ -351,47 +405,64 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
                         int headDim, float scale) {
   Pair p(seq, heads, headDim);
   Lane l;
-  __shared__ __align__(16) Tile<MaxD> keys, values, queries, grads;
-  __shared__ float rowLse[kTile], rowDelta[kTile];
+  // Buffer b holds a tile of queries and their gradients (tiles 2b and
+  // 2b + 1) and their rows' statistics, the next tile's copies arriving in
+  // one while the block computes on the other. The block's keys and values
+  // arrive first in buffer 1's tiles.
+  __shared__ __align__(16) Tile<MaxD> tiles[4];
+  __shared__ __align__(16) float rowLse[2][kTile], rowDelta[2][kTile];
+  static_assert(kThreads == 2 * kTile, "a thread per row statistic");
   bool vectors = wholeVectors(p, qkv) && wholeVectors(p, dout);
   int first = blockIdx.x * kRows, row0 = 16 * l.warp;
-  loadTile<MaxD>(keys, bits(qkv) + p.qkv[1], p.qkvStride, first, p, vectors);
-  loadTile<MaxD>(values, bits(qkv) + p.qkv[2], p.qkvStride, first, p, vectors);
+  auto fetch = [&](int i0, int buffer) {
+    copyTile<MaxD>(tiles[2 * buffer], bits(qkv) + p.qkv[0], p.qkvStride, i0, p,
+                   vectors);
+    copyTile<MaxD>(tiles[2 * buffer + 1], bits(dout) + p.out, p.outStride, i0,
+                   p, vectors);
+    int r = threadIdx.x % kTile, i = i0 + r;
+    const float *from = threadIdx.x < kTile ? lse : delta;
+    float *to = threadIdx.x < kTile ? rowLse[buffer] : rowDelta[buffer];
+    copyAsync<4>(&to[r], i < seq ? &from[p.rows + i] : from, i < seq);
+    commitCopies();
+  };
+  copyTile<MaxD>(tiles[2], bits(qkv) + p.qkv[1], p.qkvStride, first, p,
+                 vectors);
+  copyTile<MaxD>(tiles[3], bits(qkv) + p.qkv[2], p.qkvStride, first, p,
+                 vectors);
+  fetch(first, 0);
+  waitCopies();
   __syncthreads();
   uint32_t k[MaxD / 16][4], v[MaxD / 16][4];
-  loadRows<MaxD>(k, keys, row0, l);
-  loadRows<MaxD>(v, values, row0, l);
+  loadRows<MaxD>(k, tiles[2], row0, l);
+  loadRows<MaxD>(v, tiles[3], row0, l);
   float dk[MaxD / 8][4] = {}, dv[MaxD / 8][4] = {};
   float scale2 = scale * kLog2e;
-  // The queries come tile by tile without a prefetch: the gradients'
-  // accumulators leave no registers for one within three blocks a
-  // multiprocessor.
-  for (int i0 = first; i0 < seq; i0 += kTile) {
+  for (int i0 = first, buffer = 0; i0 < seq; i0 += kTile, buffer ^= 1) {
+    // Tile i0 has arrived, and every warp is done with the other buffer
+    // (at first, with the keys and values).
+    waitCopies();
     __syncthreads();
-    loadTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, i0, p, vectors);
-    loadTile<MaxD>(grads, bits(dout) + p.out, p.outStride, i0, p, vectors);
-    for (int r = threadIdx.x; r < kTile; r += kThreads) {
-      bool in = i0 + r < seq;
-      rowLse[r] = in ? lse[p.rows + i0 + r] * kLog2e : 0.0f;
-      rowDelta[r] = in ? delta[p.rows + i0 + r] : 0.0f;
-    }
-    __syncthreads();
+    if (i0 + kTile < seq)
+      fetch(i0 + kTile, buffer ^ 1);
+    const Tile<MaxD> &queries = tiles[2 * buffer],
+                     &grads = tiles[2 * buffer + 1];
+    const float *lseOf = rowLse[buffer], *deltaOf = rowDelta[buffer];
     // Transposed: rows are the warp's keys, columns the tile's queries.
     float probs[kFragments][4], dprobs[kFragments][4];
-    scores<T, MaxD>(probs, k, queries, l);
-    scores<T, MaxD>(dprobs, v, grads, l);
+    scores<T, MaxD>(probs, k, queries);
+    scores<T, MaxD>(dprobs, v, grads);
     forEach(probs, l, [&](float &x, int r, int c) {
       int j = first + row0 + r, i = i0 + c;
-      x = i >= j && i < seq ? exp2f(x * scale2 - rowLse[c]) : 0.0f;
+      x = i >= j && i < seq ? exp2f(x * scale2 - lseOf[c] * kLog2e) : 0.0f;
     });
 #pragma unroll
     for (int f = 0; f < kFragments; ++f)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         dprobs[f][e] =
-            probs[f][e] * (dprobs[f][e] - rowDelta[8 * f + 2 * l.pair + e % 2]);
-    accumulate<T, MaxD>(dv, probs, grads, l);
-    accumulate<T, MaxD>(dk, dprobs, queries, l);
+            probs[f][e] * (dprobs[f][e] - deltaOf[8 * f + 2 * l.pair + e % 2]);
+    accumulate<T, MaxD>(dv, probs, grads);
+    accumulate<T, MaxD>(dk, dprobs, queries);
   }
   float keyScale[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
   storeRows<T, MaxD>(dk, dqkv + p.qkv[1], p.qkvStride, first + row0, keyScale,
@@ -405,40 +476,49 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
                           int headDim, float scale) {
   Pair p(seq, heads, headDim);
   Lane l;
-  __shared__ __align__(16) Tile<MaxD> queries, grads, keys, values;
+  // Buffer b holds a tile of keys and their values (tiles 2b and 2b + 1),
+  // the next tile's copies arriving in one while the block computes on the
+  // other. The block's queries and their gradients arrive first in buffer
+  // 1's tiles.
+  __shared__ __align__(16) Tile<MaxD> tiles[4];
   bool vectors = wholeVectors(p, qkv) && wholeVectors(p, dout);
   int first = blockIdx.x * kRows, row0 = 16 * l.warp;
-  loadTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, first, p, vectors);
-  loadTile<MaxD>(grads, bits(dout) + p.out, p.outStride, first, p, vectors);
-  __syncthreads();
-  uint32_t q[MaxD / 16][4], g[MaxD / 16][4];
-  loadRows<MaxD>(q, queries, row0, l);
-  loadRows<MaxD>(g, grads, row0, l);
+  auto fetch = [&](int j0, int buffer) {
+    copyTile<MaxD>(tiles[2 * buffer], bits(qkv) + p.qkv[1], p.qkvStride, j0, p,
+                   vectors);
+    copyTile<MaxD>(tiles[2 * buffer + 1], bits(qkv) + p.qkv[2], p.qkvStride, j0,
+                   p, vectors);
+    commitCopies();
+  };
+  copyTile<MaxD>(tiles[2], bits(qkv) + p.qkv[0], p.qkvStride, first, p,
+                 vectors);
+  copyTile<MaxD>(tiles[3], bits(dout) + p.out, p.outStride, first, p, vectors);
+  fetch(0, 0);
   float rowLse[2], rowDelta[2];
   for (int h = 0; h < 2; ++h) {
     int i = first + row0 + l.group + 8 * h;
     rowLse[h] = i < seq ? lse[p.rows + i] * kLog2e : 0.0f;
     rowDelta[h] = i < seq ? delta[p.rows + i] : 0.0f;
   }
+  waitCopies();
+  __syncthreads();
+  uint32_t q[MaxD / 16][4], g[MaxD / 16][4];
+  loadRows<MaxD>(q, tiles[2], row0, l);
+  loadRows<MaxD>(g, tiles[3], row0, l);
   float dq[MaxD / 8][4] = {};
   float scale2 = scale * kLog2e;
   int end = min(first + kRows, seq);
-  Staged<MaxD> nextKeys, nextValues;
-  auto fetch = [&](int j0) {
-    nextKeys.fetch(bits(qkv) + p.qkv[1], p.qkvStride, j0, p, vectors);
-    nextValues.fetch(bits(qkv) + p.qkv[2], p.qkvStride, j0, p, vectors);
-  };
-  fetch(0);
-  for (int j0 = 0; j0 < end; j0 += kTile) {
-    __syncthreads();
-    nextKeys.store(keys);
-    nextValues.store(values);
+  for (int j0 = 0, buffer = 0; j0 < end; j0 += kTile, buffer ^= 1) {
+    // Tile j0 has arrived, and every warp is done with the other buffer
+    // (at first, with the queries and their gradients).
+    waitCopies();
     __syncthreads();
     if (j0 + kTile < end)
-      fetch(j0 + kTile);
+      fetch(j0 + kTile, buffer ^ 1);
+    const Tile<MaxD> &keys = tiles[2 * buffer], &values = tiles[2 * buffer + 1];
     float dprobs[kFragments][4], dscores[kFragments][4];
-    scores<T, MaxD>(dscores, q, keys, l);
-    scores<T, MaxD>(dprobs, g, values, l);
+    scores<T, MaxD>(dscores, q, keys);
+    scores<T, MaxD>(dprobs, g, values);
 #pragma unroll
     for (int f = 0; f < kFragments; ++f)
 #pragma unroll
@@ -450,7 +530,7 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
                          : 0.0f;
         dscores[f][e] = prob * (dprobs[f][e] - rowDelta[h]);
       }
-    accumulate<T, MaxD>(dq, dscores, keys, l);
+    accumulate<T, MaxD>(dq, dscores, keys);
   }
   float queryScale[2] = {scale, scale};
   storeRows<T, MaxD>(dq, dqkv + p.qkv[0], p.qkvStride, first + row0, queryScale,
@@ -459,6 +539,6 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
 } // namespace
 
 // Three blocks a multiprocessor (at most 170 registers a thread): a block
-// waits on its loads and barriers, and the others compute meanwhile.
+// waits on its barriers, and the others compute meanwhile.
 LOOM_ATTENTION_MODULE(LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME,
                       LOOM_ATTENTION_HEAD, kThreads, 3)
