@@ -106,6 +106,7 @@ namespace {
 struct StepLowering {
   LoomLowerToLinalgOptions linalg;
   bool splitReductions = false;
+  LoomSplitReductionsOptions split;
 };
 } // namespace
 
@@ -149,7 +150,7 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
   pm.addPass(createLoomMergeReductions());
   // Before bufferization, so that the parts' tensors are in the arena.
   if (lowering.splitReductions)
-    pm.addPass(createLoomSplitReductions());
+    pm.addPass(createLoomSplitReductions(lowering.split));
   if (stage == EmitStage::Linalg)
     return true;
   buildBufferizePipeline(pm, print);
@@ -167,6 +168,7 @@ static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
     // A GPU reduces with a warp (a row) or a thread (a column) per output
     // element: long reductions are split into parts for more of them.
     lowering.splitReductions = true;
+    lowering.split.rows = options.cudaReductionRows;
     // The token table's gradient: a thread per column walks every token,
     // 768 threads for GPT-2, each adding one token at a time (1.6 ms of an
     // H100's step at 8 x 1024); a thread per column of each block of rows

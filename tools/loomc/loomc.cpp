@@ -86,6 +86,13 @@ static cl::opt<int64_t> cudaNestsPerLaunch(
              "nest)"),
     cl::init(32), cl::value_desc("N"), cl::cat(loomcCategory));
 
+static cl::opt<int64_t> cudaReductionRows(
+    "cuda-reduction-rows",
+    cl::desc("The fewest rows of each part a long column sum (a bias's "
+             "gradient over the tokens) splits into, with --target=cuda "
+             "(default 256)"),
+    cl::init(256), cl::value_desc("N"), cl::cat(loomcCategory));
+
 static cl::opt<int64_t> embeddingRowBlocks(
     "embedding-row-blocks",
     cl::desc("Blocks of the token table's rows whose gradient columns are "
@@ -308,6 +315,7 @@ int main(int argc, char **argv) {
   for (auto [flag, least] :
        {std::pair<cl::opt<int64_t> *, int64_t>{&cudaThreadBytes, 0},
         {&cudaNestsPerLaunch, 1},
+        {&cudaReductionRows, 1},
         {&embeddingRowBlocks, 0}}) {
     if (*flag >= least)
       continue;
@@ -352,6 +360,7 @@ int main(int argc, char **argv) {
   pipeline.cudaPath = toolkit;
   pipeline.cudaThreadBytes = cudaThreadBytes;
   pipeline.cudaNestsPerLaunch = cudaNestsPerLaunch;
+  pipeline.cudaReductionRows = cudaReductionRows;
   pipeline.embeddingRowBlocks = embeddingRowBlocks;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))

@@ -111,6 +111,12 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
                      "kernel launch runs, with target=cuda (1: a launch "
                      "per nest)"),
       llvm::cl::init(32)};
+  PassOptions::Option<int64_t> cudaReductionRows{
+      *this, "cuda-reduction-rows",
+      llvm::cl::desc("The fewest iterations of each part a long column "
+                     "reduction splits into, with target=cuda "
+                     "(loom-split-reductions' rows)"),
+      llvm::cl::init(256)};
   PassOptions::Option<int64_t> embeddingRowBlocks{
       *this, "embedding-row-blocks",
       llvm::cl::desc("Blocks of the token table's rows whose gradient "
