@@ -359,11 +359,19 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
     scores<T, MaxD>(s, q, keys[buffer]);
     // Each row sees key j0 at least, so its maximum is finite.
     float tileMax[2] = {max[0], max[1]};
-    forEach(s, l, [&](float &x, int r, int c) {
-      int i = first + row0 + r, j = j0 + c;
-      x = j <= i && j < seq ? x * scale2 : -INFINITY;
-      tileMax[r / 8] = fmaxf(tileMax[r / 8], x);
-    });
+    // Only the tile on the diagonal, or past the sequence's end, has keys
+    // that some row does not see; the others skip the comparisons.
+    if (j0 + kTile > first || j0 + kTile > seq)
+      forEach(s, l, [&](float &x, int r, int c) {
+        int i = first + row0 + r, j = j0 + c;
+        x = j <= i && j < seq ? x * scale2 : -INFINITY;
+        tileMax[r / 8] = fmaxf(tileMax[r / 8], x);
+      });
+    else
+      forEach(s, l, [&](float &x, int r, int) {
+        x *= scale2;
+        tileMax[r / 8] = fmaxf(tileMax[r / 8], x);
+      });
     float rescale[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
