@@ -33,11 +33,13 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     parallel loop over its columns, each adding its elements in token
     order, so that the result does not depend on how the iterations are
     spread. With `embedding-row-blocks` N > 1, the table's rows split into
-    B equal blocks (B the largest divisor of the rows up to N), and each
-    (block, column) pair is an iteration that walks every token and adds
-    those of its block's rows: B times the parallel iterations (a GPU's
-    768 threads for GPT-2 become 22,272) for B reads of the token ids, and
-    the same sums in the same order, bit for bit.
+    B equal blocks (B the largest divisor of the rows up to N), interleaved
+    (block k holds rows k, k + B, ...: text's frequent tokens have
+    neighbouring ids, and a thread's additions are a chain through
+    memory), and each (block, column) pair is an iteration that walks
+    every token and adds those of its block's rows: B times the parallel
+    iterations (a GPU's 768 threads for GPT-2 become 22,272) for B reads of
+    the token ids, and the same sums in the same order, bit for bit.
   }];
   let options = [
     Option<"fusedAttention", "fused-attention", "bool", /*default=*/"true",
@@ -308,8 +310,10 @@ def LoomMergeReductions : Pass<"loom-merge-reductions"> {
     replaced by that earlier one: the gradient of the loss computes the
     softmax's maximum and sum over the vocabulary again, from the logits
     the forward pass read them from, once the step is one function. Operands
-    count as the same when they are one value, or the same reshape of
-    one, or fills of one value into new tensors of one type. Only
+    count as the same when they are one value, or the same reshape or
+    slice of one (a padded vocabulary's logits are read through a slice of
+    their real columns), or fills of one value into new tensors of one
+    type. Only
     reductions whose results, both, are only read (operands of loops,
     `tensor.extract`, reshapes of such) are merged, so that no tensor
     written in place gains a reader; and only reductions, whose results
@@ -458,7 +462,9 @@ def LoomParallelLoopsToGpu
     `arith::getNeutralElement`), and which loads along its induction
     variable (the innermost index of a load, in a dimension of unit
     stride, is the variable or the variable plus an offset) and never down
-    a column (the variable in another index of a load), is split
+    a column (the variable in another index of a load whose innermost
+    index the loop does not change; a gather, whose column each iteration
+    loads, is no column), is split
     among the warp's threads, thread
     `l` taking iterations `l`, `l + 32`, ..., and the parts are combined by
     a butterfly of `gpu.shuffle xor`, after which every thread holds the
