@@ -3,8 +3,8 @@
 // Elementwise loops around exp, tanh and log run at scalar speed as long as
 // those are libm calls; upstream MLIR's polynomial approximations are plain
 // arithmetic, which LLVM's loop vectorizer handles. On a GPU, a correctly
-// rounded f32 division or square root is a subroutine; kernels may take
-// the hardware's approximate ones instead.
+// rounded f32 division is a subroutine; kernels may take the hardware's
+// approximate one instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +12,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -39,20 +38,11 @@ struct ApproximateMathPass
       return signalPassFailure();
     if (gpuFastDivision)
       getOperation()->walk([](gpu::GPUModuleOp kernels) {
-        kernels.walk([](Operation *op) {
-          if (isa<arith::DivFOp, math::SqrtOp>(op) &&
-              op->getResult(0).getType().isF32())
-            addApproximateFunctions(cast<arith::ArithFastMathInterface>(op));
+        kernels.walk([](arith::DivFOp op) {
+          if (op.getType().isF32())
+            op.setFastmath(op.getFastmath() | arith::FastMathFlags::afn);
         });
       });
-  }
-
-  /// Adds `afn` to `op`'s fast-math flags.
-  static void addApproximateFunctions(arith::ArithFastMathInterface op) {
-    op->setAttr(op.getFastMathAttrName(),
-                arith::FastMathFlagsAttr::get(
-                    op->getContext(), op.getFastMathFlagsAttr().getValue() |
-                                          arith::FastMathFlags::afn));
   }
 };
 } // namespace

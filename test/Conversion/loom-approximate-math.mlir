@@ -20,16 +20,16 @@ func.func @f(%x: f32) -> (f32, f32, f32, f32) {
 
 // -----
 
-// With gpu-fast-division, a kernel's f32 divisions and square roots may be
-// approximate (`afn`, which NVPTX lowers to div.approx and sqrt.approx);
-// f64 ones and the host's keep IEEE rounding, and flags already there stay.
+// With gpu-fast-division, a kernel's f32 divisions may be approximate
+// (`afn`, which NVPTX lowers to div.approx); f64 ones, square roots and
+// the host's keep their rounding, and flags already there stay.
 // FAST-LABEL: func.func @host(
-// FAST: arith.divf %{{.*}}, %{{.*}} : f32
+// FAST-NOT: afn
 // FAST-LABEL: gpu.func @kernel(
-// FAST: arith.divf %{{.*}}, %{{.*}} fastmath<afn> : f32
-// FAST: math.sqrt %{{.*}} fastmath<afn> : f32
-// FAST: arith.divf %{{.*}}, %{{.*}} fastmath<nnan,afn> : f32
-// FAST: arith.divf %{{.*}}, %{{.*}} : f64
+// FAST: arith.divf %[[X:.*]], %[[X]] fastmath<afn> : f32
+// FAST-NEXT: math.sqrt %[[X]] : f32
+// FAST-NEXT: arith.divf %[[X]], %{{.*}} fastmath<nnan,afn> : f32
+// FAST-NEXT: arith.divf %[[Y:[^ ,]*]], %[[Y]] : f64
 // DEFAULT-LABEL: gpu.func @kernel(
 // DEFAULT-NOT: afn
 // DEFAULT: gpu.return

@@ -424,20 +424,22 @@ def LoomApproximateMath : Pass<"loom-approximate-math"> {
     polynomial approximations of upstream MLIR, which are accurate to a few
     units in the last place and made of arithmetic that vectorizes.
 
-    With `gpu-fast-division`, f32 divisions and square roots inside
-    `gpu.module`s (the kernels) get the `afn` fast-math flag, which NVPTX
-    lowers to `div.approx.f32` (within 2 units in the last place for
-    divisors of magnitude 2^-126 to 2^126) and `sqrt.approx.f32` (relative
-    error 2^-23) where IEEE rounding takes a subroutine of a dozen
-    instructions and a branch each. The step's divisors are all in that
+    With `gpu-fast-division`, f32 divisions inside `gpu.module`s (the
+    kernels) get the `afn` fast-math flag, which NVPTX lowers to
+    `div.approx.f32` (within 2 units in the last place for divisors of
+    magnitude 2^-126 to 2^126) where IEEE rounding takes a subroutine of a
+    dozen instructions and a branch. The step's divisors are in that
     range: the tanh polynomial's denominator (GELU), softmax sums of at
-    least 1, AdamW's square roots plus epsilon, loss scales, layer norms'
-    variances plus epsilon. The host's operations keep IEEE rounding.
+    least 1, AdamW's bias corrections and square roots plus epsilon, loss
+    scales, layer norms' square roots; a gradient norm above 2^126 (the
+    clip factor's divisor) would give a factor of 0 instead of about
+    1e-38. Square roots are libdevice's, approximate on the GPU already.
+    The host's divisions keep IEEE rounding.
   }];
   let options = [
     Option<"gpuFastDivision", "gpu-fast-division", "bool",
            /*default=*/"false",
-           "Approximate f32 divisions and square roots in GPU kernels">,
+           "Approximate f32 divisions in GPU kernels">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
