@@ -106,17 +106,25 @@ struct MergeReductionsPass
   }
 
   /// The destination's fill and new tensor, and the reshapes and slices,
-  /// that only the merged loop read.
+  /// that only the merged loop read. An op may be reached twice (a loop
+  /// that read a tensor and a reshape of it): it is erased once.
   static void eraseUnused(RewriterBase &rewriter, ValueRange values) {
-    for (Value value : values) {
-      Operation *op = value.getDefiningOp();
-      if (!op || !op->use_empty() ||
+    SmallVector<Operation *> worklist;
+    for (Value value : values)
+      if (Operation *op = value.getDefiningOp())
+        worklist.push_back(op);
+    llvm::SmallPtrSet<Operation *, 8> erased;
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (erased.contains(op) || !op->use_empty() ||
           !isa<linalg::FillOp, tensor::EmptyOp, tensor::CollapseShapeOp,
                tensor::ExpandShapeOp, tensor::ExtractSliceOp>(op))
         continue;
-      SmallVector<Value> operands(op->getOperands());
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          worklist.push_back(def);
+      erased.insert(op);
       rewriter.eraseOp(op);
-      eraseUnused(rewriter, operands);
     }
   }
 };

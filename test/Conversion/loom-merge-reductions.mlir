@@ -205,3 +205,47 @@ func.func @padded(%logits: tensor<8x16xf32>) -> tensor<8xf32> {
   } -> tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#vec = affine_map<(d0) -> (d0)>
+
+// The merged reduction reads its reshape twice: the reshape goes, once.
+// CHECK-LABEL: func.func @read_twice(
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape
+// CHECK: %[[DOT:.*]] = linalg.generic {{.*}} ins(%[[ROWS]], %[[ROWS]] :
+// CHECK-NOT: tensor.collapse_shape
+// CHECK: linalg.generic {{.*}} ins(%[[DOT]], %[[DOT]] :
+func.func @read_twice(%x: tensor<2x4x16xf32>) -> tensor<8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %rows0 = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x4x16xf32> into tensor<8x16xf32>
+  %e0 = tensor.empty() : tensor<8xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<8xf32>) -> tensor<8xf32>
+  %d0 = linalg.generic {indexing_maps = [#id, #id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%rows0, %rows0 : tensor<8x16xf32>, tensor<8x16xf32>) outs(%f0 : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %0 = arith.mulf %a, %b : f32
+    %1 = arith.addf %acc, %0 : f32
+    linalg.yield %1 : f32
+  } -> tensor<8xf32>
+  %rows1 = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x4x16xf32> into tensor<8x16xf32>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<8xf32>) -> tensor<8xf32>
+  %d1 = linalg.generic {indexing_maps = [#id, #id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%rows1, %rows1 : tensor<8x16xf32>, tensor<8x16xf32>) outs(%f1 : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %0 = arith.mulf %a, %b : f32
+    %1 = arith.addf %acc, %0 : f32
+    linalg.yield %1 : f32
+  } -> tensor<8xf32>
+  %e2 = tensor.empty() : tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [#vec, #vec, #vec], iterator_types = ["parallel"]}
+      ins(%d0, %d1 : tensor<8xf32>, tensor<8xf32>) outs(%e2 : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.addf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
