@@ -88,9 +88,10 @@ static cl::opt<int64_t> cudaNestsPerLaunch(
 
 static cl::opt<int64_t> cudaReductionRows(
     "cuda-reduction-rows",
-    cl::desc("The fewest rows of each part a long column sum (a bias's "
-             "gradient over the tokens) splits into, with --target=cuda "
-             "(default 256)"),
+    cl::desc("The fewest iterations of each part a long reduction splits "
+             "into, with --target=cuda: column sums (a bias's gradient "
+             "over the tokens) of at least twice as many rows, row "
+             "reductions of at least 16 times (default 256)"),
     cl::init(256), cl::value_desc("N"), cl::cat(loomcCategory));
 
 static cl::opt<int64_t> embeddingRowBlocks(

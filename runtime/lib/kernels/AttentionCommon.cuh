@@ -84,8 +84,8 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
 /// from the file's templates forward<T, MAXD, Output>, keyGrad<T, MAXD> and
 /// queryGrad<T, MAXD>. Each declares its block size with __launch_bounds__,
 /// which the backend reads back to launch it: THREADS for those three, with
-/// at least BLOCKS of them resident on a multiprocessor, and a thread per
-/// query (kRows) for the row dot products.
+/// at least BLOCKS of them resident on a multiprocessor, and kRows threads
+/// (a warp per query in turn) for the row dot products.
 #define LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS)                 \
   extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
       loom_attention_forward_##NAME##_##MAXD(const T *qkv, T *out, float *lse, \

@@ -23,10 +23,11 @@
 //     dS = P (dO V^T - delta) and dQ += dS K.
 //
 // Heads smaller than the bound (32 or 64) are padded with zeros in shared
-// memory, which leaves every product unchanged. Rows come in 16-byte
-// loads when the head is a multiple of 8 channels and the tensor is
-// aligned to 16 bytes, else element by element; the next tile's loads are
-// issued into registers before the current tile is computed on.
+// memory, which leaves every product unchanged. When the head is a
+// multiple of 8 channels and the tensor is aligned to 16 bytes, rows come
+// by 16-byte asynchronous copies (cp.async) into one of two buffers while
+// the block computes on the other; else element by element, at once. The
+// right operands go from shared memory to registers by ldmatrix.
 //
 //===----------------------------------------------------------------------===//
 
