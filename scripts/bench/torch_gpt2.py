@@ -117,4 +117,12 @@ parser.add_argument("--peak-fp32", type=float, default=67e12)
 parser.add_argument("--peak-bf16", type=float, default=989e12)
 args = parser.parse_args()
 for mode in args.modes.split(","):
-    run(mode, args)
+    try:
+        run(mode, args)
+    except torch.cuda.OutOfMemoryError:
+        # Loom's step may fit a batch that PyTorch's does not (bench-cuda.sh
+        # sizes the batch for Loom's): say so, and go on to the next mode.
+        total = torch.cuda.get_device_properties(0).total_memory
+        print(f"torch {mode:13s} | out of memory at batch {args.batch} x {args.seq} "
+              f"({total / 2**20:.0f} MiB on the GPU)")
+        torch.cuda.empty_cache()

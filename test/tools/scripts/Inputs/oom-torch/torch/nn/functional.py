@@ -1,0 +1,1 @@
+"""Nothing of it is reached before the model goes to the GPU."""
