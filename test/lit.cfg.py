@@ -44,6 +44,22 @@ except (OSError, subprocess.SubprocessError):
     pass
 config.substitutions.append(("%lit_helpers", os.path.join(config.test_source_root, "lit")))
 
+# "%haswell-blas loom-run ...": OpenBLAS's Haswell (AVX2) kernels, whatever
+# the machine's newest. lit passes no OPENBLAS_CORETYPE through, and
+# OpenBLAS otherwise picks the kernels of the CPU it finds, whose sums
+# round differently (AVX-512's on an AMD EPYC): a test that holds a
+# diverging quantity to a bound (a single step's loss of two precisions)
+# must not depend on the machine. Without AVX2, the machine's own.
+def _has_avx2():
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return any(line.startswith("flags") and " avx2" in line
+                       for line in cpuinfo)
+    except OSError:
+        return False
+config.substitutions.append(
+    ("%haswell-blas", "env OPENBLAS_CORETYPE=Haswell" if _has_avx2() else "env"))
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
