@@ -310,20 +310,20 @@ struct MatmulReadsNarrowOperands : OpRewritePattern<linalg::MatmulOp> {
   }
 };
 
-/// `value`, of another element type than `reshape`'s source, reshaped (or
-/// sliced) as `reshape` reshapes its source.
-Value reshapeLike(OpBuilder &b, Operation *reshape, Value value) {
-  auto type = cast<RankedTensorType>(reshape->getResult(0).getType())
+/// `value`, of another element type than `view`'s source, reshaped or
+/// sliced as `view` (isView) views its source.
+Value viewLike(OpBuilder &b, Operation *view, Value value) {
+  auto type = cast<RankedTensorType>(view->getResult(0).getType())
                   .clone(getElementTypeOrSelf(value.getType()));
-  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(reshape))
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(view))
     return tensor::ExtractSliceOp::create(
         b, slice.getLoc(), type, value, slice.getMixedOffsets(),
         slice.getMixedSizes(), slice.getMixedStrides());
-  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(reshape))
-    return tensor::CollapseShapeOp::create(b, reshape->getLoc(), type, value,
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(view))
+    return tensor::CollapseShapeOp::create(b, view->getLoc(), type, value,
                                            collapse.getReassociationIndices());
-  auto expand = cast<tensor::ExpandShapeOp>(reshape);
-  return tensor::ExpandShapeOp::create(b, reshape->getLoc(), type, value,
+  auto expand = cast<tensor::ExpandShapeOp>(view);
+  return tensor::ExpandShapeOp::create(b, view->getLoc(), type, value,
                                        expand.getReassociationIndices(),
                                        expand.getMixedOutputShape());
 }
@@ -356,8 +356,8 @@ arith::TruncFOp getNarrowing(Operation *op, Type type) {
 struct WidenedUse {
   enum Kind { Operand, Extract, NarrowedDestination } kind;
   OpOperand *use;
-  /// The reshapes and slices from the widened tensor to the use.
-  SmallVector<Operation *> reshapes;
+  /// The views (isView) from the widened tensor to the use.
+  SmallVector<Operation *> views;
   /// For a destination: the reshapes of the loop's result, and the loop
   /// that narrows it.
   SmallVector<Operation *> resultReshapes = {};
@@ -368,7 +368,7 @@ struct WidenedUse {
 /// into `uses`; false when one is of no kind above, or lies outside
 /// `block`.
 bool classifyWidenedUses(Value value, Block *block, Type narrowType,
-                         SmallVector<Operation *> reshapes,
+                         SmallVector<Operation *> views,
                          SmallVectorImpl<WidenedUse> &uses) {
   for (OpOperand &use : value.getUses()) {
     Operation *owner = use.getOwner();
@@ -380,7 +380,7 @@ bool classifyWidenedUses(Value value, Block *block, Type narrowType,
           !cast<RankedTensorType>(owner->getResult(0).getType())
                .hasStaticShape())
         return false;
-      SmallVector<Operation *> chain(reshapes);
+      SmallVector<Operation *> chain(views);
       chain.push_back(owner);
       if (!classifyWidenedUses(owner->getResult(0), block, narrowType, chain,
                                uses))
@@ -388,7 +388,7 @@ bool classifyWidenedUses(Value value, Block *block, Type narrowType,
       continue;
     }
     if (isa<tensor::ExtractOp>(owner)) {
-      uses.push_back({WidenedUse::Extract, &use, reshapes});
+      uses.push_back({WidenedUse::Extract, &use, views});
       continue;
     }
     auto generic = dyn_cast<linalg::GenericOp>(owner);
@@ -398,13 +398,13 @@ bool classifyWidenedUses(Value value, Block *block, Type narrowType,
     // Read through a broadcast, each element is widened once per element
     // the broadcast spans, which costs less than loading it wide.
     if (generic.isDpsInput(&use)) {
-      uses.push_back({WidenedUse::Operand, &use, reshapes});
+      uses.push_back({WidenedUse::Operand, &use, views});
       continue;
     }
     // A destination: the loop must compute each element apart (all its
     // loops parallel, each writing its own element), so that rounding its
     // results once at the end is rounding each.
-    WidenedUse destination{WidenedUse::NarrowedDestination, &use, reshapes};
+    WidenedUse destination{WidenedUse::NarrowedDestination, &use, views};
     if (generic.getNumDpsInits() != 1 ||
         generic.getNumLoops() != generic.getNumParallelLoops() ||
         !generic.getMatchingIndexingMap(&use).isPermutation())
@@ -443,7 +443,7 @@ struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
       return failure();
     // One loop reading the copy directly is the elementwise fusion's.
     if (uses.size() == 1 && uses.front().kind == WidenedUse::Operand &&
-        uses.front().reshapes.empty())
+        uses.front().views.empty())
       return failure();
     // A loop that computes into the copy is rebuilt: it must not read the
     // copy otherwise too.
@@ -459,8 +459,8 @@ struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
       Operation *anchor = block->findAncestorOpInBlock(*owner);
       rewriter.setInsertionPoint(anchor);
       Value view = narrow;
-      for (Operation *reshape : use.reshapes)
-        view = reshapeLike(rewriter, reshape, view);
+      for (Operation *through : use.views)
+        view = viewLike(rewriter, through, view);
       switch (use.kind) {
       case WidenedUse::Operand: {
         Value widened = widen(rewriter, owner->getLoc(), view,
@@ -483,18 +483,18 @@ struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
       }
     }
     // The views of the copy, then the copy, have no users left.
-    eraseDeadReshapes(rewriter, op->getResult(0));
+    eraseDeadViews(rewriter, op->getResult(0));
     rewriter.eraseOp(op);
     return success();
   }
 
   /// Erases the reshapes and slices of `value` (and theirs) that nothing
   /// reads.
-  static void eraseDeadReshapes(PatternRewriter &rewriter, Value value) {
+  static void eraseDeadViews(PatternRewriter &rewriter, Value value) {
     for (Operation *user : llvm::make_early_inc_range(value.getUsers())) {
       if (!isView(user))
         continue;
-      eraseDeadReshapes(rewriter, user->getResult(0));
+      eraseDeadViews(rewriter, user->getResult(0));
       if (user->use_empty())
         rewriter.eraseOp(user);
     }
@@ -553,7 +553,7 @@ struct DissolveWidening : OpRewritePattern<linalg::GenericOp> {
     rewriter.setInsertionPoint(use.narrowing);
     Value result = computed.getResult(0);
     for (Operation *reshape : use.resultReshapes)
-      result = reshapeLike(rewriter, reshape, result);
+      result = viewLike(rewriter, reshape, result);
     rewriter.replaceOp(use.narrowing, result);
     for (Operation *reshape : llvm::reverse(use.resultReshapes))
       rewriter.eraseOp(reshape);

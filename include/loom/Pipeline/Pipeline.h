@@ -113,8 +113,8 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
       llvm::cl::init(32)};
   PassOptions::Option<int64_t> cudaReductionRows{
       *this, "cuda-reduction-rows",
-      llvm::cl::desc("The fewest iterations of each part a long column "
-                     "reduction splits into, with target=cuda "
+      llvm::cl::desc("The fewest iterations of each part a long reduction "
+                     "splits into, with target=cuda "
                      "(loom-split-reductions' rows)"),
       llvm::cl::init(256)};
   PassOptions::Option<int64_t> embeddingRowBlocks{

@@ -122,11 +122,12 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
       b.setInsertionPointToStart(columns.getBody());
       Value c = columns.getInductionVars().back();
       Value all = columns.getRegionIterArgs()[0];
-      // The block's first row: its rows' tokens are added, others skipped.
-      Value first = blocks > 1 ? columns.getInductionVar(0) : Value();
+      // The block, k: rows k, k + B, ...; its rows' tokens are added,
+      // others skipped.
+      Value block = blocks > 1 ? columns.getInductionVar(0) : Value();
       auto columnType = RankedTensorType::get({blockRows}, L.f32());
       SmallVector<OpFoldResult> offsets = {
-          first ? OpFoldResult(first) : b.getIndexAttr(0), c};
+          block ? OpFoldResult(block) : b.getIndexAttr(0), c};
       SmallVector<OpFoldResult> sizes = {b.getIndexAttr(blockRows),
                                          b.getIndexAttr(1)};
       SmallVector<OpFoldResult> strides = {b.getIndexAttr(blocks),
@@ -157,12 +158,12 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
                   tensor::InsertOp::create(ab, al, sum, acc[0], row)
                       .getResult());
             };
-            if (!first)
+            if (!block)
               return add(nb, l, token);
             Value count = arith::ConstantIndexOp::create(nb, l, blocks);
             Value mine = arith::CmpIOp::create(
                 nb, l, arith::CmpIPredicate::eq,
-                arith::RemUIOp::create(nb, l, token, count), first);
+                arith::RemUIOp::create(nb, l, token, count), block);
             Value row = arith::DivUIOp::create(nb, l, token, count);
             auto inBlock = scf::IfOp::create(
                 nb, l, mine,
