@@ -87,6 +87,28 @@ def Loom_OptimizerUpdateOpInterface
   ];
 }
 
+def Loom_WideStatisticsOpInterface
+    : OpInterface<"WideStatisticsOpInterface"> {
+  let cppNamespace = "::mlir::loom";
+  let description = [{
+    An op of the `MixedPrecision` trait some of whose float tensors are
+    statistics that keep f32 whatever the storage type of the others
+    (attention's log-sum-exp per query: rounded to bf16, one near log 1024
+    would be off by up to 0.014, and each probability computed from it by
+    1.4%). loom-lower-precision narrows
+    neither these operands nor these results, nor what a layer loop saves
+    of them.
+  }];
+  let methods = [
+    InterfaceMethod<"Whether operand `index` keeps f32.", "bool",
+      "isWideOperand", (ins "unsigned":$index), "",
+      "return false;">,
+    InterfaceMethod<"Whether result `index` keeps f32.", "bool",
+      "isWideResult", (ins "unsigned":$index), "",
+      "return false;">
+  ];
+}
+
 def Loom_TensorParallelOpInterface : OpInterface<"TensorParallelOpInterface"> {
   let cppNamespace = "::mlir::loom";
   let description = [{

@@ -201,7 +201,13 @@ CausalAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
     return check.emitError() << "expected num_heads (" << heads
                              << ") to divide the width (" << width << ")";
   types.push_back(tensorOf({dims[0], dims[1], width}, qkv));
+  types.push_back(RankedTensorType::get({dims[0], heads, dims[1]},
+                                        Float32Type::get(qkv.getContext())));
   return success();
+}
+
+bool CausalAttentionOp::isWideResult(unsigned index) {
+  return index == cast<OpResult>(getLse()).getResultNumber();
 }
 
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
@@ -357,10 +363,16 @@ LogicalResult CausalAttentionGradOp::verify() {
                          << ")";
   SmallVector<int64_t> result = {qkv[0], qkv[1], qkv[2] / 3};
   if (failed(Checker(*this).shape("grad", getGrad(), result,
+                                  "the attention result's shape")) ||
+      failed(Checker(*this).shape("out", getOut(), result,
                                   "the attention result's shape")))
     return failure();
-  return Checker(*this).shape("out", getOut(), result,
-                              "the attention result's shape");
+  return Checker(*this).shape("lse", getLse(), {qkv[0], getNumHeads(), qkv[1]},
+                              "[batch, num_heads, sequence]");
+}
+
+bool CausalAttentionGradOp::isWideOperand(unsigned index) {
+  return index == getLseMutable().getOperandNumber();
 }
 
 //===----------------------------------------------------------------------===//
@@ -404,9 +416,10 @@ LogicalResult LinearOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
 LogicalResult
 CausalAttentionOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                             SmallVectorImpl<Value> &operandGrads) {
-  Value grad = CausalAttentionGradOp::create(b, getLoc(), getQkv().getType(),
-                                             resultGrads[0], getQkv(),
-                                             getResult(), getNumHeadsAttr());
+  // The log-sum-exp is a by-product that nothing differentiates.
+  Value grad = CausalAttentionGradOp::create(
+      b, getLoc(), getQkv().getType(), resultGrads[0], getQkv(), getResult(),
+      getLse(), getNumHeadsAttr());
   operandGrads.assign({grad});
   return success();
 }

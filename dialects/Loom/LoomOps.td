@@ -51,6 +51,8 @@ def Loom_DecayF64Attr
     : Loom_F64RangeAttr<"x >= 0 && x < 1", "whose value lies in [0, 1)">;
 
 def Loom_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+// Statistics that keep f32 under mixed precision.
+def Loom_F32Tensor : StaticShapeTensorOf<[F32]>;
 // Token ids and targets.
 def Loom_IndexTensor : StaticShapeTensorOf<[I32]>;
 // A 0-d f32 tensor: losses, norms and optimizer hyperparameters.
@@ -124,19 +126,25 @@ def Loom_LinearOp : Loom_Op<"linear", [Loom_MixedPrecision, Pure, Loom_Different
 
 def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed,
     DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface,
-      ["getTensorParallelBlocks"]>, InferTypeOpAdaptor]> {
+      ["getTensorParallelBlocks"]>,
+    DeclareOpInterfaceMethods<Loom_WideStatisticsOpInterface, ["isWideResult"]>,
+    InferTypeOpAdaptor]> {
   let summary = "causal multi-head self-attention on a fused QKV tensor";
   let description = [{
     `qkv` has shape [B, T, 3C]: queries, keys and values, each [B, T, C] and
     split into `num_heads` heads of C / num_heads channels. Each position
     attends to itself and to earlier positions, with scores scaled by
     1 / sqrt(C / num_heads). The result is [B, T, C], heads concatenated.
+
+    `lse` [B, num_heads, T] is each query's log-sum-exp: the log of the sum
+    of its exponentiated scaled scores, always f32. The gradient reads it
+    back instead of computing it again (FlashAttention's statistics).
   }];
   let arguments = (ins Loom_FloatTensor:$qkv,
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
-  let results = (outs Loom_FloatTensor:$result);
+  let results = (outs Loom_FloatTensor:$result, Loom_F32Tensor:$lse);
   let assemblyFormat = [{
-    $qkv attr-dict `:` type($qkv) `->` type($result)
+    $qkv attr-dict `:` type($qkv) `->` type($result) `,` type($lse)
   }];
 }
 
@@ -469,21 +477,24 @@ def Loom_LinearGradOp : Loom_Op<"linear_grad", [Loom_MixedPrecision, Pure]> {
   let hasVerifier = 1;
 }
 
-def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Loom_MixedPrecision, Pure]> {
+def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Loom_MixedPrecision, Pure,
+    DeclareOpInterfaceMethods<Loom_WideStatisticsOpInterface, ["isWideOperand"]>]> {
   let summary = "gradient of causal multi-head self-attention";
   let description = [{
     Given the result cotangent `grad` [B, T, C], the forward's fused `qkv`
-    [B, T, 3C] and its result `out` [B, T, C], yields the cotangent of
-    `qkv`. The attention probabilities are recomputed from `qkv`; `out`
-    gives each query's dot product of the result and its cotangent, which
-    the softmax's gradient needs, without them.
+    [B, T, 3C], its result `out` [B, T, C] and its log-sum-exp `lse` [B,
+    num_heads, T] (f32), yields the cotangent of `qkv`. The attention
+    probabilities are recomputed from `qkv` and `lse`; `out` gives each
+    query's dot product of the result and its cotangent, which the
+    softmax's gradient needs, without them.
   }];
   let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$qkv,
-                   Loom_FloatTensor:$out,
+                   Loom_FloatTensor:$out, Loom_F32Tensor:$lse,
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
   let results = (outs Loom_FloatTensor:$qkv_grad);
   let assemblyFormat = [{
-    $grad `,` $qkv `,` $out attr-dict `:` functional-type(operands, results)
+    $grad `,` $qkv `,` $out `,` $lse attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -219,9 +219,11 @@ CausalAttentionOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
                        "(the output of a column-parallel projection)");
   rewriter.getRewriter().modifyOpInPlace(*this, [&] {
     setNumHeads(getNumHeads() / size);
-    getResult().setType(rewriter.getPartType(getType(), 2));
+    getResult().setType(rewriter.getPartType(getResult().getType(), 2));
+    getLse().setType(rewriter.getPartType(getLse().getType(), 1));
   });
   rewriter.setLayout(getResult(), TensorLayout::split(2));
+  rewriter.setLayout(getLse(), TensorLayout::split(1));
   return success();
 }
 

@@ -2,11 +2,10 @@
 //
 // Causal attention that loom-lower-to-linalg left to the runtime's fused
 // kernels becomes calls on its buffers: the forward pass writes the output
-// and each query's log-sum-exp (which the backward pass computes again,
-// with the scores it needs anyway), the gradient reads the operand, the
-// output and its gradient. Their scratch (the log-sum-exp, the backward
-// pass's row sums) are buffers of the step like any other, so the static
-// arena counts them; none is [T, T].
+// and each query's log-sum-exp, the gradient reads the operand, the output,
+// the log-sum-exp and the output's gradient. The backward pass's scratch
+// (each query's dot product of the output and its gradient) is a buffer of
+// the step like any other, so the static arena counts it; none is [T, T].
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,7 +46,8 @@ FailureOr<Shape> shapeOf(Operation *op, Value qkv, int64_t heads) {
                type.getDimSize(2) / (3 * heads)};
 }
 
-/// The buffers of `op`'s tensor operands, each whole and contiguous.
+/// The buffers of `op`'s tensor operands, each whole and contiguous, in
+/// order.
 FailureOr<SmallVector<Value>>
 readableBuffers(RewriterBase &rewriter, Operation *op,
                 const BufferizationOptions &options,
@@ -99,8 +99,8 @@ struct AttentionBufferization : public loom::ReadsOperandsModel<Model, Op> {
   bool bufferizesToAllocation(Operation *, Value) const { return true; }
 };
 
-/// loom_rt_attention: the output and the log-sum-exp, which nothing reads
-/// (the backward pass computes it again).
+/// loom_rt_attention: the output and the log-sum-exp, which the gradient
+/// reads.
 struct AttentionModel
     : public AttentionBufferization<AttentionModel, loom::CausalAttentionOp> {
   LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
@@ -114,7 +114,7 @@ struct AttentionModel
         readableBuffers(rewriter, op, options, state);
     if (failed(qkv))
       return failure();
-    auto type = cast<RankedTensorType>(op.getType());
+    auto type = cast<RankedTensorType>(op.getResult().getType());
     FailureOr<Value> out =
         allocate(rewriter, op, options, type.getShape(), type.getElementType());
     FailureOr<Value> lse = allocateRows(rewriter, op, options, *shape);
@@ -122,13 +122,13 @@ struct AttentionModel
       return failure();
     callAttention(rewriter, op, LOOM_RT_ATTENTION, *shape,
                   {qkv->front(), *out, *lse});
-    replaceOpWithBufferizedValues(rewriter, op, *out);
+    replaceOpWithBufferizedValues(rewriter, op, {*out, *lse});
     return success();
   }
 };
 
-/// loom_rt_attention_grad on the operand, the forward's result and its
-/// gradient, with scratch for each query's log-sum-exp and dot product.
+/// loom_rt_attention_grad on the operand, the forward's result, log-sum-exp
+/// and result gradient, with scratch for each query's dot product.
 struct AttentionGradModel
     : public AttentionBufferization<AttentionGradModel,
                                     loom::CausalAttentionGradOp> {
@@ -143,17 +143,16 @@ struct AttentionGradModel
         readableBuffers(rewriter, op, options, state);
     if (failed(operands))
       return failure();
-    auto [grad, qkv, out] =
-        std::make_tuple((*operands)[0], (*operands)[1], (*operands)[2]);
-    FailureOr<Value> lse = allocateRows(rewriter, op, options, *shape);
+    auto [grad, qkv, out, lse] = std::make_tuple(
+        (*operands)[0], (*operands)[1], (*operands)[2], (*operands)[3]);
     FailureOr<Value> delta = allocateRows(rewriter, op, options, *shape);
     auto type = cast<RankedTensorType>(op.getType());
     FailureOr<Value> dqkv =
         allocate(rewriter, op, options, type.getShape(), type.getElementType());
-    if (failed(lse) || failed(delta) || failed(dqkv))
+    if (failed(delta) || failed(dqkv))
       return failure();
     callAttention(rewriter, op, LOOM_RT_ATTENTION_GRAD, *shape,
-                  {qkv, out, grad, *dqkv, *lse, *delta});
+                  {qkv, out, grad, lse, *dqkv, *delta});
     replaceOpWithBufferizedValues(rewriter, op, *dqkv);
     return success();
   }

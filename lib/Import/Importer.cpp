@@ -167,8 +167,9 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
     Value qkv = LinearOp::create(builder, loc("h.*.attn.c_attn"),
                                  activation({B, T, 3 * C}), h, w(kQkvWeight),
                                  w(kQkvBias), column);
-    Value att = CausalAttentionOp::create(builder, loc("h.*.attn"), xType, qkv,
-                                          arch.heads);
+    Value att =
+        CausalAttentionOp::create(builder, loc("h.*.attn"), qkv, arch.heads)
+            .getResult();
     Value proj = LinearOp::create(builder, loc("h.*.attn.c_proj"), xType, att,
                                   w(kAttnProjWeight), w(kAttnProjBias), row);
     Value x1 = AddOp::create(builder, loc("h.*.attn.residual"), in, proj);

@@ -58,7 +58,7 @@ public:
         continue;
       if (auto scan = dyn_cast<ScanOp>(op)) {
         // A layer loop carries and stacks what its body makes of the
-        // narrow operands.
+        // narrow operands, and statistics as they are.
         narrowOperands(op);
         scan.retypeBodyArguments();
         narrowBlock(scan.getBodyBlock());
@@ -69,13 +69,52 @@ public:
       if (op.hasTrait<MixedPrecision>() || isa<YieldOp>(op)) {
         narrowOperands(op);
         for (Value result : op.getResults())
-          if (isFloatTensor(result.getType()))
+          if (isFloatTensor(result.getType()) && !wide.contains(result))
             result.setType(withElementType(result.getType(), low));
         continue;
       }
       for (OpOperand &operand : op.getOpOperands())
         if (isNarrow(operand.get()))
           operand.set(convert(operand.get(), f32));
+    }
+  }
+
+  /// Finds the statistics of `root` and what carries them: the layer loops'
+  /// operands, body arguments, yields and results between a statistic's
+  /// op and the ops that read it, in this function (a pipeline stage's
+  /// backward half takes its forward half's as arguments).
+  void findWide(Operation *root) {
+    SmallVector<Value> worklist;
+    root->walk([&](WideStatisticsOpInterface op) {
+      for (OpOperand &operand : op->getOpOperands())
+        if (op.isWideOperand(operand.getOperandNumber()))
+          worklist.push_back(operand.get());
+      for (OpResult result : op->getResults())
+        if (op.isWideResult(result.getResultNumber()))
+          worklist.push_back(result);
+    });
+    while (!worklist.empty()) {
+      Value value = worklist.pop_back_val();
+      if (!wide.insert(value).second)
+        continue;
+      // Where it comes from: a loop's operand, or what its body yields.
+      if (auto argument = dyn_cast<BlockArgument>(value)) {
+        if (auto scan = dyn_cast<ScanOp>(argument.getOwner()->getParentOp()))
+          worklist.push_back(scan->getOperand(argument.getArgNumber()));
+      } else if (auto scan = value.getDefiningOp<ScanOp>()) {
+        worklist.push_back(scan.getYield().getOperand(
+            cast<OpResult>(value).getResultNumber()));
+      }
+      // Where it goes: into a loop's body, or out of it.
+      for (OpOperand &use : value.getUses()) {
+        Operation *user = use.getOwner();
+        if (auto scan = dyn_cast<ScanOp>(user))
+          worklist.push_back(
+              scan.getBodyBlock().getArgument(use.getOperandNumber()));
+        else if (isa<YieldOp>(user))
+          if (auto scan = dyn_cast<ScanOp>(user->getParentOp()))
+            worklist.push_back(scan->getResult(use.getOperandNumber()));
+      }
     }
   }
 
@@ -87,7 +126,7 @@ public:
   /// `v` with elements of `element` (the narrow type or f32), through a
   /// conversion after its definition.
   Value convert(Value v, Type element) {
-    Value &converted = (element == low ? narrow : wide)[v];
+    Value &converted = (element == low ? narrowed : widened)[v];
     if (converted)
       return converted;
     OpBuilder b(v.getContext());
@@ -103,11 +142,15 @@ public:
 private:
   void narrowOperands(Operation &op) {
     for (OpOperand &operand : op.getOpOperands())
-      if (isFloatTensor(operand.get().getType()) && !isNarrow(operand.get()))
+      if (isFloatTensor(operand.get().getType()) && !isNarrow(operand.get()) &&
+          !wide.contains(operand.get()))
         operand.set(convert(operand.get(), low));
   }
 
-  DenseMap<Value, Value> narrow, wide;
+  DenseMap<Value, Value> narrowed, widened;
+  /// Statistics (WideStatisticsOpInterface) and what layer loops carry and
+  /// stack of them: f32 in any precision (findWide).
+  DenseSet<Value> wide;
 };
 
 struct LowerPrecisionPass
@@ -322,6 +365,7 @@ struct LowerPrecisionPass
   void narrowFunction(func::FuncOp func, Type low, Value scale) {
     Block &entry = func.getBody().front();
     Narrowing narrowing(low);
+    narrowing.findWide(func);
     narrowing.narrowBlock(entry);
     auto ret = cast<func::ReturnOp>(entry.getTerminator());
     Value inverse;

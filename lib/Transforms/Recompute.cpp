@@ -28,9 +28,10 @@ struct RecomputePass : public loom::impl::LoomRecomputeBase<RecomputePass> {
       return signalPassFailure();
     // Selective recomputation rebuilds the attention core (scores and
     // probabilities) from its input in the backward pass. Every attention
-    // op's own vector-Jacobian product already does that, so there is
-    // nothing to mark. Stage recomputation reruns whole stages, which
-    // loom-build-train-step does where it calls them.
+    // op's own vector-Jacobian product already does that, from the
+    // forward's log-sum-exp, so there is nothing to mark. Stage recomputation
+    // reruns whole stages, which loom-build-train-step does where it calls
+    // them.
     if (plan->recompute != Recompute::full)
       return;
     FailureOr<func::FuncOp> forward =

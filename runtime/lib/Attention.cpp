@@ -7,9 +7,9 @@
 // SGEMMs on the pair's queries, keys and values, read where they are when
 // f32 and widened into packed f32 matrices when bf16 or f16. The backward pass
 // is the one of FlashAttention: the probabilities come back from the scores
-// (a block of queries' scores hold every key they see, so their log-sum-exp
-// comes with them), and the softmax's gradient needs only each query's dot
-// product of its output with the output's gradient.
+// and the forward pass's log-sum-exp of each query, and the softmax's
+// gradient needs only each query's dot product of its output with the
+// output's gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,7 +34,7 @@ struct Attention {
   float scale;
   const void *qkv;
   void *out;
-  float *lse;
+  float *lse; // written by the forward pass, read by the backward pass
   const void *dout;
   void *dqkv;
   float *delta;
@@ -180,7 +180,23 @@ void softmaxBlock(int64_t i0, int64_t rows, float *scores, float *lse) {
   }
 }
 
-/// The scaled scores of queries [i0, i0 + rows) against keys [0, i0 +
+/// Scores of queries [i0, i0 + rows) to their causal probabilities again,
+/// in place, from each query's log-sum-exp `lse`: exp(score - lse), zeros
+/// past each query.
+void probabilitiesBlock(int64_t i0, int64_t rows, float *scores,
+                        const float *lse) {
+  int64_t keys = i0 + rows;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t i = i0 + r;
+    float *row = scores + r * keys;
+    // The scores are at most the log-sum-exp, whose exponential sums theirs.
+    for (int64_t j = 0; j <= i; ++j)
+      row[j] = expNonPositive(row[j] - lse[i]);
+    std::fill(row + i + 1, row + keys, 0.0f);
+  }
+}
+
+/// The scaled scores of queries [i0, i0 +
 /// rows), row by row `keys` apart.
 void blockScores(const Attention &a, const Matrix &q, const Matrix &k,
                  int64_t i0, int64_t rows, float *scores) {
@@ -235,10 +251,8 @@ void backwardPair(const Attention &a, int64_t b, int64_t h) {
   for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
     int64_t rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
     float *probs = s.scores.data(), *dprobs = s.dscores.data();
-    // The block's scores hold every key its queries see: their
-    // probabilities come back without the forward's statistics.
     blockScores(a, q, k, i0, rows, probs);
-    softmaxBlock(i0, rows, probs, lse);
+    probabilitiesBlock(i0, rows, probs, lse);
     // dV[0, keys) += P^T dO; dP = dO V^T.
     gemm(true, false, keys, D, rows, 1.0f, probs, keys, dout.row(i0), dout.ld,
          1.0f, dv.data, dv.ld);
@@ -298,17 +312,23 @@ void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
 
 void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
                             int64_t heads, int64_t head_dim, const void *qkv,
-                            const void *out, const void *dout, void *dqkv,
-                            float *lse, float *delta) {
+                            const void *out, const void *dout, const float *lse,
+                            void *dqkv, float *delta) {
   if (loom::cudaActive())
     return loom::cudaAttentionGrad(dtype, batch, seq, heads, head_dim, qkv, out,
-                                   dout, dqkv, lse, delta);
-  Attention a{dtype,    batch,
-              seq,      heads,
-              head_dim, loom::attentionScale(head_dim),
-              qkv,      const_cast<void *>(out),
-              lse,      dout,
-              dqkv,     delta};
+                                   dout, lse, dqkv, delta);
+  Attention a{dtype,
+              batch,
+              seq,
+              heads,
+              head_dim,
+              loom::attentionScale(head_dim),
+              qkv,
+              const_cast<void *>(out),
+              const_cast<float *>(lse),
+              dout,
+              dqkv,
+              delta};
   forEachPair<backwardPair>(a);
 }
 

@@ -210,7 +210,7 @@ struct Backend {
   /// The attention kernels of a storage type (loom_dtype) and head
   /// bound, loaded at their first call.
   struct AttentionKernels {
-    Kernel forward, stats, delta, keyGrad, queryGrad;
+    Kernel forward, delta, keyGrad, queryGrad;
   };
   std::map<std::pair<int32_t, int32_t>, AttentionKernels> attention;
 
@@ -759,7 +759,6 @@ const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
     return kernel;
   };
   kernels.forward = get("forward");
-  kernels.stats = get("stats");
   kernels.delta = get("delta");
   kernels.keyGrad = get("key_grad");
   kernels.queryGrad = get("query_grad");
@@ -827,17 +826,13 @@ void loom::cudaAttention(int32_t dtype, int64_t batch, int64_t seq,
 
 void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
                              int64_t heads, int64_t headDim, const void *qkv,
-                             const void *out, const void *dout, void *dqkv,
-                             float *lse, float *delta) {
+                             const void *out, const void *dout,
+                             const float *lse, void *dqkv, float *delta) {
   Backend &be = backend();
   std::optional<AttentionLaunch> l =
       attentionLaunch(be, dtype, batch, seq, heads, headDim);
   if (!l)
     return;
-  // Each query's log-sum-exp, as the forward kernel's without its output.
-  void *statsParams[] = {&qkv,      &lse,        &l->seq,
-                         &l->heads, &l->headDim, &l->scale};
-  l->launch(be, l->kernels->stats, statsParams);
   void *deltaParams[] = {&out, &dout, &delta, &l->seq, &l->heads, &l->headDim};
   l->launch(be, l->kernels->delta, deltaParams);
   void *gradParams[] = {&qkv,    &lse,      &dout,       &delta,   &dqkv,
@@ -919,8 +914,8 @@ void loom::cudaGemmRounded(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
 void loom::cudaAttention(int32_t, int64_t, int64_t, int64_t, int64_t,
                          const void *, void *, float *) {}
 void loom::cudaAttentionGrad(int32_t, int64_t, int64_t, int64_t, int64_t,
-                             const void *, const void *, const void *, void *,
-                             float *, float *) {}
+                             const void *, const void *, const void *,
+                             const float *, void *, float *) {}
 
 // An artifact compiled for the GPU still loads, so that its manifest can
 // say why it does not run; its module constructors find no GPU.

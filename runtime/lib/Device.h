@@ -92,7 +92,8 @@ void cudaAttention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
                    int64_t headDim, const void *qkv, void *out, float *lse);
 void cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
                        int64_t headDim, const void *qkv, const void *out,
-                       const void *dout, void *dqkv, float *lse, float *delta);
+                       const void *dout, const float *lse, void *dqkv,
+                       float *delta);
 } // namespace loom
 
 #endif // LOOM_RUNTIME_DEVICE_H

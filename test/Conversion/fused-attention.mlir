@@ -4,11 +4,12 @@
 // RUN: loom-opt %s --loom-lower-to-linalg="fused-attention-max-head-dim=2" --split-input-file | FileCheck %s --check-prefix=BOUND
 // RUN: loom-opt %s --loom-lower-to-linalg --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" --split-input-file | FileCheck %s --check-prefix=CALLS
 
-// bf16 attention stays bf16: no conversions around it. A head bound below
-// the heads' size (2 heads of 4 channels) gets the loops instead.
+// bf16 attention stays bf16, its log-sum-exp f32: no conversions around
+// it. A head bound below the heads' size (2 heads of 4 channels) gets the
+// loops instead.
 // LINALG-LABEL: func.func @forward(
 // LINALG-NOT: linalg.generic
-// LINALG: loom.causal_attention %{{.*}} {num_heads = 2 : i64} : tensor<2x3x24xbf16> -> tensor<2x3x8xbf16>
+// LINALG: loom.causal_attention %{{.*}} {num_heads = 2 : i64} : tensor<2x3x24xbf16> -> tensor<2x3x8xbf16>, tensor<2x2x3xf32>
 // BOUND-LABEL: func.func @forward(
 // BOUND-NOT: loom.causal_attention
 // BOUND: linalg.matmul
@@ -27,30 +28,38 @@
 // CALLS: %[[POUT:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr
 // CALLS: %[[PLSE:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr
 // CALLS: call @loom_rt_attention(%[[BF16]], %[[B]], %[[T]], %[[H]], %[[D]], %[[PQKV]], %[[POUT]], %[[PLSE]])
-// CALLS: return %[[OUT]]
+// CALLS: return %[[OUT]], %[[LSE]]
 // CALLS: func.func private @loom_rt_attention(i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr)
-func.func @forward(%qkv: tensor<2x3x24xbf16>) -> tensor<2x3x8xbf16> {
-  %y = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x3x24xbf16> -> tensor<2x3x8xbf16>
-  return %y : tensor<2x3x8xbf16>
+func.func @forward(%qkv: tensor<2x3x24xbf16>) -> (tensor<2x3x8xbf16>, tensor<2x2x3xf32>) {
+  %y, %lse = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x3x24xbf16> -> tensor<2x3x8xbf16>, tensor<2x2x3xf32>
+  return %y, %lse : tensor<2x3x8xbf16>, tensor<2x2x3xf32>
 }
 
 // -----
 
-// The gradient reads the operand, the forward's output and its gradient,
-// with scratch buffers for each query's log-sum-exp and dot product; the
-// forward pass is not run again.
+// The gradient reads the operand, the forward's output and log-sum-exp
+// and the output's gradient, with a scratch buffer for each query's dot
+// product; neither the forward pass nor its statistics are computed again.
+// The call takes the operand, the output, its gradient and the log-sum-exp,
+// then the new gradient and the scratch.
 // LINALG-LABEL: func.func @backward(
 // LINALG: loom.causal_attention_grad
 // CALLS-LABEL: func.func @backward(
-// CALLS-SAME: %[[DY:.*]]: memref<2x3x8xf32>, %[[QKV:.*]]: memref<2x3x24xf32>, %[[OUT:.*]]: memref<2x3x8xf32>
+// CALLS-SAME: %[[DY:.*]]: memref<2x3x8xf32>, %[[QKV:.*]]: memref<2x3x24xf32>, %[[OUT:.*]]: memref<2x3x8xf32>, %[[LSE:.*]]: memref<2x2x3xf32>
 // CALLS-NOT: call @loom_rt_attention(
-// CALLS-DAG: %[[LSE:.*]] = memref.alloc() {{.*}} : memref<2x2x3xf32>
 // CALLS-DAG: %[[DELTA:.*]] = memref.alloc() {{.*}} : memref<2x2x3xf32>
 // CALLS-DAG: %[[DQKV:.*]] = memref.alloc() {{.*}} : memref<2x3x24xf32>
+// CALLS-NOT: memref.alloc
+// CALLS: memref.extract_aligned_pointer_as_index %[[QKV]]
+// CALLS: memref.extract_aligned_pointer_as_index %[[OUT]]
+// CALLS: memref.extract_aligned_pointer_as_index %[[DY]]
+// CALLS: memref.extract_aligned_pointer_as_index %[[LSE]]
+// CALLS: memref.extract_aligned_pointer_as_index %[[DQKV]]
+// CALLS: memref.extract_aligned_pointer_as_index %[[DELTA]]
 // CALLS: call @loom_rt_attention_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
 // CALLS: return %[[DQKV]]
-func.func @backward(%dy: tensor<2x3x8xf32>, %qkv: tensor<2x3x24xf32>, %out: tensor<2x3x8xf32>) -> tensor<2x3x24xf32> {
-  %g = loom.causal_attention_grad %dy, %qkv, %out {num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x24xf32>, tensor<2x3x8xf32>) -> tensor<2x3x24xf32>
+func.func @backward(%dy: tensor<2x3x8xf32>, %qkv: tensor<2x3x24xf32>, %out: tensor<2x3x8xf32>, %lse: tensor<2x2x3xf32>) -> tensor<2x3x24xf32> {
+  %g = loom.causal_attention_grad %dy, %qkv, %out, %lse {num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x24xf32>, tensor<2x3x8xf32>, tensor<2x2x3xf32>) -> tensor<2x3x24xf32>
   return %g : tensor<2x3x24xf32>
 }
 
@@ -65,6 +74,6 @@ func.func @backward(%dy: tensor<2x3x8xf32>, %qkv: tensor<2x3x24xf32>, %out: tens
 // CALLS: call @loom_rt_attention(
 func.func @strided(%qkv: tensor<1x3x24xf32>) -> tensor<1x3x4xf32> {
   %half = tensor.extract_slice %qkv[0, 0, 0] [1, 3, 12] [1, 1, 1] : tensor<1x3x24xf32> to tensor<1x3x12xf32>
-  %y = loom.causal_attention %half {num_heads = 1 : i64} : tensor<1x3x12xf32> -> tensor<1x3x4xf32>
+  %y, %lse = loom.causal_attention %half {num_heads = 1 : i64} : tensor<1x3x12xf32> -> tensor<1x3x4xf32>, tensor<1x1x3xf32>
   return %y : tensor<1x3x4xf32>
 }

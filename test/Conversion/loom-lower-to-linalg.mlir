@@ -171,12 +171,28 @@ func.func @layer_norm_grad(%dy: tensor<2x3x4xf32>, %x: tensor<2x3x4xf32>, %w: te
 // CHECK: %[[MASKED:.*]] = arith.select %{{.*}}, %[[SCORE]], %[[NEGINF]] : f32
 // CHECK-NEXT: arith.maxnumf %[[MASKED]], %[[MAX]] : f32
 // CHECK: math.exp
+// Each query's log-sum-exp: its scaled maximum plus the log of its sum.
+// CHECK: %[[LSE:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel"]} ins(%{{.*}}, %{{.*}} : tensor<2x2x3xf32>, tensor<2x2x3xf32>)
+// CHECK: math.log
 // CHECK: scf.forall {{.*}} -> (tensor<2x3x2x2xf32>)
 // CHECK: linalg.matmul {{.*}} : tensor<3x3xf32>, tensor<3x2xf32>) outs(%{{.*}} : tensor<3x2xf32>)
-// CHECK: tensor.collapse_shape %{{.*}} {{\[\[}}0], [1], [2, 3]] : tensor<2x3x2x2xf32> into tensor<2x3x4xf32>
-func.func @attention(%qkv: tensor<2x3x12xf32>) -> tensor<2x3x4xf32> {
-  %y = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x3x12xf32> -> tensor<2x3x4xf32>
-  return %y : tensor<2x3x4xf32>
+// CHECK: %[[Y:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0], [1], [2, 3]] : tensor<2x3x2x2xf32> into tensor<2x3x4xf32>
+// CHECK: return %[[Y]], %[[LSE]]
+func.func @attention(%qkv: tensor<2x3x12xf32>) -> (tensor<2x3x4xf32>, tensor<2x2x3xf32>) {
+  %y, %lse = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x3x12xf32> -> tensor<2x3x4xf32>, tensor<2x2x3xf32>
+  return %y, %lse : tensor<2x3x4xf32>, tensor<2x2x3xf32>
+}
+
+// The gradient's probabilities come from the scores and the forward's
+// log-sum-exp in one elementwise loop: no row maximum or sum again.
+// CHECK-LABEL: func.func @attention_grad(
+// CHECK-SAME: %[[LSE:[^:]*]]: tensor<2x2x3xf32>)
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%{{.*}}, %[[LSE]] : tensor<2x2x3x3xf32>, tensor<2x2x3xf32>)
+// CHECK-NOT: arith.maxnumf
+// CHECK: return
+func.func @attention_grad(%dy: tensor<2x3x4xf32>, %qkv: tensor<2x3x12xf32>, %out: tensor<2x3x4xf32>, %lse: tensor<2x2x3xf32>) -> tensor<2x3x12xf32> {
+  %g = loom.causal_attention_grad %dy, %qkv, %out, %lse {num_heads = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x12xf32>, tensor<2x3x4xf32>, tensor<2x2x3xf32>) -> tensor<2x3x12xf32>
+  return %g : tensor<2x3x12xf32>
 }
 
 // The loss's gradient is written over the logits: the elementwise loop

@@ -210,3 +210,32 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // CHECK-SAME: -> tensor<2x4xf32>
 // CHECK-LABEL: func.func private @second(
 // CHECK-SAME: %{{.*}}: tensor<2x4xf32>) -> tensor<2x4xf32>
+
+// -----
+
+// Attention's log-sum-exp keeps f32 under bf16: as the op's result, as what
+// the layer loop stacks of it, and as the gradient's operand.
+module attributes {loom.training = #loom.training<batch = 1, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = bf16>} {
+  func.func @forward_grad(%x: tensor<1x3x4xf32> {loom.param = "x"}, %qkv: tensor<2x1x3x12xf32> {loom.param = "qkv"}) -> (tensor<f32>, tensor<1x3x12xf32>) {
+    %seed = loom.seed : tensor<f32>
+    %y:3 = loom.scan carry(%x : tensor<1x3x4xf32>) over(%qkv : tensor<2x1x3x12xf32>) length = 2 -> (tensor<1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x2x3xf32>) {
+    ^bb0(%c: tensor<1x3x4xf32>, %q: tensor<1x3x12xf32>):
+      %a, %lse = loom.causal_attention %q {num_heads = 2 : i64} : tensor<1x3x12xf32> -> tensor<1x3x4xf32>, tensor<1x2x3xf32>
+      %s = loom.add %c, %a : tensor<1x3x4xf32>
+      loom.yield %s, %a, %lse : tensor<1x3x4xf32>, tensor<1x3x4xf32>, tensor<1x2x3xf32>
+    }
+    %q0 = tensor.extract_slice %qkv[0, 0, 0, 0] [1, 1, 3, 12] [1, 1, 1, 1] : tensor<2x1x3x12xf32> to tensor<1x3x12xf32>
+    %a0 = tensor.extract_slice %y#1[0, 0, 0, 0] [1, 1, 3, 4] [1, 1, 1, 1] : tensor<2x1x3x4xf32> to tensor<1x3x4xf32>
+    %lse0 = tensor.extract_slice %y#2[0, 0, 0, 0] [1, 1, 2, 3] [1, 1, 1, 1] : tensor<2x1x2x3xf32> to tensor<1x2x3xf32>
+    %dq = loom.causal_attention_grad %y#0, %q0, %a0, %lse0 {num_heads = 2 : i64} : (tensor<1x3x4xf32>, tensor<1x3x12xf32>, tensor<1x3x4xf32>, tensor<1x2x3xf32>) -> tensor<1x3x12xf32>
+    return %seed, %dq : tensor<f32>, tensor<1x3x12xf32>
+  }
+}
+
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK: %[[Y:.*]]:3 = loom.scan {{.*}} -> (tensor<1x3x4xbf16>, tensor<2x1x3x4xbf16>, tensor<2x1x2x3xf32>)
+// CHECK: %[[A:[^,]*]], %[[LSE:[^ ]*]] = loom.causal_attention %{{.*}} : tensor<1x3x12xbf16> -> tensor<1x3x4xbf16>, tensor<1x2x3xf32>
+// CHECK: loom.yield %{{.*}}, %[[A]], %[[LSE]] : tensor<1x3x4xbf16>, tensor<1x3x4xbf16>, tensor<1x2x3xf32>
+// CHECK: %[[LSE0:.*]] = tensor.extract_slice %[[Y]]#2{{.*}} to tensor<1x2x3xf32>
+// CHECK-NOT: loom.convert %[[LSE0]]
+// CHECK: loom.causal_attention_grad {{.*}}, %[[LSE0]] {num_heads = 2 : i64} : (tensor<1x3x4xbf16>, tensor<1x3x12xbf16>, tensor<1x3x4xbf16>, tensor<1x2x3xf32>) -> tensor<1x3x12xbf16>

@@ -29,7 +29,7 @@
 // CHECK: %[[LN1:.*]] = loom.layer_norm %[[H]]
 // CHECK: %[[F1:.*]] = loom.fan_out %[[LN1]] on @loom_grid axes = [2] {loom.recompute} : tensor<4x4x8xf32>
 // CHECK: %[[QKV:.*]] = loom.linear %[[F1]], %[[QKVW]], %[[QKVB]] {split = #loom<split column>} : (tensor<4x4x8xf32>, tensor<12x8xf32>, tensor<12xf32>) -> tensor<4x4x12xf32>
-// CHECK: %[[ATT:.*]] = loom.causal_attention %[[QKV]] {num_heads = 1 : i64} : tensor<4x4x12xf32> -> tensor<4x4x4xf32>
+// CHECK: %[[ATT:[^,]*]], %{{[^ ]*}} = loom.causal_attention %[[QKV]] {num_heads = 1 : i64} : tensor<4x4x12xf32> -> tensor<4x4x4xf32>, tensor<4x1x4xf32>
 // CHECK: %[[P1:.*]] = loom.linear %[[ATT]], %[[PROJW]] {split = #loom<split row>} : (tensor<4x4x4xf32>, tensor<8x4xf32>) -> tensor<4x4x8xf32>
 // CHECK: %[[S1:.*]] = shard.all_reduce %[[P1]] on @loom_grid grid_axes = [2] : tensor<4x4x8xf32> -> tensor<4x4x8xf32>
 // CHECK: %[[B1:.*]] = loom.bias_add %[[S1]], %[[PROJB]]
@@ -118,7 +118,7 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micr
     ^bb0(%h: tensor<2x3x8xf32>, %wl: tensor<24x8xf32>):
       %qkv = loom.linear %h, %wl {split = #loom<split column>} : (tensor<2x3x8xf32>, tensor<24x8xf32>) -> tensor<2x3x24xf32>
       // expected-error @+1 {{has 1 heads, which tensor parallelism over 2 ranks does not divide}}
-      %a = loom.causal_attention %qkv {num_heads = 1 : i64} : tensor<2x3x24xf32> -> tensor<2x3x8xf32>
+      %a, %lse = loom.causal_attention %qkv {num_heads = 1 : i64} : tensor<2x3x24xf32> -> tensor<2x3x8xf32>, tensor<2x1x3xf32>
       loom.yield %a : tensor<2x3x8xf32>
     }
     return %y : tensor<2x3x8xf32>

@@ -308,7 +308,7 @@ const OpCase kCases[] = {
     })mlir", 1},
     {"CausalAttention", R"mlir(
     func.func @op(%qkv: tensor<2x4x12xf32>) -> tensor<2x4x4xf32> {
-      %y = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x12xf32> -> tensor<2x4x4xf32>
+      %y, %lse = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x12xf32> -> tensor<2x4x4xf32>, tensor<2x2x4xf32>
       return %y : tensor<2x4x4xf32>
     })mlir", 1},
     {"Gelu", R"mlir(

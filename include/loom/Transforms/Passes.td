@@ -209,9 +209,9 @@ def LoomRecompute : Pass<"loom-recompute", "::mlir::ModuleOp"> {
     the backward pass runs each layer's forward again before its VJP.
     `recompute=selective` recomputes the attention core (scores and
     probabilities) from its input; `loom.causal_attention`'s own VJP always
-    does that, so selective marks nothing and keeps what `none` keeps, less
-    the softmax statistics a GPU's fused attention keeps. `none` marks
-    nothing. Fails when full recomputation finds no layer loop.
+    does that (from the forward's log-sum-exp), so selective marks nothing
+    and keeps what `none` keeps, the log-sum-exp included, which the cost
+    model's selective row leaves out. `none` marks nothing. Fails when full recomputation finds no layer loop.
   }];
 }
 
@@ -322,7 +322,10 @@ def LoomLowerPrecision : Pass<"loom-lower-precision", "::mlir::ModuleOp"> {
     lowering widens it). A parameter is converted (`loom.convert`) once
     where the function receives it, a stacked one for all its layers at
     once; layer loops carry and save narrow values; an op outside the trait
-    (a collective, a reshape) gets its operands back in f32. The functions'
+    (a collective, a reshape) gets its operands back in f32. Statistics
+    (`WideStatisticsOpInterface`: attention's log-sum-exp) stay f32, and so
+    do the layer loops' operands, body arguments and results that carry
+    them, in the function that makes them and in one that takes them. The functions'
     signatures do not change (their results, the loss and the gradients,
     are f32, converted where they are returned), but for what one private
     function returns only for another to take (a pipeline stage's forward

@@ -146,22 +146,26 @@ Value headScores(Lowering &L, Value lhs, Value rhs, const Heads &h) {
                        HeadLayout::HeadsFirst);
 }
 
-/// Causal attention probabilities P [B, NH, T, T] (zero above the diagonal).
-Value attentionProbs(Lowering &L, const Heads &h) {
+/// Whether key (dimension 3) is at or before query (dimension 2) of an
+/// attention generic's iteration.
+Value isCausal(Lowering &L, OpBuilder &nb) {
+  return arith::CmpIOp::create(nb, L.loc, arith::CmpIPredicate::ule,
+                               L.index(nb, 3), L.index(nb, 2));
+}
+
+/// Causal attention probabilities P [B, NH, T, T] (zero above the diagonal)
+/// and each query's log-sum-exp of its scaled scores [B, NH, T].
+std::pair<Value, Value> attentionProbs(Lowering &L, const Heads &h) {
   int64_t B = h.batch, NH = h.heads, T = h.seq;
   double scale = 1.0 / std::sqrt(static_cast<double>(h.headDim));
   Value scores = headScores(L, h.q, h.k, h);
-  auto causal = [&](OpBuilder &nb) {
-    return arith::CmpIOp::create(nb, L.loc, arith::CmpIPredicate::ule,
-                                 L.index(nb, 3), L.index(nb, 2));
-  };
   AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
   Value max = L.generic(
       scores, L.filled({B, NH, T}, -INFINITY), {all4, rows4},
       {kPar, kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
         // Masking the score rather than the running maximum keeps the
         // reduction a plain maximum, which vectorizes.
-        Value masked = arith::SelectOp::create(nb, l, causal(nb), a[0],
+        Value masked = arith::SelectOp::create(nb, l, isCausal(L, nb), a[0],
                                                L.f32(nb, -INFINITY));
         linalg::YieldOp::create(nb, l, runningMax(nb, l, masked, a[1]));
       })[0];
@@ -173,16 +177,46 @@ Value attentionProbs(Lowering &L, const Heads &h) {
             nb, l, arith::MulFOp::create(nb, l, d, L.f32(nb, scale)));
         linalg::YieldOp::create(
             nb, l,
-            arith::SelectOp::create(nb, l, causal(nb), e, L.f32(nb, 0.0))
+            arith::SelectOp::create(nb, l, isCausal(L, nb), e, L.f32(nb, 0.0))
                 .getResult());
       })[0];
   Value sums = L.generic(exps, L.zeros({B, NH, T}), {all4, rows4},
                          {kPar, kPar, kPar, kRed}, sumBody)[0];
-  return L.generic(
+  Value probs = L.generic(
       {exps, sums}, L.empty({B, NH, T, T}), {all4, rows4, all4},
       {kPar, kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
         linalg::YieldOp::create(
             nb, l, arith::DivFOp::create(nb, l, a[0], a[1]).getResult());
+      })[0];
+  AffineMap rows3 = L.identity(3);
+  Value lse = L.generic(
+      {max, sums}, L.empty({B, NH, T}), {rows3, rows3, rows3},
+      {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value scaled = arith::MulFOp::create(nb, l, a[0], L.f32(nb, scale));
+        Value log = math::LogOp::create(nb, l, a[1]);
+        linalg::YieldOp::create(
+            nb, l, arith::AddFOp::create(nb, l, scaled, log).getResult());
+      })[0];
+  return {probs, lse};
+}
+
+/// The probabilities again from the scores and the forward's log-sum-exp:
+/// exp(scale * score - lse), zero above the diagonal.
+Value attentionProbs(Lowering &L, const Heads &h, Value lse) {
+  int64_t B = h.batch, NH = h.heads, T = h.seq;
+  double scale = 1.0 / std::sqrt(static_cast<double>(h.headDim));
+  Value scores = headScores(L, h.q, h.k, h);
+  AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
+  return L.generic(
+      {scores, lse}, L.empty({B, NH, T, T}), {all4, rows4, all4},
+      {kPar, kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value scaled = arith::MulFOp::create(nb, l, a[0], L.f32(nb, scale));
+        Value e = math::ExpOp::create(
+            nb, l, arith::SubFOp::create(nb, l, scaled, a[1]));
+        linalg::YieldOp::create(
+            nb, l,
+            arith::SelectOp::create(nb, l, isCausal(L, nb), e, L.f32(nb, 0.0))
+                .getResult());
       })[0];
 }
 
@@ -191,11 +225,12 @@ struct CausalAttentionLowering : LoomPattern<CausalAttentionOp> {
   SmallVector<Value> lower(CausalAttentionOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
     Heads h = splitHeads(L, adaptor.getQkv(), op.getNumHeads());
-    Value probs = attentionProbs(L, h);
+    auto [probs, lse] = attentionProbs(L, h);
     Value y4 = headContract(L, probs, h.v, /*transposeLhs=*/false, h);
     return {tensor::CollapseShapeOp::create(
-        L.b, L.loc, op.getType(), y4,
-        ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}})};
+                L.b, L.loc, op.getResult().getType(), y4,
+                ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}}),
+            lse};
   }
 };
 
@@ -206,7 +241,7 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
     Heads h = splitHeads(L, adaptor.getQkv(), op.getNumHeads());
     int64_t B = h.batch, NH = h.heads, T = h.seq;
     double scale = 1.0 / std::sqrt(static_cast<double>(h.headDim));
-    Value probs = attentionProbs(L, h);
+    Value probs = attentionProbs(L, h, adaptor.getLse());
     auto type4 = RankedTensorType::get({B, T, NH, h.headDim}, L.f32());
     Value dy = tensor::ExpandShapeOp::create(
         L.b, L.loc, type4, adaptor.getGrad(),
@@ -260,13 +295,20 @@ bool mlir::loom::isFusedAttention(Operation *op, int64_t maxHeadDim) {
     return false;
   }
   Type element = cast<RankedTensorType>(qkv.getType()).getElementType();
-  auto types =
-      llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes());
-  if (!(element.isF32() || element.isBF16() || element.isF16()) ||
-      llvm::any_of(types, [&](Type type) {
-        return cast<RankedTensorType>(type).getElementType() != element;
-      }))
+  if (!(element.isF32() || element.isBF16() || element.isF16()))
     return false;
+  // The kernels take every tensor but the f32 statistics in one type.
+  auto statistics = cast<WideStatisticsOpInterface>(op);
+  auto storedIn = [&](Value value) {
+    return cast<RankedTensorType>(value.getType()).getElementType() == element;
+  };
+  for (OpOperand &operand : op->getOpOperands())
+    if (!statistics.isWideOperand(operand.getOperandNumber()) &&
+        !storedIn(operand.get()))
+      return false;
+  for (OpResult result : op->getResults())
+    if (!statistics.isWideResult(result.getResultNumber()) && !storedIn(result))
+      return false;
   auto shape = cast<RankedTensorType>(qkv.getType()).getShape();
   if (shape.size() != 3 || shape[2] % (3 * numHeads) != 0)
     return false;

@@ -346,14 +346,14 @@ void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
                        int64_t head_dim, const void *qkv, void *out,
                        float *lse);
 /// The gradient of loom_rt_attention: from its operand `qkv`, its result
-/// `out` and the result's gradient `dout` (of `out`'s shape), writes the
-/// gradient of `qkv` (of its shape) into `dqkv`. `lse` and `delta` [batch,
-/// heads, seq] are scratch the call fills: each query's log-sum-exp, as
-/// loom_rt_attention's, and its dot product of `out` and `dout`.
+/// `out` and log-sum-exp `lse`, and the result's gradient `dout` (of
+/// `out`'s shape), writes the gradient of `qkv` (of its shape) into
+/// `dqkv`. `delta` [batch, heads, seq] is scratch the call fills: each
+/// query's dot product of `out` and `dout`.
 void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
                             int64_t heads, int64_t head_dim, const void *qkv,
-                            const void *out, const void *dout, void *dqkv,
-                            float *lse, float *delta);
+                            const void *out, const void *dout, const float *lse,
+                            void *dqkv, float *delta);
 /// loom_rt_gemm with blocks of at most `block_bytes` on the CPU (tests).
 void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t m, int64_t n, int64_t k, float alpha,

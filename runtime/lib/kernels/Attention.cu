@@ -18,8 +18,8 @@
 // padded with zeros), each bound a module of its own. A larger bound would
 // not fit a thread's rows in its registers, nor the tiles in the 48 KiB of
 // shared memory a kernel may declare:
-//   loom_attention_forward_*: the output and each query's log-sum-exp;
-//   loom_attention_stats_*: the log-sum-exp alone, for the backward pass;
+//   loom_attention_forward_*: the output and each query's log-sum-exp,
+//     which the backward pass reads;
 //   loom_attention_delta_*: each query's dot product of the output and its
 //     gradient;
 //   loom_attention_key_grad_*: the gradients of the keys and values, a
@@ -75,13 +75,12 @@ __device__ __forceinline__ float dot(const float (&x)[MaxD],
   return sum;
 }
 
-/// The output (with `Output`) and each query's log-sum-exp.
-template <typename T, int MaxD, bool Output>
+/// The output and each query's log-sum-exp.
+template <typename T, int MaxD>
 __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
                         int headDim, float scale) {
   Pair p(seq, heads, headDim);
-  // Without the output, no values: a row of them keeps the array's type.
-  __shared__ float keys[kRows][MaxD], values[Output ? kRows : 1][MaxD];
+  __shared__ float keys[kRows][MaxD], values[kRows][MaxD];
   int first = blockIdx.x * kRows, i = first + threadIdx.x;
   bool active = i < seq;
   float q[MaxD], o[MaxD];
@@ -94,8 +93,7 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   int end = min(first + kRows, seq);
   for (int j0 = 0; j0 < end; j0 += kRows) {
     loadTile<T, MaxD, 0>(keys, qkv + p.qkv[1], p.qkvStride, j0, p);
-    if constexpr (Output)
-      loadTile<T, MaxD, 0>(values, qkv + p.qkv[2], p.qkvStride, j0, p);
+    loadTile<T, MaxD, 0>(values, qkv + p.qkv[2], p.qkvStride, j0, p);
     __syncthreads();
     int last = active ? min(i - j0, kRows - 1) : -1;
     for (int r = 0; r <= last; ++r) {
@@ -103,27 +101,22 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
       if (s > max) {
         float rescale = expf(max - s);
         sum *= rescale;
-        if constexpr (Output) {
 #pragma unroll
-          for (int d = 0; d < MaxD; ++d)
-            o[d] *= rescale;
-        }
+        for (int d = 0; d < MaxD; ++d)
+          o[d] *= rescale;
         max = s;
       }
       float e = expf(s - max);
       sum += e;
-      if constexpr (Output) {
 #pragma unroll
-        for (int d = 0; d < MaxD; ++d)
-          o[d] += e * values[r][d];
-      }
+      for (int d = 0; d < MaxD; ++d)
+        o[d] += e * values[r][d];
     }
     __syncthreads();
   }
   if (!active)
     return;
-  if constexpr (Output)
-    storeRow(o, out + p.out, p.outStride, i, p, 1.0f / sum);
+  storeRow(o, out + p.out, p.outStride, i, p, 1.0f / sum);
   lse[p.rows + i] = max + logf(sum);
 }
 

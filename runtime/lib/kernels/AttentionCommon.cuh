@@ -80,8 +80,8 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
 }
 } // namespace
 
-/// The five kernels of a module, for storage type T and head bound MAXD,
-/// from the file's templates forward<T, MAXD, Output>, keyGrad<T, MAXD> and
+/// The four kernels of a module, for storage type T and head bound MAXD,
+/// from the file's templates forward<T, MAXD>, keyGrad<T, MAXD> and
 /// queryGrad<T, MAXD>. Each declares its block size with __launch_bounds__,
 /// which the backend reads back to launch it: THREADS for those three, with
 /// at least BLOCKS of them resident on a multiprocessor, and kRows threads
@@ -91,13 +91,7 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
       loom_attention_forward_##NAME##_##MAXD(const T *qkv, T *out, float *lse, \
                                              int seq, int heads, int headDim,  \
                                              float scale) {                    \
-    forward<T, MAXD, true>(qkv, out, lse, seq, heads, headDim, scale);         \
-  }                                                                            \
-  extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
-      loom_attention_stats_##NAME##_##MAXD(const T *qkv, float *lse, int seq,  \
-                                           int heads, int headDim,             \
-                                           float scale) {                      \
-    forward<T, MAXD, false>(qkv, nullptr, lse, seq, heads, headDim, scale);    \
+    forward<T, MAXD>(qkv, out, lse, seq, heads, headDim, scale);               \
   }                                                                            \
   extern "C" __global__ void __launch_bounds__(kRows)                          \
       loom_attention_delta_##NAME##_##MAXD(const T *out, const T *dout,        \

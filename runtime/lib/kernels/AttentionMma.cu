@@ -13,9 +13,8 @@
 // operand of the next product (the accumulator's layout is the operand's).
 // No [T, T] matrix is written to memory.
 //
-//   forward: S = Q K^T, an online softmax, O += P V;
-//   stats: the same without the values, each query's log-sum-exp for the
-//     backward pass;
+//   forward: S = Q K^T, an online softmax, O += P V, and each query's
+//     log-sum-exp, which the backward pass reads;
 //   key_grad: for the block's keys, over the queries that see them,
 //     P^T = exp(K Q^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - delta),
 //     dV += P^T dO and dK += dS^T Q;
@@ -316,28 +315,23 @@ template <typename T> __device__ const uint16_t *bits(const T *x) {
   return reinterpret_cast<const uint16_t *>(x);
 }
 
-/// The output (with `Output`) and each query's log-sum-exp. Exponentials
-/// are base 2, on scores scaled by log2(e).
-template <typename T, int MaxD, bool Output>
+/// The output and each query's log-sum-exp. Exponentials are base 2, on
+/// scores scaled by log2(e).
+template <typename T, int MaxD>
 __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
                         int headDim, float scale) {
   Pair p(seq, heads, headDim);
   Lane l;
   // The keys and values in two buffers each: the next tile's copies
   // arrive in one while the block computes on the other.
-  __shared__ __align__(16) Tile<MaxD> queries, keys[2];
-  // Without the output, no values.
-  __shared__ __align__(16)
-      std::conditional_t<Output, Tile<MaxD>[2], uint16_t[1]>
-          values;
+  __shared__ __align__(16) Tile<MaxD> queries, keys[2], values[2];
   bool vectors = wholeVectors(p, qkv);
   int first = blockIdx.x * kRows, row0 = 16 * l.warp;
   auto fetch = [&](int j0, int buffer) {
     copyTile<MaxD>(keys[buffer], bits(qkv) + p.qkv[1], p.qkvStride, j0, p,
                    vectors);
-    if constexpr (Output)
-      copyTile<MaxD>(values[buffer], bits(qkv) + p.qkv[2], p.qkvStride, j0, p,
-                     vectors);
+    copyTile<MaxD>(values[buffer], bits(qkv) + p.qkv[2], p.qkvStride, j0, p,
+                   vectors);
     commitCopies();
   };
   copyTile<MaxD>(queries, bits(qkv) + p.qkv[0], p.qkvStride, first, p, vectors);
@@ -385,21 +379,16 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
       x = exp2f(x - max[r / 8]);
       sum[r / 8] += x;
     });
-    if constexpr (Output) {
 #pragma unroll
-      for (int j = 0; j < MaxD / 8; ++j)
+    for (int j = 0; j < MaxD / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          o[j][e] *= rescale[e / 2];
-      accumulate<T, MaxD>(o, s, values[buffer]);
-    }
+      for (int e = 0; e < 4; ++e)
+        o[j][e] *= rescale[e / 2];
+    accumulate<T, MaxD>(o, s, values[buffer]);
   }
   float total[2] = {rowSum(sum[0]), rowSum(sum[1])};
-  if constexpr (Output) {
-    float inverse[2] = {1.0f / total[0], 1.0f / total[1]};
-    storeRows<T, MaxD>(o, out + p.out, p.outStride, first + row0, inverse, p,
-                       l);
-  }
+  float inverse[2] = {1.0f / total[0], 1.0f / total[1]};
+  storeRows<T, MaxD>(o, out + p.out, p.outStride, first + row0, inverse, p, l);
   if (l.pair == 0)
     for (int h = 0; h < 2; ++h) {
       int i = first + row0 + l.group + 8 * h;

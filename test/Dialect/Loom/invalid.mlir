@@ -133,7 +133,7 @@ func.func @linear_result(%x: tensor<3x2x6xf32>, %w: tensor<4x6xf32>) {
 func.func @attention_rank(%qkv: tensor<8x24xf32>) {
   // expected-error @+2 {{expected qkv of rank 3 [batch, sequence, 3 * width], got shape [8, 24]}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<8x24xf32> -> tensor<8x8xf32>
+  %0:2 = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<8x24xf32> -> tensor<8x8xf32>, tensor<8x2xf32>
   return
 }
 
@@ -142,7 +142,7 @@ func.func @attention_rank(%qkv: tensor<8x24xf32>) {
 func.func @attention_qkv(%qkv: tensor<2x4x25xf32>) {
   // expected-error @+2 {{expected the last dimension of qkv (25) to be 3 * width}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x25xf32> -> tensor<2x4x8xf32>
+  %0:2 = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x25xf32> -> tensor<2x4x8xf32>, tensor<2x2x4xf32>
   return
 }
 
@@ -151,7 +151,7 @@ func.func @attention_qkv(%qkv: tensor<2x4x25xf32>) {
 func.func @attention_heads(%qkv: tensor<2x4x24xf32>) {
   // expected-error @+2 {{expected num_heads (3) to divide the width (8)}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = loom.causal_attention %qkv {num_heads = 3 : i64} : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %0:2 = loom.causal_attention %qkv {num_heads = 3 : i64} : tensor<2x4x24xf32> -> tensor<2x4x8xf32>, tensor<2x3x4xf32>
   return
 }
 
@@ -159,16 +159,16 @@ func.func @attention_heads(%qkv: tensor<2x4x24xf32>) {
 
 func.func @attention_heads_positive(%qkv: tensor<2x4x24xf32>) {
   // expected-error @+1 {{attribute 'num_heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
-  %0 = loom.causal_attention %qkv {num_heads = 0 : i64} : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %0:2 = loom.causal_attention %qkv {num_heads = 0 : i64} : tensor<2x4x24xf32> -> tensor<2x4x8xf32>, tensor<2x1x4xf32>
   return
 }
 
 // -----
 
 func.func @attention_result(%qkv: tensor<2x4x24xf32>) {
-  // expected-error @+2 {{'loom.causal_attention' op inferred type(s) 'tensor<2x4x8xf32>' are incompatible with return type(s) of operation 'tensor<2x4x24xf32>'}}
+  // expected-error @+2 {{'loom.causal_attention' op inferred type(s) 'tensor<2x4x8xf32>', 'tensor<2x2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x4x24xf32>', 'tensor<2x2x4xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x24xf32> -> tensor<2x4x24xf32>
+  %0:2 = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x24xf32> -> tensor<2x4x24xf32>, tensor<2x2x4xf32>
   return
 }
 

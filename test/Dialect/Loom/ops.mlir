@@ -44,9 +44,9 @@ module attributes {
     // CHECK: %[[QKV:.*]] = loom.linear %[[H]], %{{.*}}, %{{.*}} : (tensor<4x6x8xf32>, tensor<24x8xf32>, tensor<24xf32>) -> tensor<4x6x24xf32>
     %qkv = loom.linear %h, %qkvw, %qkvb
         : (tensor<4x6x8xf32>, tensor<24x8xf32>, tensor<24xf32>) -> tensor<4x6x24xf32>
-    // CHECK: %[[A:.*]] = loom.causal_attention %[[QKV]] {num_heads = 2 : i64} : tensor<4x6x24xf32> -> tensor<4x6x8xf32>
-    %a = loom.causal_attention %qkv {num_heads = 2 : i64}
-        : tensor<4x6x24xf32> -> tensor<4x6x8xf32>
+    // CHECK: %[[A:[^,]*]], %[[LSE:[^ ]*]] = loom.causal_attention %[[QKV]] {num_heads = 2 : i64} : tensor<4x6x24xf32> -> tensor<4x6x8xf32>, tensor<4x2x6xf32>
+    %a, %lse = loom.causal_attention %qkv {num_heads = 2 : i64}
+        : tensor<4x6x24xf32> -> tensor<4x6x8xf32>, tensor<4x2x6xf32>
     // CHECK: %[[G:.*]] = loom.gelu %[[A]] : tensor<4x6x8xf32>
     %g = loom.gelu %a : tensor<4x6x8xf32>
     // CHECK: %[[R:.*]] = loom.add %[[X]], %[[G]] : tensor<4x6x8xf32>
