@@ -367,7 +367,8 @@ LogicalResult CausalAttentionGradOp::verify() {
       failed(Checker(*this).shape("out", getOut(), result,
                                   "the attention result's shape")))
     return failure();
-  return Checker(*this).shape("lse", getLse(), {qkv[0], getNumHeads(), qkv[1]},
+  auto heads = static_cast<int64_t>(getNumHeads());
+  return Checker(*this).shape("lse", getLse(), {qkv[0], heads, qkv[1]},
                               "[batch, num_heads, sequence]");
 }
 

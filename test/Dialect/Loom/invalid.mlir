@@ -628,3 +628,19 @@ func.func @no_squares() -> tensor<f32> {
   %s = "loom.sum_squares"() : () -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+func.func @attention_grad_lse(%dy: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %out: tensor<2x4x8xf32>, %lse: tensor<2x4x2xf32>) {
+  // expected-error @+1 {{expected lse of shape [2, 2, 4] ([batch, num_heads, sequence]), got [2, 4, 2]}}
+  %0 = loom.causal_attention_grad %dy, %qkv, %out, %lse {num_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x4x8xf32>, tensor<2x4x2xf32>) -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_lse_f32(%dy: tensor<2x4x8xbf16>, %qkv: tensor<2x4x24xbf16>, %out: tensor<2x4x8xbf16>, %lse: tensor<2x2x4xbf16>) {
+  // expected-error @+1 {{operand #3 must be statically shaped tensor of 32-bit float values}}
+  %0 = loom.causal_attention_grad %dy, %qkv, %out, %lse {num_heads = 2 : i64} : (tensor<2x4x8xbf16>, tensor<2x4x24xbf16>, tensor<2x4x8xbf16>, tensor<2x2x4xbf16>) -> tensor<2x4x24xbf16>
+  return
+}
