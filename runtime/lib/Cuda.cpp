@@ -81,8 +81,11 @@ namespace {
   X(cublasLtMatmulDescSetAttribute)                                            \
   X(cublasLtMatrixLayoutCreate)                                                \
   X(cublasLtMatrixLayoutSetAttribute)                                          \
+  X(cublasLtMatmulDescDestroy)                                                 \
+  X(cublasLtMatrixLayoutDestroy)                                               \
   X(cublasLtMatmulPreferenceCreate)                                            \
   X(cublasLtMatmulPreferenceSetAttribute)                                      \
+  X(cublasLtMatmulPreferenceDestroy)                                           \
   X(cublasLtMatmulAlgoGetHeuristic)                                            \
   X(cublasLtMatmul)
 
@@ -99,6 +102,18 @@ struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+};
+
+/// Runs a function when the scope ends, however it ends.
+template <typename F> class AtExit {
+public:
+  explicit AtExit(F f) : f(std::move(f)) {}
+  ~AtExit() { f(); }
+  AtExit(const AtExit &) = delete;
+  AtExit &operator=(const AtExit &) = delete;
+
+private:
+  F f;
 };
 /// What a plan depends on: the operands' element type (loom_dtype), the
 /// transpositions, the shape, the leading dimensions, the alignments of
@@ -438,6 +453,21 @@ struct Backend {
     // buffer is cuBLASLt's first operand, A's the second. A row-major
     // buffer read column-major is its transpose.
     GemmPlan p;
+    cublasLtMatmulPreference_t preference = nullptr;
+    bool kept = false;
+    // The preference serves the heuristic only; the descriptors outlive
+    // this call only in a plan that is kept.
+    AtExit release([&] {
+      if (preference)
+        api.cublasLtMatmulPreferenceDestroy(preference);
+      if (kept)
+        return;
+      if (p.desc)
+        api.cublasLtMatmulDescDestroy(p.desc);
+      for (cublasLtMatrixLayout_t layout : {p.a, p.b, p.c})
+        if (layout)
+          api.cublasLtMatrixLayoutDestroy(layout);
+    });
     cublasOperation_t opFirst = transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                       opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (!check(api.cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F,
@@ -490,7 +520,6 @@ struct Backend {
                    "cublasLtMatrixLayoutSetAttribute"))
           return nullptr;
     }
-    cublasLtMatmulPreference_t preference = nullptr;
     size_t workspaceBytes = kWorkspaceBytes;
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
@@ -525,6 +554,7 @@ struct Backend {
       return nullptr;
     }
     p.algo = result.algo;
+    kept = true;
     return &(plans[key] = p);
   }
 };
