@@ -196,7 +196,7 @@ void probabilitiesBlock(int64_t i0, int64_t rows, float *scores,
   }
 }
 
-/// The scaled scores of queries [i0, i0 +
+/// The scaled scores of queries [i0, i0 + rows) against keys [0, i0 +
 /// rows), row by row `keys` apart.
 void blockScores(const Attention &a, const Matrix &q, const Matrix &k,
                  int64_t i0, int64_t rows, float *scores) {

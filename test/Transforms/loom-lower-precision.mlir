@@ -239,3 +239,54 @@ module attributes {loom.training = #loom.training<batch = 1, sequence = 3, optim
 // CHECK: %[[LSE0:.*]] = tensor.extract_slice %[[Y]]#2{{.*}} to tensor<1x2x3xf32>
 // CHECK-NOT: loom.convert %[[LSE0]]
 // CHECK: loom.causal_attention_grad {{.*}}, %[[LSE0]] {num_heads = 2 : i64} : (tensor<1x3x4xbf16>, tensor<1x3x12xbf16>, tensor<1x3x4xbf16>, tensor<1x2x3xf32>) -> tensor<1x3x12xbf16>
+
+// -----
+
+// In a pipeline stage, the log-sum-exp that the forward half's layer loop
+// stacks goes to the backward half f32, while the attention output it
+// also keeps goes bf16; the backward half's layer loop takes it as it
+// came, f32 in the loop's operand, body argument and gradient.
+module attributes {loom.training = #loom.training<batch = 1, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = bf16>} {
+  func.func private @stage_forward(%qkv: tensor<2x1x3x12xf32> {loom.param = "qkv"}, %x: tensor<1x3x4xf32> {loom.input = "activations"}) -> (tensor<1x3x4xf32> {loom.output = "activations"}, tensor<2x1x3x4xf32>, tensor<2x1x2x3xf32>) {
+    %y:3 = loom.scan carry(%x : tensor<1x3x4xf32>) over(%qkv : tensor<2x1x3x12xf32>) length = 2 -> (tensor<1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x2x3xf32>) {
+    ^bb0(%c: tensor<1x3x4xf32>, %q: tensor<1x3x12xf32>):
+      %a, %lse = loom.causal_attention %q {num_heads = 2 : i64} : tensor<1x3x12xf32> -> tensor<1x3x4xf32>, tensor<1x2x3xf32>
+      %s = loom.add %c, %a : tensor<1x3x4xf32>
+      loom.yield %s, %a, %lse : tensor<1x3x4xf32>, tensor<1x3x4xf32>, tensor<1x2x3xf32>
+    }
+    return %y#0, %y#1, %y#2 : tensor<1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x2x3xf32>
+  }
+  func.func private @stage_backward(%qkv: tensor<2x1x3x12xf32> {loom.param = "qkv"}, %a: tensor<2x1x3x4xf32>, %lse: tensor<2x1x2x3xf32>, %g: tensor<1x3x4xf32>) -> (tensor<1x3x4xf32> {loom.output = "activations_grad"}, tensor<2x1x3x12xf32> {loom.grad = "qkv"}) {
+    %d:2 = loom.scan carry(%g : tensor<1x3x4xf32>) over(%qkv, %a, %lse : tensor<2x1x3x12xf32>, tensor<2x1x3x4xf32>, tensor<2x1x2x3xf32>) length = 2 reverse -> (tensor<1x3x4xf32>, tensor<2x1x3x12xf32>) {
+    ^bb0(%gc: tensor<1x3x4xf32>, %q: tensor<1x3x12xf32>, %al: tensor<1x3x4xf32>, %l: tensor<1x2x3xf32>):
+      %dq = loom.causal_attention_grad %gc, %q, %al, %l {num_heads = 2 : i64} : (tensor<1x3x4xf32>, tensor<1x3x12xf32>, tensor<1x3x4xf32>, tensor<1x2x3xf32>) -> tensor<1x3x12xf32>
+      loom.yield %gc, %dq : tensor<1x3x4xf32>, tensor<1x3x12xf32>
+    }
+    return %d#0, %d#1 : tensor<1x3x4xf32>, tensor<2x1x3x12xf32>
+  }
+  func.func @train_step_stage0(%qkv: tensor<2x1x3x12xf32> {loom.param = "qkv"}, %x: tensor<1x3x4xf32>, %m: tensor<2x1x3x12xf32>, %v: tensor<2x1x3x12xf32>, %lr: tensor<f32>, %step: tensor<f32>) -> (tensor<f32> {loom.output = "grad_norm"}, tensor<2x1x3x12xf32>) attributes {loom.stage = 0 : i64} {
+    %y:3 = call @stage_forward(%qkv, %x) : (tensor<2x1x3x12xf32>, tensor<1x3x4xf32>) -> (tensor<1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x2x3xf32>)
+    loom.send %y#0 to 1 tag 0 : tensor<1x3x4xf32>
+    %g = loom.recv from 1 tag 1 : tensor<1x3x4xf32>
+    %d:2 = call @stage_backward(%qkv, %y#1, %y#2, %g) : (tensor<2x1x3x12xf32>, tensor<2x1x3x4xf32>, tensor<2x1x2x3xf32>, tensor<1x3x4xf32>) -> (tensor<1x3x4xf32>, tensor<2x1x3x12xf32>)
+    %n = loom.sum_squares %d#1 : tensor<2x1x3x12xf32> -> tensor<f32>
+    %p, %nm, %nv = loom.adamw %qkv, %d#1, %m, %v, %lr, %step, %n {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<2x1x3x12xf32>
+    return %n, %p : tensor<f32>, tensor<2x1x3x12xf32>
+  }
+}
+
+// CHECK-LABEL: func.func private @stage_forward(
+// CHECK-SAME: -> (tensor<1x3x4xf32> {loom.output = "activations"}, tensor<2x1x3x4xbf16>, tensor<2x1x2x3xf32>)
+// CHECK: %[[FY:.*]]:3 = loom.scan {{.*}} -> (tensor<1x3x4xbf16>, tensor<2x1x3x4xbf16>, tensor<2x1x2x3xf32>)
+// CHECK: return %{{.*}}, %[[FY]]#1, %[[FY]]#2 : tensor<1x3x4xf32>, tensor<2x1x3x4xbf16>, tensor<2x1x2x3xf32>
+
+// CHECK-LABEL: func.func private @stage_backward(
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<2x1x3x4xbf16>, %[[BLSE:[a-z0-9]+]]: tensor<2x1x2x3xf32>, %{{[a-z0-9]+}}: tensor<1x3x4xf32>)
+// CHECK-NOT: loom.convert %[[BLSE]]
+// CHECK: loom.scan carry(%{{.*}} : tensor<1x3x4xbf16>) over(%{{.*}}, %{{.*}}, %[[BLSE]] : tensor<2x1x3x12xbf16>, tensor<2x1x3x4xbf16>, tensor<2x1x2x3xf32>) length = 2 reverse
+// CHECK-NEXT: ^bb0(%{{[^:]*}}: tensor<1x3x4xbf16>, %{{[^:]*}}: tensor<1x3x12xbf16>, %{{[^:]*}}: tensor<1x3x4xbf16>, %[[L:[^:]*]]: tensor<1x2x3xf32>):
+// CHECK: loom.causal_attention_grad {{.*}}, %[[L]] {num_heads = 2 : i64} : (tensor<1x3x4xbf16>, tensor<1x3x12xbf16>, tensor<1x3x4xbf16>, tensor<1x2x3xf32>) -> tensor<1x3x12xbf16>
+
+// CHECK-LABEL: func.func @train_step_stage0(
+// CHECK: %[[S:.*]]:3 = call @stage_forward({{.*}}) -> (tensor<1x3x4xf32>, tensor<2x1x3x4xbf16>, tensor<2x1x2x3xf32>)
+// CHECK: call @stage_backward(%{{.*}}, %[[S]]#1, %[[S]]#2, %{{.*}})
