@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The CUDA target's correctness checks on a GPU, against the CPU's results,
+# for a GPU machine that has Loom's runtime but not its compiler:
+#
+#   scripts/check-cuda.sh prepare DIR [--cuda-arch sm_90] [--quick]
+#   scripts/check-cuda.sh run DIR
+#
+# `prepare`, where loomc is built: compiles the CUDA artifacts into DIR and
+# runs the same steps on the CPU for their reference logs, all on the same
+# data (DIR/data.txt, GPL-3's text four times):
+#   tiny-fp32   gpt2-tiny, fp32, 10 steps
+#   tiny-bf16   gpt2-tiny, bf16, 10 steps
+#   tiny-fp16   gpt2-tiny, fp16 with loss scaling, 30 steps
+#   m124-fp32   GPT-2 124M at 2 x 128 tokens, fp32, 10 steps
+# (--quick: gpt2-tiny only). `run`, on the GPU machine, with
+# BUILD_DIR/bin/loom-run (BUILD_DIR defaults to build/): each artifact's
+# losses and gradient norms against the CPU's, then bf16 against fp32 over
+# 100 steps on the GPU (10-step means within 2%), LoomCudaTests (the
+# attention kernels against f64) where BUILD_DIR has it, and
+# compute-sanitizer's memcheck over two bf16 steps where it is installed.
+# One line per check and a summary; the exit status is 1 if any check
+# failed. Speed is scripts/bench-cuda.sh's.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${BUILD_DIR:-$root/build}"
+compare="$root/test/e2e/Inputs/compare-losses.py"
+usage() {
+  sed -n '5,6p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
+  exit 1
+}
+[ $# -ge 2 ] || usage
+mode="$1" dir="$2"
+shift 2
+arch=sm_90 quick=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cuda-arch) [ $# -ge 2 ] || usage; arch="$2"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    *) usage ;;
+  esac
+done
+
+# Each check: its name, loomc's arguments, its steps, the tolerance of its
+# losses against the CPU's, and whether the gradient norms are held to it
+# too (fp16's skipped steps print none).
+checks() {
+  echo "tiny-fp32|$root/examples/gpt2-tiny.json|10|1e-4|--norms"
+  echo "tiny-bf16|$root/examples/gpt2-tiny.json --plan precision=bf16|10|2e-3|--norms"
+  echo "tiny-fp16|$root/examples/gpt2-tiny.json --plan precision=fp16|30|5e-3|"
+  if [ "$quick" = 0 ]; then
+    echo "m124-fp32|$root/examples/gpt2-124m.json --batch-size 2 --seq-len 128|10|1e-4|--norms"
+  fi
+}
+
+prepare() {
+  local loomc="$build_dir/bin/loomc" loom_run="$build_dir/bin/loom-run"
+  [ -x "$loomc" ] || {
+    echo "check-cuda.sh: no $loomc: build Loom first (README)" >&2
+    exit 1
+  }
+  mkdir -p "$dir"
+  for _ in 1 2 3 4; do cat /usr/share/common-licenses/GPL-3; done >"$dir/data.txt"
+  local name args steps tolerance norms count=0
+  : >"$dir/checks.txt"
+  while IFS='|' read -r name args steps tolerance norms; do
+    # shellcheck disable=SC2086
+    "$loomc" $args --target=cuda --cuda-arch="$arch" -o "$dir/$name.loom"
+    # shellcheck disable=SC2086
+    "$loomc" $args -o "$dir/$name.cpu.loom"
+    # OpenBLAS's Haswell kernels whatever the CPU, so that the reference
+    # does not depend on the machine that made it.
+    OPENBLAS_CORETYPE=Haswell "$loom_run" "$dir/$name.cpu.loom" \
+      --data "$dir/data.txt" --steps "$steps" >"$dir/$name.cpu.log"
+    rm "$dir/$name.cpu.loom"
+    echo "$name|$steps|$tolerance|$norms" >>"$dir/checks.txt"
+    count=$((count + 1))
+  done < <(checks)
+  echo "check-cuda.sh: $count CUDA artifacts for $arch and their CPU references in $dir"
+}
+
+run() {
+  local loom_run="$build_dir/bin/loom-run"
+  [ -x "$loom_run" ] || {
+    echo "check-cuda.sh: no $loom_run" >&2
+    exit 1
+  }
+  [ -f "$dir/data.txt" ] && [ -f "$dir/checks.txt" ] || {
+    echo "check-cuda.sh: $dir has no data.txt: run 'check-cuda.sh prepare $dir' first" >&2
+    exit 1
+  }
+  local failed=0 total=0
+  # verdict NAME STATUS DETAIL
+  verdict() {
+    total=$((total + 1))
+    if [ "$2" = 0 ]; then
+      echo "PASS $1: $3"
+    else
+      echo "FAIL $1: $3"
+      failed=$((failed + 1))
+    fi
+  }
+  # train NAME ARTIFACT STEPS: the GPU's log into DIR/NAME.gpu.log.
+  train() {
+    "$loom_run" "$dir/$2.loom" --data "$dir/data.txt" --steps "$3" \
+      >"$dir/$1.gpu.log" 2>&1
+  }
+  local name steps tolerance norms status detail
+  while IFS='|' read -r name steps tolerance norms; do
+    if [ ! -f "$dir/$name.loom" ]; then
+      verdict "$name" 1 "no $dir/$name.loom"
+      continue
+    fi
+    if ! train "$name" "$name" "$steps"; then
+      verdict "$name" 1 "loom-run failed: $(tail -n 1 "$dir/$name.gpu.log")"
+      continue
+    fi
+    status=0
+    # shellcheck disable=SC2086
+    detail="$(python3 "$compare" "$dir/$name.cpu.log" "$dir/$name.gpu.log" \
+      "$tolerance" $norms 2>&1)" || status=$?
+    verdict "$name" "$status" "GPU against CPU, tolerance $tolerance: $detail"
+  done <"$dir/checks.txt"
+
+  if [ -f "$dir/tiny-bf16.loom" ] && [ -f "$dir/tiny-fp32.loom" ]; then
+    status=0
+    if train tiny-bf16-100 tiny-bf16 100 && train tiny-fp32-100 tiny-fp32 100; then
+      detail="$(python3 "$compare" "$dir/tiny-fp32-100.gpu.log" \
+        "$dir/tiny-bf16-100.gpu.log" 0.02 --mean-over 10 2>&1)" || status=$?
+    else
+      status=1 detail="loom-run failed"
+    fi
+    verdict bf16-100 "$status" "bf16 against fp32 on the GPU, 100 steps: $detail"
+  fi
+
+  local tests="$build_dir/test/unit/LoomCudaTests"
+  if [ -x "$tests" ]; then
+    local output
+    status=0
+    output="$("$tests" 2>&1)" || status=$?
+    detail="$(grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ test' <<<"$output" | tr '\n' ' ')"
+    # A test skipped for want of a GPU is no pass.
+    if grep -q SKIPPED <<<"$detail"; then status=1; fi
+    verdict LoomCudaTests "$status" "${detail:-no summary}"
+  fi
+
+  if command -v compute-sanitizer >/dev/null && [ -f "$dir/tiny-bf16.loom" ]; then
+    status=0
+    detail="$(compute-sanitizer --tool memcheck --error-exitcode 3 \
+      "$loom_run" "$dir/tiny-bf16.loom" --data "$dir/data.txt" --steps 2 2>&1 |
+      tail -n 1)" || status=$?
+    verdict memcheck "$status" "$detail"
+  fi
+  echo "check-cuda.sh: $total checks, $failed failed"
+  [ "$failed" = 0 ]
+}
+
+case "$mode" in
+  prepare) prepare ;;
+  run) run ;;
+  *) usage ;;
+esac
