@@ -43,6 +43,10 @@ struct CostRow {
   /// Part of `activationBuffer`: the per-row softmax statistics a fused
   /// attention keeps so that its backward pass can rebuild the scores.
   double statisticsBuffer = 0;
+  /// Kept besides `activationBuffer`, which the seed model prices without
+  /// them: a layer norm's row statistics (its mean and reciprocal
+  /// deviation, f32), which its backward pass reads back.
+  double rowStatistics = 0;
   double weights = 0;
   double memFwd = 0; ///< Bytes the forward pass moves to and from HBM.
   double activationGrad = 0, weightsGrad = 0;

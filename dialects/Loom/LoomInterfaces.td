@@ -95,7 +95,8 @@ def Loom_WideStatisticsOpInterface
     statistics that keep f32 whatever the storage type of the others
     (attention's log-sum-exp per query: rounded to bf16, one near log 1024
     would be off by up to 0.014, and each probability computed from it by
-    1.4%). loom-lower-precision narrows
+    1.4%; a layer norm's mean and reciprocal deviation per row).
+    loom-lower-precision narrows
     neither these operands nor these results, nor what a layer loop saves
     of them.
   }];

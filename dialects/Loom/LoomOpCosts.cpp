@@ -76,9 +76,11 @@ void EmbeddingOp::estimateCost(const CostContext &context,
 void LayerNormOp::estimateCost(const CostContext &context,
                                SmallVectorImpl<CostRow> &rows) {
   auto [sequence, width] = getActivationShape(getResult());
+  double normalized = context.batch * sequence / getSequenceShard(context);
   CostRow row =
       layerNormCost(context.batch, sequence / getSequenceShard(context), width,
                     context.elementBytes);
+  row.rowStatistics = normalized * 2 * 4;
   row.name = "layer_norm";
   rows.push_back(row);
 }

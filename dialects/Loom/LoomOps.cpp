@@ -148,7 +148,14 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
                          "the input's last dimension")))
     return failure();
   types.push_back(input.getType());
+  auto rows = RankedTensorType::get(in.drop_back(),
+                                    Float32Type::get(input.getContext()));
+  types.append({rows, rows});
   return success();
+}
+
+bool LayerNormOp::isWideResult(unsigned index) {
+  return index != cast<OpResult>(getResult()).getResultNumber();
 }
 
 LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
@@ -294,8 +301,18 @@ LogicalResult LayerNormGradOp::verify() {
                            "weight")))
     return failure();
   ArrayRef<int64_t> input = dimsOf(getInput());
-  return Checker(*this).shape("weight", getWeight(), input.take_back(),
-                              "the last dimension of the input");
+  if (failed(Checker(*this).shape("weight", getWeight(), input.take_back(),
+                                  "the last dimension of the input")) ||
+      failed(Checker(*this).shape("mean", getMean(), input.drop_back(),
+                                  "the input's rows")))
+    return failure();
+  return Checker(*this).shape("rstd", getRstd(), input.drop_back(),
+                              "the input's rows");
+}
+
+bool LayerNormGradOp::isWideOperand(unsigned index) {
+  return index == getMeanMutable().getOperandNumber() ||
+         index == getRstdMutable().getOperandNumber();
 }
 
 LogicalResult LinearGradOp::verify() {
@@ -393,10 +410,11 @@ LogicalResult EmbeddingOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
 
 LogicalResult LayerNormOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
+  // The statistics are by-products that nothing differentiates.
   auto grad = LayerNormGradOp::create(
       b, getLoc(), getInput().getType(), getWeight().getType(),
-      getBias().getType(), resultGrads[0], getInput(), getWeight(),
-      getEpsilonAttr());
+      getBias().getType(), resultGrads[0], getInput(), getWeight(), getMean(),
+      getRstd());
   operandGrads.assign(
       {grad.getInputGrad(), grad.getWeightGrad(), grad.getBiasGrad()});
   return success();

@@ -88,15 +88,22 @@ def Loom_EmbeddingOp : Loom_Op<"embedding", [Loom_MixedPrecision, Pure, Loom_Dif
   }];
 }
 
-def Loom_LayerNormOp : Loom_Op<"layer_norm", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
+def Loom_LayerNormOp : Loom_Op<"layer_norm", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned,
+    DeclareOpInterfaceMethods<Loom_WideStatisticsOpInterface, ["isWideResult"]>,
+    InferTypeOpAdaptor]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` along the last
     dimension C of `x`, with `weight` and `bias` of shape [C].
+
+    `mean` and `rstd` (`1 / sqrt(var + epsilon)`), of `x`'s shape without
+    its last dimension and always f32, are each row's statistics, which
+    the gradient reads back instead of computing them again.
   }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
                    Loom_FloatTensor:$bias, Loom_PositiveF64Attr:$epsilon);
-  let results = (outs Loom_FloatTensor:$result);
+  let results = (outs Loom_FloatTensor:$result, Loom_F32Tensor:$mean,
+                      Loom_F32Tensor:$rstd);
   let assemblyFormat = [{
     $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
   }];
@@ -440,20 +447,23 @@ def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Loom_MixedPrecision, Pure,
   let hasVerifier = 1;
 }
 
-def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Loom_MixedPrecision, Pure]> {
+def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Loom_MixedPrecision, Pure,
+    DeclareOpInterfaceMethods<Loom_WideStatisticsOpInterface, ["isWideOperand"]>]> {
   let summary = "gradient of layer normalization";
   let description = [{
-    Given the result cotangent `grad` and the forward's `input` and `weight`,
-    yields the cotangents of the input, the weight and the bias. The mean and
-    the inverse standard deviation are recomputed from the input.
+    Given the result cotangent `grad`, the forward's `input` and `weight`
+    and its row statistics `mean` and `rstd` (f32), yields the cotangents
+    of the input, the weight and the bias.
   }];
   let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$input,
-                   Loom_FloatTensor:$weight, Loom_PositiveF64Attr:$epsilon);
+                   Loom_FloatTensor:$weight, Loom_F32Tensor:$mean,
+                   Loom_F32Tensor:$rstd);
   let results = (outs Loom_FloatTensor:$input_grad,
                       Loom_FloatTensor:$weight_grad,
                       Loom_FloatTensor:$bias_grad);
   let assemblyFormat = [{
-    $grad `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+    $grad `,` $input `,` $weight `,` $mean `,` $rstd attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

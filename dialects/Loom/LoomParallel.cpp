@@ -147,9 +147,22 @@ CrossEntropyOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
 
 LogicalResult
 LayerNormOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
-  return partitionRowwise(*this, getInputMutable(),
-                          {&getWeightMutable(), &getBiasMutable()},
-                          /*splitRows=*/false, rewriter);
+  if (failed(partitionRowwise(*this, getInputMutable(),
+                              {&getWeightMutable(), &getBiasMutable()},
+                              /*splitRows=*/false, rewriter)))
+    return failure();
+  // The rows' statistics are split as the rows are (sequence parallelism),
+  // never along the normalized dimension.
+  TensorLayout layout = rewriter.getLayout(getResult());
+  auto rows = RankedTensorType::get(getInput().getType().getShape().drop_back(),
+                                    getMean().getType().getElementType());
+  rewriter.getRewriter().modifyOpInPlace(*this, [&] {
+    getMean().setType(rows);
+    getRstd().setType(rows);
+  });
+  rewriter.setLayout(getMean(), layout);
+  rewriter.setLayout(getRstd(), layout);
+  return success();
 }
 
 LogicalResult

@@ -162,8 +162,9 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
     builder.setInsertionPointToStart(&layer);
     Value in = layer.getArgument(0);
     auto w = [&](LayerTensor t) -> Value { return layer.getArgument(1 + t); };
-    Value h = LayerNormOp::create(builder, loc("h.*.ln_1"), xType, in,
-                                  w(kLn1Weight), w(kLn1Bias), eps);
+    Value h = LayerNormOp::create(builder, loc("h.*.ln_1"), in, w(kLn1Weight),
+                                  w(kLn1Bias), eps)
+                  .getResult();
     Value qkv = LinearOp::create(builder, loc("h.*.attn.c_attn"),
                                  activation({B, T, 3 * C}), h, w(kQkvWeight),
                                  w(kQkvBias), column);
@@ -173,8 +174,9 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
     Value proj = LinearOp::create(builder, loc("h.*.attn.c_proj"), xType, att,
                                   w(kAttnProjWeight), w(kAttnProjBias), row);
     Value x1 = AddOp::create(builder, loc("h.*.attn.residual"), in, proj);
-    Value h2 = LayerNormOp::create(builder, loc("h.*.ln_2"), xType, x1,
-                                   w(kLn2Weight), w(kLn2Bias), eps);
+    Value h2 = LayerNormOp::create(builder, loc("h.*.ln_2"), x1, w(kLn2Weight),
+                                   w(kLn2Bias), eps)
+                   .getResult();
     Value fc =
         LinearOp::create(builder, loc("h.*.mlp.c_fc"), activation({B, T, H}),
                          h2, w(kFcWeight), w(kFcBias), column);
@@ -186,8 +188,9 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   }
   x = layers.getResult(0);
 
-  Value xf = LayerNormOp::create(builder, loc("ln_f"), xType, x, arg(lnfw),
-                                 arg(lnfb), eps);
+  Value xf =
+      LayerNormOp::create(builder, loc("ln_f"), x, arg(lnfw), arg(lnfb), eps)
+          .getResult();
   Value logits = LinearOp::create(builder, loc("lm_head"),
                                   activation({B, T, arch.paddedVocab}), xf,
                                   arg(head), Value(), column);

@@ -277,13 +277,13 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
         cost.tBwd += timed.tBwd() + launch;
         cost.tCommFwd += timed.tCommFwd;
         cost.tCommBwd += timed.tCommBwd;
-        cost.activations += row.activationBuffer;
+        cost.activations += row.activationBuffer + row.rowStatistics;
         cost.activationStatistics += row.statisticsBuffer;
         if (row.attentionCore) {
           cost.tAttentionCoreFwd += timed.tFwd() + launch;
           cost.activationsSelective += row.selectiveBuffer;
         } else {
-          cost.activationsSelective += row.activationBuffer;
+          cost.activationsSelective += row.activationBuffer + row.rowStatistics;
         }
         cost.parameters += row.weights / elementBytes;
         cost.largestGradient =

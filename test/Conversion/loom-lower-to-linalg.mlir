@@ -129,15 +129,19 @@ func.func @embedding_grad_part(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
 }
 
-// A layer norm's gradient: the statistics again (two row sums, the mean
-// and the reciprocal deviation), then three loops that each compute xhat =
-// (x - mean) * rstd and dxhat = dy * weight again from what they read
-// rather than reading them back: the weight's and bias's column sums, the
-// rows' sums of dxhat and of dxhat * xhat (one loop), and dx.
+// A layer norm's gradient: the forward pass's statistics (the mean and the
+// reciprocal deviation, not computed again), then three loops that each
+// compute xhat = (x - mean) * rstd and dxhat = dy * weight again from what
+// they read rather than reading them back: the weight's and bias's column
+// sums, the rows' sums of dxhat and of dxhat * xhat (one loop), and dx.
 // CHECK-LABEL: func.func @layer_norm_grad(
-// CHECK-SAME: %[[DY3:.*]]: tensor<2x3x4xf32>, %[[X3:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<4xf32>)
+// CHECK-SAME: %[[DY3:.*]]: tensor<2x3x4xf32>, %[[X3:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<4xf32>, %[[MEAN2:.*]]: tensor<2x3xf32>, %[[RSTD2:.*]]: tensor<2x3xf32>)
 // CHECK-NOT: tensor.empty() : tensor<6x4xf32>
-// CHECK: %[[PARAMS:.*]]:2 = linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]} ins(%[[DY:.*]], %[[X:.*]], %[[MEAN:.*]], %[[RSTD:.*]] : tensor<6x4xf32>, tensor<6x4xf32>, tensor<6xf32>, tensor<6xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK-DAG: %[[MEAN:.*]] = tensor.collapse_shape %[[MEAN2]] {{\[\[}}0, 1]] : tensor<2x3xf32> into tensor<6xf32>
+// CHECK-DAG: %[[RSTD:.*]] = tensor.collapse_shape %[[RSTD2]] {{\[\[}}0, 1]] : tensor<2x3xf32> into tensor<6xf32>
+// CHECK-NOT: linalg.generic
+// CHECK: %[[PARAMS:.*]]:2 = linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]} ins(%[[DY:.*]], %[[X:.*]], %[[MEAN]], %[[RSTD]] : tensor<6x4xf32>, tensor<6x4xf32>, tensor<6xf32>, tensor<6xf32>)
 // CHECK: %[[SUMS:.*]]:2 = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[DY]], %[[W]], %[[X]], %[[MEAN]], %[[RSTD]] :
 // CHECK-NEXT: ^bb0(%[[G:.*]]: f32, %[[WV:.*]]: f32, %[[XV:.*]]: f32, %[[M:.*]]: f32, %[[R:.*]]: f32, %[[SD:.*]]: f32, %[[SDX:.*]]: f32):
 // CHECK-NEXT: %[[DXHAT:.*]] = arith.mulf %[[G]], %[[WV]] : f32
@@ -150,8 +154,8 @@ func.func @embedding_grad_part(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
 // CHECK: %[[DX:.*]] = linalg.generic {{.*}} ins(%[[DY]], %[[W]], %[[X]], %[[MEAN]], %[[RSTD]], %[[SUMS]]#0, %[[SUMS]]#1 :
 // CHECK: %[[BACK:.*]] = tensor.expand_shape %[[DX]]
 // CHECK: return %[[BACK]], %[[PARAMS]]#0, %[[PARAMS]]#1
-func.func @layer_norm_grad(%dy: tensor<2x3x4xf32>, %x: tensor<2x3x4xf32>, %w: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) {
-  %dx, %dw, %db = loom.layer_norm_grad %dy, %x, %w {epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+func.func @layer_norm_grad(%dy: tensor<2x3x4xf32>, %x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %mean: tensor<2x3xf32>, %rstd: tensor<2x3xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %dx, %dw, %db = loom.layer_norm_grad %dy, %x, %w, %mean, %rstd : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %dx, %dw, %db : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 
@@ -326,4 +330,24 @@ func.func @trace(%x: tensor<4xf32>) {
   loom.send %x to 1 tag 0 : tensor<4xf32>
   loom.trace_end forward
   return
+}
+
+// -----
+
+// A layer norm returns its rows' statistics with the input's leading
+// dimensions, for its gradient to read back.
+// CHECK-LABEL: func.func @layer_norm(
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<6x4xf32>)
+// CHECK: %[[CENTRED:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[SUM]] : tensor<6x4xf32>, tensor<6xf32>)
+// CHECK: %[[MEAN:.*]] = linalg.generic {{.*}} ins(%[[SUM]] : tensor<6xf32>)
+// CHECK: %[[RSTD:.*]] = linalg.generic {{.*}} ins(%[[CENTRED]] : tensor<6xf32>)
+// CHECK: math.sqrt
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[MEAN]], %[[RSTD]], %{{.*}}, %{{.*}} : tensor<6x4xf32>, tensor<6xf32>, tensor<6xf32>, tensor<4xf32>, tensor<4xf32>)
+// CHECK-DAG: %[[Y3:.*]] = tensor.expand_shape %[[Y]] {{\[\[}}0, 1], [2]] {{.*}} : tensor<6x4xf32> into tensor<2x3x4xf32>
+// CHECK-DAG: %[[MEAN2:.*]] = tensor.expand_shape %[[MEAN]] {{\[\[}}0, 1]] {{.*}} : tensor<6xf32> into tensor<2x3xf32>
+// CHECK-DAG: %[[RSTD2:.*]] = tensor.expand_shape %[[RSTD]] {{\[\[}}0, 1]] {{.*}} : tensor<6xf32> into tensor<2x3xf32>
+// CHECK: return %[[Y3]], %[[MEAN2]], %[[RSTD2]]
+func.func @layer_norm(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %y, %mean, %rstd = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+  return %y, %mean, %rstd : tensor<2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>
 }

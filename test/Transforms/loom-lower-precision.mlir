@@ -290,3 +290,22 @@ module attributes {loom.training = #loom.training<batch = 1, sequence = 3, optim
 // CHECK-LABEL: func.func @train_step_stage0(
 // CHECK: %[[S:.*]]:3 = call @stage_forward({{.*}}) -> (tensor<1x3x4xf32>, tensor<2x1x3x4xbf16>, tensor<2x1x2x3xf32>)
 // CHECK: call @stage_backward(%{{.*}}, %[[S]]#1, %[[S]]#2, %{{.*}})
+
+// -----
+
+// A layer norm's row statistics keep f32 under bf16, as its result and as
+// its gradient's operands.
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = bf16>} {
+  func.func @forward_grad(%x: tensor<2x3x4xf32> {loom.param = "x"}, %w: tensor<4xf32> {loom.param = "w"}, %b: tensor<4xf32> {loom.param = "b"}) -> (tensor<f32>, tensor<4xf32>) {
+    %seed = loom.seed : tensor<f32>
+    %y, %mean, %rstd = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+    %dx, %dw, %db = loom.layer_norm_grad %y, %x, %w, %mean, %rstd : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+    return %seed, %dw : tensor<f32>, tensor<4xf32>
+  }
+}
+
+// CHECK-LABEL: func.func @forward_grad(
+// CHECK: %[[Y:[^,]*]], %[[M:[^,]*]], %[[R:[^ ]*]] = loom.layer_norm {{.*}} -> (tensor<2x3x4xbf16>, tensor<2x3xf32>, tensor<2x3xf32>)
+// CHECK-NOT: loom.convert %[[M]]
+// CHECK-NOT: loom.convert %[[R]]
+// CHECK: loom.layer_norm_grad %[[Y]], %{{.*}}, %{{.*}}, %[[M]], %[[R]] : (tensor<2x3x4xbf16>, tensor<2x3x4xbf16>, tensor<4xbf16>, tensor<2x3xf32>, tensor<2x3xf32>)

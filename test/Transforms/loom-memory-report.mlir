@@ -111,13 +111,13 @@ module {
 // stage's forward half returns for its backward half.
 // PIPE: pipeline rank 0 (@train_step_stage0):
 // PIPE-NEXT: compiled per rank: parameters 1750016 B, gradients 1750016 B, optimizer state 3500032 B
-// PIPE-NEXT: compiled per rank: activations 2101248 B per layer x 2 + 0 B outside the layers = 4202496 B per micro-batch
+// PIPE-NEXT: compiled per rank: activations 2105344 B per layer x 2 + 0 B outside the layers = 4210688 B per micro-batch
 // PIPE: pipeline rank 1 (@train_step_stage1):
 // PIPE-NEXT: compiled per rank: parameters 1718272 B, gradients 1718272 B, optimizer state 3436544 B
-// PIPE-NEXT: compiled per rank: activations 2101248 B per layer x 2 + 524288 B outside the layers = 4726784 B per micro-batch
+// PIPE-NEXT: compiled per rank: activations 2105344 B per layer x 2 + 526336 B outside the layers = 4737024 B per micro-batch
 // With the order of the schedule (GPipe, both micro-batches held), what
 // each rank needs at once but for a pass's temporaries.
-// PIPE-NEXT: compiled pipeline rank 1: state 6873088 B + activations 4726784 B per micro-batch x 2 held = 16326656 B (15.57 MiB), temporaries aside
+// PIPE-NEXT: compiled pipeline rank 1: state 6873088 B + activations 4737024 B per micro-batch x 2 held = 16347136 B (15.59 MiB), temporaries aside
 
 // Stage recomputation keeps what the stage received: nothing on the first,
 // one micro-batch's hidden states (4 x 64 x 128 floats) on the last.

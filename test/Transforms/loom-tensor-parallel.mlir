@@ -26,7 +26,7 @@
 // before their bias.
 // CHECK: loom.scan carry(%[[X]] : tensor<4x4x8xf32>)
 // CHECK: ^bb0(%[[H:[^:]*]]: tensor<4x4x8xf32>, %{{.*}}: tensor<8xf32>, %{{.*}}: tensor<8xf32>, %[[QKVW:[^:]*]]: tensor<12x8xf32>, %[[QKVB:[^:]*]]: tensor<12xf32>, %[[PROJW:[^:]*]]: tensor<8x4xf32>, %[[PROJB:[^:]*]]: tensor<8xf32>
-// CHECK: %[[LN1:.*]] = loom.layer_norm %[[H]]
+// CHECK: %[[LN1:[^,]*]], %{{[^,]*}}, %{{[^ ]*}} = loom.layer_norm %[[H]]
 // CHECK: %[[F1:.*]] = loom.fan_out %[[LN1]] on @loom_grid axes = [2] {loom.recompute} : tensor<4x4x8xf32>
 // CHECK: %[[QKV:.*]] = loom.linear %[[F1]], %[[QKVW]], %[[QKVB]] {split = #loom<split column>} : (tensor<4x4x8xf32>, tensor<12x8xf32>, tensor<12xf32>) -> tensor<4x4x12xf32>
 // CHECK: %[[ATT:[^,]*]], %{{[^ ]*}} = loom.causal_attention %[[QKV]] {num_heads = 1 : i64} : tensor<4x4x12xf32> -> tensor<4x4x4xf32>, tensor<4x1x4xf32>
@@ -34,7 +34,7 @@
 // CHECK: %[[S1:.*]] = shard.all_reduce %[[P1]] on @loom_grid grid_axes = [2] : tensor<4x4x8xf32> -> tensor<4x4x8xf32>
 // CHECK: %[[B1:.*]] = loom.bias_add %[[S1]], %[[PROJB]]
 // CHECK: %[[R1:.*]] = loom.add %[[H]], %[[B1]]
-// CHECK: %[[LN2:.*]] = loom.layer_norm %[[R1]]
+// CHECK: %[[LN2:[^,]*]], %{{[^,]*}}, %{{[^ ]*}} = loom.layer_norm %[[R1]]
 // CHECK: %[[F2:.*]] = loom.fan_out %[[LN2]]
 // CHECK: %[[FC:.*]] = loom.linear %[[F2]], {{.*}} -> tensor<4x4x16xf32>
 // CHECK: %[[G:.*]] = loom.gelu %[[FC]] : tensor<4x4x16xf32>
@@ -44,7 +44,7 @@
 
 // The tied head is column parallel on the same part of the table, and the
 // loss reduces its statistics over the group itself.
-// CHECK: %[[LNF:.*]] = loom.layer_norm
+// CHECK: %[[LNF:[^,]*]], %{{[^,]*}}, %{{[^ ]*}} = loom.layer_norm
 // CHECK: %[[FF:.*]] = loom.fan_out %[[LNF]] on @loom_grid axes = [2] : tensor<4x4x8xf32>
 // CHECK: %[[LOGITS:.*]] = loom.linear %[[FF]], %[[WTE]] {split = #loom<split column>} : (tensor<4x4x8xf32>, tensor<8x8xf32>) -> tensor<4x4x8xf32>
 // CHECK: loom.cross_entropy %[[LOGITS]], %{{.*}} vocab_start %{{.*}} {grid = @loom_grid, grid_axes = array<i16: 2>, num_classes = 11 : i64}
@@ -62,7 +62,7 @@
 // SP: ^bb0(%[[H:[^:]*]]: tensor<4x2x8xf32>, %[[W1:[^:]*]]: tensor<8xf32>, %[[B1:[^:]*]]: tensor<8xf32>
 // SP-DAG: %[[FW1:.*]] = loom.fan_out %[[W1]] on @loom_grid axes = [2] {loom.recompute} : tensor<8xf32>
 // SP-DAG: %[[FB1:.*]] = loom.fan_out %[[B1]] on @loom_grid axes = [2] {loom.recompute} : tensor<8xf32>
-// SP: %[[LN1:.*]] = loom.layer_norm %[[H]], %[[FW1]], %[[FB1]] {{.*}} -> tensor<4x2x8xf32>
+// SP: %[[LN1:[^,]*]], %{{[^,]*}}, %{{[^ ]*}} = loom.layer_norm %[[H]], %[[FW1]], %[[FB1]] {{.*}} -> (tensor<4x2x8xf32>, tensor<4x2xf32>, tensor<4x2xf32>)
 // SP: %[[ALL:.*]] = shard.all_gather %[[LN1]] on @loom_grid grid_axes = [2] gather_axis = 1 : tensor<4x2x8xf32> -> tensor<4x4x8xf32>
 // SP: %[[QKV:.*]] = loom.linear %[[ALL]], {{.*}} -> tensor<4x4x12xf32>
 // SP: %[[P1:.*]] = loom.linear {{.*}} {split = #loom<split row>} {{.*}} -> tensor<4x4x8xf32>
@@ -70,7 +70,7 @@
 // SP: %[[BA:.*]] = loom.bias_add %[[S1]], %{{.*}} : tensor<4x2x8xf32>, tensor<8xf32>
 // SP: loom.add %[[H]], %[[BA]] : tensor<4x2x8xf32>
 // SP: loom.yield %{{.*}} : tensor<4x2x8xf32>
-// SP: %[[LNF:.*]] = loom.layer_norm {{.*}} -> tensor<4x2x8xf32>
+// SP: %[[LNF:[^,]*]], %{{[^,]*}}, %{{[^ ]*}} = loom.layer_norm {{.*}} -> (tensor<4x2x8xf32>, tensor<4x2xf32>, tensor<4x2xf32>)
 // SP: shard.all_gather %[[LNF]] on @loom_grid grid_axes = [2] gather_axis = 1 : tensor<4x2x8xf32> -> tensor<4x4x8xf32>
 
 // Differentiated, the backward pass has the conjugates: the fan-outs'

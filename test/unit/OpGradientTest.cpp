@@ -292,7 +292,7 @@ const OpCase kCases[] = {
     {"LayerNorm", R"mlir(
     func.func @op(%x: tensor<2x3x8xf32>, %w: tensor<8xf32>,
                   %b: tensor<8xf32>) -> tensor<2x3x8xf32> {
-      %y = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+      %y, %mean, %rstd = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
       return %y : tensor<2x3x8xf32>
     })mlir", 1},
     {"Linear", R"mlir(

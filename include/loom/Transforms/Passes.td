@@ -323,7 +323,8 @@ def LoomLowerPrecision : Pass<"loom-lower-precision", "::mlir::ModuleOp"> {
     where the function receives it, a stacked one for all its layers at
     once; layer loops carry and save narrow values; an op outside the trait
     (a collective, a reshape) gets its operands back in f32. Statistics
-    (`WideStatisticsOpInterface`: attention's log-sum-exp) stay f32, and so
+    (`WideStatisticsOpInterface`: attention's log-sum-exp, a layer norm's
+    mean and reciprocal deviation) stay f32, and so
     do the layer loops' operands, body arguments and results that carry
     them, in the function that makes them and in one that takes them. The functions'
     signatures do not change (their results, the loss and the gradients,

@@ -62,7 +62,7 @@ func.func @embedding_dynamic(%t: tensor<2x?xi32>, %wte: tensor<8x6xf32>, %wpe: t
 func.func @layer_norm_rank(%x: tensor<f32>, %w: tensor<6xf32>, %b: tensor<6xf32>) {
   // expected-error @+2 {{expected an input of rank at least 1}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<f32>, tensor<6xf32>, tensor<6xf32>) -> tensor<f32>
+  %0:3 = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<f32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>)
   return
 }
 
@@ -71,7 +71,7 @@ func.func @layer_norm_rank(%x: tensor<f32>, %w: tensor<6xf32>, %b: tensor<6xf32>
 func.func @layer_norm_weight(%x: tensor<2x6xf32>, %w: tensor<5xf32>, %b: tensor<6xf32>) {
   // expected-error @+2 {{expected weight of shape [6] (the input's last dimension), got [5]}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x6xf32>, tensor<5xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+  %0:3 = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x6xf32>, tensor<5xf32>, tensor<6xf32>) -> (tensor<2x6xf32>, tensor<2xf32>, tensor<2xf32>)
   return
 }
 
@@ -79,7 +79,7 @@ func.func @layer_norm_weight(%x: tensor<2x6xf32>, %w: tensor<5xf32>, %b: tensor<
 
 func.func @layer_norm_epsilon(%x: tensor<2x6xf32>, %w: tensor<6xf32>, %b: tensor<6xf32>) {
   // expected-error @+1 {{attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is finite and positive}}
-  %0 = loom.layer_norm %x, %w, %b {epsilon = 0.0 : f64} : (tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+  %0:3 = loom.layer_norm %x, %w, %b {epsilon = 0.0 : f64} : (tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<2x6xf32>, tensor<2xf32>, tensor<2xf32>)
   return
 }
 

@@ -38,9 +38,9 @@ module attributes {
     // CHECK: %[[X:.*]] = loom.embedding %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x6xi32>, tensor<16x8xf32>, tensor<6x8xf32>) -> tensor<4x6x8xf32>
     %x = loom.embedding %tokens, %wte, %wpe
         : (tensor<4x6xi32>, tensor<16x8xf32>, tensor<6x8xf32>) -> tensor<4x6x8xf32>
-    // CHECK: %[[H:.*]] = loom.layer_norm %[[X]], %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : (tensor<4x6x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x6x8xf32>
-    %h = loom.layer_norm %x, %lnw, %lnb {epsilon = 1.0e-5 : f64}
-        : (tensor<4x6x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x6x8xf32>
+    // CHECK: %[[H:[^,]*]], %{{[^,]*}}, %{{[^ ]*}} = loom.layer_norm %[[X]], %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : (tensor<4x6x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x6x8xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
+    %h, %mean, %rstd = loom.layer_norm %x, %lnw, %lnb {epsilon = 1.0e-5 : f64}
+        : (tensor<4x6x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x6x8xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
     // CHECK: %[[QKV:.*]] = loom.linear %[[H]], %{{.*}}, %{{.*}} : (tensor<4x6x8xf32>, tensor<24x8xf32>, tensor<24xf32>) -> tensor<4x6x24xf32>
     %qkv = loom.linear %h, %qkvw, %qkvb
         : (tensor<4x6x8xf32>, tensor<24x8xf32>, tensor<24xf32>) -> tensor<4x6x24xf32>
