@@ -159,30 +159,26 @@ void finish(const Attention &a, const Matrix &m, void *data, int64_t offset,
     unpack(a, m.data, data, offset, stride);
 }
 
-/// Scores of queries [i0, i0 + rows) to their causal probabilities, in
-/// place (zeros past each query), and each query's log-sum-exp to `lse`.
-void softmaxBlock(int64_t i0, int64_t rows, float *scores, float *lse) {
+/// Each query's log-sum-exp of its causal scores, queries [i0, i0 + rows)
+/// of `scores` (row by row `keys` apart), into `lse`.
+void logSumExpBlock(int64_t i0, int64_t rows, const float *scores, float *lse) {
   int64_t keys = i0 + rows;
   for (int64_t r = 0; r < rows; ++r) {
     int64_t i = i0 + r;
-    float *row = scores + r * keys;
+    const float *row = scores + r * keys;
     float max = *std::max_element(row, row + i + 1);
-    for (int64_t j = 0; j <= i; ++j)
-      row[j] = expNonPositive(row[j] - max);
     float sum = 0.0f;
     for (int64_t j = 0; j <= i; ++j)
-      sum += row[j];
-    float inverse = 1.0f / sum;
-    for (int64_t j = 0; j <= i; ++j)
-      row[j] *= inverse;
-    std::fill(row + i + 1, row + keys, 0.0f);
+      sum += expNonPositive(row[j] - max);
     lse[i] = max + std::log(sum);
   }
 }
 
-/// Scores of queries [i0, i0 + rows) to their causal probabilities again,
-/// in place, from each query's log-sum-exp `lse`: exp(score - lse), zeros
-/// past each query.
+/// Scores of queries [i0, i0 + rows) to their causal probabilities, in
+/// place, from each query's log-sum-exp `lse`: exp(score - lse), zeros
+/// past each query. The forward and the backward pass both compute them
+/// so, so that the gradient is the one of the probabilities the output
+/// was made of, bit for bit.
 void probabilitiesBlock(int64_t i0, int64_t rows, float *scores,
                         const float *lse) {
   int64_t keys = i0 + rows;
@@ -217,7 +213,8 @@ void forwardPair(const Attention &a, int64_t b, int64_t h) {
     int64_t rows = std::min(kQueryBlock, a.seq - i0), keys = i0 + rows;
     float *scores = s.scores.data();
     blockScores(a, q, k, i0, rows, scores);
-    softmaxBlock(i0, rows, scores, lse);
+    logSumExpBlock(i0, rows, scores, lse);
+    probabilitiesBlock(i0, rows, scores, lse);
     gemm(false, false, rows, a.headDim, keys, 1.0f, scores, keys, v.data, v.ld,
          0.0f, o.row(i0), o.ld);
   }
