@@ -46,30 +46,6 @@ RowStats layerNormStats(Lowering &L, Value x, double epsilon) {
   return {mean, rstd};
 }
 
-/// Row statistics of a layer norm's [..., C] input, which the op holds
-/// with the input's leading dimensions, as the [N] vectors of its rows.
-Value statisticsRows(Lowering &L, Value stats) {
-  auto type = cast<RankedTensorType>(stats.getType());
-  if (type.getRank() <= 1)
-    return stats;
-  ReassociationIndices all;
-  for (int64_t i = 0; i < type.getRank(); ++i)
-    all.push_back(i);
-  return tensor::CollapseShapeOp::create(L.b, L.loc, stats,
-                                         ArrayRef<ReassociationIndices>{all});
-}
-/// The inverse of statisticsRows: the [N] vector back to `type`.
-Value unstatisticsRows(Lowering &L, Value rows, Type type) {
-  auto target = cast<RankedTensorType>(type);
-  if (target.getRank() <= 1)
-    return rows;
-  ReassociationIndices all;
-  for (int64_t i = 0; i < target.getRank(); ++i)
-    all.push_back(i);
-  return tensor::ExpandShapeOp::create(L.b, L.loc, target, rows,
-                                       ArrayRef<ReassociationIndices>{all});
-}
-
 struct LayerNormLowering : LoomPattern<LayerNormOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(LayerNormOp op, OpAdaptor adaptor,
@@ -89,8 +65,8 @@ struct LayerNormLowering : LoomPattern<LayerNormOp> {
               nb, l, arith::AddFOp::create(nb, l, scaled, a[4]).getResult());
         })[0];
     return {L.unrows(y, op.getResult().getType()),
-            unstatisticsRows(L, stats.mean, op.getMean().getType()),
-            unstatisticsRows(L, stats.rstd, op.getRstd().getType())};
+            L.unflatten(stats.mean, op.getMean().getType()),
+            L.unflatten(stats.rstd, op.getRstd().getType())};
   }
 };
 
@@ -103,8 +79,8 @@ struct LayerNormGradLowering : LoomPattern<LayerNormGradOp> {
     auto shape = cast<RankedTensorType>(x.getType()).getShape();
     int64_t n = shape[0], c = shape[1];
     // The forward pass's statistics: two passes over the input fewer.
-    RowStats stats = {statisticsRows(L, adaptor.getMean()),
-                      statisticsRows(L, adaptor.getRstd())};
+    RowStats stats = {L.flatten(adaptor.getMean()),
+                      L.flatten(adaptor.getRstd())};
     AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0}), col = L.map(2, {1});
     // xhat = (x - mean) * rstd and dxhat = dy * weight are computed again in
     // each loop that reads them, from operands it reads anyway or reads

@@ -140,14 +140,28 @@ public:
         b, loc, target, v,
         ArrayRef<ReassociationIndices>{lead, {target.getRank() - 1}});
   }
-  /// Flattens all dimensions of an integer [B, T] tensor.
+  /// Flattens all dimensions of a tensor into one: [B, T] tokens, a layer
+  /// norm's statistics of each row.
   Value flatten(Value v) {
     auto type = cast<RankedTensorType>(v.getType());
+    if (type.getRank() <= 1)
+      return v;
     ReassociationIndices all;
     for (int64_t i = 0; i < type.getRank(); ++i)
       all.push_back(i);
     return tensor::CollapseShapeOp::create(b, loc, v,
                                            ArrayRef<ReassociationIndices>{all});
+  }
+  /// The inverse of flatten(): the 1-d value back to `type`.
+  Value unflatten(Value v, Type type) {
+    auto target = cast<RankedTensorType>(type);
+    if (target.getRank() <= 1)
+      return v;
+    ReassociationIndices all;
+    for (int64_t i = 0; i < target.getRank(); ++i)
+      all.push_back(i);
+    return tensor::ExpandShapeOp::create(b, loc, target, v,
+                                         ArrayRef<ReassociationIndices>{all});
   }
 
   /// C = A · B over 2-d tensors, where `transposeA`/`transposeB` read the
