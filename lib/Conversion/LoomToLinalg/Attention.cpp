@@ -153,12 +153,11 @@ Value isCausal(Lowering &L, OpBuilder &nb) {
                                L.index(nb, 3), L.index(nb, 2));
 }
 
-/// Causal attention probabilities P [B, NH, T, T] (zero above the diagonal)
-/// and each query's log-sum-exp of its scaled scores [B, NH, T].
-std::pair<Value, Value> attentionProbs(Lowering &L, const Heads &h) {
+/// Each query's log-sum-exp of its scaled causal `scores` [B, NH, T, T]:
+/// [B, NH, T].
+Value logSumExp(Lowering &L, const Heads &h, Value scores) {
   int64_t B = h.batch, NH = h.heads, T = h.seq;
   double scale = 1.0 / std::sqrt(static_cast<double>(h.headDim));
-  Value scores = headScores(L, h.q, h.k, h);
   AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
   Value max = L.generic(
       scores, L.filled({B, NH, T}, -INFINITY), {all4, rows4},
@@ -169,27 +168,19 @@ std::pair<Value, Value> attentionProbs(Lowering &L, const Heads &h) {
                                                L.f32(nb, -INFINITY));
         linalg::YieldOp::create(nb, l, runningMax(nb, l, masked, a[1]));
       })[0];
-  Value exps = L.generic(
-      {scores, max}, L.empty({B, NH, T, T}), {all4, rows4, all4},
-      {kPar, kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+  Value sums = L.generic(
+      {scores, max}, L.zeros({B, NH, T}), {all4, rows4, rows4},
+      {kPar, kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
         Value d = arith::SubFOp::create(nb, l, a[0], a[1]);
         Value e = math::ExpOp::create(
             nb, l, arith::MulFOp::create(nb, l, d, L.f32(nb, scale)));
+        Value masked =
+            arith::SelectOp::create(nb, l, isCausal(L, nb), e, L.f32(nb, 0.0));
         linalg::YieldOp::create(
-            nb, l,
-            arith::SelectOp::create(nb, l, isCausal(L, nb), e, L.f32(nb, 0.0))
-                .getResult());
-      })[0];
-  Value sums = L.generic(exps, L.zeros({B, NH, T}), {all4, rows4},
-                         {kPar, kPar, kPar, kRed}, sumBody)[0];
-  Value probs = L.generic(
-      {exps, sums}, L.empty({B, NH, T, T}), {all4, rows4, all4},
-      {kPar, kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-        linalg::YieldOp::create(
-            nb, l, arith::DivFOp::create(nb, l, a[0], a[1]).getResult());
+            nb, l, arith::AddFOp::create(nb, l, a[2], masked).getResult());
       })[0];
   AffineMap rows3 = L.identity(3);
-  Value lse = L.generic(
+  return L.generic(
       {max, sums}, L.empty({B, NH, T}), {rows3, rows3, rows3},
       {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
         Value scaled = arith::MulFOp::create(nb, l, a[0], L.f32(nb, scale));
@@ -197,15 +188,15 @@ std::pair<Value, Value> attentionProbs(Lowering &L, const Heads &h) {
         linalg::YieldOp::create(
             nb, l, arith::AddFOp::create(nb, l, scaled, log).getResult());
       })[0];
-  return {probs, lse};
 }
 
-/// The probabilities again from the scores and the forward's log-sum-exp:
-/// exp(scale * score - lse), zero above the diagonal.
-Value attentionProbs(Lowering &L, const Heads &h, Value lse) {
+/// Causal attention probabilities P [B, NH, T, T] from the scores and each
+/// query's log-sum-exp: exp(scale * score - lse), zero above the diagonal.
+/// The forward and the backward pass both compute them so, so that the
+/// gradient is the one of the probabilities the output was made of.
+Value attentionProbs(Lowering &L, const Heads &h, Value scores, Value lse) {
   int64_t B = h.batch, NH = h.heads, T = h.seq;
   double scale = 1.0 / std::sqrt(static_cast<double>(h.headDim));
-  Value scores = headScores(L, h.q, h.k, h);
   AffineMap all4 = L.identity(4), rows4 = L.map(4, {0, 1, 2});
   return L.generic(
       {scores, lse}, L.empty({B, NH, T, T}), {all4, rows4, all4},
@@ -225,7 +216,9 @@ struct CausalAttentionLowering : LoomPattern<CausalAttentionOp> {
   SmallVector<Value> lower(CausalAttentionOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
     Heads h = splitHeads(L, adaptor.getQkv(), op.getNumHeads());
-    auto [probs, lse] = attentionProbs(L, h);
+    Value scores = headScores(L, h.q, h.k, h);
+    Value lse = logSumExp(L, h, scores);
+    Value probs = attentionProbs(L, h, scores, lse);
     Value y4 = headContract(L, probs, h.v, /*transposeLhs=*/false, h);
     return {tensor::CollapseShapeOp::create(
                 L.b, L.loc, op.getResult().getType(), y4,
@@ -241,7 +234,8 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
     Heads h = splitHeads(L, adaptor.getQkv(), op.getNumHeads());
     int64_t B = h.batch, NH = h.heads, T = h.seq;
     double scale = 1.0 / std::sqrt(static_cast<double>(h.headDim));
-    Value probs = attentionProbs(L, h, adaptor.getLse());
+    Value probs =
+        attentionProbs(L, h, headScores(L, h.q, h.k, h), adaptor.getLse());
     auto type4 = RankedTensorType::get({B, T, NH, h.headDim}, L.f32());
     Value dy = tensor::ExpandShapeOp::create(
         L.b, L.loc, type4, adaptor.getGrad(),
