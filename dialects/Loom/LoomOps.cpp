@@ -291,6 +291,21 @@ LogicalResult EmbeddingGradOp::verify() {
   return success();
 }
 
+LogicalResult ScatterAddRowsOp::verify() {
+  if (failed(Checker(*this).rank("updates", getUpdates(), 2,
+                                 "[indices, width]")) ||
+      failed(Checker(*this).rank("init", getInit(), 2, "[rows, width]")))
+    return failure();
+  ArrayRef<int64_t> updates = dimsOf(getUpdates());
+  if (failed(Checker(*this).shape("indices", getIndices(), updates.take_front(),
+                                  "the rows of updates")))
+    return failure();
+  if (dimsOf(getInit())[1] != updates[1])
+    return emitOpError() << "expected init's width to be updates' ("
+                         << updates[1] << "), got " << dimsOf(getInit())[1];
+  return success();
+}
+
 LogicalResult LayerNormGradOp::verify() {
   if (failed(checkSameType(*this, "grad", getGrad(), getInput(), "input")) ||
       failed(checkSameType(*this, "input_grad", getInputGrad(), getInput(),

@@ -257,6 +257,40 @@ def Loom_SumSquaresOp : Loom_Op<"sum_squares", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Loom_ScatterAddRowsOp : Loom_Op<"scatter_add_rows", [Pure,
+    AllTypesMatch<["init", "result"]>]> {
+  let summary = "adds rows into the rows their indices name, in index order";
+  let description = [{
+    `result` is `init` with row `indices[i] - row_start` of it increased by
+    row `i` of `updates`, for each `i` in increasing order: each element's
+    additions happen in the order of the rows that add to it, so that the
+    result is the same wherever it is computed. An index outside
+    `[row_start, row_start + rows of init)` adds nothing. `row_start` is 0
+    when absent. `updates` may be bf16 or f16, each widened to f32 before
+    its addition; the sums are f32.
+
+    `loom-lower-to-linalg` makes the token table's gradient this op
+    (`token-gradient=sorted`), and bufferization a call of the runtime's
+    `loom_rt_scatter_add_rows` that updates `init`'s buffer in place: the
+    runtime sorts the indices by row, then adds each row's updates with a
+    thread per column, where a loop nest would have each column walk every
+    index.
+
+    ```mlir
+    %g = loom.scatter_add_rows %updates, %ids into %zeros
+        : tensor<512x128xf32>, tensor<512xi32> -> tensor<256x128xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$updates, Loom_IndexTensor:$indices,
+                   Loom_F32Tensor:$init, Optional<Index>:$row_start);
+  let results = (outs Loom_F32Tensor:$result);
+  let assemblyFormat = [{
+    $updates `,` $indices `into` $init (`row_start` $row_start^)? attr-dict
+    `:` type($updates) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Pipeline communication
 //===----------------------------------------------------------------------===//

@@ -6,6 +6,7 @@
 #include "loom/Conversion/Attention.h"
 #include "loom/Conversion/Collectives.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/Conversion/ScatterAddRows.h"
 #include "loom/Pipeline/Pipeline.h"
 #include "loom/Transforms/Passes.h"
 
@@ -25,6 +26,7 @@ void mlir::loom::registerLoomDialects(DialectRegistry &registry) {
   registerAllExtensions(registry);
   registerCollectiveBufferizationModels(registry);
   registerAttentionBufferizationModels(registry);
+  registerScatterAddRowsBufferizationModel(registry);
   registerCollectiveDifferentiationModels(registry);
   // gpu-module-to-binary translates each kernel module to LLVM IR on its way
   // to PTX.

@@ -161,6 +161,7 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
 static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
   StepLowering lowering;
   lowering.linalg.fusedAttention = options.fusedAttention;
+  lowering.linalg.sortedTokenGradient = options.sortedTokenGradient;
   int64_t rowBlocks = options.embeddingRowBlocks;
   if (options.target == Target::Cuda) {
     // The GPU's fused kernels hold a head's row in a thread's registers.
@@ -169,12 +170,12 @@ static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
     // element: long reductions are split into parts for more of them.
     lowering.splitReductions = true;
     lowering.split.rows = options.cudaReductionRows;
-    // The token table's gradient: a thread per column walks every token,
-    // 768 threads for GPT-2, each adding one token at a time (1.6 ms of an
-    // H100's step at 8 x 1024); a thread per column of each (interleaved)
-    // block of rows skips the tokens of other blocks (0.96 ms). A CPU has
-    // threads enough in the columns, and would only read the tokens more
-    // often.
+    // The token table's gradient as loops (sorted-token-gradient=0): a
+    // thread per column walks every token, 768 threads for GPT-2, each
+    // adding one token at a time (1.6 ms of an H100's step at 8 x 1024); a
+    // thread per column of each (interleaved) block of rows skips the
+    // tokens of other blocks (0.96 ms). A CPU has threads enough in the
+    // columns, and would only read the tokens more often.
     if (!rowBlocks)
       rowBlocks = 64;
   }

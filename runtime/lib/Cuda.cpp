@@ -228,6 +228,14 @@ struct Backend {
     Kernel forward, delta, keyGrad, queryGrad;
   };
   std::map<std::pair<int32_t, int32_t>, AttentionKernels> attention;
+  /// The rows' scatter-add kernels (kernels/ScatterRows.cu), loaded at
+  /// their first call.
+  struct ScatterKernels {
+    Kernel rank, offsets, scan, place;
+    /// The sums, for updates of each loom_dtype.
+    Kernel add[3];
+  };
+  std::optional<ScatterKernels> scatter;
 
   CUevent event() {
     if (!spareEvents.empty()) {
@@ -743,6 +751,22 @@ void loom::cudaGemmRounded(int32_t dtype, int32_t transA, int32_t transB,
 }
 
 namespace {
+/// The kernel `name` of `module`, whose block size is the one its
+/// __launch_bounds__ declares, which the driver reports as its most.
+Backend::Kernel kernelOf(Backend &be, CUmodule module,
+                         const std::string &name) {
+  Backend::Kernel kernel;
+  kernel.function = be.function(module, name.c_str());
+  int threads = 0;
+  if (kernel.function &&
+      be.check(be.api.cuFuncGetAttribute(
+                   &threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                   kernel.function),
+               "cuFuncGetAttribute"))
+    kernel.threads = static_cast<unsigned>(threads);
+  return kernel;
+}
+
 /// The kernels for heads of `headDim` stored as `dtype`: those of the
 /// smallest bound that holds the head. Null, with the failure recorded,
 /// when none does.
@@ -773,20 +797,8 @@ const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
   if (!module)
     return nullptr;
   Backend::AttentionKernels kernels;
-  // Each kernel's block size is the one its __launch_bounds__ declares
-  // (kernels/AttentionCommon.cuh), which the driver reports as its most.
   auto get = [&](const char *kind) {
-    Backend::Kernel kernel;
-    kernel.function = be.function(
-        module, (std::string("loom_attention_") + kind + suffix).c_str());
-    int threads = 0;
-    if (kernel.function &&
-        be.check(be.api.cuFuncGetAttribute(
-                     &threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                     kernel.function),
-                 "cuFuncGetAttribute"))
-      kernel.threads = static_cast<unsigned>(threads);
-    return kernel;
+    return kernelOf(be, module, std::string("loom_attention_") + kind + suffix);
   };
   kernels.forward = get("forward");
   kernels.delta = get("delta");
@@ -871,6 +883,73 @@ void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
   l->launch(be, l->kernels->queryGrad, gradParams);
 }
 
+void loom::cudaScatterAddRows(int32_t dtype, int64_t n, int64_t rows,
+                              int64_t columns, int64_t rowStart,
+                              const int32_t *indices, const void *updates,
+                              float *out, int32_t *scratch) {
+  Backend &be = backend();
+  if (!be.failure.empty() || n <= 0 || rows <= 0 || columns <= 0)
+    return;
+  if (dtype < LOOM_DTYPE_F32 || dtype > LOOM_DTYPE_F16) {
+    be.fail("the rows' scatter-add takes f32, bf16 or f16 updates, not "
+            "dtype " +
+            std::to_string(dtype));
+    return;
+  }
+  constexpr int64_t kMaxGridY = 65535;
+  int64_t chunks = (n + LOOM_SCATTER_CHUNK - 1) / LOOM_SCATTER_CHUNK;
+  if (n > INT32_MAX || rows >= INT32_MAX || columns > INT32_MAX ||
+      chunks * rows > INT32_MAX || (columns + 255) / 256 > kMaxGridY) {
+    be.fail("the rows' scatter-add of " + std::to_string(n) + " indices into " +
+            std::to_string(rows) + " x " + std::to_string(columns) +
+            " exceeds its kernels' int32 indices");
+    return;
+  }
+  if (!be.scatter) {
+    CUmodule module =
+        be.load(loom::kScatterRowsPtx, 4, "the rows' scatter-add kernels");
+    if (!module)
+      return;
+    Backend::ScatterKernels k;
+    k.rank = kernelOf(be, module, "loom_scatter_rank");
+    k.offsets = kernelOf(be, module, "loom_scatter_offsets");
+    k.scan = kernelOf(be, module, "loom_scatter_scan");
+    k.place = kernelOf(be, module, "loom_scatter_place");
+    for (int32_t type : {LOOM_DTYPE_F32, LOOM_DTYPE_BF16, LOOM_DTYPE_F16})
+      k.add[type] = kernelOf(
+          be, module, std::string("loom_scatter_add_") + dtypeName(type));
+    if (!be.failure.empty())
+      return;
+    be.scatter = k;
+  }
+  const Backend::ScatterKernels &k = *be.scatter;
+  // The scratch's parts (kernels/ScatterRows.cu).
+  int32_t *counts = scratch, *rank = counts + chunks * rows, *order = rank + n,
+          *begin = order + n;
+  int count = static_cast<int>(n), rowCount = static_cast<int>(rows),
+      width = static_cast<int>(columns), chunkCount = static_cast<int>(chunks);
+  long long start = rowStart;
+  auto blocks = [](int64_t items, unsigned threads) {
+    return static_cast<unsigned>((items + threads - 1) / threads);
+  };
+  void *rankParams[] = {&indices, &count, &start, &rowCount, &counts, &rank};
+  be.launch(k.rank.function, chunkCount, 1, 1, k.rank.threads, 1, 1, 0,
+            rankParams);
+  void *offsetParams[] = {&counts, &chunkCount, &rowCount, &begin};
+  be.launch(k.offsets.function, blocks(rows, k.offsets.threads), 1, 1,
+            k.offsets.threads, 1, 1, 0, offsetParams);
+  void *scanParams[] = {&rowCount, &begin};
+  be.launch(k.scan.function, 1, 1, 1, k.scan.threads, 1, 1, 0, scanParams);
+  void *placeParams[] = {&indices, &count, &start, &rowCount,
+                         &counts,  &rank,  &begin, &order};
+  be.launch(k.place.function, blocks(n, k.place.threads), 1, 1, k.place.threads,
+            1, 1, 0, placeParams);
+  const Backend::Kernel &add = k.add[dtype];
+  void *addParams[] = {&updates, &width, &begin, &order, &out};
+  be.launch(add.function, rowCount, blocks(columns, add.threads), 1,
+            add.threads, 1, 1, 0, addParams);
+}
+
 extern "C" {
 
 CUmodule mgpuModuleLoadJIT(void *data, int optLevel) {
@@ -946,6 +1025,9 @@ void loom::cudaAttention(int32_t, int64_t, int64_t, int64_t, int64_t,
 void loom::cudaAttentionGrad(int32_t, int64_t, int64_t, int64_t, int64_t,
                              const void *, const void *, const void *,
                              const float *, void *, float *) {}
+void loom::cudaScatterAddRows(int32_t, int64_t, int64_t, int64_t, int64_t,
+                              const int32_t *, const void *, float *,
+                              int32_t *) {}
 
 // An artifact compiled for the GPU still loads, so that its manifest can
 // say why it does not run; its module constructors find no GPU.

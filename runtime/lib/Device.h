@@ -60,6 +60,11 @@ void cudaQueued();
 /// the host touches memory the GPU may be using; a failure is recorded
 /// for the step to return. Nothing while the CUDA backend is off.
 void cudaWait();
+/// loom_rt_scatter_add_rows on the GPU: kernels queued on the step's
+/// stream (kernels/ScatterRows.cu).
+void cudaScatterAddRows(int32_t dtype, int64_t n, int64_t rows, int64_t columns,
+                        int64_t rowStart, const int32_t *indices,
+                        const void *updates, float *out, int32_t *scratch);
 /// Row-major GEMM on the GPU (loom_rt_gemm's contract): A and B of
 /// `dtype` (a loom_dtype), C and the accumulation f32.
 void cudaGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,

@@ -24,6 +24,9 @@ struct KernelModule {
 /// head bound.
 extern const KernelModule kAttentionModules[];
 extern const int kAttentionModuleCount;
+
+/// The scatter-add of rows (kernels/ScatterRows.cu): one module, f32.
+extern const char kScatterRowsPtx[];
 } // namespace loom
 
 #endif // LOOM_RUNTIME_KERNELMODULES_H

@@ -1,5 +1,6 @@
-// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0" --split-input-file --verify-diagnostics | FileCheck %s
-// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0 embedding-row-blocks=3" --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=BLOCKS
+// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0 sorted-token-gradient=0" --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0 sorted-token-gradient=0 embedding-row-blocks=3" --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=BLOCKS
+// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0" --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=SORTED
 // RUN: not loom-opt %s --loom-lower-to-linalg="embedding-row-blocks=0" --split-input-file 2>&1 | FileCheck %s --check-prefix=BADBLOCKS
 // BADBLOCKS: embedding-row-blocks must be at least 1, got 0
 // Attention as loops (fused-attention=0); the fused form is
@@ -56,8 +57,20 @@ func.func @carried_sums(%a: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xf32>,
   return %r#0, %r#1 : tensor<4xf32>, tensor<4xf32>
 }
 
-// The token table's gradient is a scatter-add: each of the C columns in
-// parallel, a loop over the B*T tokens adding into the token's row.
+// The token table's gradient is a scatter-add. By default
+// (sorted-token-gradient) it is loom.scatter_add_rows of the [B*T, C]
+// gradient's rows, by the B*T tokens, into zeros, which the runtime
+// computes; the position table's is a loop over the batch either way.
+// SORTED-LABEL: func.func @embedding_grad(
+// SORTED-SAME: %[[DY:[a-z0-9]+]]: tensor<2x3x4xf32>, %[[TOK:[a-z0-9]+]]: tensor<2x3xi32>)
+// SORTED-DAG: %[[ROWS:.*]] = tensor.collapse_shape %[[DY]] {{\[\[}}0, 1], [2]] : tensor<2x3x4xf32> into tensor<6x4xf32>
+// SORTED-DAG: %[[IDS:.*]] = tensor.collapse_shape %[[TOK]] {{\[\[}}0, 1]] : tensor<2x3xi32> into tensor<6xi32>
+// SORTED-DAG: %[[ZEROS:.*]] = linalg.fill {{.*}} -> tensor<8x4xf32>
+// SORTED: %[[WTE:.*]] = loom.scatter_add_rows %[[ROWS]], %[[IDS]] into %[[ZEROS]] : tensor<6x4xf32>, tensor<6xi32> -> tensor<8x4xf32>
+// SORTED-NOT: scf.for
+// SORTED: return %[[WTE]], %{{.*}}
+// With sorted-token-gradient=0, each of the C columns in parallel, a loop
+// over the B*T tokens adding into the token's row.
 // CHECK-LABEL: func.func @embedding_grad(
 // CHECK: scf.forall (%[[C:.*]]) in (4) shared_outs(%[[ALL:.*]] = %{{.*}}) -> (tensor<8x4xf32>)
 // CHECK: %[[COL:.*]] = tensor.extract_slice %[[ALL]][0, %[[C]]] [8, 1] [1, 1] : tensor<8x4xf32> to tensor<8xf32>
@@ -95,6 +108,9 @@ func.func @embedding_grad(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>) -> (
 }
 
 // A tied head's gradient starts the scatter instead of zeros.
+// SORTED-LABEL: func.func @embedding_grad_into(
+// SORTED-SAME: %[[HEAD:[a-z0-9]+]]: tensor<8x4xf32>)
+// SORTED: loom.scatter_add_rows %{{.*}}, %{{.*}} into %[[HEAD]] :
 // CHECK-LABEL: func.func @embedding_grad_into(
 // CHECK-SAME: %{{.*}}: tensor<2x3x4xf32>, %{{.*}}: tensor<2x3xi32>, %[[HEAD:.*]]: tensor<8x4xf32>)
 // CHECK: scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}} = %[[HEAD]])
@@ -106,9 +122,13 @@ func.func @embedding_grad_into(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
 }
 
-// A part of the vocabulary (tensor parallelism): a token is first made a
-// row of the part (or row 0, adding zeros, for another part's), then
-// sorted into its block of the part's rows.
+// A part of the vocabulary (tensor parallelism): the runtime's scatter
+// skips another part's tokens; in the loops, a token is first made a row of
+// the part (or row 0, adding zeros, for another part's), then sorted into
+// its block of the part's rows.
+// SORTED-LABEL: func.func @embedding_grad_part(
+// SORTED-SAME: %[[START:[a-z0-9]+]]: index)
+// SORTED: loom.scatter_add_rows %{{.*}}, %{{.*}} into %{{.*}} row_start %[[START]] :
 // CHECK-LABEL: func.func @embedding_grad_part(
 // CHECK: scf.forall (%{{.*}}) in (4)
 // BLOCKS-LABEL: func.func @embedding_grad_part(
@@ -127,6 +147,20 @@ func.func @embedding_grad_into(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
 func.func @embedding_grad_part(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>, %start: index) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
   %a, %b = loom.embedding_grad %dy, %tokens vocab_start %start : (tensor<2x3x4xf32>, tensor<2x3xi32>, index) -> (tensor<8x4xf32>, tensor<5x4xf32>)
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
+}
+
+// Mixed precision: the runtime's scatter reads the bf16 gradient as stored
+// (no loop widens it to f32), into an f32 table rounded after; the position
+// table's sum reads it widened.
+// SORTED-LABEL: func.func @embedding_grad_bf16(
+// SORTED-SAME: %[[DY:[a-z0-9]+]]: tensor<2x3x4xbf16>
+// SORTED: %[[ROWS:.*]] = tensor.collapse_shape %[[DY]] {{\[\[}}0, 1], [2]] : tensor<2x3x4xbf16> into tensor<6x4xbf16>
+// SORTED: %[[WTE:.*]] = loom.scatter_add_rows %[[ROWS]], %{{.*}} into %{{.*}} : tensor<6x4xbf16>, tensor<6xi32> -> tensor<8x4xf32>
+// SORTED: linalg.generic {{.*}} ins(%[[WTE]] : tensor<8x4xf32>) outs(%{{.*}} : tensor<8x4xbf16>)
+// SORTED: arith.truncf
+func.func @embedding_grad_bf16(%dy: tensor<2x3x4xbf16>, %tokens: tensor<2x3xi32>) -> (tensor<8x4xbf16>, tensor<5x4xbf16>) {
+  %a, %b = loom.embedding_grad %dy, %tokens : (tensor<2x3x4xbf16>, tensor<2x3xi32>) -> (tensor<8x4xbf16>, tensor<5x4xbf16>)
+  return %a, %b : tensor<8x4xbf16>, tensor<5x4xbf16>
 }
 
 // A layer norm's gradient: the forward pass's statistics (the mean and the

@@ -94,11 +94,27 @@ static cl::opt<int64_t> cudaReductionRows(
              "reductions of at least 16 times (default 256)"),
     cl::init(256), cl::value_desc("N"), cl::cat(loomcCategory));
 
+namespace {
+enum class TokenGradient { Sorted, Loops };
+} // namespace
+
+static cl::opt<TokenGradient> tokenGradient(
+    "token-gradient",
+    cl::desc("How the token table's gradient is computed (default sorted)"),
+    cl::init(TokenGradient::Sorted),
+    cl::values(clEnumValN(TokenGradient::Sorted, "sorted",
+                          "the runtime's: the tokens sorted by row, each "
+                          "row's added with a thread per column"),
+               clEnumValN(TokenGradient::Loops, "loops",
+                          "generated loops, each column (of a block of "
+                          "rows) walking every token")),
+    cl::cat(loomcCategory));
+
 static cl::opt<int64_t> embeddingRowBlocks(
     "embedding-row-blocks",
-    cl::desc("Blocks of the token table's rows whose gradient columns are "
-             "parallel iterations of their own (default 0: 64 with "
-             "--target=cuda, 1 on the CPU)"),
+    cl::desc("With --token-gradient=loops, blocks of the token table's rows "
+             "whose gradient columns are parallel iterations of their own "
+             "(default 0: 64 with --target=cuda, 1 on the CPU)"),
     cl::init(0), cl::value_desc("N"), cl::cat(loomcCategory));
 
 static cl::opt<bool> summary(
@@ -362,6 +378,7 @@ int main(int argc, char **argv) {
   pipeline.cudaThreadBytes = cudaThreadBytes;
   pipeline.cudaNestsPerLaunch = cudaNestsPerLaunch;
   pipeline.cudaReductionRows = cudaReductionRows;
+  pipeline.sortedTokenGradient = tokenGradient == TokenGradient::Sorted;
   pipeline.embeddingRowBlocks = embeddingRowBlocks;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))

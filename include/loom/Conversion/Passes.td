@@ -29,10 +29,14 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     loops instead: the products per (batch, head) pair, the softmax and its
     gradient, with the [T, T] scores and probabilities as tensors.
 
-    The token table's gradient is a scatter-add of the tokens' rows: a
-    parallel loop over its columns, each adding its elements in token
-    order, so that the result does not depend on how the iterations are
-    spread. With `embedding-row-blocks` N > 1, the table's rows split into
+    The token table's gradient is a scatter-add of the tokens' rows, each
+    element's additions in token order, so that the result does not depend
+    on where it is computed. With `sorted-token-gradient` (the default) it
+    is a `loom.scatter_add_rows`, which bufferization makes a call of the
+    runtime's `loom_rt_scatter_add_rows`: the runtime sorts the tokens by
+    row and adds each row's with a thread per column. Otherwise it is a
+    parallel loop over the table's columns, each walking every token. With
+    `embedding-row-blocks` N > 1, the table's rows split into
     B equal blocks (B the largest divisor of the rows up to N), interleaved
     (block k holds rows k, k + B, ...: text's frequent tokens have
     neighbouring ids, and a thread's additions are a chain through
@@ -47,6 +51,10 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     Option<"fusedAttentionMaxHeadDim", "fused-attention-max-head-dim",
            "int64_t", /*default=*/"0",
            "The largest head the fused kernels take (0: any)">,
+    Option<"sortedTokenGradient", "sorted-token-gradient", "bool",
+           /*default=*/"true",
+           "The token table's gradient as loom.scatter_add_rows, which the "
+           "runtime computes, rather than loops">,
     Option<"embeddingRowBlocks", "embedding-row-blocks", "int64_t",
            /*default=*/"1",
            "Blocks of the token table's rows whose gradient columns are "

@@ -117,11 +117,18 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
                      "splits into, with target=cuda "
                      "(loom-split-reductions' rows)"),
       llvm::cl::init(256)};
+  PassOptions::Option<bool> sortedTokenGradient{
+      *this, "sorted-token-gradient",
+      llvm::cl::desc("Compute the token table's gradient with the runtime, "
+                     "the tokens sorted by row (else as generated loops "
+                     "that walk every token per column)"),
+      llvm::cl::init(true)};
   PassOptions::Option<int64_t> embeddingRowBlocks{
       *this, "embedding-row-blocks",
       llvm::cl::desc("Blocks of the token table's rows whose gradient "
-                     "columns are parallel iterations of their own (0: the "
-                     "target's, 64 for cuda and 1 for cpu)"),
+                     "columns are parallel iterations of their own, "
+                     "without sorted-token-gradient (0: the target's, 64 "
+                     "for cuda and 1 for cpu)"),
       llvm::cl::init(0)};
 };
 

@@ -1,7 +1,8 @@
 //===- Embedding.cpp - Token and position embeddings ----------------------===//
 //
 // The embedding is a gather-add generic; its gradient sums over the batch
-// for positions and scatter-adds rows, in token order, for tokens.
+// for positions and scatter-adds rows, in token order, for tokens: a
+// loom.scatter_add_rows that the runtime computes, or loops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,8 +70,8 @@ int64_t getRowBlocks(int64_t rows, int64_t limit) {
 }
 
 struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
-  EmbeddingGradLowering(MLIRContext *context, int64_t rowBlocks)
-      : LoomPattern(context), rowBlocks(rowBlocks) {}
+  EmbeddingGradLowering(MLIRContext *context, TokenGradientOptions options)
+      : LoomPattern(context), options(options) {}
   SmallVector<Value> lower(EmbeddingGradOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
     auto gradShape =
@@ -88,29 +89,50 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
           ArrayRef<OpFoldResult>{L.b.getIndexAttr(T), L.b.getIndexAttr(C)},
           ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
     Value start = adaptor.getVocabStart();
-    int64_t rows = op.getWteGrad().getType().getDimSize(0);
     if (start)
       wpe = arith::SelectOp::create(L.b, L.loc, isFirstPart(L.b, L.loc, start),
                                     wpe, L.zeros(wpeShape));
 
-    // Token gradient: a scatter-add of rows. Each column (of a block of
-    // rows) is its own iteration of a parallel loop, which adds the
-    // column's elements in token order: the result is deterministic, and
-    // no two iterations write the same element, so that a GPU runs a thread
-    // per column where rows scattered one at a time were a launch per
-    // token. Blocks interleave (block k holds rows k, k + B, ...): a
-    // thread's additions are a chain through memory, and text's frequent
-    // tokens have neighbouring ids (punctuation, short words), which
-    // contiguous blocks would all give to one thread.
     Value grad2 = L.rows(adaptor.getGrad());
     Value tokens = L.flatten(adaptor.getTokens());
-    int64_t n = cast<RankedTensorType>(grad2.getType()).getDimSize(0);
-    OpBuilder &b = L.b;
-    Location loc = L.loc;
     Value init = adaptor.getWteInit()
                      ? adaptor.getWteInit()
                      : L.zeros(op.getWteGrad().getType().getShape());
-    int64_t blocks = getRowBlocks(rows, rowBlocks);
+    if (options.sorted) {
+      // The runtime reads bf16 or f16 rows as they are stored, rather than
+      // a copy of them widened to f32 (the position table's sum reads the
+      // widened values in its loop).
+      Value updates = grad2;
+      auto widened = op.getGrad().getDefiningOp<ConvertOp>();
+      if (widened && !widened.getScale())
+        if (Value stored = L.lowered(widened.getInput()))
+          updates = L.rows(stored);
+      return {ScatterAddRowsOp::create(L.b, L.loc, init.getType(), updates,
+                                       tokens, init, start),
+              wpe};
+    }
+    return {scatterLoops(L, grad2, tokens, init, start), wpe};
+  }
+
+private:
+  /// The token gradient as loops: `init` with each row of `grad2` added to
+  /// the row of the table its token names (from `start` on, when given).
+  /// Each column (of a block of rows) is its own iteration of a parallel
+  /// loop, which adds the column's elements in token order: the result is
+  /// deterministic, and no two iterations write the same element, so that
+  /// a GPU runs a thread per column where rows scattered one at a time
+  /// were a launch per token. Blocks interleave (block k holds rows k,
+  /// k + B, ...): a thread's additions are a chain through memory, and
+  /// text's frequent tokens have neighbouring ids (punctuation, short
+  /// words), which contiguous blocks would all give to one thread.
+  Value scatterLoops(Lowering &L, Value grad2, Value tokens, Value init,
+                     Value start) const {
+    auto tableShape = cast<RankedTensorType>(init.getType()).getShape();
+    int64_t rows = tableShape[0], C = tableShape[1];
+    int64_t n = cast<RankedTensorType>(grad2.getType()).getDimSize(0);
+    OpBuilder &b = L.b;
+    Location loc = L.loc;
+    int64_t blocks = getRowBlocks(rows, options.rowBlocks);
     int64_t blockRows = rows / blocks;
     SmallVector<OpFoldResult> counts = {b.getIndexAttr(C)};
     if (blocks > 1)
@@ -177,17 +199,16 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
       tensor::ParallelInsertSliceOp::create(b, loc, loop.getResult(0), all,
                                             offsets, sizes, strides);
     }
-    return {columns.getResult(0), wpe};
+    return columns.getResult(0);
   }
 
-private:
-  int64_t rowBlocks;
+  TokenGradientOptions options;
 };
 
 } // namespace
 
 void mlir::loom::populateLoomEmbeddingToLinalgPatterns(
-    RewritePatternSet &patterns, int64_t rowBlocks) {
+    RewritePatternSet &patterns, TokenGradientOptions tokenGradient) {
   patterns.add<EmbeddingLowering>(patterns.getContext());
-  patterns.add<EmbeddingGradLowering>(patterns.getContext(), rowBlocks);
+  patterns.add<EmbeddingGradLowering>(patterns.getContext(), tokenGradient);
 }

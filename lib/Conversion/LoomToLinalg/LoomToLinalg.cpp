@@ -22,9 +22,9 @@ namespace loom {
 using namespace mlir;
 using namespace mlir::loom;
 
-void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns,
-                                              int64_t embeddingRowBlocks) {
-  populateLoomEmbeddingToLinalgPatterns(patterns, embeddingRowBlocks);
+void mlir::loom::populateLoomToLinalgPatterns(
+    RewritePatternSet &patterns, TokenGradientOptions tokenGradient) {
+  populateLoomEmbeddingToLinalgPatterns(patterns, tokenGradient);
   populateLoomLayerNormToLinalgPatterns(patterns);
   populateLoomLinearToLinalgPatterns(patterns);
   populateLoomAttentionToLinalgPatterns(patterns);
@@ -41,6 +41,8 @@ void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
   // Point-to-point messages stay ops on tensors until bufferization makes
   // them calls of the runtime on their buffers, as the collectives.
   target.addLegalOp<SendOp, RecvOp>();
+  // The sorted token gradient is the runtime's, like fused attention.
+  target.addLegalOp<ScatterAddRowsOp>();
   target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
                          math::MathDialect, scf::SCFDialect,
                          tensor::TensorDialect>();
@@ -73,7 +75,10 @@ struct LowerToLinalgPass
         fused);
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(&getContext());
-    populateLoomToLinalgPatterns(patterns, embeddingRowBlocks);
+    populateLoomToLinalgPatterns(
+        patterns,
+        TokenGradientOptions{sortedTokenGradient,
+                             static_cast<int64_t>(embeddingRowBlocks)});
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

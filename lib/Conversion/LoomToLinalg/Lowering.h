@@ -58,7 +58,12 @@ inline void multiplyAccumulateBody(OpBuilder &nb, Location l, ValueRange a) {
 /// pass has checked the element types.
 class Lowering {
 public:
-  Lowering(OpBuilder &b, Location loc) : b(b), loc(loc), ctx(b.getContext()) {}
+  Lowering(ConversionPatternRewriter &rewriter, Location loc)
+      : b(rewriter), loc(loc), ctx(rewriter.getContext()), rewriter(rewriter) {}
+
+  /// What `original`, a value of the IR before the conversion, stands for
+  /// now: an earlier lowered op's value in its place.
+  Value lowered(Value original) { return rewriter.getRemappedValue(original); }
 
   Type f32() { return b.getF32Type(); }
   Value f32(OpBuilder &nb, double v) {
@@ -223,6 +228,9 @@ public:
   OpBuilder &b;
   Location loc;
   MLIRContext *ctx;
+
+private:
+  ConversionPatternRewriter &rewriter;
 };
 
 /// Lowers one loom op to the values that replace its results. Operands come

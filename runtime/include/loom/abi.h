@@ -27,6 +27,7 @@
 #define LOOM_RT_GEMM_ROUNDED "loom_rt_gemm_rounded"
 #define LOOM_RT_ATTENTION "loom_rt_attention"
 #define LOOM_RT_ATTENTION_GRAD "loom_rt_attention_grad"
+#define LOOM_RT_SCATTER_ADD_ROWS "loom_rt_scatter_add_rows"
 #define LOOM_RT_PARALLEL_FOR "loom_rt_parallel_for"
 #define LOOM_RT_GROUP_ALL_REDUCE "loom_rt_group_all_reduce"
 #define LOOM_RT_GROUP_ALL_REDUCE_MAX "loom_rt_group_all_reduce_max"
@@ -42,6 +43,20 @@
 /* The largest head (channels) the GPU's fused attention kernels take:
    with --target=cuda, larger heads get the generated loops instead. */
 #define LOOM_CUDA_ATTENTION_MAX_HEAD_DIM 64
+
+/* loom_rt_scatter_add_rows sorts its indices by row in chunks of this
+   many: a GPU's block ranks the indices of a chunk among themselves. */
+#define LOOM_SCATTER_CHUNK 1024
+
+/* The int32 elements of scratch loom_rt_scatter_add_rows takes for `n`
+   indices into `rows` rows, which the compiler allocates with the step's
+   other buffers: the count of each row's indices in each chunk, each
+   index's rank among its chunk's indices of its row, the indices sorted
+   by row, and where each row's begin in them. */
+static inline int64_t loom_scatter_add_rows_scratch(int64_t n, int64_t rows) {
+  int64_t chunks = (n + LOOM_SCATTER_CHUNK - 1) / LOOM_SCATTER_CHUNK;
+  return chunks * rows + 2 * n + rows + 1;
+}
 
 /* The spans of a step's timeline generated code marks (loom_rt_trace_*). */
 #define LOOM_TRACE_FORWARD 0

@@ -354,6 +354,18 @@ void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
                             int64_t heads, int64_t head_dim, const void *qkv,
                             const void *out, const void *dout, const float *lse,
                             void *dqkv, float *delta);
+/// Adds row i of `updates` [n, columns] (of `dtype`, a loom_dtype, each
+/// element widened to f32) to row `indices[i] - row_start` of the f32
+/// `out` [rows, columns], for each i in increasing order, so that each
+/// element's sum is in index order wherever it is computed; an index
+/// outside [row_start, row_start + rows) adds nothing. `scratch` holds
+/// loom_scatter_add_rows_scratch(n, rows) int32s (abi.h). The rows are
+/// counting-sorted by index first, then each row's updates added: on the
+/// CPU a task per range of rows, on a GPU a thread per (row, column).
+void loom_rt_scatter_add_rows(int32_t dtype, int64_t n, int64_t rows,
+                              int64_t columns, int64_t row_start,
+                              const int32_t *indices, const void *updates,
+                              float *out, int32_t *scratch);
 /// loom_rt_gemm with blocks of at most `block_bytes` on the CPU (tests).
 void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t m, int64_t n, int64_t k, float alpha,

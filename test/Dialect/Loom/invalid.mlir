@@ -644,3 +644,35 @@ func.func @attention_grad_lse_f32(%dy: tensor<2x4x8xbf16>, %qkv: tensor<2x4x24xb
   %0 = loom.causal_attention_grad %dy, %qkv, %out, %lse {num_heads = 2 : i64} : (tensor<2x4x8xbf16>, tensor<2x4x24xbf16>, tensor<2x4x8xbf16>, tensor<2x2x4xbf16>) -> tensor<2x4x24xbf16>
   return
 }
+
+// -----
+
+func.func @scatter_add_rows_width(%u: tensor<6x4xf32>, %ids: tensor<6xi32>, %init: tensor<8x5xf32>) {
+  // expected-error @+1 {{expected init's width to be updates' (4), got 5}}
+  %a = loom.scatter_add_rows %u, %ids into %init : tensor<6x4xf32>, tensor<6xi32> -> tensor<8x5xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_add_rows_indices(%u: tensor<6x4xf32>, %ids: tensor<5xi32>, %init: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected indices of shape [6] (the rows of updates), got [5]}}
+  %a = loom.scatter_add_rows %u, %ids into %init : tensor<6x4xf32>, tensor<5xi32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_add_rows_rank(%u: tensor<2x3x4xf32>, %ids: tensor<6xi32>, %init: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected updates of rank 2 [indices, width], got shape [2, 3, 4]}}
+  %a = loom.scatter_add_rows %u, %ids into %init : tensor<2x3x4xf32>, tensor<6xi32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_add_rows_bf16(%u: tensor<6x4xf32>, %ids: tensor<6xi32>, %init: tensor<8x4xbf16>) {
+  // expected-error @+1 {{must be statically shaped tensor of 32-bit float values}}
+  %a = loom.scatter_add_rows %u, %ids into %init : tensor<6x4xf32>, tensor<6xi32> -> tensor<8x4xbf16>
+  return
+}

@@ -93,6 +93,15 @@ module attributes {
     return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
   }
 
+  // CHECK-LABEL: func.func @scatter_add_rows
+  // CHECK: loom.scatter_add_rows %{{.*}}, %{{.*}} into %{{.*}} : tensor<6x4xf32>, tensor<6xi32> -> tensor<8x4xf32>
+  // CHECK: loom.scatter_add_rows %{{.*}}, %{{.*}} into %{{.*}} row_start %{{.*}} : tensor<6x4xbf16>, tensor<6xi32> -> tensor<8x4xf32>
+  func.func @scatter_add_rows(%u: tensor<6x4xf32>, %ids: tensor<6xi32>, %init: tensor<8x4xf32>, %start: index, %n: tensor<6x4xbf16>) -> (tensor<8x4xf32>, tensor<8x4xf32>) {
+    %a = loom.scatter_add_rows %u, %ids into %init : tensor<6x4xf32>, tensor<6xi32> -> tensor<8x4xf32>
+    %b = loom.scatter_add_rows %n, %ids into %init row_start %start : tensor<6x4xbf16>, tensor<6xi32> -> tensor<8x4xf32>
+    return %a, %b : tensor<8x4xf32>, tensor<8x4xf32>
+  }
+
   // CHECK-LABEL: func.func @pipeline
   // CHECK: loom.send %{{.*}} to 1 tag 0 : tensor<2x3x4xf32>
   // CHECK: loom.recv from 1 tag 1 : tensor<2x3x4xf32>

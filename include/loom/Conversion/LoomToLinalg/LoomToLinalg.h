@@ -18,10 +18,18 @@ class ConversionTarget;
 
 namespace loom {
 
-/// loom.embedding and loom.embedding_grad; the token table's gradient in
-/// `rowBlocks` blocks of rows at most (see loom-lower-to-linalg).
-void populateLoomEmbeddingToLinalgPatterns(RewritePatternSet &patterns,
-                                           int64_t rowBlocks = 1);
+/// How loom.embedding_grad's token table gradient is lowered (see
+/// loom-lower-to-linalg).
+struct TokenGradientOptions {
+  /// A loom.scatter_add_rows, which the runtime computes; else loops.
+  bool sorted = true;
+  /// The loops' blocks of rows, at most.
+  int64_t rowBlocks = 1;
+};
+
+/// loom.embedding and loom.embedding_grad.
+void populateLoomEmbeddingToLinalgPatterns(
+    RewritePatternSet &patterns, TokenGradientOptions tokenGradient = {});
 /// loom.layer_norm and loom.layer_norm_grad.
 void populateLoomLayerNormToLinalgPatterns(RewritePatternSet &patterns);
 /// loom.linear and loom.linear_grad, as linalg.matmul.
@@ -58,7 +66,7 @@ bool isFusedAttention(Operation *op, int64_t maxHeadDim);
 
 /// Every family above.
 void populateLoomToLinalgPatterns(RewritePatternSet &patterns,
-                                  int64_t embeddingRowBlocks = 1);
+                                  TokenGradientOptions tokenGradient = {});
 
 /// The loom dialect illegal; what the patterns produce legal.
 void configureLoomToLinalgTarget(ConversionTarget &target);
