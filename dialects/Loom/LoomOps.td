@@ -270,7 +270,8 @@ def Loom_ScatterAddRowsOp : Loom_Op<"scatter_add_rows", [Pure,
     its addition; the sums are f32.
 
     `loom-lower-to-linalg` makes the token table's gradient this op
-    (`token-gradient=sorted`), and bufferization a call of the runtime's
+    (`sorted-token-gradient`, loomc's `--token-gradient=sorted`), and
+    bufferization a call of the runtime's
     `loom_rt_scatter_add_rows` that updates `init`'s buffer in place: the
     runtime sorts the indices by row, then adds each row's updates with a
     thread per column, where a loop nest would have each column walk every
