@@ -24,6 +24,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 
+#include <cstdint>
+
 using namespace mlir;
 using namespace mlir::bufferization;
 
@@ -52,6 +54,13 @@ struct ScatterAddRowsModel
                           BufferizationState &state) const {
     auto op = cast<loom::ScatterAddRowsOp>(rawOp);
     Location loc = op.getLoc();
+    ArrayRef<int64_t> shape = op.getInit().getType().getShape();
+    int64_t n = op.getIndices().getType().getNumElements();
+    // The runtime numbers indices and sorted places with int32s.
+    if (n > INT32_MAX || loom_scatter_add_rows_scratch(n, shape[0]) > INT32_MAX)
+      return op.emitOpError("scatters ")
+             << n << " rows into " << shape[0]
+             << ", more than the runtime's int32 positions hold";
     FailureOr<Value> updates =
         loom::getReadableBuffer(rewriter, op, op.getUpdates(), options, state);
     FailureOr<Value> indices =
@@ -71,8 +80,6 @@ struct ScatterAddRowsModel
         return failure();
       out = *copy;
     }
-    ArrayRef<int64_t> shape = op.getInit().getType().getShape();
-    int64_t n = op.getIndices().getType().getNumElements();
     FailureOr<Value> scratch = options.createAlloc(
         rewriter, loc,
         MemRefType::get({loom_scatter_add_rows_scratch(n, shape[0])},

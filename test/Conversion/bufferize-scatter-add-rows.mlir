@@ -1,6 +1,6 @@
 // loom.scatter_add_rows on buffers: a call of the runtime that adds into the
 // init's buffer, with scratch for sorting the indices.
-// RUN: loom-opt %s --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" --split-input-file | FileCheck %s
+// RUN: loom-opt %s --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" --split-input-file --verify-diagnostics | FileCheck %s
 
 // In place: the table the call adds into is the result. 6 indices into 8
 // rows of 4 columns from row 0; loom_scatter_add_rows_scratch(6, 8) is
@@ -65,4 +65,14 @@ func.func @strided(%u: tensor<6x4xf32>, %ids: tensor<6xi32>, %big: tensor<8x6xf3
   %init = tensor.extract_slice %big[0, 0] [8, 4] [1, 1] : tensor<8x6xf32> to tensor<8x4xf32>
   %a = loom.scatter_add_rows %u, %ids into %init : tensor<6x4xf32>, tensor<6xi32> -> tensor<8x4xf32>
   return %a : tensor<8x4xf32>
+}
+
+// -----
+
+// The runtime numbers the indices and their sorted places with int32s.
+func.func @too_many(%u: tensor<2147483648x1xf32>, %ids: tensor<2147483648xi32>, %init: tensor<4x1xf32>) -> tensor<4x1xf32> {
+  // expected-error @+2 {{scatters 2147483648 rows into 4, more than the runtime's int32 positions hold}}
+  // expected-error @+1 {{failed to bufferize op}}
+  %a = loom.scatter_add_rows %u, %ids into %init : tensor<2147483648x1xf32>, tensor<2147483648xi32> -> tensor<4x1xf32>
+  return %a : tensor<4x1xf32>
 }

@@ -116,9 +116,9 @@ extern "C" __global__ void __launch_bounds__(kScanThreads)
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
-    loom_scatter_place(const int *indices, int n, long long rowStart,
-                       int rows, const int *counts, const int *rank,
-                       const int *begin, int *order) {
+    loom_scatter_place(const int *indices, int n, long long rowStart, int rows,
+                       const int *counts, const int *rank, const int *begin,
+                       int *order) {
   int i = blockIdx.x * kThreads + threadIdx.x;
   if (i >= n)
     return;
