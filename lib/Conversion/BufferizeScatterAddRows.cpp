@@ -24,8 +24,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 
-#include <cstdint>
-
 using namespace mlir;
 using namespace mlir::bufferization;
 
@@ -56,8 +54,7 @@ struct ScatterAddRowsModel
     Location loc = op.getLoc();
     ArrayRef<int64_t> shape = op.getInit().getType().getShape();
     int64_t n = op.getIndices().getType().getNumElements();
-    // The runtime numbers indices and sorted places with int32s.
-    if (n > INT32_MAX || loom_scatter_add_rows_scratch(n, shape[0]) > INT32_MAX)
+    if (!loom_scatter_add_rows_fits(n, shape[0]))
       return op.emitOpError("scatters ")
              << n << " rows into " << shape[0]
              << ", more than the runtime's int32 positions hold";

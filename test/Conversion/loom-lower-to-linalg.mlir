@@ -149,6 +149,16 @@ func.func @embedding_grad_part(%dy: tensor<2x3x4xf32>, %tokens: tensor<2x3xi32>,
   return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
 }
 
+// 2^31 tokens are more than the runtime's int32 positions hold: the loops,
+// which compute the same sums.
+// SORTED-LABEL: func.func @embedding_grad_huge(
+// SORTED-NOT: loom.scatter_add_rows
+// SORTED: scf.forall (%{{.*}}) in (4)
+func.func @embedding_grad_huge(%dy: tensor<2147483648x1x4xf32>, %tokens: tensor<2147483648x1xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>) {
+  %a, %b = loom.embedding_grad %dy, %tokens : (tensor<2147483648x1x4xf32>, tensor<2147483648x1xi32>) -> (tensor<8x4xf32>, tensor<5x4xf32>)
+  return %a, %b : tensor<8x4xf32>, tensor<5x4xf32>
+}
+
 // Mixed precision: the runtime's scatter reads the bf16 gradient as stored
 // (no loop widens it to f32), into an f32 table rounded after; the position
 // table's sum reads it widened.

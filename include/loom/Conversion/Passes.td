@@ -34,7 +34,8 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     on where it is computed. With `sorted-token-gradient` (the default) it
     is a `loom.scatter_add_rows`, which bufferization makes a call of the
     runtime's `loom_rt_scatter_add_rows`: the runtime sorts the tokens by
-    row and adds each row's with a thread per column. Otherwise it is a
+    row and adds each row's with a thread per column (a step of more tokens
+    than its int32 positions hold, 2^31, gets the loops). Otherwise it is a
     parallel loop over the table's columns, each walking every token. With
     `embedding-row-blocks` N > 1, the table's rows split into
     B equal blocks (B the largest divisor of the rows up to N), interleaved

@@ -8,6 +8,8 @@
 
 #include "Lowering.h"
 
+#include "loom/abi.h"
+
 using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::lowering;
@@ -98,7 +100,11 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
     Value init = adaptor.getWteInit()
                      ? adaptor.getWteInit()
                      : L.zeros(op.getWteGrad().getType().getShape());
-    if (options.sorted) {
+    // Beyond the runtime's int32 positions (2^31 tokens), the loops, which
+    // compute the same sums.
+    int64_t n = cast<RankedTensorType>(grad2.getType()).getDimSize(0);
+    int64_t rows = cast<RankedTensorType>(init.getType()).getDimSize(0);
+    if (options.sorted && loom_scatter_add_rows_fits(n, rows)) {
       // The runtime reads bf16 or f16 rows as they are stored, rather than
       // a copy of them widened to f32 (the position table's sum reads the
       // widened values in its loop).

@@ -58,6 +58,13 @@ static inline int64_t loom_scatter_add_rows_scratch(int64_t n, int64_t rows) {
   return chunks * rows + 2 * n + rows + 1;
 }
 
+/* Whether loom_rt_scatter_add_rows takes `n` indices into `rows` rows: it
+   numbers the indices and the places of its scratch with int32s. */
+static inline int loom_scatter_add_rows_fits(int64_t n, int64_t rows) {
+  return n <= INT32_MAX && rows <= INT32_MAX &&
+         loom_scatter_add_rows_scratch(n, rows) <= INT32_MAX;
+}
+
 /* The spans of a step's timeline generated code marks (loom_rt_trace_*). */
 #define LOOM_TRACE_FORWARD 0
 #define LOOM_TRACE_BACKWARD 1
