@@ -22,6 +22,7 @@
 #include "Device.h"
 #include "Error.h"
 #include "KernelModules.h"
+#include "ScatterRowsPlan.h"
 #include "Trace.h"
 #include "loom/abi.h"
 #include "loom/runtime.h"
@@ -897,12 +898,12 @@ void loom::cudaScatterAddRows(int32_t dtype, int64_t n, int64_t rows,
     return;
   }
   constexpr int64_t kMaxGridY = 65535;
-  int64_t chunks = (n + LOOM_SCATTER_CHUNK - 1) / LOOM_SCATTER_CHUNK;
-  if (n > INT32_MAX || rows >= INT32_MAX || columns > INT32_MAX ||
-      chunks * rows > INT32_MAX || (columns + 255) / 256 > kMaxGridY) {
+  if (!loom_scatter_add_rows_fits(n, rows) || columns > INT32_MAX ||
+      (columns + loom::kScatterThreads - 1) / loom::kScatterThreads >
+          kMaxGridY) {
     be.fail("the rows' scatter-add of " + std::to_string(n) + " indices into " +
             std::to_string(rows) + " x " + std::to_string(columns) +
-            " exceeds its kernels' int32 indices");
+            " exceeds its kernels' int32 indices and grid");
     return;
   }
   if (!be.scatter) {
@@ -923,31 +924,30 @@ void loom::cudaScatterAddRows(int32_t dtype, int64_t n, int64_t rows,
     be.scatter = k;
   }
   const Backend::ScatterKernels &k = *be.scatter;
-  // The scratch's parts (kernels/ScatterRows.cu).
-  int32_t *counts = scratch, *rank = counts + chunks * rows, *order = rank + n,
-          *begin = order + n;
-  int count = static_cast<int>(n), rowCount = static_cast<int>(rows),
-      width = static_cast<int>(columns), chunkCount = static_cast<int>(chunks);
-  long long start = rowStart;
-  auto blocks = [](int64_t items, unsigned threads) {
-    return static_cast<unsigned>((items + threads - 1) / threads);
+  loom::ScatterRowsPlan p =
+      loom::planScatterRows(n, rows, columns, rowStart, scratch);
+  // Each kernel's block is the size its index arithmetic assumes.
+  auto launch = [&](const Backend::Kernel &kernel, unsigned blocksX,
+                    unsigned blocksY, int threads, void **params) {
+    if (kernel.threads != static_cast<unsigned>(threads))
+      return be.fail("the rows' scatter-add kernels take blocks of " +
+                     std::to_string(threads) + " threads, the driver " +
+                     std::to_string(kernel.threads));
+    be.launch(kernel.function, blocksX, blocksY, 1, threads, 1, 1, 0, params);
   };
-  void *rankParams[] = {&indices, &count, &start, &rowCount, &counts, &rank};
-  be.launch(k.rank.function, chunkCount, 1, 1, k.rank.threads, 1, 1, 0,
-            rankParams);
-  void *offsetParams[] = {&counts, &chunkCount, &rowCount, &begin};
-  be.launch(k.offsets.function, blocks(rows, k.offsets.threads), 1, 1,
-            k.offsets.threads, 1, 1, 0, offsetParams);
-  void *scanParams[] = {&rowCount, &begin};
-  be.launch(k.scan.function, 1, 1, 1, k.scan.threads, 1, 1, 0, scanParams);
-  void *placeParams[] = {&indices, &count, &start, &rowCount,
-                         &counts,  &rank,  &begin, &order};
-  be.launch(k.place.function, blocks(n, k.place.threads), 1, 1, k.place.threads,
-            1, 1, 0, placeParams);
-  const Backend::Kernel &add = k.add[dtype];
-  void *addParams[] = {&updates, &width, &begin, &order, &out};
-  be.launch(add.function, rowCount, blocks(columns, add.threads), 1,
-            add.threads, 1, 1, 0, addParams);
+  void *rankParams[] = {&indices, &p.n,      &p.rowStart,
+                        &p.rows,  &p.counts, &p.rank};
+  launch(k.rank, p.rankBlocks, 1, loom::kScatterThreads, rankParams);
+  void *offsetParams[] = {&p.counts, &p.chunks, &p.rows, &p.begin};
+  launch(k.offsets, p.offsetBlocks, 1, loom::kScatterThreads, offsetParams);
+  void *scanParams[] = {&p.rows, &p.begin};
+  launch(k.scan, 1, 1, loom::kScatterScanThreads, scanParams);
+  void *placeParams[] = {&indices,  &p.n,    &p.rowStart, &p.rows,
+                         &p.counts, &p.rank, &p.begin,    &p.order};
+  launch(k.place, p.placeBlocks, 1, loom::kScatterThreads, placeParams);
+  void *addParams[] = {&updates, &p.columns, &p.begin, &p.order, &out};
+  launch(k.add[dtype], p.addBlocksX, p.addBlocksY, loom::kScatterThreads,
+         addParams);
 }
 
 extern "C" {

@@ -19,19 +19,23 @@
 // Then add: a thread per (row, column) adds the row's updates in order.
 //
 // The scratch (loom_scatter_add_rows_scratch, abi.h), in int32s: counts
-// [chunks][R], rank [n], order [n], begin [R + 1].
+// [chunks][R], rank [n], order [n], begin [R + 1] (ScatterRowsPlan.h).
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/abi.h"
+#include "ScatterRowsPlan.h"
 
+// test/unit/ScatterRowsKernelsTest.cpp compiles these kernels for the CPU,
+// with types and built-ins of its own.
+#ifndef LOOM_EMULATE_CUDA
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#endif
 
 namespace {
 constexpr int kChunk = LOOM_SCATTER_CHUNK;
-constexpr int kThreads = 256;
-constexpr int kScanThreads = 1024;
+constexpr int kThreads = loom::kScatterThreads;
+constexpr int kScanThreads = loom::kScatterScanThreads;
 
 /// The row index `i` names, or -1 outside [rowStart, rowStart + rows).
 __device__ __forceinline__ int rowOf(const int *indices, int i,
@@ -99,8 +103,9 @@ extern "C" __global__ void __launch_bounds__(kScanThreads)
     own += begin[row];
   sums[threadIdx.x] = own;
   __syncthreads();
+  int self = threadIdx.x;
   for (int step = 1; step < kScanThreads; step *= 2) {
-    int add = threadIdx.x >= step ? sums[threadIdx.x - step] : 0;
+    int add = self >= step ? sums[self - step] : 0;
     __syncthreads();
     sums[threadIdx.x] += add;
     __syncthreads();
