@@ -59,6 +59,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
   case Framework::loom:
     // One stream: nothing overlaps the compute.
     f.overlapContention = 1;
+    f.selectiveIsNone = true;
     break;
   }
   return f;
@@ -381,6 +382,10 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   const EfficiencyAssumptions &eff = cluster.efficiency;
   const FrameworkAssumptions &fw = framework;
   int64_t dp = plan.dp, tp = plan.tp, pp = plan.pp, m = plan.microBatches;
+  Recompute recomputation =
+      plan.recompute == Recompute::selective && fw.selectiveIsNone
+          ? Recompute::none
+          : plan.recompute;
   est.microBatchSize = training.batchSize / (dp * m);
   PricingKey key{est.microBatchSize, tp, plan.sequenceParallel, precision};
 
@@ -454,7 +459,7 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     // Stage recomputation keeps each chunk's input and reruns its forward
     // pass whole before its backward pass, when all of the chunk's
     // activations exist at once.
-    bool wholeStage = plan.recompute == Recompute::stage;
+    bool wholeStage = recomputation == Recompute::stage;
     SmallVector<double> chunkActivations(plan.virtualStages, 0);
     for (auto [index, chunk] : members) {
       const GroupCost &g = groupCosts[index];
@@ -487,7 +492,7 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
         keptOutside += g.activations;
         continue;
       }
-      switch (plan.recompute) {
+      switch (recomputation) {
       case Recompute::none:
         kept += g.activations;
         keptStatistics += g.activationStatistics;
@@ -649,10 +654,10 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
       /*recompute=*/false);
   est.mfu = flopsUtilization(model, true, sequencesPerSecond, world, peak);
   FlopsPerSequence hardware = model;
-  if (plan.recompute == Recompute::full || plan.recompute == Recompute::stage)
+  if (recomputation == Recompute::full || recomputation == Recompute::stage)
     hardware = trainingFlopsPerSequence(parameterCount, numLayers, arch.width,
                                         training.sequenceLength, true);
-  else if (plan.recompute == Recompute::selective)
+  else if (recomputation == Recompute::selective)
     hardware.attention *= 1.5;
   est.hfu = flopsUtilization(hardware, true, sequencesPerSecond, world, peak);
   return est;

@@ -98,6 +98,11 @@ struct FrameworkAssumptions {
   /// Share of an overlapped data-parallel collective's time that still
   /// delays the compute it overlaps (streams contend for SMs and HBM).
   double overlapContention = 0;
+  /// Selective recomputation changes nothing: the attention's gradient
+  /// rebuilds the attention core from the log-sum-exp the forward keeps
+  /// in any case (Loom's step), where Megatron-LM's selective drops the
+  /// core's activations and reruns it.
+  bool selectiveIsNone = false;
 
   static FrameworkAssumptions get(Framework framework);
 };
