@@ -306,13 +306,15 @@ void mlir::loom::printPlanReport(llvm::raw_ostream &os, const CostModel &model,
     shown.push_back(&est);
     printTableRow(os, shown.size(), est);
   }
-  // The rejected plans that would have beaten the choice, fastest first.
+  // The rejected plans that would have beaten the choice, best first as
+  // the search ranks them: plans of equal time in an order of their own,
+  // not the sort's.
   std::vector<const PlanEstimate *> faster;
   for (const PlanEstimate &est : search.outOfMemory)
     if (est.stepTime < search.ranked.front().stepTime)
       faster.push_back(&est);
-  llvm::sort(faster, [](const PlanEstimate *a, const PlanEstimate *b) {
-    return a->stepTime < b->stepTime;
+  llvm::stable_sort(faster, [](const PlanEstimate *a, const PlanEstimate *b) {
+    return isBetterPlan(*a, *b);
   });
   if (!faster.empty()) {
     os << "faster plans rejected:\n";
