@@ -113,6 +113,12 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
             for (Recompute recompute : recomputes) {
               if (pp == 1 && recompute == Recompute::stage)
                 continue;
+              // A framework whose selective step is its none step: the
+              // same plan twice, which would take two of the plans kept
+              // and compiled.
+              if (recompute == Recompute::selective &&
+                  model.getFramework().selectiveIsNone)
+                continue;
               for (bool sp : {false, true}) {
                 if (sp && tp == 1)
                   continue;

@@ -336,6 +336,7 @@ public:
   const ArchitectureConfig &getArchitecture() const { return arch; }
   const TrainingConfig &getTraining() const { return training; }
   const ClusterModel &getCluster() const { return cluster; }
+  const FrameworkAssumptions &getFramework() const { return framework; }
   int64_t getNumLayers() const { return numLayers; }
   /// Parameters of the whole model, each counted once.
   int64_t getParameterCount() const { return parameterCount; }
