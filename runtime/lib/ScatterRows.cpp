@@ -3,9 +3,10 @@
 // loom_rt_scatter_add_rows: the token table's gradient, each token's row of
 // the activation's gradient added to its token's row. A counting sort
 // orders the indices by row, each row's in index order; each row's
-// additions are then a chain of vector additions of whole rows, and rows
-// are independent tasks. The sums are those of a loop over the indices in
-// order, bit for bit.
+// additions are then a chain of vector additions, and the runtime's threads
+// take a range of the columns each: text's frequent tokens give a few rows
+// most of the additions, which ranges of rows would give one thread. The
+// sums are those of a loop over the indices in order, bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +20,7 @@
 
 namespace {
 struct Scatter {
-  int64_t columns;
+  int64_t rows, columns;
   const void *updates;
   float *out;
   /// Row r's indices are order[begin[r]] to order[begin[r + 1]] - 1.
@@ -36,24 +37,25 @@ float widen(Narrow<LOOM_DTYPE_F16> x) {
   return loom::bitsFloat(loom::widenHalf(x.bits));
 }
 
-template <typename T> void addRows(void *context, int64_t from, int64_t to) {
+/// Adds columns [from, to) of each row's updates, in index order.
+template <typename T> void addColumns(void *context, int64_t from, int64_t to) {
   const Scatter &s = *static_cast<const Scatter *>(context);
   const T *updates = static_cast<const T *>(s.updates);
-  for (int64_t row = from; row < to; ++row) {
+  for (int64_t row = 0; row < s.rows; ++row) {
     float *out = s.out + row * s.columns;
     for (int32_t k = s.begin[row]; k < s.begin[row + 1]; ++k) {
       const T *update = updates + int64_t(s.order[k]) * s.columns;
-      for (int64_t c = 0; c < s.columns; ++c)
+      for (int64_t c = from; c < to; ++c)
         out[c] += widen(update[c]);
     }
   }
 }
 
-template <typename T> void addAllRows(Scatter &s, int64_t rows) {
-  if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() && rows > 1)
-    loom_rt_parallel_for(addRows<T>, &s, 0, rows);
+template <typename T> void addAll(Scatter &s) {
+  if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() && s.columns > 1)
+    loom_rt_parallel_for(addColumns<T>, &s, 0, s.columns);
   else
-    addRows<T>(&s, 0, rows);
+    addColumns<T>(&s, 0, s.columns);
 }
 } // namespace
 
@@ -85,11 +87,11 @@ extern "C" void loom_rt_scatter_add_rows(int32_t dtype, int64_t n, int64_t rows,
     if (int64_t row = rowOf(i); held(row))
       order[next[row]++] = static_cast<int32_t>(i);
 
-  Scatter s{columns, updates, out, begin, order};
+  Scatter s{rows, columns, updates, out, begin, order};
   if (dtype == LOOM_DTYPE_BF16)
-    addAllRows<Narrow<LOOM_DTYPE_BF16>>(s, rows);
+    addAll<Narrow<LOOM_DTYPE_BF16>>(s);
   else if (dtype == LOOM_DTYPE_F16)
-    addAllRows<Narrow<LOOM_DTYPE_F16>>(s, rows);
+    addAll<Narrow<LOOM_DTYPE_F16>>(s);
   else
-    addAllRows<float>(s, rows);
+    addAll<float>(s);
 }

@@ -361,7 +361,7 @@ void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
 /// outside [row_start, row_start + rows) adds nothing. `scratch` holds
 /// loom_scatter_add_rows_scratch(n, rows) int32s (abi.h). The rows are
 /// counting-sorted by index first, then each row's updates added: on the
-/// CPU a task per range of rows, on a GPU a thread per (row, column).
+/// CPU a task per range of columns, on a GPU a thread per (row, column).
 void loom_rt_scatter_add_rows(int32_t dtype, int64_t n, int64_t rows,
                               int64_t columns, int64_t row_start,
                               const int32_t *indices, const void *updates,
