@@ -95,29 +95,29 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
       wpe = arith::SelectOp::create(L.b, L.loc, isFirstPart(L.b, L.loc, start),
                                     wpe, L.zeros(wpeShape));
 
-    Value grad2 = L.rows(adaptor.getGrad());
     Value tokens = L.flatten(adaptor.getTokens());
     Value init = adaptor.getWteInit()
                      ? adaptor.getWteInit()
                      : L.zeros(op.getWteGrad().getType().getShape());
     // Beyond the runtime's int32 positions (2^31 tokens), the loops, which
     // compute the same sums.
-    int64_t n = cast<RankedTensorType>(grad2.getType()).getDimSize(0);
+    int64_t n = cast<RankedTensorType>(tokens.getType()).getDimSize(0);
     int64_t rows = cast<RankedTensorType>(init.getType()).getDimSize(0);
     if (options.sorted && loom_scatter_add_rows_fits(n, rows)) {
       // The runtime reads bf16 or f16 rows as they are stored, rather than
       // a copy of them widened to f32 (the position table's sum reads the
       // widened values in its loop).
-      Value updates = grad2;
+      Value updates = adaptor.getGrad();
       auto widened = op.getGrad().getDefiningOp<ConvertOp>();
       if (widened && !widened.getScale())
         if (Value stored = L.lowered(widened.getInput()))
-          updates = L.rows(stored);
-      return {ScatterAddRowsOp::create(L.b, L.loc, init.getType(), updates,
-                                       tokens, init, start),
+          updates = stored;
+      return {ScatterAddRowsOp::create(L.b, L.loc, init.getType(),
+                                       L.rows(updates), tokens, init, start),
               wpe};
     }
-    return {scatterLoops(L, grad2, tokens, init, start), wpe};
+    return {scatterLoops(L, L.rows(adaptor.getGrad()), tokens, init, start),
+            wpe};
   }
 
 private:
