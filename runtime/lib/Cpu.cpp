@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cblas.h>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -122,6 +123,9 @@ GemmBlocks gemmBlocks(int64_t m, int64_t n, int64_t k, int64_t block_bytes) {
 }
 
 /// A tile of f32 sums to round into D, a bias added first.
+/// loom_rt_gemm_gelu's epilogue, or none.
+constexpr int32_t kNoGelu = -1;
+
 struct RoundTile {
   int32_t dtype;
   const float *tile;
@@ -129,7 +133,23 @@ struct RoundTile {
   const uint16_t *bias;
   uint16_t *d;
   int64_t ldd;
+  /// A loom_gelu_mode or kNoGelu, and the tile's part of AUX.
+  int32_t gelu = kNoGelu;
+  uint16_t *aux = nullptr;
+  int64_t ldaux = 0;
 };
+
+/// GPT-2's GELU and its derivative in f32, by the formulas of the loops the
+/// compiler generates for them (Elementwise.cpp).
+constexpr float kGeluC = 0.044715f;
+const float kGeluS = static_cast<float>(std::sqrt(2.0 / M_PI));
+float geluTanh(float x) { return std::tanh((x + x * x * x * kGeluC) * kGeluS); }
+float gelu(float x) { return 0.5f * x * (geluTanh(x) + 1.0f); }
+float geluGrad(float x) {
+  float t = geluTanh(x);
+  float du = kGeluS * (1.0f + x * x * (3 * kGeluC));
+  return 0.5f * (1.0f + t) + 0.5f * x * ((1.0f - t * t) * du);
+}
 
 /// One loop per type, without a branch on it per element, so that the
 /// compiler vectorizes it.
@@ -138,7 +158,17 @@ void roundRows(const RoundTile &t, int64_t from, int64_t to) {
   for (int64_t r = from; r < to; ++r) {
     const float *sums = t.tile + r * t.cols;
     uint16_t *out = t.d + r * t.ldd;
-    if (t.bias)
+    uint16_t *aux = t.aux + r * t.ldaux;
+    if (t.gelu == LOOM_GELU_FORWARD)
+      for (int64_t c = 0; c < t.cols; ++c) {
+        float x = t.bias ? sums[c] + Widen(t.bias[c]) : sums[c];
+        aux[c] = Narrow(x);
+        out[c] = Narrow(gelu(x));
+      }
+    else if (t.gelu == LOOM_GELU_BACKWARD)
+      for (int64_t c = 0; c < t.cols; ++c)
+        out[c] = Narrow(sums[c] * geluGrad(Widen(aux[c])));
+    else if (t.bias)
       for (int64_t c = 0; c < t.cols; ++c)
         out[c] = Narrow(sums[c] + Widen(t.bias[c]));
     else
@@ -286,23 +316,17 @@ void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
   }
 }
 
-void loom_rt_gemm_rounded(int32_t dtype, int32_t trans_a, int32_t trans_b,
-                          int64_t m, int64_t n, int64_t k, float alpha,
-                          const void *a, int64_t lda, const void *b,
-                          int64_t ldb, const void *bias, void *d, int64_t ldd) {
-  loom_rt_gemm_rounded_blocked(dtype, trans_a, trans_b, m, n, k, alpha, a, lda,
-                               b, ldb, bias, d, ldd, kGemmBlockBytes);
-}
+} // extern "C"
 
-void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
-                                  int32_t trans_b, int64_t m, int64_t n,
-                                  int64_t k, float alpha, const void *a,
-                                  int64_t lda, const void *b, int64_t ldb,
-                                  const void *bias, void *d, int64_t ldd,
-                                  int64_t block_bytes) {
-  if (loom::cudaActive())
-    return loom::cudaGemmRounded(dtype, trans_a, trans_b, m, n, k, alpha, a,
-                                 lda, b, ldb, bias, d, ldd);
+namespace {
+/// loom_rt_gemm_rounded and loom_rt_gemm_gelu on the CPU: the product in
+/// tiles, each rounded (through its epilogue, `gelu`) as it is made.
+void gemmRoundedTiles(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                      int64_t m, int64_t n, int64_t k, float alpha,
+                      const void *a, int64_t lda, const void *b, int64_t ldb,
+                      const void *bias, void *d, int64_t ldd,
+                      int64_t block_bytes, int32_t gelu, void *aux,
+                      int64_t ldaux) {
   if (m <= 0 || n <= 0)
     return;
   if (dtype == LOOM_DTYPE_F32) {
@@ -342,7 +366,11 @@ void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
                       cols,
                       bias ? static_cast<const uint16_t *>(bias) + j : nullptr,
                       static_cast<uint16_t *>(d) + i * ldd + j,
-                      ldd};
+                      ldd,
+                      gelu,
+                      aux ? static_cast<uint16_t *>(aux) + i * ldaux + j
+                          : nullptr,
+                      ldaux};
       if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() &&
           rows * cols >= kParallelRounding)
         loom_rt_parallel_for(roundTileRows, &round, 0, rows);
@@ -350,6 +378,53 @@ void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
         roundTileRows(&round, 0, rows);
     }
   }
+}
+} // namespace
+
+extern "C" {
+
+void loom_rt_gemm_rounded(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                          int64_t m, int64_t n, int64_t k, float alpha,
+                          const void *a, int64_t lda, const void *b,
+                          int64_t ldb, const void *bias, void *d, int64_t ldd) {
+  loom_rt_gemm_rounded_blocked(dtype, trans_a, trans_b, m, n, k, alpha, a, lda,
+                               b, ldb, bias, d, ldd, kGemmBlockBytes);
+}
+
+void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
+                                  int32_t trans_b, int64_t m, int64_t n,
+                                  int64_t k, float alpha, const void *a,
+                                  int64_t lda, const void *b, int64_t ldb,
+                                  const void *bias, void *d, int64_t ldd,
+                                  int64_t block_bytes) {
+  if (loom::cudaActive())
+    return loom::cudaGemmRounded(dtype, trans_a, trans_b, m, n, k, alpha, a,
+                                 lda, b, ldb, bias, d, ldd);
+  gemmRoundedTiles(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                   bias, d, ldd, block_bytes, kNoGelu, nullptr, 0);
+}
+
+void loom_rt_gemm_gelu(int32_t dtype, int32_t mode, int32_t trans_a,
+                       int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                       float alpha, const void *a, int64_t lda, const void *b,
+                       int64_t ldb, const void *bias, void *aux, int64_t ldaux,
+                       void *d, int64_t ldd) {
+  loom_rt_gemm_gelu_blocked(dtype, mode, trans_a, trans_b, m, n, k, alpha, a,
+                            lda, b, ldb, bias, aux, ldaux, d, ldd,
+                            kGemmBlockBytes);
+}
+
+void loom_rt_gemm_gelu_blocked(int32_t dtype, int32_t mode, int32_t trans_a,
+                               int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                               float alpha, const void *a, int64_t lda,
+                               const void *b, int64_t ldb, const void *bias,
+                               void *aux, int64_t ldaux, void *d, int64_t ldd,
+                               int64_t block_bytes) {
+  if (loom::cudaActive())
+    return loom::cudaGemmGelu(dtype, mode, trans_a, trans_b, m, n, k, alpha, a,
+                              lda, b, ldb, bias, aux, ldaux, d, ldd);
+  gemmRoundedTiles(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                   bias, d, ldd, block_bytes, mode, aux, ldaux);
 }
 
 /// MLIR's memref-to-LLVM lowering calls this for copies between

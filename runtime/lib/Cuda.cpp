@@ -120,13 +120,18 @@ private:
 /// transpositions, the shape, the leading dimensions, the alignments of
 /// A, B and C in bytes, for a strided batch the number of GEMMs and the
 /// elements between consecutive A, B and C (1 and zeros otherwise), C's
-/// element type, and whether a bias is added to C's rows. The heuristic
-/// assumes 256-byte aligned matrices unless told otherwise, and an
-/// algorithm it picks for those fails on a view at a smaller alignment.
+/// element type, whether a bias is added to C's rows, and the GELU of
+/// loom_rt_gemm_gelu (a loom_gelu_mode, or kNoGelu) with its auxiliary
+/// matrix's leading dimension and alignment. The heuristic assumes
+/// 256-byte aligned matrices unless told otherwise, and an algorithm it
+/// picks for those fails on a view at a smaller alignment.
 using GemmKey =
     std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
                int64_t, int64_t, uint32_t, uint32_t, uint32_t, int64_t, int64_t,
-               int64_t, int64_t, int32_t, bool>;
+               int64_t, int64_t, int32_t, bool, int32_t, int64_t, uint32_t>;
+
+/// A GEMM without loom_rt_gemm_gelu's epilogue.
+constexpr int32_t kNoGelu = -1;
 
 /// The largest power of two up to 256 that divides `address`.
 uint32_t alignmentOf(uintptr_t address) {
@@ -451,12 +456,15 @@ struct Backend {
     return true;
   }
 
-  GemmPlan *plan(const GemmKey &key) {
+  /// The plan of `key`, made on its first call, whose auxiliary matrix
+  /// (loom_rt_gemm_gelu's, or null) the heuristic reads the alignment of.
+  GemmPlan *plan(const GemmKey &key, void *auxPointer) {
     auto it = plans.find(key);
     if (it != plans.end())
       return &it->second;
     auto [dtype, transA, transB, m, n, k, lda, ldb, ldc, alignA, alignB, alignC,
-          count, strideA, strideB, strideC, cDtype, bias] = key;
+          count, strideA, strideB, strideC, cDtype, bias, gelu, ldaux,
+          alignAux] = key;
     cudaDataType_t operands = operandType(dtype), product = operandType(cDtype);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's
     // buffer is cuBLASLt's first operand, A's the second. A row-major
@@ -502,18 +510,35 @@ struct Backend {
     // The bias of C's rows is, column-major, a bias of C^T's columns: the
     // epilogue's vector, one element per row of C^T (n of them), of the
     // operands' type.
-    if (bias) {
-      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-      if (!check(api.cublasLtMatmulDescSetAttribute(
-                     p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                     sizeof(epilogue)),
-                 "cublasLtMatmulDescSetAttribute") ||
-          !check(api.cublasLtMatmulDescSetAttribute(
-                     p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &operands,
-                     sizeof(operands)),
-                 "cublasLtMatmulDescSetAttribute"))
-        return nullptr;
-    }
+    if (bias && !check(api.cublasLtMatmulDescSetAttribute(
+                           p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                           &operands, sizeof(operands)),
+                       "cublasLtMatmulDescSetAttribute"))
+      return nullptr;
+    // The GELU's input, AUX, is a matrix like D, of D's type: written by
+    // the forward epilogue, read by the backward one. Column-major it is
+    // AUX^T, as D is D^T.
+    cublasLtEpilogue_t epilogue =
+        gelu == LOOM_GELU_FORWARD    ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                             : CUBLASLT_EPILOGUE_GELU_AUX)
+        : gelu == LOOM_GELU_BACKWARD ? CUBLASLT_EPILOGUE_DGELU
+        : bias                       ? CUBLASLT_EPILOGUE_BIAS
+                                     : CUBLASLT_EPILOGUE_DEFAULT;
+    if (!check(api.cublasLtMatmulDescSetAttribute(p.desc,
+                                                  CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                  &epilogue, sizeof(epilogue)),
+               "cublasLtMatmulDescSetAttribute"))
+      return nullptr;
+    if (gelu != kNoGelu &&
+        (!check(api.cublasLtMatmulDescSetAttribute(
+                    p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldaux,
+                    sizeof(ldaux)),
+                "cublasLtMatmulDescSetAttribute") ||
+         !check(api.cublasLtMatmulDescSetAttribute(
+                    p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                    &auxPointer, sizeof(auxPointer)),
+                "cublasLtMatmulDescSetAttribute")))
+      return nullptr;
     if (count > 1) {
       auto batch = static_cast<int32_t>(count);
       std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
@@ -559,7 +584,13 @@ struct Backend {
       fail("cuBLASLt has no algorithm for a " + std::to_string(m) + "x" +
            std::to_string(n) + "x" + std::to_string(k) + " GEMM of " +
            dtypeName(dtype) + " matrices into " + dtypeName(cDtype) +
-           (bias ? " with a bias" : ""));
+           (bias ? " with a bias" : "") +
+           (gelu == LOOM_GELU_FORWARD    ? " and a GELU"
+            : gelu == LOOM_GELU_BACKWARD ? " through a GELU's derivative"
+                                         : "") +
+           (gelu != kNoGelu ? " (compile with --gelu=loops to keep the GELU "
+                              "out of the GEMM)"
+                            : ""));
       return nullptr;
     }
     p.algo = result.algo;
@@ -656,11 +687,14 @@ void loom::cudaWait() {
 }
 
 namespace {
-/// A GEMM's operands beyond loom_rt_gemm_batched's: C's element type and
-/// the bias of its rows (null for none).
+/// A GEMM's operands beyond loom_rt_gemm_batched's: C's element type, the
+/// bias of its rows (null for none), and loom_rt_gemm_gelu's epilogue.
 struct GemmOutput {
   int32_t dtype;
   const void *bias;
+  int32_t gelu = kNoGelu;
+  void *aux = nullptr;
+  int64_t ldaux = 0;
 };
 
 void runGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
@@ -684,21 +718,42 @@ void runGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                      alignmentOf(static_cast<uintptr_t>(stride0) * size),
                      alignmentOf(static_cast<uintptr_t>(stride1) * size)});
   };
-  GemmPlan *p = be.plan(GemmKey{
-      dtype, transA, transB, m, n, k, lda, ldb, ldc,
-      alignment(a, strides0[0], strides1[0], bytes),
-      alignment(b, strides0[1], strides1[1], bytes),
-      alignment(c, strides0[2], strides1[2], cBytes), count1,
-      count1 > 1 ? strides1[0] : 0, count1 > 1 ? strides1[1] : 0,
-      count1 > 1 ? strides1[2] : 0, output.dtype, output.bias != nullptr});
+  GemmPlan *p = be.plan(GemmKey{dtype,
+                                transA,
+                                transB,
+                                m,
+                                n,
+                                k,
+                                lda,
+                                ldb,
+                                ldc,
+                                alignment(a, strides0[0], strides1[0], bytes),
+                                alignment(b, strides0[1], strides1[1], bytes),
+                                alignment(c, strides0[2], strides1[2], cBytes),
+                                count1,
+                                count1 > 1 ? strides1[0] : 0,
+                                count1 > 1 ? strides1[1] : 0,
+                                count1 > 1 ? strides1[2] : 0,
+                                output.dtype,
+                                output.bias != nullptr,
+                                output.gelu,
+                                output.ldaux,
+                                output.aux ? alignmentOf(output.aux) : 0},
+                        output.aux);
   if (!p)
     return;
-  // The plan is kept per shape; the bias moves from call to call (a layer's
-  // slice of the stacked biases).
+  // The plan is kept per shape; the bias and AUX move from call to call (a
+  // layer's slice of the stacked biases and activations).
   if (output.bias && !be.check(be.api.cublasLtMatmulDescSetAttribute(
                                    p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                    &output.bias, sizeof(output.bias)),
                                "cublasLtMatmulDescSetAttribute"))
+    return;
+  if (output.aux &&
+      !be.check(be.api.cublasLtMatmulDescSetAttribute(
+                    p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                    &output.aux, sizeof(output.aux)),
+                "cublasLtMatmulDescSetAttribute"))
     return;
   // One strided-batched matmul of the inner GEMMs per outer one.
   CUevent timing = be.beginTimed();
@@ -716,7 +771,10 @@ void runGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
     be.endTimed(timing, "GEMM " + std::to_string(count0 * count1) + "x " +
                             std::to_string(m) + "x" + std::to_string(n) + "x" +
                             std::to_string(k) +
-                            (output.dtype != LOOM_DTYPE_F32 ? " rounded" : ""));
+                            (output.dtype != LOOM_DTYPE_F32 ? " rounded" : "") +
+                            (output.gelu == LOOM_GELU_FORWARD    ? " gelu"
+                             : output.gelu == LOOM_GELU_BACKWARD ? " dgelu"
+                                                                 : ""));
   be.queued();
 }
 
@@ -749,6 +807,30 @@ void loom::cudaGemmRounded(int32_t dtype, int32_t transA, int32_t transB,
                            int64_t ldd) {
   runGemm(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, 0.0f, d, ldd,
           1, kNoStrides, 1, kNoStrides, GemmOutput{dtype, bias});
+}
+
+void loom::cudaGemmGelu(int32_t dtype, int32_t mode, int32_t transA,
+                        int32_t transB, int64_t m, int64_t n, int64_t k,
+                        float alpha, const void *a, int64_t lda, const void *b,
+                        int64_t ldb, const void *bias, void *aux, int64_t ldaux,
+                        void *d, int64_t ldd) {
+  Backend &be = backend();
+  // What cuBLASLt's epilogues take; the compiler emits nothing else.
+  if ((dtype != LOOM_DTYPE_BF16 && dtype != LOOM_DTYPE_F16) ||
+      (mode != LOOM_GELU_FORWARD && mode != LOOM_GELU_BACKWARD) ||
+      (mode == LOOM_GELU_BACKWARD && bias) || ldaux % 8 != 0 || ldaux < n) {
+    if (be.failure.empty())
+      be.fail("loom_rt_gemm_gelu: dtype " + std::to_string(dtype) + ", mode " +
+              std::to_string(mode) + ", leading dimension " +
+              std::to_string(ldaux) + " of " + std::to_string(n) +
+              " columns: cuBLASLt's GELU epilogues take bf16 or f16, the "
+              "forward or backward mode, a bias forward only and a leading "
+              "dimension that is a multiple of 8");
+    return;
+  }
+  runGemm(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, 0.0f, d, ldd,
+          1, kNoStrides, 1, kNoStrides,
+          GemmOutput{dtype, bias, mode, aux, ldaux});
 }
 
 namespace {
@@ -1020,6 +1102,10 @@ void loom::cudaGemmBatched(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
 void loom::cudaGemmRounded(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
                            float, const void *, int64_t, const void *, int64_t,
                            const void *, void *, int64_t) {}
+void loom::cudaGemmGelu(int32_t, int32_t, int32_t, int32_t, int64_t, int64_t,
+                        int64_t, float, const void *, int64_t, const void *,
+                        int64_t, const void *, void *, int64_t, void *,
+                        int64_t) {}
 void loom::cudaAttention(int32_t, int64_t, int64_t, int64_t, int64_t,
                          const void *, void *, float *) {}
 void loom::cudaAttentionGrad(int32_t, int64_t, int64_t, int64_t, int64_t,

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaManaged.h"
 #include "Device.h"
 #include "ScatterRowsReference.h"
 
@@ -18,28 +19,6 @@ protected:
     if (!loom::useCuda("sm_80"))
       GTEST_SKIP() << loom_last_error();
   }
-};
-
-/// Managed memory holding a copy of `from`, or of `count` poisoned
-/// elements.
-template <typename T> struct ManagedCopy {
-  ManagedCopy(const std::vector<T> &from)
-      : count(from.size()),
-        at(static_cast<T *>(loom::cudaAllocate(count * sizeof(T)))) {
-    if (at)
-      std::memcpy(at, from.data(), count * sizeof(T));
-  }
-  explicit ManagedCopy(size_t count)
-      : count(count),
-        at(static_cast<T *>(loom::cudaAllocate(count * sizeof(T)))) {
-    if (at)
-      std::memset(at, 0xff, count * sizeof(T));
-  }
-  ~ManagedCopy() { loom::cudaFree(at); }
-  ManagedCopy(const ManagedCopy &) = delete;
-  ManagedCopy &operator=(const ManagedCopy &) = delete;
-  size_t count;
-  T *at;
 };
 
 std::vector<float> runOnGpu(const ScatterCase &c, const ScatterProblem &p) {

@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -157,6 +158,97 @@ TEST(RuntimeGemm, RoundedMatchesGemmThenRounding) {
                   << " transB " << transB << " bias " << withBias << " block "
                   << blockBytes;
             }
+}
+
+/// GPT-2's GELU and its derivative, in double.
+double geluReference(double x) {
+  const double s = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(s * (x + 0.044715 * x * x * x)));
+}
+double geluGradReference(double x) {
+  const double s = std::sqrt(2.0 / M_PI);
+  double t = std::tanh(s * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) +
+         0.5 * x * (1.0 - t * t) * s * (1.0 + 3 * 0.044715 * x * x);
+}
+
+/// Whether narrow `bits` hold `value` rounded: within one unit in its last
+/// place (f32 arithmetic may round the other way near a tie).
+bool isRounding(int32_t dtype, uint16_t bits, double value) {
+  double ulp = std::ldexp(std::max(std::fabs(value), 1e-3),
+                          dtype == LOOM_DTYPE_BF16 ? -7 : -10);
+  return std::fabs(widen(dtype, bits) - value) <= ulp;
+}
+
+/// loom_rt_gemm_gelu's epilogues on loom_rt_gemm's product, every
+/// transposition, bf16 and f16, tiles from one element to the whole
+/// product: forward, AUX is the rounded sum with the bias (bit for bit)
+/// and D its GELU; backward, D is the product times the derivative at
+/// AUX. D's and AUX's padding is left alone.
+TEST(RuntimeGemm, GeluEpilogues) {
+  std::mt19937 rng(11);
+  const int64_t m = 13, n = 11, k = 300, ld = 16;
+  std::uniform_real_distribution<float> preActivation(-4.0f, 4.0f);
+  for (int32_t dtype : {LOOM_DTYPE_BF16, LOOM_DTYPE_F16})
+    for (int transA : {0, 1})
+      for (int transB : {0, 1})
+        for (bool withBias : {false, true})
+          for (int64_t blockBytes : {int64_t(1), int64_t(4) << 20}) {
+            SCOPED_TRACE(testing::Message()
+                         << "dtype " << dtype << " transA " << transA
+                         << " transB " << transB << " bias " << withBias
+                         << " block " << blockBytes);
+            auto [a, lda, b, ldb] =
+                randomOperands(rng, m, n, k, transA, transB);
+            auto bias = randomMatrix(rng, 1, n, n);
+            std::vector<float> c(m * n);
+            loom_rt_gemm_blocked(dtype, transA, transB, m, n, k, 1.0f, a.data(),
+                                 lda, b.data(), ldb, 0.0f, c.data(), n,
+                                 blockBytes);
+            std::vector<uint16_t> aux(m * ld, 0x7fc0), d(m * ld, 0x7fc0);
+            loom_rt_gemm_gelu_blocked(dtype, LOOM_GELU_FORWARD, transA, transB,
+                                      m, n, k, 1.0f, a.data(), lda, b.data(),
+                                      ldb, withBias ? bias.data() : nullptr,
+                                      aux.data(), ld, d.data(), ld, blockBytes);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < ld; ++j) {
+                if (j >= n) {
+                  EXPECT_EQ(aux[i * ld + j], 0x7fc0);
+                  EXPECT_EQ(d[i * ld + j], 0x7fc0);
+                  continue;
+                }
+                float x =
+                    c[i * n + j] + (withBias ? widen(dtype, bias[j]) : 0.0f);
+                EXPECT_EQ(aux[i * ld + j], narrow(dtype, x)) << i << "," << j;
+                EXPECT_TRUE(isRounding(dtype, d[i * ld + j], geluReference(x)))
+                    << i << "," << j << ": " << widen(dtype, d[i * ld + j])
+                    << " for gelu(" << x << ")";
+              }
+            if (withBias)
+              continue;
+            // Backward: AUX holds pre-activations across the GELU's bend.
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j)
+                aux[i * ld + j] = narrow(dtype, preActivation(rng));
+            std::fill(d.begin(), d.end(), 0x7fc0);
+            loom_rt_gemm_gelu_blocked(dtype, LOOM_GELU_BACKWARD, transA, transB,
+                                      m, n, k, 1.0f, a.data(), lda, b.data(),
+                                      ldb, nullptr, aux.data(), ld, d.data(),
+                                      ld, blockBytes);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < ld; ++j) {
+                if (j >= n) {
+                  EXPECT_EQ(d[i * ld + j], 0x7fc0);
+                  continue;
+                }
+                double expected =
+                    c[i * n + j] *
+                    geluGradReference(widen(dtype, aux[i * ld + j]));
+                EXPECT_TRUE(isRounding(dtype, d[i * ld + j], expected))
+                    << i << "," << j << ": " << widen(dtype, d[i * ld + j])
+                    << " for " << expected;
+              }
+          }
 }
 
 /// With k = 0 there are no products: C becomes beta C (zeros for beta =

@@ -321,6 +321,26 @@ void loom_rt_gemm_rounded(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t m, int64_t n, int64_t k, float alpha,
                           const void *a, int64_t lda, const void *b,
                           int64_t ldb, const void *bias, void *d, int64_t ldd);
+/// What loom_rt_gemm_gelu does with the product P = alpha op(A) op(B).
+typedef enum loom_gelu_mode {
+  /// A linear map's GELU: AUX = round(P + bias), D = round(gelu(P + bias)),
+  /// gelu computed from the unrounded sum.
+  LOOM_GELU_FORWARD = 0,
+  /// The gradient through that GELU: D = round(P * gelu'(AUX)), AUX read
+  /// and `bias` null.
+  LOOM_GELU_BACKWARD = 1
+} loom_gelu_mode;
+/// loom_rt_gemm_rounded with GPT-2's GELU, its tanh approximation, in the
+/// epilogue (`mode`, a loom_gelu_mode); `dtype` is bf16 or f16, and AUX is
+/// an [m, n] matrix of it with leading dimension `ldaux`, a multiple of 8.
+/// On a GPU these are cuBLASLt's GELU_AUX(_BIAS) and DGELU epilogues,
+/// which leave the loop that applied the GELU nothing to do; on the CPU the
+/// tiles of loom_rt_gemm_rounded.
+void loom_rt_gemm_gelu(int32_t dtype, int32_t mode, int32_t trans_a,
+                       int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                       float alpha, const void *a, int64_t lda, const void *b,
+                       int64_t ldb, const void *bias, void *aux, int64_t ldaux,
+                       void *d, int64_t ldd);
 /// `count0` x `count1` independent GEMMs of loom_rt_gemm's form: GEMM
 /// (i, j) reads A from `a` plus i `a_stride0` plus j `a_stride1` elements,
 /// B likewise, and updates C from `c` plus i `c_stride0` plus j `c_stride1`
@@ -380,6 +400,13 @@ void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
                                   int64_t lda, const void *b, int64_t ldb,
                                   const void *bias, void *d, int64_t ldd,
                                   int64_t block_bytes);
+/// loom_rt_gemm_gelu with loom_rt_gemm_blocked's blocks (tests).
+void loom_rt_gemm_gelu_blocked(int32_t dtype, int32_t mode, int32_t trans_a,
+                               int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                               float alpha, const void *a, int64_t lda,
+                               const void *b, int64_t ldb, const void *bias,
+                               void *aux, int64_t ldaux, void *d, int64_t ldd,
+                               int64_t block_bytes);
 
 /// Runs `fn(context, from, to)` over [begin, end) split into contiguous
 /// ranges, one per thread, and returns when all are done. The iterations

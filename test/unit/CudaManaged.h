@@ -1,0 +1,35 @@
+//===- CudaManaged.h - Managed memory for the GPU tests --------*- C++ -*-===//
+
+#ifndef LOOM_TEST_UNIT_CUDAMANAGED_H
+#define LOOM_TEST_UNIT_CUDAMANAGED_H
+
+#include "Device.h"
+
+#include <cstring>
+#include <vector>
+
+namespace loom_test {
+/// Managed memory holding a copy of `from`, or of `count` poisoned
+/// elements.
+template <typename T> struct ManagedCopy {
+  ManagedCopy(const std::vector<T> &from)
+      : count(from.size()),
+        at(static_cast<T *>(loom::cudaAllocate(count * sizeof(T)))) {
+    if (at)
+      std::memcpy(at, from.data(), count * sizeof(T));
+  }
+  explicit ManagedCopy(size_t count)
+      : count(count),
+        at(static_cast<T *>(loom::cudaAllocate(count * sizeof(T)))) {
+    if (at)
+      std::memset(at, 0xff, count * sizeof(T));
+  }
+  ~ManagedCopy() { loom::cudaFree(at); }
+  ManagedCopy(const ManagedCopy &) = delete;
+  ManagedCopy &operator=(const ManagedCopy &) = delete;
+  size_t count;
+  T *at;
+};
+} // namespace loom_test
+
+#endif // LOOM_TEST_UNIT_CUDAMANAGED_H
