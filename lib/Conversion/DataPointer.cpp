@@ -2,6 +2,8 @@
 
 #include "DataPointer.h"
 
+#include "loom/abi.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -23,6 +25,35 @@ Value mlir::loom::buildDataPointer(OpBuilder &b, Location loc, Value buffer,
       b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, bytes));
   return LLVM::IntToPtrOp::create(
       b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
+}
+
+Value mlir::loom::getPointedBuffer(Value pointer) {
+  auto cast = pointer.getDefiningOp<LLVM::IntToPtrOp>();
+  auto address =
+      cast ? cast.getArg().getDefiningOp<arith::IndexCastOp>() : nullptr;
+  if (!address)
+    return {};
+  Value sum = address.getIn();
+  SmallVector<Value> bases = {sum};
+  if (auto add = sum.getDefiningOp<arith::AddIOp>())
+    bases = {add.getLhs(), add.getRhs()};
+  for (Value base : bases)
+    if (auto aligned =
+            base.getDefiningOp<memref::ExtractAlignedPointerAsIndexOp>())
+      return aligned.getSource();
+  return {};
+}
+
+bool mlir::loom::isRuntimeGemmCall(Operation *op) {
+  auto call = dyn_cast<func::CallOp>(op);
+  if (!call)
+    return false;
+  StringRef callee = call.getCallee();
+  return llvm::is_contained({StringRef(LOOM_RT_SGEMM), StringRef(LOOM_RT_GEMM),
+                             StringRef(LOOM_RT_GEMM_BATCHED),
+                             StringRef(LOOM_RT_GEMM_ROUNDED),
+                             StringRef(LOOM_RT_GEMM_GELU)},
+                            callee);
 }
 
 std::optional<loom_dtype> mlir::loom::getRuntimeElementType(Type element) {

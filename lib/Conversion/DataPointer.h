@@ -18,6 +18,13 @@ namespace loom {
 Value buildDataPointer(OpBuilder &b, Location loc, Value buffer,
                        memref::ExtractStridedMetadataOp *metadata = nullptr);
 
+/// The view whose data pointer buildDataPointer made `pointer`, or null.
+Value getPointedBuffer(Value pointer);
+
+/// Whether `call` is of one of the runtime's GEMMs, which touch only the
+/// matrices whose data pointers they are handed.
+bool isRuntimeGemmCall(Operation *call);
+
 /// The runtime's code for buffers of `element`s, if it handles them: f32,
 /// bf16 and f16.
 std::optional<loom_dtype> getRuntimeElementType(Type element);

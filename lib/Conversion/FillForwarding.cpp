@@ -1,10 +1,12 @@
 //===- FillForwarding.cpp - Fills that a whole-buffer update reads --------===//
 
 #include "FillForwarding.h"
+#include "DataPointer.h"
 
 #include "Loom/LoomDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
@@ -224,6 +226,20 @@ bool mlir::loom::areDisjoint(Value a, Value b) {
 }
 
 bool mlir::loom::mayAccess(Operation *op, Value buffer, bool writesOnly) {
+  // A GEMM of the runtime touches the matrices it is handed and nothing
+  // else. It reads its first two, A and B; the others (C or D, a bias, an
+  // auxiliary matrix) it may write.
+  if (isRuntimeGemmCall(op)) {
+    unsigned matrices = 0;
+    return llvm::any_of(op->getOperands(), [&](Value operand) {
+      if (!isa<LLVM::LLVMPointerType>(operand.getType()) ||
+          (++matrices <= 2 && writesOnly) ||
+          operand.getDefiningOp<LLVM::ZeroOp>())
+        return false;
+      Value pointed = getPointedBuffer(operand);
+      return !pointed || !areDisjoint(pointed, buffer);
+    });
+  }
   std::optional<SmallVector<MemoryEffects::EffectInstance>> effects =
       getEffectsRecursively(op);
   if (!effects)
