@@ -11,6 +11,12 @@
 // them was all it did. The f32 buffer goes too, which the static arena
 // then no longer holds.
 //
+// A GELU applied to such a rounded product by the next loop, and the
+// gradient through it, which multiplies a rounded product by the GELU's
+// derivative, go into the GEMM's epilogue too (loom_rt_gemm_gelu,
+// cuBLASLt's GELU_AUX_BIAS and DGELU): the loop that read and wrote every
+// activation of the MLP once more goes.
+//
 // It runs on buffers before the static arena, while each buffer is still
 // its own allocation: the product's buffer is dead after the loop exactly
 // when nothing else uses the allocation.
@@ -20,14 +26,18 @@
 #include "DataPointer.h"
 #include "FillForwarding.h"
 #include "Gemm.h"
+#include "LoomToLinalg/Gelu.h"
 
 #include "loom/Conversion/Passes.h"
 #include "loom/abi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/ScopeExit.h"
 
 namespace mlir {
 namespace loom {
@@ -41,6 +51,17 @@ using namespace mlir::loom;
 
 namespace {
 constexpr llvm::StringLiteral kGemmRounded = LOOM_RT_GEMM_ROUNDED;
+constexpr llvm::StringLiteral kGemmGelu = LOOM_RT_GEMM_GELU;
+
+/// A product made a call of loom_rt_gemm_rounded: what a GELU after it
+/// needs to join it.
+struct RoundedGemm {
+  func::CallOp call;
+  GemmForm form;
+  /// The memrefs it reads (the bias null for none) and the [m, n] matrix
+  /// it writes.
+  Value a, b, bias, d;
+};
 
 /// A product whose f32 buffer one loop reads to round it, maybe after
 /// adding a bias of its columns.
@@ -290,7 +311,7 @@ std::optional<Epilogue> matchEpilogue(linalg::MatmulOp product) {
 /// a narrow buffer, which the loop reads instead of the f32 product and its
 /// rounding; the loop stops writing the output the product now writes, and
 /// goes if that was all it wrote.
-LogicalResult rewrite(Epilogue &e) {
+FailureOr<RoundedGemm> rewrite(Epilogue &e) {
   linalg::GenericOp loop = e.loop;
   Location loc = e.product.getLoc();
   OpBuilder b(e.call);
@@ -344,6 +365,9 @@ LogicalResult rewrite(Epilogue &e) {
                     i32c(e.form.transB), i64c(e.form.m), i64c(e.form.n),
                     i64c(e.form.k), one, da->pointer, da->leading, db->pointer,
                     db->leading, bias, dd->pointer, dd->leading});
+  RoundedGemm rounded{
+      cast<func::CallOp>(*std::prev(b.getInsertionPoint())), e.form, a, bm,
+      e.bias ? loop.getDpsInputs()[*e.bias] : Value(),       matrix};
 
   // The loop's body reads the narrow value in place of computing it.
   Block *body = loop.getBody();
@@ -388,21 +412,267 @@ LogicalResult rewrite(Epilogue &e) {
     e.reshape.erase();
   if (e.buffer->use_empty())
     e.buffer.erase();
-  return success();
+  return rounded;
+}
+
+//===----------------------------------------------------------------------===//
+// The GELU
+//===----------------------------------------------------------------------===//
+
+/// The buffer whose elements `view` holds in the same order: reshapes
+/// peeled.
+Value peelReshapes(Value view) {
+  while (Operation *def = view.getDefiningOp()) {
+    if (!isa<memref::ExpandShapeOp, memref::CollapseShapeOp>(def))
+      break;
+    view = def->getOperand(0);
+  }
+  return view;
+}
+
+/// Whether `actual` computes what `reference` does, operation for
+/// operation (the operands of commutative ones in either order), binding
+/// the reference's block arguments to values in `leaves`.
+bool isSameExpression(Value actual, Value reference, IRMapping &leaves) {
+  if (auto argument = dyn_cast<BlockArgument>(reference)) {
+    if (Value bound = leaves.lookupOrNull(argument))
+      return bound == actual;
+    leaves.map(argument, actual);
+    return true;
+  }
+  Operation *r = reference.getDefiningOp(), *a = actual.getDefiningOp();
+  if (!a || a->getName() != r->getName() || a->getNumRegions() ||
+      a->getAttrDictionary() != r->getAttrDictionary() ||
+      a->getNumOperands() != r->getNumOperands() ||
+      cast<OpResult>(actual).getResultNumber() !=
+          cast<OpResult>(reference).getResultNumber())
+    return false;
+  auto operandsMatch = [&](ValueRange actuals, ValueRange references) {
+    IRMapping before = leaves;
+    for (auto [x, y] : llvm::zip(actuals, references))
+      if (!isSameExpression(x, y, leaves)) {
+        leaves = before;
+        return false;
+      }
+    return true;
+  };
+  if (operandsMatch(a->getOperands(), r->getOperands()))
+    return true;
+  return r->hasTrait<OpTrait::IsCommutative>() && r->getNumOperands() == 2 &&
+         operandsMatch({a->getOperand(1), a->getOperand(0)}, r->getOperands());
+}
+
+/// Whether the body of `loop` yields the GELU of its one input, widened and
+/// rounded back (`backward` false), or its second input's gradient through
+/// the GELU at its first (the inputs in `inputs`' order), as the lowering
+/// of loom.gelu and loom.gelu_grad builds them (Gelu.h).
+bool computesGelu(linalg::GenericOp loop, bool backward,
+                  ArrayRef<unsigned> inputs) {
+  Block *body = loop.getBody();
+  Type narrow = body->getArgument(inputs[0]).getType();
+  Location loc = loop.getLoc();
+  // The reference, in a block of its own that is dropped afterwards.
+  Block reference;
+  auto drop = llvm::make_scope_exit([&] {
+    while (!reference.empty())
+      reference.back().erase();
+  });
+  OpBuilder b(loop.getContext());
+  b.setInsertionPointToEnd(&reference);
+  SmallVector<Value> wide;
+  for (unsigned i = 0, e = inputs.size(); i < e; ++i)
+    wide.push_back(arith::ExtFOp::create(b, loc, b.getF32Type(),
+                                         reference.addArgument(narrow, loc)));
+  Value result = backward ? buildGeluGrad(b, loc, wide[0], wide[1])
+                          : buildGelu(b, loc, wide[0]);
+  result = arith::TruncFOp::create(b, loc, narrow, result);
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  IRMapping leaves;
+  if (yield.getNumOperands() != 1 ||
+      !isSameExpression(yield.getOperand(0), result, leaves))
+    return false;
+  for (auto [i, input] : llvm::enumerate(inputs))
+    if (leaves.lookupOrNull(reference.getArgument(i)) !=
+        body->getArgument(input))
+      return false;
+  return true;
+}
+
+/// `view`, an [..., n] buffer in a loop's iteration space, as the GEMM's
+/// [m, n] matrix with contiguous rows whose row stride is a multiple of 8
+/// elements (cuBLASLt's GELU epilogues' auxiliary matrix), built at `b`.
+FailureOr<Value> asMatrix(OpBuilder &b, Location loc, Value view,
+                          const GemmForm &form) {
+  auto type = cast<MemRefType>(view.getType());
+  if (type.getRank() < 2 || !type.hasStaticShape() ||
+      type.getShape().back() != form.n ||
+      type.getNumElements() != form.m * form.n)
+    return failure();
+  SmallVector<ReassociationIndices> groups;
+  if (type.getRank() > 2) {
+    groups.emplace_back();
+    for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+      groups.back().push_back(d);
+    groups.push_back({type.getRank() - 1});
+    if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, groups))
+      return failure();
+  }
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)) ||
+      strides.back() != 1 ||
+      ShapedType::isDynamic(strides[strides.size() - 2]) ||
+      strides[strides.size() - 2] % 8 != 0)
+    return failure();
+  if (groups.empty())
+    return view;
+  return memref::CollapseShapeOp::create(b, loc, view, groups).getResult();
+}
+
+/// Erases the operations that computed `values` and are used by nothing
+/// else now: the pointers, views and buffer of a call that is gone.
+void eraseDeadDefinitions(ValueRange values) {
+  SmallVector<Value> worklist(values);
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || !def->use_empty() ||
+        !(isPure(def) || isa<memref::AllocOp>(def)))
+      continue;
+    worklist.append(def->operand_begin(), def->operand_end());
+    def->erase();
+  }
+}
+
+/// The GELU loop after `g`'s call, which reads its product and nothing
+/// between touches, moved into the call as loom_rt_gemm_gelu's epilogue
+/// at the loop's place, if there is one:
+///  - forward, a loop that stores the GELU of the product: the call writes
+///    the product as before, as the GELU's input (AUX), and the GELU into
+///    the loop's output;
+///  - backward, a loop that stores the product times the GELU's derivative
+///    at a second input, whose product nothing else reads: the call reads
+///    that input as AUX and writes the loop's output; the product's buffer
+///    goes.
+void fuseGelu(RoundedGemm &g) {
+  Value base = peelReshapes(g.d);
+  Operation *call = g.call;
+  linalg::GenericOp loop;
+  std::optional<unsigned> read;
+  SmallVector<Operation *> between;
+  for (Operation *op = call->getNextNode(); op && !loop;
+       op = op->getNextNode()) {
+    if (auto generic = dyn_cast<linalg::GenericOp>(op))
+      for (OpOperand *input : generic.getDpsInputOperands())
+        if (peelReshapes(input->get()) == base) {
+          loop = generic;
+          read = input->getOperandNumber();
+        }
+    if (!loop)
+      between.push_back(op);
+  }
+  if (!loop || !loop.hasPureBufferSemantics() ||
+      loop.getNumParallelLoops() != loop.getNumLoops() ||
+      loop.getNumDpsInits() != 1 || loop.getNumDpsInputs() > 2 ||
+      !llvm::all_of(loop.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return;
+  bool backward = loop.getNumDpsInputs() == 2;
+  std::optional<unsigned> other;
+  if (backward)
+    other = 1 - *read;
+  Type narrow = cast<MemRefType>(g.d.getType()).getElementType();
+  if (backward &&
+      (g.bias || cast<MemRefType>(loop.getDpsInputs()[*other].getType())
+                         .getElementType() != narrow))
+    return;
+  SmallVector<unsigned> order = backward ? SmallVector<unsigned>{*other, *read}
+                                         : SmallVector<unsigned>{*read};
+  if (!computesGelu(loop, backward, order))
+    return;
+  // Backward, the product's buffer is read by this loop alone: the call's
+  // pointer to it aside, its users are views.
+  if (backward) {
+    SmallVector<Operation *> users;
+    collectUsers(base, users);
+    if (!base.getDefiningOp<memref::AllocOp>() ||
+        !llvm::all_of(users, [&](Operation *user) {
+          return user == loop ||
+                 isa<memref::ExpandShapeOp, memref::CollapseShapeOp,
+                     memref::ExtractStridedMetadataOp,
+                     memref::ExtractAlignedPointerAsIndexOp>(user);
+        }))
+      return;
+  }
+  // What the call reads stays unwritten until the loop, and the product
+  // unread: the call moves there.
+  Value output = loop.getDpsInits()[0];
+  Value aux = backward ? loop.getDpsInputs()[*other] : g.d;
+  SmallVector<Value> reads = {g.a, g.b, aux};
+  if (g.bias)
+    reads.push_back(g.bias);
+  if (llvm::any_of(between, [&](Operation *op) {
+        return mayAccess(op, g.d) || llvm::any_of(reads, [&](Value v) {
+                 return mayAccess(op, v, /*writesOnly=*/true);
+               });
+      }))
+    return;
+  reads.push_back(g.d);
+  if (!llvm::all_of(reads, [&](Value v) { return areDisjoint(v, output); }))
+    return;
+
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  FailureOr<Value> outputMatrix = asMatrix(b, loc, output, g.form);
+  FailureOr<Value> auxMatrix = asMatrix(b, loc, aux, g.form);
+  if (failed(outputMatrix) || failed(auxMatrix))
+    return;
+  FailureOr<GemmOperand> d = buildGemmOperand(b, loc, *outputMatrix, loop);
+  FailureOr<GemmOperand> auxOperand =
+      backward ? buildGemmOperand(b, loc, *auxMatrix, loop)
+               : FailureOr<GemmOperand>(
+                     GemmOperand{call->getOperand(12), call->getOperand(13)});
+  if (failed(d) || failed(auxOperand))
+    return;
+  // loom_rt_gemm_rounded's operands up to the bias, the mode after the
+  // type, then AUX and D.
+  SmallVector<Value> args(call->getOperands().take_front(12));
+  args.insert(args.begin() + 1,
+              arith::ConstantOp::create(
+                  b, loc,
+                  b.getI32IntegerAttr(backward ? LOOM_GELU_BACKWARD
+                                               : LOOM_GELU_FORWARD)));
+  args.append(
+      {auxOperand->pointer, auxOperand->leading, d->pointer, d->leading});
+  buildRuntimeCall(b, loop, kGemmGelu, args);
+  SmallVector<Value> operands(call->getOperands());
+  call->erase();
+  loop.erase();
+  eraseDeadDefinitions(operands);
+  if (auxMatrix->getDefiningOp() && auxMatrix->use_empty())
+    auxMatrix->getDefiningOp()->erase();
 }
 
 struct GemmEpiloguesPass
     : public loom::impl::LoomGemmEpiloguesBase<GemmEpiloguesPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     SmallVector<linalg::MatmulOp> products;
     getOperation().walk([&](linalg::MatmulOp op) {
       if (op.hasPureBufferSemantics())
         products.push_back(op);
     });
+    SmallVector<RoundedGemm> rounded;
     for (linalg::MatmulOp product : products)
-      if (std::optional<Epilogue> e = matchEpilogue(product))
-        if (failed(rewrite(*e)))
+      if (std::optional<Epilogue> e = matchEpilogue(product)) {
+        FailureOr<RoundedGemm> call = rewrite(*e);
+        if (failed(call))
           return signalPassFailure();
+        rounded.push_back(*call);
+      }
+    if (gelu)
+      for (RoundedGemm &g : rounded)
+        fuseGelu(g);
   }
 };
 } // namespace

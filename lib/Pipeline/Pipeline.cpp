@@ -64,9 +64,21 @@ llvm::cl::ValuesClass mlir::loom::getTargetValues() {
                  "GPU kernels (PTX) and cuBLASLt on an NVIDIA GPU"));
 }
 
+llvm::cl::ValuesClass mlir::loom::getGeluPlacementValues() {
+  return llvm::cl::values(
+      clEnumValN(GeluPlacement::Target, "target",
+                 "the target's: epilogue with cuda, loops with cpu"),
+      clEnumValN(GeluPlacement::Epilogue, "epilogue",
+                 "in the epilogue of the GEMM before it (cuBLASLt's "
+                 "GELU_AUX_BIAS and DGELU on a GPU)"),
+      clEnumValN(GeluPlacement::Loops, "loops",
+                 "in generated loops after the GEMM"));
+}
+
 /// Bufferization and the static arena, on the step the lowering to linalg
 /// left.
-static void buildBufferizePipeline(OpPassManager &pm, bool printArena) {
+static void buildBufferizePipeline(OpPassManager &pm, bool printArena,
+                                   const LoomGemmEpiloguesOptions &epilogues) {
   // No CSE before bufferization: merged zero-filled tensors would each need
   // a copy once they are written.
   // Values a layer loop saves or stacks (activations for the backward pass,
@@ -93,7 +105,7 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena) {
   pm.addPass(createLoomLowerGridIndices());
   // While the product's f32 buffer is its own allocation, whose uses say
   // when it dies; the arena then holds the narrow result instead.
-  pm.addPass(createLoomGemmEpilogues());
+  pm.addPass(createLoomGemmEpilogues(epilogues));
   // Before deallocation, which then has one buffer per function to free.
   LoomStaticArenaOptions arena;
   arena.print = printArena;
@@ -107,6 +119,7 @@ struct StepLowering {
   LoomLowerToLinalgOptions linalg;
   bool splitReductions = false;
   LoomSplitReductionsOptions split;
+  LoomGemmEpiloguesOptions epilogues;
 };
 } // namespace
 
@@ -153,7 +166,7 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
     pm.addPass(createLoomSplitReductions(lowering.split));
   if (stage == EmitStage::Linalg)
     return true;
-  buildBufferizePipeline(pm, print);
+  buildBufferizePipeline(pm, print, lowering.epilogues);
   return stage == EmitStage::Memory;
 }
 
@@ -162,6 +175,9 @@ static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
   StepLowering lowering;
   lowering.linalg.fusedAttention = options.fusedAttention;
   lowering.linalg.sortedTokenGradient = options.sortedTokenGradient;
+  lowering.epilogues.gelu =
+      options.gelu == GeluPlacement::Epilogue ||
+      (options.gelu == GeluPlacement::Target && options.target == Target::Cuda);
   int64_t rowBlocks = options.embeddingRowBlocks;
   if (options.target == Target::Cuda) {
     // The GPU's fused kernels hold a head's row in a thread's registers.

@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --loom-gemm-epilogues --split-input-file | FileCheck %s
+// RUN: loom-opt %s --loom-gemm-epilogues=gelu=0 --split-input-file | FileCheck %s --check-prefix=NOGELU
 
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #col3 = affine_map<(d0, d1, d2) -> (d2)>
@@ -218,4 +219,236 @@ func.func @output_read_by_product(%a: memref<4x4xbf16>, %w: memref<4x4xbf16>) {
     linalg.yield %round : bf16
   }
   return
+}
+
+// -----
+
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#col3 = affine_map<(d0, d1, d2) -> (d2)>
+
+// A linear map's product with its bias, rounded into a stack's slice,
+// then its GELU into another (an MLP's first layer in mixed precision):
+// one call writes both, the pre-activation as the GELU's input (AUX) and
+// the GELU as D, where the GELU's loop was; no loop is left.
+// CHECK-LABEL: func.func @gelu_forward(
+// CHECK-SAME: %[[A:[^:]*]]: memref<8x4xbf16>, %[[W:[^:]*]]: memref<8x4xbf16>, %[[BIAS:[^:]*]]: memref<8xbf16>
+// CHECK-NOT: loom_rt_gemm_rounded
+// CHECK: %[[PRE:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>> into memref<8x8xbf16, strided<[8, 1], offset: ?>>
+// CHECK: extract_aligned_pointer_as_index %[[PRE]]
+// CHECK: %[[OUT:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>> into memref<8x8xbf16, strided<[8, 1], offset: ?>>
+// CHECK: extract_aligned_pointer_as_index %[[OUT]]
+// CHECK: %[[FORWARD:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: call @loom_rt_gemm_gelu(%{{[^,]*}}, %[[FORWARD]], %{{.*}}) : (i32, i32, i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64) -> ()
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: math.tanh
+// CHECK: return
+// CHECK: func.func private @loom_rt_gemm_gelu(
+// NOGELU-LABEL: func.func @gelu_forward(
+// NOGELU: call @loom_rt_gemm_rounded(
+// NOGELU: math.tanh
+// NOGELU-NOT: loom_rt_gemm_gelu
+func.func @gelu_forward(%a: memref<8x4xbf16>, %w: memref<8x4xbf16>, %bias: memref<8xbf16>, %i: index) -> (memref<3x2x4x8xbf16>, memref<3x2x4x8xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 5.000000e-01 : f32
+  %s = arith.constant 0.797884583 : f32
+  %c = arith.constant 4.471500e-02 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %pre = memref.alloc() : memref<3x2x4x8xbf16>
+  %act = memref.alloc() : memref<3x2x4x8xbf16>
+  %p = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+    ins(%a, %w : memref<8x4xbf16>, memref<8x4xbf16>) outs(%p : memref<8x8xf32>)
+  %p3 = memref.expand_shape %p [[0, 1], [2]] output_shape [2, 4, 8] : memref<8x8xf32> into memref<2x4x8xf32>
+  %h = memref.subview %pre[%i, 0, 0, 0] [1, 2, 4, 8] [1, 1, 1, 1] : memref<3x2x4x8xbf16> to memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>>
+  linalg.generic {indexing_maps = [#id3, #col3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%p3, %bias : memref<2x4x8xf32>, memref<8xbf16>) outs(%h : memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>>) {
+  ^bb0(%x: f32, %b: bf16, %out: bf16):
+    %wide = arith.extf %b : bf16 to f32
+    %sum = arith.addf %x, %wide : f32
+    %round = arith.truncf %sum : f32 to bf16
+    linalg.yield %round : bf16
+  }
+  %g = memref.subview %act[%i, 0, 0, 0] [1, 2, 4, 8] [1, 1, 1, 1] : memref<3x2x4x8xbf16> to memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>>
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%h : memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>>) outs(%g : memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>>) {
+  ^bb0(%in: bf16, %o: bf16):
+    %x = arith.extf %in : bf16 to f32
+    %x2 = arith.mulf %x, %x : f32
+    %x3 = arith.mulf %x, %x2 : f32
+    %cx3 = arith.mulf %x3, %c : f32
+    %u = arith.addf %x, %cx3 : f32
+    %su = arith.mulf %u, %s : f32
+    %t = math.tanh %su : f32
+    %hx = arith.mulf %x, %half : f32
+    %t1 = arith.addf %t, %one : f32
+    %y = arith.mulf %hx, %t1 : f32
+    %r = arith.truncf %y : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  return %pre, %act : memref<3x2x4x8xbf16>, memref<3x2x4x8xbf16>
+}
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+// The gradient through the GELU: the product of the incoming gradient and
+// the weight, rounded into a buffer that only the next loop reads, which
+// multiplies it by the GELU's derivative at the kept pre-activation (the
+// constants canonicalized to the right): the call reads the
+// pre-activation as AUX and writes the loop's output; the product's
+// buffer goes.
+// CHECK-LABEL: func.func @gelu_backward(
+// CHECK-SAME: %[[G:[^:]*]]: memref<8x4xbf16>, %[[W:[^:]*]]: memref<4x8xbf16>, %[[PRE:[^:]*]]: memref<8x8xbf16>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<8x8xbf16>
+// CHECK-NOT: memref.alloc
+// CHECK: memref.extract_aligned_pointer_as_index %[[OUT]]
+// CHECK: memref.extract_aligned_pointer_as_index %[[PRE]]
+// CHECK: %[[BACKWARD:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: call @loom_rt_gemm_gelu(%{{[^,]*}}, %[[BACKWARD]], %{{.*}}) :
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[OUT]]
+// NOGELU-LABEL: func.func @gelu_backward(
+// NOGELU: call @loom_rt_gemm_rounded(
+// NOGELU: math.tanh
+func.func @gelu_backward(%grad: memref<8x4xbf16>, %w: memref<4x8xbf16>, %pre: memref<8x8xbf16>) -> memref<8x8xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 5.000000e-01 : f32
+  %s = arith.constant 0.797884583 : f32
+  %c = arith.constant 4.471500e-02 : f32
+  %c3 = arith.constant 1.341450e-01 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %out = memref.alloc() : memref<8x8xbf16>
+  %p = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
+  linalg.matmul ins(%grad, %w : memref<8x4xbf16>, memref<4x8xbf16>) outs(%p : memref<8x8xf32>)
+  %da = memref.alloc() : memref<8x8xbf16>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%p : memref<8x8xf32>) outs(%da : memref<8x8xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %round = arith.truncf %x : f32 to bf16
+    linalg.yield %round : bf16
+  }
+  linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%da, %pre : memref<8x8xbf16>, memref<8x8xbf16>) outs(%out : memref<8x8xbf16>) {
+  ^bb0(%gin: bf16, %hin: bf16, %o: bf16):
+    %x = arith.extf %hin : bf16 to f32
+    %dy = arith.extf %gin : bf16 to f32
+    %x2 = arith.mulf %x, %x : f32
+    %x3 = arith.mulf %x, %x2 : f32
+    %cx3 = arith.mulf %x3, %c : f32
+    %u = arith.addf %x, %cx3 : f32
+    %su = arith.mulf %u, %s : f32
+    %t = math.tanh %su : f32
+    %a1 = arith.mulf %x2, %c3 : f32
+    %a2 = arith.addf %a1, %one : f32
+    %du = arith.mulf %a2, %s : f32
+    %tt = arith.mulf %t, %t : f32
+    %sech2 = arith.subf %one, %tt : f32
+    %t1 = arith.addf %t, %one : f32
+    %left = arith.mulf %t1, %half : f32
+    %hx = arith.mulf %x, %half : f32
+    %sd = arith.mulf %sech2, %du : f32
+    %right = arith.mulf %hx, %sd : f32
+    %local = arith.addf %left, %right : f32
+    %r = arith.mulf %local, %dy : f32
+    %rr = arith.truncf %r : f32 to bf16
+    linalg.yield %rr : bf16
+  }
+  return %out : memref<8x8xbf16>
+}
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+// Something reads the rounded product before the GELU's loop: moved to
+// the loop, the product would be written after that read. Nothing fuses.
+// CHECK-LABEL: func.func @gelu_after_a_read(
+// CHECK: call @loom_rt_gemm_rounded(
+// CHECK: memref.copy
+// CHECK: math.tanh
+// CHECK-NOT: loom_rt_gemm_gelu
+func.func @gelu_after_a_read(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>, %copy: memref<8x8xbf16>) -> memref<8x8xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 5.000000e-01 : f32
+  %s = arith.constant 0.797884583 : f32
+  %c = arith.constant 4.471500e-02 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %act = memref.alloc() : memref<8x8xbf16>
+  %p = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
+  linalg.matmul ins(%a, %w : memref<8x4xbf16>, memref<4x8xbf16>) outs(%p : memref<8x8xf32>)
+  %h = memref.alloc() : memref<8x8xbf16>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%p : memref<8x8xf32>) outs(%h : memref<8x8xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %round = arith.truncf %x : f32 to bf16
+    linalg.yield %round : bf16
+  }
+  memref.copy %h, %copy : memref<8x8xbf16> to memref<8x8xbf16>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%h : memref<8x8xbf16>) outs(%act : memref<8x8xbf16>) {
+  ^bb0(%in: bf16, %o: bf16):
+    %x = arith.extf %in : bf16 to f32
+    %x2 = arith.mulf %x, %x : f32
+    %x3 = arith.mulf %x, %x2 : f32
+    %cx3 = arith.mulf %x3, %c : f32
+    %u = arith.addf %x, %cx3 : f32
+    %su = arith.mulf %u, %s : f32
+    %t = math.tanh %su : f32
+    %hx = arith.mulf %x, %half : f32
+    %t1 = arith.addf %t, %one : f32
+    %y = arith.mulf %hx, %t1 : f32
+    %r = arith.truncf %y : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  return %act : memref<8x8xbf16>
+}
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+// A loop like the GELU's but for one constant (0.25 x for 0.5 x) is some
+// other function: it stays.
+// CHECK-LABEL: func.func @not_gelu(
+// CHECK: call @loom_rt_gemm_rounded(
+// CHECK: math.tanh
+// CHECK-NOT: loom_rt_gemm_gelu
+func.func @not_gelu(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>) -> memref<8x8xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %quarter = arith.constant 2.500000e-01 : f32
+  %s = arith.constant 0.797884583 : f32
+  %c = arith.constant 4.471500e-02 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %act = memref.alloc() : memref<8x8xbf16>
+  %p = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
+  linalg.matmul ins(%a, %w : memref<8x4xbf16>, memref<4x8xbf16>) outs(%p : memref<8x8xf32>)
+  %h = memref.alloc() : memref<8x8xbf16>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%p : memref<8x8xf32>) outs(%h : memref<8x8xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %round = arith.truncf %x : f32 to bf16
+    linalg.yield %round : bf16
+  }
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%h : memref<8x8xbf16>) outs(%act : memref<8x8xbf16>) {
+  ^bb0(%in: bf16, %o: bf16):
+    %x = arith.extf %in : bf16 to f32
+    %x2 = arith.mulf %x, %x : f32
+    %x3 = arith.mulf %x, %x2 : f32
+    %cx3 = arith.mulf %x3, %c : f32
+    %u = arith.addf %x, %cx3 : f32
+    %su = arith.mulf %u, %s : f32
+    %t = math.tanh %su : f32
+    %hx = arith.mulf %x, %quarter : f32
+    %t1 = arith.addf %t, %one : f32
+    %y = arith.mulf %hx, %t1 : f32
+    %r = arith.truncf %y : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  return %act : memref<8x8xbf16>
 }

@@ -110,6 +110,13 @@ static cl::opt<TokenGradient> tokenGradient(
                           "rows) walking every token")),
     cl::cat(loomcCategory));
 
+static cl::opt<GeluPlacement>
+    gelu("gelu",
+         cl::desc("Where mixed precision applies the MLP's GELU and its "
+                  "gradient (default target)"),
+         cl::init(GeluPlacement::Target), getGeluPlacementValues(),
+         cl::cat(loomcCategory));
+
 static cl::opt<int64_t> embeddingRowBlocks(
     "embedding-row-blocks",
     cl::desc("With --token-gradient=loops, blocks of the token table's rows "
@@ -380,6 +387,7 @@ int main(int argc, char **argv) {
   pipeline.cudaReductionRows = cudaReductionRows;
   pipeline.sortedTokenGradient = tokenGradient == TokenGradient::Sorted;
   pipeline.embeddingRowBlocks = embeddingRowBlocks;
+  pipeline.gelu = gelu;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     // A plan that does not fit in memory is not bad input: scripts that try

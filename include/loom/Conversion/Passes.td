@@ -172,9 +172,30 @@ def LoomGemmEpilogues : Pass<"loom-gemm-epilogues", "::mlir::ModuleOp"> {
     the product reads; otherwise a new bf16 (f16) buffer where the f32 one
     was. The loop reads D instead of the f32 product and no longer
     computes the rounding (or writes D); a loop left with no output goes.
-    The f32 buffer, its fill and the product go. Runs on buffers before
-    `loom-static-arena`, while each buffer is its own allocation.
+    The f32 buffer, its fill and the product go.
+
+    With `gelu` (the default), a call whose D the next `linalg.generic`
+    that reads it (through reshapes; nothing between touching D or writing
+    what the call reads) reads only to apply GPT-2's GELU, as the lowering
+    of `loom.gelu` builds it (`arith.extf`, the GELU, `arith.truncf`), into
+    one output, becomes `loom_rt_gemm_gelu(dtype, 0, transA, transB, M, N,
+    K, alpha, A, lda, B, ldb, bias, AUX, ldaux, D, ldd)` at the loop: AUX
+    is the old D, D the loop's output. A call without a bias whose D only
+    such a loop reads, to multiply it by the GELU's derivative at a second
+    input of the same type (`loom.gelu_grad`'s lowering), becomes the call
+    with mode 1, AUX that input and D the loop's output; the old D's
+    buffer goes. The loop goes. AUX and D must be [M, N] matrices with
+    contiguous rows (the loop's shape collapsed) whose row strides are
+    multiples of 8.
+
+    Runs on buffers before `loom-static-arena`, while each buffer is its
+    own allocation.
   }];
+  let options = [
+    Option<"gelu", "gelu", "bool", /*default=*/"true",
+           "Move a GELU, or the gradient through it, that the next loop "
+           "applies to a rounded product into the GEMM's epilogue">
+  ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",

@@ -63,6 +63,21 @@ enum class Target {
 
 llvm::cl::ValuesClass getTargetValues();
 
+/// Where mixed precision applies the MLP's GELU and its gradient.
+enum class GeluPlacement {
+  /// The target's choice: the epilogue on a GPU, where it spares a pass
+  /// over the activations through memory; loops on the CPU, whose
+  /// generated loops vectorize the GELU and whose memory is not the bound.
+  Target,
+  /// The epilogue of the GEMM before it (loom-gemm-epilogues' gelu).
+  Epilogue,
+  /// Generated loops after the GEMM.
+  Loops
+};
+
+/// The values of --gelu (loomc) and the pipeline's gelu option.
+llvm::cl::ValuesClass getGeluPlacementValues();
+
 struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
   PassOptions::Option<EmitStage> emit{
       *this, "emit", llvm::cl::desc("Stage to stop after"),
@@ -123,6 +138,11 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
                      "the tokens sorted by row (else as generated loops "
                      "that walk every token per column)"),
       llvm::cl::init(true)};
+  PassOptions::Option<GeluPlacement> gelu{
+      *this, "gelu",
+      llvm::cl::desc("Where mixed precision applies the MLP's GELU and its "
+                     "gradient"),
+      llvm::cl::init(GeluPlacement::Target), getGeluPlacementValues()};
   PassOptions::Option<int64_t> embeddingRowBlocks{
       *this, "embedding-row-blocks",
       llvm::cl::desc("Blocks of the token table's rows whose gradient "

@@ -2,6 +2,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Gelu.h"
 #include "Lowering.h"
 
 #include "mlir/IR/Matchers.h"
@@ -12,32 +13,14 @@ using namespace mlir::loom;
 using namespace mlir::loom::lowering;
 
 namespace {
-/// GPT-2's GELU and its derivative, on scalars.
-constexpr double kGeluC = 0.044715;
-Value geluInner(OpBuilder &nb, Lowering &L, Value x) {
-  const double s = std::sqrt(2.0 / M_PI);
-  Value x3 = arith::MulFOp::create(nb, L.loc, x,
-                                   arith::MulFOp::create(nb, L.loc, x, x));
-  Value u = arith::AddFOp::create(
-      nb, L.loc, x, arith::MulFOp::create(nb, L.loc, x3, L.f32(nb, kGeluC)));
-  return math::TanhOp::create(
-      nb, L.loc, arith::MulFOp::create(nb, L.loc, u, L.f32(nb, s)));
-}
-
 struct GeluLowering : LoomPattern<GeluOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(GeluOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
-    return {L.elementwise(adaptor.getInput(), [&](OpBuilder &nb, Location l,
-                                                  ValueRange a) {
-      Value t = geluInner(nb, L, a[0]);
-      Value half = arith::MulFOp::create(nb, l, a[0], L.f32(nb, 0.5));
-      linalg::YieldOp::create(
-          nb, l,
-          arith::MulFOp::create(nb, l, half,
-                                arith::AddFOp::create(nb, l, t, L.f32(nb, 1.0)))
-              .getResult());
-    })};
+    return {L.elementwise(
+        adaptor.getInput(), [&](OpBuilder &nb, Location l, ValueRange a) {
+          linalg::YieldOp::create(nb, l, buildGelu(nb, l, a[0]));
+        })};
   }
 };
 
@@ -45,30 +28,11 @@ struct GeluGradLowering : LoomPattern<GeluGradOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(GeluGradOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
-    return {L.elementwise(
-        {adaptor.getGrad(), adaptor.getInput()},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value x = a[1];
-          Value t = geluInner(nb, L, x);
-          // d/dx 0.5 x (1 + tanh u) = 0.5 (1 + t) + 0.5 x (1 - t^2) u'.
-          Value one = L.f32(nb, 1.0), half = L.f32(nb, 0.5);
-          Value x2 = arith::MulFOp::create(nb, l, x, x);
-          Value du = arith::MulFOp::create(
-              nb, l, L.f32(nb, std::sqrt(2.0 / M_PI)),
-              arith::AddFOp::create(
-                  nb, l, one,
-                  arith::MulFOp::create(nb, l, x2, L.f32(nb, 3 * kGeluC))));
-          Value sech2 = arith::SubFOp::create(
-              nb, l, one, arith::MulFOp::create(nb, l, t, t));
-          Value left = arith::MulFOp::create(
-              nb, l, half, arith::AddFOp::create(nb, l, one, t));
-          Value right = arith::MulFOp::create(
-              nb, l, arith::MulFOp::create(nb, l, half, x),
-              arith::MulFOp::create(nb, l, sech2, du));
-          Value local = arith::AddFOp::create(nb, l, left, right);
-          linalg::YieldOp::create(
-              nb, l, arith::MulFOp::create(nb, l, local, a[0]).getResult());
-        })};
+    return {L.elementwise({adaptor.getGrad(), adaptor.getInput()},
+                          [&](OpBuilder &nb, Location l, ValueRange a) {
+                            linalg::YieldOp::create(
+                                nb, l, buildGeluGrad(nb, l, a[1], a[0]));
+                          })};
   }
 };
 
