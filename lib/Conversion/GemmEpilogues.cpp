@@ -434,6 +434,8 @@ Value peelReshapes(Value view) {
 /// operation (the operands of commutative ones in either order), binding
 /// the reference's block arguments to values in `leaves`.
 bool isSameExpression(Value actual, Value reference, IRMapping &leaves) {
+  if (actual.getType() != reference.getType())
+    return false;
   if (auto argument = dyn_cast<BlockArgument>(reference)) {
     if (Value bound = leaves.lookupOrNull(argument))
       return bound == actual;
@@ -498,35 +500,42 @@ bool computesGelu(linalg::GenericOp loop, bool backward,
   return true;
 }
 
-/// `view`, an [..., n] buffer in a loop's iteration space, as the GEMM's
-/// [m, n] matrix with contiguous rows whose row stride is a multiple of 8
-/// elements (cuBLASLt's GELU epilogues' auxiliary matrix), built at `b`.
-FailureOr<Value> asMatrix(OpBuilder &b, Location loc, Value view,
-                          const GemmForm &form) {
+/// The reassociation that collapses `view`, an [..., n] buffer in a
+/// loop's iteration space, into the GEMM's [m, n] matrix with contiguous
+/// rows whose row stride is a multiple of 8 elements (cuBLASLt's GELU
+/// epilogues' auxiliary matrix); empty if it is that matrix already, none
+/// if it cannot be one.
+std::optional<SmallVector<ReassociationIndices>>
+getMatrixGroups(Value view, const GemmForm &form) {
   auto type = cast<MemRefType>(view.getType());
   if (type.getRank() < 2 || !type.hasStaticShape() ||
       type.getShape().back() != form.n ||
       type.getNumElements() != form.m * form.n)
-    return failure();
-  SmallVector<ReassociationIndices> groups;
-  if (type.getRank() > 2) {
-    groups.emplace_back();
-    for (int64_t d = 0; d + 1 < type.getRank(); ++d)
-      groups.back().push_back(d);
-    groups.push_back({type.getRank() - 1});
-    if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, groups))
-      return failure();
-  }
+    return std::nullopt;
   SmallVector<int64_t> strides;
   int64_t offset;
   if (failed(type.getStridesAndOffset(strides, offset)) ||
-      strides.back() != 1 ||
-      ShapedType::isDynamic(strides[strides.size() - 2]) ||
-      strides[strides.size() - 2] % 8 != 0)
-    return failure();
+      strides.back() != 1 || ShapedType::isDynamic(strides.end()[-2]) ||
+      strides.end()[-2] % 8 != 0)
+    return std::nullopt;
+  SmallVector<ReassociationIndices> groups;
+  if (type.getRank() == 2)
+    return groups;
+  groups.emplace_back();
+  for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+    groups.back().push_back(d);
+  groups.push_back({type.getRank() - 1});
+  if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, groups))
+    return std::nullopt;
+  return groups;
+}
+
+/// `view` collapsed by getMatrixGroups' `groups`, built at `b`.
+Value collapseToMatrix(OpBuilder &b, Location loc, Value view,
+                       ArrayRef<ReassociationIndices> groups) {
   if (groups.empty())
     return view;
-  return memref::CollapseShapeOp::create(b, loc, view, groups).getResult();
+  return memref::CollapseShapeOp::create(b, loc, view, groups);
 }
 
 /// Erases the operations that computed `values` and are used by nothing
@@ -553,7 +562,8 @@ void eraseDeadDefinitions(ValueRange values) {
 ///    at a second input, whose product nothing else reads: the call reads
 ///    that input as AUX and writes the loop's output; the product's buffer
 ///    goes.
-void fuseGelu(RoundedGemm &g) {
+/// Fails only where a matrix it checked is refused when built.
+LogicalResult fuseGelu(RoundedGemm &g) {
   Value base = peelReshapes(g.d);
   Operation *call = g.call;
   linalg::GenericOp loop;
@@ -575,20 +585,22 @@ void fuseGelu(RoundedGemm &g) {
       loop.getNumDpsInits() != 1 || loop.getNumDpsInputs() > 2 ||
       !llvm::all_of(loop.getIndexingMapsArray(),
                     [](AffineMap map) { return map.isIdentity(); }))
-    return;
+    return success();
   bool backward = loop.getNumDpsInputs() == 2;
   std::optional<unsigned> other;
   if (backward)
     other = 1 - *read;
   Type narrow = cast<MemRefType>(g.d.getType()).getElementType();
+  // Backward, H is another buffer, which the call reads as AUX.
   if (backward &&
-      (g.bias || cast<MemRefType>(loop.getDpsInputs()[*other].getType())
-                         .getElementType() != narrow))
-    return;
+      (g.bias || peelReshapes(loop.getDpsInputs()[*other]) == base ||
+       cast<MemRefType>(loop.getDpsInputs()[*other].getType())
+               .getElementType() != narrow))
+    return success();
   SmallVector<unsigned> order = backward ? SmallVector<unsigned>{*other, *read}
                                          : SmallVector<unsigned>{*read};
   if (!computesGelu(loop, backward, order))
-    return;
+    return success();
   // Backward, the product's buffer is read by this loop alone: the call's
   // pointer to it aside, its users are views.
   if (backward) {
@@ -601,7 +613,7 @@ void fuseGelu(RoundedGemm &g) {
                      memref::ExtractStridedMetadataOp,
                      memref::ExtractAlignedPointerAsIndexOp>(user);
         }))
-      return;
+      return success();
   }
   // What the call reads stays unwritten until the loop, and the product
   // unread: the call moves there.
@@ -615,24 +627,30 @@ void fuseGelu(RoundedGemm &g) {
                  return mayAccess(op, v, /*writesOnly=*/true);
                });
       }))
-    return;
+    return success();
   reads.push_back(g.d);
   if (!llvm::all_of(reads, [&](Value v) { return areDisjoint(v, output); }))
-    return;
+    return success();
+
+  std::optional<SmallVector<ReassociationIndices>> outputGroups =
+                                                       getMatrixGroups(output,
+                                                                       g.form),
+                                                   auxGroups = getMatrixGroups(
+                                                       aux, g.form);
+  if (!outputGroups || !auxGroups)
+    return success();
 
   OpBuilder b(loop);
   Location loc = loop.getLoc();
-  FailureOr<Value> outputMatrix = asMatrix(b, loc, output, g.form);
-  FailureOr<Value> auxMatrix = asMatrix(b, loc, aux, g.form);
-  if (failed(outputMatrix) || failed(auxMatrix))
-    return;
-  FailureOr<GemmOperand> d = buildGemmOperand(b, loc, *outputMatrix, loop);
+  FailureOr<GemmOperand> d = buildGemmOperand(
+      b, loc, collapseToMatrix(b, loc, output, *outputGroups), loop);
   FailureOr<GemmOperand> auxOperand =
-      backward ? buildGemmOperand(b, loc, *auxMatrix, loop)
+      backward ? buildGemmOperand(
+                     b, loc, collapseToMatrix(b, loc, aux, *auxGroups), loop)
                : FailureOr<GemmOperand>(
                      GemmOperand{call->getOperand(12), call->getOperand(13)});
   if (failed(d) || failed(auxOperand))
-    return;
+    return failure();
   // loom_rt_gemm_rounded's operands up to the bias, the mode after the
   // type, then AUX and D.
   SmallVector<Value> args(call->getOperands().take_front(12));
@@ -648,8 +666,7 @@ void fuseGelu(RoundedGemm &g) {
   call->erase();
   loop.erase();
   eraseDeadDefinitions(operands);
-  if (auxMatrix->getDefiningOp() && auxMatrix->use_empty())
-    auxMatrix->getDefiningOp()->erase();
+  return success();
 }
 
 struct GemmEpiloguesPass
@@ -672,7 +689,8 @@ struct GemmEpiloguesPass
       }
     if (gelu)
       for (RoundedGemm &g : rounded)
-        fuseGelu(g);
+        if (failed(fuseGelu(g)))
+          return signalPassFailure();
   }
 };
 } // namespace
