@@ -10,6 +10,8 @@
 # data (DIR/data.txt, GPL-3's text four times):
 #   tiny-fp32   gpt2-tiny, fp32, 10 steps
 #   tiny-bf16   gpt2-tiny, bf16, 10 steps
+#   tiny-bf16-loops  the same with --gelu=loops (the GELU in loops, not in
+#               cuBLASLt's epilogues)
 #   tiny-fp16   gpt2-tiny, fp16 with loss scaling, 30 steps
 #   m124-fp32   GPT-2 124M at 2 x 128 tokens, fp32, 10 steps
 # (--quick: gpt2-tiny only). `run`, on the GPU machine, with
@@ -47,6 +49,7 @@ done
 checks() {
   echo "tiny-fp32|$root/examples/gpt2-tiny.json|10|1e-4|--norms"
   echo "tiny-bf16|$root/examples/gpt2-tiny.json --plan precision=bf16|10|2e-3|--norms"
+  echo "tiny-bf16-loops|$root/examples/gpt2-tiny.json --plan precision=bf16 --gelu=loops|10|2e-3|--norms"
   echo "tiny-fp16|$root/examples/gpt2-tiny.json --plan precision=fp16|30|5e-3|"
   if [ "$quick" = 0 ]; then
     echo "m124-fp32|$root/examples/gpt2-124m.json --batch-size 2 --seq-len 128|10|1e-4|--norms"
@@ -61,13 +64,17 @@ prepare() {
   }
   mkdir -p "$dir"
   for _ in 1 2 3 4; do cat /usr/share/common-licenses/GPL-3; done >"$dir/data.txt"
-  local name args steps tolerance norms count=0
+  local name args cpu_args steps tolerance norms count=0
   : >"$dir/checks.txt"
   while IFS='|' read -r name args steps tolerance norms; do
     # shellcheck disable=SC2086
     "$loomc" $args --target=cuda --cuda-arch="$arch" -o "$dir/$name.loom" </dev/null
+    # The CPU's GELU where the GPU's is, unless a check says: in the GEMMs'
+    # epilogue (--gelu's default for CUDA), from the same unrounded sums.
+    cpu_args="$args"
+    case "$args" in *--gelu=*) ;; *) cpu_args="$args --gelu=epilogue" ;; esac
     # shellcheck disable=SC2086
-    "$loomc" $args -o "$dir/$name.cpu.loom" </dev/null
+    "$loomc" $cpu_args -o "$dir/$name.cpu.loom" </dev/null
     # OpenBLAS's Haswell kernels whatever the CPU, so that the reference
     # does not depend on the machine that made it.
     OPENBLAS_CORETYPE=Haswell "$loom_run" "$dir/$name.cpu.loom" \
