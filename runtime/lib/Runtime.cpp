@@ -1299,11 +1299,21 @@ void loom_model_init(loom_model *model, uint64_t seed) {
         (endsWith("attn.c_proj.weight") || endsWith("mlp.c_proj.weight"))
             ? residualStd
             : 0.02;
-    for (int64_t i = 0; i < p.size; i += 2) {
+    // The vocabulary's padding rows (loomc --pad-vocab) are zeros and take
+    // no draws: the real rows, and every tensor after them, get the values
+    // they have without the padding. No token names a padding row, and the
+    // loss leaves out their logits.
+    int64_t drawn = p.size;
+    if ((n == "wte" || n == "lm_head.weight") &&
+        model->info.padded_vocab > model->info.vocab) {
+      drawn = p.size / model->info.padded_vocab * model->info.vocab;
+      std::fill(data + drawn, data + p.size, 0.0f);
+    }
+    for (int64_t i = 0; i < drawn; i += 2) {
       double r = std::sqrt(-2.0 * std::log(uniform()));
       double t = 2.0 * M_PI * uniform();
       data[i] = static_cast<float>(std * r * std::cos(t));
-      if (i + 1 < p.size)
+      if (i + 1 < drawn)
         data[i + 1] = static_cast<float>(std * r * std::sin(t));
     }
   }
