@@ -50,7 +50,6 @@ bool mlir::loom::isRuntimeGemmCall(Operation *op) {
     return false;
   StringRef callee = call.getCallee();
   return llvm::is_contained({StringRef(LOOM_RT_SGEMM), StringRef(LOOM_RT_GEMM),
-                             StringRef(LOOM_RT_GEMM_BATCHED),
                              StringRef(LOOM_RT_GEMM_ROUNDED),
                              StringRef(LOOM_RT_GEMM_GELU)},
                             callee);

@@ -21,8 +21,9 @@ Value buildDataPointer(OpBuilder &b, Location loc, Value buffer,
 /// The view whose data pointer buildDataPointer made `pointer`, or null.
 Value getPointedBuffer(Value pointer);
 
-/// Whether `call` is of one of the runtime's GEMMs, which touch only the
-/// matrices whose data pointers they are handed.
+/// Whether `call` is of one of the runtime's single GEMMs, which touch only
+/// the matrices whose data pointers they are handed (not the batched one,
+/// which is handed its first matrices and steps from them).
 bool isRuntimeGemmCall(Operation *call);
 
 /// The runtime's code for buffers of `element`s, if it handles them: f32,

@@ -228,7 +228,8 @@ bool mlir::loom::areDisjoint(Value a, Value b) {
 bool mlir::loom::mayAccess(Operation *op, Value buffer, bool writesOnly) {
   // A GEMM of the runtime touches the matrices it is handed and nothing
   // else. It reads its first two, A and B; the others (C or D, a bias, an
-  // auxiliary matrix) it may write.
+  // auxiliary matrix) it may write. (A batched GEMM is handed its first
+  // matrices only, and goes on from them by strides.)
   if (isRuntimeGemmCall(op)) {
     unsigned matrices = 0;
     return llvm::any_of(op->getOperands(), [&](Value operand) {

@@ -31,6 +31,7 @@
 #include "loom/Conversion/Passes.h"
 #include "loom/abi.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -601,17 +602,22 @@ LogicalResult fuseGelu(RoundedGemm &g) {
                                          : SmallVector<unsigned>{*read};
   if (!computesGelu(loop, backward, order))
     return success();
-  // Backward, the product's buffer is read by this loop alone: the call's
-  // pointer to it aside, its users are views.
+  // Backward, the product's buffer is read by this loop alone: its other
+  // users are views and the ops that make the call's pointer to it (other
+  // runtime calls read buffers through such ops too).
   if (backward) {
+    SetVector<Operation *> pointer;
+    BackwardSliceOptions options;
+    options.inclusive = true;
+    for (unsigned i : {12, 13})
+      (void)getBackwardSlice(call->getOperand(i), &pointer, options);
     SmallVector<Operation *> users;
     collectUsers(base, users);
     if (!base.getDefiningOp<memref::AllocOp>() ||
         !llvm::all_of(users, [&](Operation *user) {
           return user == loop ||
-                 isa<memref::ExpandShapeOp, memref::CollapseShapeOp,
-                     memref::ExtractStridedMetadataOp,
-                     memref::ExtractAlignedPointerAsIndexOp>(user);
+                 isa<memref::ExpandShapeOp, memref::CollapseShapeOp>(user) ||
+                 pointer.contains(user);
         }))
       return success();
   }
@@ -662,7 +668,10 @@ LogicalResult fuseGelu(RoundedGemm &g) {
   args.append(
       {auxOperand->pointer, auxOperand->leading, d->pointer, d->leading});
   buildRuntimeCall(b, loop, kGemmGelu, args);
+  // The product's pointer and, backward, its views and buffer go with the
+  // call and the loop.
   SmallVector<Value> operands(call->getOperands());
+  llvm::append_range(operands, loop->getOperands());
   call->erase();
   loop.erase();
   eraseDeadDefinitions(operands);

@@ -122,10 +122,10 @@ GemmBlocks gemmBlocks(int64_t m, int64_t n, int64_t k, int64_t block_bytes) {
           std::max<int64_t>(1, std::min(n, block_bytes / perLine))};
 }
 
-/// A tile of f32 sums to round into D, a bias added first.
 /// loom_rt_gemm_gelu's epilogue, or none.
 constexpr int32_t kNoGelu = -1;
 
+/// A tile of f32 sums to round into D, a bias added first.
 struct RoundTile {
   int32_t dtype;
   const float *tile;
@@ -140,14 +140,16 @@ struct RoundTile {
 };
 
 /// GPT-2's GELU and its derivative in f32, by the formulas of the loops the
-/// compiler generates for them (Elementwise.cpp).
+/// compiler generates for them (lib/Conversion/LoomToLinalg/Gelu.cpp), with
+/// its constants rounded from the same doubles.
 constexpr float kGeluC = 0.044715f;
+constexpr float kGeluC3 = static_cast<float>(3 * 0.044715);
 const float kGeluS = static_cast<float>(std::sqrt(2.0 / M_PI));
 float geluTanh(float x) { return std::tanh((x + x * x * x * kGeluC) * kGeluS); }
 float gelu(float x) { return 0.5f * x * (geluTanh(x) + 1.0f); }
 float geluGrad(float x) {
   float t = geluTanh(x);
-  float du = kGeluS * (1.0f + x * x * (3 * kGeluC));
+  float du = kGeluS * (1.0f + x * x * kGeluC3);
   return 0.5f * (1.0f + t) + 0.5f * x * ((1.0f - t * t) * du);
 }
 
@@ -319,6 +321,19 @@ void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
 } // extern "C"
 
 namespace {
+/// Quiet NaNs into the [m, n] matrix D of `dtype` (nothing for a type the
+/// runtime does not know).
+void fillNaN(int32_t dtype, int64_t m, int64_t n, void *d, int64_t ldd) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      if (dtype == LOOM_DTYPE_F32)
+        static_cast<float *>(d)[i * ldd + j] = NAN;
+      else if (dtype == LOOM_DTYPE_BF16 || dtype == LOOM_DTYPE_F16)
+        static_cast<uint16_t *>(d)[i * ldd + j] =
+            dtype == LOOM_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
+    }
+}
+
 /// loom_rt_gemm_rounded and loom_rt_gemm_gelu on the CPU: the product in
 /// tiles, each rounded (through its epilogue, `gelu`) as it is made.
 void gemmRoundedTiles(int32_t dtype, int32_t trans_a, int32_t trans_b,
@@ -423,6 +438,14 @@ void loom_rt_gemm_gelu_blocked(int32_t dtype, int32_t mode, int32_t trans_a,
   if (loom::cudaActive())
     return loom::cudaGemmGelu(dtype, mode, trans_a, trans_b, m, n, k, alpha, a,
                               lda, b, ldb, bias, aux, ldaux, d, ldd);
+  // What the GPU's epilogues take (the compiler emits nothing else); any
+  // other call leaves NaN in D rather than values that look right.
+  if ((dtype != LOOM_DTYPE_BF16 && dtype != LOOM_DTYPE_F16) ||
+      (mode != LOOM_GELU_FORWARD && mode != LOOM_GELU_BACKWARD) ||
+      (mode == LOOM_GELU_BACKWARD && bias) || ldaux % 8 != 0 || ldaux < n) {
+    fillNaN(dtype, m, n, d, ldd);
+    return;
+  }
   gemmRoundedTiles(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                    bias, d, ldd, block_bytes, mode, aux, ldaux);
 }

@@ -120,15 +120,16 @@ private:
 /// transpositions, the shape, the leading dimensions, the alignments of
 /// A, B and C in bytes, for a strided batch the number of GEMMs and the
 /// elements between consecutive A, B and C (1 and zeros otherwise), C's
-/// element type, whether a bias is added to C's rows, and the GELU of
-/// loom_rt_gemm_gelu (a loom_gelu_mode, or kNoGelu) with its auxiliary
-/// matrix's leading dimension and alignment. The heuristic assumes
-/// 256-byte aligned matrices unless told otherwise, and an algorithm it
-/// picks for those fails on a view at a smaller alignment.
+/// element type, the alignment of the bias added to C's rows (0 for
+/// none), and the GELU of loom_rt_gemm_gelu (a loom_gelu_mode, or kNoGelu)
+/// with its auxiliary matrix's leading dimension and alignment. The
+/// heuristic assumes 256-byte aligned matrices unless told otherwise (the
+/// bias's and the auxiliary matrix's it reads off their pointers), and an
+/// algorithm it picks for those fails on a view at a smaller alignment.
 using GemmKey =
     std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
                int64_t, int64_t, uint32_t, uint32_t, uint32_t, int64_t, int64_t,
-               int64_t, int64_t, int32_t, bool, int32_t, int64_t, uint32_t>;
+               int64_t, int64_t, int32_t, uint32_t, int32_t, int64_t, uint32_t>;
 
 /// A GEMM without loom_rt_gemm_gelu's epilogue.
 constexpr int32_t kNoGelu = -1;
@@ -456,9 +457,11 @@ struct Backend {
     return true;
   }
 
-  /// The plan of `key`, made on its first call, whose auxiliary matrix
-  /// (loom_rt_gemm_gelu's, or null) the heuristic reads the alignment of.
-  GemmPlan *plan(const GemmKey &key, void *auxPointer) {
+  /// The plan of `key`, made on its first call, whose bias and auxiliary
+  /// matrix (loom_rt_gemm_gelu's), or nulls, the heuristic reads the
+  /// alignments of.
+  GemmPlan *plan(const GemmKey &key, const void *biasPointer,
+                 void *auxPointer) {
     auto it = plans.find(key);
     if (it != plans.end())
       return &it->second;
@@ -510,10 +513,14 @@ struct Backend {
     // The bias of C's rows is, column-major, a bias of C^T's columns: the
     // epilogue's vector, one element per row of C^T (n of them), of the
     // operands' type.
-    if (bias && !check(api.cublasLtMatmulDescSetAttribute(
-                           p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                           &operands, sizeof(operands)),
-                       "cublasLtMatmulDescSetAttribute"))
+    if (bias && (!check(api.cublasLtMatmulDescSetAttribute(
+                            p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                            &operands, sizeof(operands)),
+                        "cublasLtMatmulDescSetAttribute") ||
+                 !check(api.cublasLtMatmulDescSetAttribute(
+                            p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                            &biasPointer, sizeof(biasPointer)),
+                        "cublasLtMatmulDescSetAttribute")))
       return nullptr;
     // The GELU's input, AUX, is a matrix like D, of D's type: written by
     // the forward epilogue, read by the backward one. Column-major it is
@@ -735,11 +742,11 @@ void runGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                                 count1 > 1 ? strides1[1] : 0,
                                 count1 > 1 ? strides1[2] : 0,
                                 output.dtype,
-                                output.bias != nullptr,
+                                output.bias ? alignmentOf(output.bias) : 0,
                                 output.gelu,
                                 output.ldaux,
                                 output.aux ? alignmentOf(output.aux) : 0},
-                        output.aux);
+                        output.bias, output.aux);
   if (!p)
     return;
   // The plan is kept per shape; the bias and AUX move from call to call (a

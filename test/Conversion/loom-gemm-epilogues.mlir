@@ -511,3 +511,71 @@ func.func @gelu_backward_product_kept(%grad: memref<8x4xbf16>, %w: memref<4x8xbf
   memref.copy %da, %keep : memref<8x8xbf16> to memref<8x8xbf16>
   return %out : memref<8x8xbf16>
 }
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+// The rounded product is multiplied again later, by a GEMM the pass made
+// a call too, which reads it through a pointer of its own: the product
+// must still be written, so the gradient's loop stays.
+// CHECK-LABEL: func.func @gelu_backward_product_multiplied(
+// CHECK: call @loom_rt_gemm_rounded(
+// CHECK: math.tanh
+// CHECK: call @loom_rt_gemm_rounded(
+// CHECK-NOT: loom_rt_gemm_gelu
+func.func @gelu_backward_product_multiplied(%grad: memref<8x4xbf16>, %w: memref<4x8xbf16>, %pre: memref<8x8xbf16>, %w2: memref<8x8xbf16>, %keep: memref<8x8xbf16>) -> memref<8x8xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 5.000000e-01 : f32
+  %s = arith.constant 0.797884583 : f32
+  %c = arith.constant 4.471500e-02 : f32
+  %c3 = arith.constant 1.341450e-01 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %out = memref.alloc() : memref<8x8xbf16>
+  %p = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
+  linalg.matmul ins(%grad, %w : memref<8x4xbf16>, memref<4x8xbf16>) outs(%p : memref<8x8xf32>)
+  %da = memref.alloc() : memref<8x8xbf16>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%p : memref<8x8xf32>) outs(%da : memref<8x8xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %round = arith.truncf %x : f32 to bf16
+    linalg.yield %round : bf16
+  }
+  linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%da, %pre : memref<8x8xbf16>, memref<8x8xbf16>) outs(%out : memref<8x8xbf16>) {
+  ^bb0(%gin: bf16, %hin: bf16, %o: bf16):
+    %x = arith.extf %hin : bf16 to f32
+    %dy = arith.extf %gin : bf16 to f32
+    %x2 = arith.mulf %x, %x : f32
+    %x3 = arith.mulf %x, %x2 : f32
+    %cx3 = arith.mulf %x3, %c : f32
+    %u = arith.addf %x, %cx3 : f32
+    %su = arith.mulf %u, %s : f32
+    %t = math.tanh %su : f32
+    %a1 = arith.mulf %x2, %c3 : f32
+    %a2 = arith.addf %a1, %one : f32
+    %du = arith.mulf %a2, %s : f32
+    %tt = arith.mulf %t, %t : f32
+    %sech2 = arith.subf %one, %tt : f32
+    %t1 = arith.addf %t, %one : f32
+    %left = arith.mulf %t1, %half : f32
+    %hx = arith.mulf %x, %half : f32
+    %sd = arith.mulf %sech2, %du : f32
+    %right = arith.mulf %hx, %sd : f32
+    %local = arith.addf %left, %right : f32
+    %r = arith.mulf %local, %dy : f32
+    %rr = arith.truncf %r : f32 to bf16
+    linalg.yield %rr : bf16
+  }
+  %p2 = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%p2 : memref<8x8xf32>)
+  linalg.matmul ins(%da, %w2 : memref<8x8xbf16>, memref<8x8xbf16>) outs(%p2 : memref<8x8xf32>)
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%p2 : memref<8x8xf32>) outs(%keep : memref<8x8xbf16>) {
+  ^bb0(%x2: f32, %o2: bf16):
+    %round2 = arith.truncf %x2 : f32 to bf16
+    linalg.yield %round2 : bf16
+  }
+  return %out : memref<8x8xbf16>
+}

@@ -251,6 +251,39 @@ TEST(RuntimeGemm, GeluEpilogues) {
           }
 }
 
+/// Arguments the GPU's epilogues do not take leave NaN in D on the CPU, not
+/// values that look right: an f32 product, an unknown mode, a bias with
+/// the backward mode, AUX's leading dimension not a multiple of 8.
+TEST(RuntimeGemm, GeluRefusesOtherArguments) {
+  std::mt19937 rng(13);
+  const int64_t m = 4, n = 8, k = 5;
+  auto [a, lda, b, ldb] = randomOperands(rng, m, n, k, 0, 0);
+  auto bias = randomMatrix(rng, 1, n, n);
+  std::vector<uint16_t> aux(m * n, 0);
+  struct Case {
+    int32_t mode;
+    bool withBias;
+    int64_t ldaux;
+  } cases[] = {{2, false, n},
+               {LOOM_GELU_BACKWARD, true, n},
+               {LOOM_GELU_FORWARD, false, n + 1}};
+  for (const Case &c : cases) {
+    std::vector<uint16_t> d(m * n, 0);
+    std::vector<uint16_t> wideAux(m * (n + 1), 0);
+    loom_rt_gemm_gelu(LOOM_DTYPE_BF16, c.mode, 0, 0, m, n, k, 1.0f, a.data(),
+                      lda, b.data(), ldb, c.withBias ? bias.data() : nullptr,
+                      wideAux.data(), c.ldaux, d.data(), n);
+    for (uint16_t x : d)
+      EXPECT_TRUE(std::isnan(fromBf16(x))) << "mode " << c.mode;
+  }
+  std::vector<float> a32(m * k, 1.0f), b32(k * n, 1.0f), d32(m * n, 0.0f);
+  loom_rt_gemm_gelu(LOOM_DTYPE_F32, LOOM_GELU_FORWARD, 0, 0, m, n, k, 1.0f,
+                    a32.data(), k, b32.data(), n, nullptr, aux.data(), n,
+                    d32.data(), n);
+  for (float x : d32)
+    EXPECT_TRUE(std::isnan(x));
+}
+
 /// With k = 0 there are no products: C becomes beta C (zeros for beta =
 /// 0, whatever it held), for every transposition.
 TEST(RuntimeGemm, EmptySumScalesC) {

@@ -184,7 +184,8 @@ def LoomGemmEpilogues : Pass<"loom-gemm-epilogues", "::mlir::ModuleOp"> {
     such a loop reads, to multiply it by the GELU's derivative at a second
     input of the same type (`loom.gelu_grad`'s lowering), becomes the call
     with mode 1, AUX that input and D the loop's output; the old D's
-    buffer goes. The loop goes. AUX and D must be [M, N] matrices with
+    buffer goes (its users must be views, the loop and the old call's
+    pointer to it). The loop goes. AUX and D must be [M, N] matrices with
     contiguous rows (the loop's shape collapsed) whose row strides are
     multiples of 8.
 
@@ -196,9 +197,11 @@ def LoomGemmEpilogues : Pass<"loom-gemm-epilogues", "::mlir::ModuleOp"> {
            "Move a GELU, or the gradient through it, that the next loop "
            "applies to a rounded product into the GEMM's epilogue">
   ];
+  // The GELU's reference arithmetic, built to recognize it, has math.tanh.
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
+                           "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect"];
 }
 

@@ -335,7 +335,9 @@ typedef enum loom_gelu_mode {
 /// an [m, n] matrix of it with leading dimension `ldaux`, a multiple of 8.
 /// On a GPU these are cuBLASLt's GELU_AUX(_BIAS) and DGELU epilogues,
 /// which leave the loop that applied the GELU nothing to do; on the CPU the
-/// tiles of loom_rt_gemm_rounded.
+/// tiles of loom_rt_gemm_rounded. Other arguments (f32, another mode, a
+/// bias backward, such an `ldaux` below n) fail the step on a GPU and
+/// leave NaN in D on the CPU.
 void loom_rt_gemm_gelu(int32_t dtype, int32_t mode, int32_t trans_a,
                        int32_t trans_b, int64_t m, int64_t n, int64_t k,
                        float alpha, const void *a, int64_t lda, const void *b,
