@@ -11,6 +11,7 @@
 
 #include "CudaManaged.h"
 #include "Float.h"
+#include "GeluReference.h"
 
 #include "gtest/gtest.h"
 
@@ -38,17 +39,6 @@ std::vector<uint16_t> randomBf16(std::mt19937 &rng, size_t count, float scale) {
   for (uint16_t &x : v)
     x = loom::narrowBf16(dist(rng));
   return v;
-}
-
-double gelu(double x) {
-  const double s = std::sqrt(2.0 / M_PI);
-  return 0.5 * x * (1.0 + std::tanh(s * (x + 0.044715 * x * x * x)));
-}
-double geluGrad(double x) {
-  const double s = std::sqrt(2.0 / M_PI);
-  double t = std::tanh(s * (x + 0.044715 * x * x * x));
-  return 0.5 * (1.0 + t) +
-         0.5 * x * (1.0 - t * t) * s * (1.0 + 3 * 0.044715 * x * x);
 }
 
 /// Whether bf16 `bits` are `value` to a unit or two in the last place (or
@@ -80,7 +70,8 @@ TEST_F(CudaGemmGelu, ForwardWritesPreActivationAndGelu) {
       double x = widenBf16(bias[j]);
       for (int64_t p = 0; p < kK; ++p)
         x += double(widenBf16(a[i * kK + p])) * widenBf16(b[j * kK + p]);
-      if (!near(aux.at[i * kN + j], x) || !near(d.at[i * kN + j], gelu(x)))
+      if (!near(aux.at[i * kN + j], x) ||
+          !near(d.at[i * kN + j], geluReference(x)))
         if (++bad <= 5)
           ADD_FAILURE() << i << "," << j << ": aux "
                         << widenBf16(aux.at[i * kN + j]) << ", gelu "
@@ -106,7 +97,7 @@ TEST_F(CudaGemmGelu, BackwardMultipliesByTheDerivative) {
       double g = 0;
       for (int64_t p = 0; p < kK; ++p)
         g += double(widenBf16(a[i * kK + p])) * widenBf16(b[j * kK + p]);
-      double expected = g * geluGrad(widenBf16(pre[i * kN + j]));
+      double expected = g * geluGradReference(widenBf16(pre[i * kN + j]));
       if (!near(d.at[i * kN + j], expected) && ++bad <= 5)
         ADD_FAILURE() << i << "," << j << ": " << widenBf16(d.at[i * kN + j])
                       << " for " << expected;

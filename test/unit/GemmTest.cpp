@@ -1,5 +1,6 @@
 //===- GemmTest.cpp - The runtime's GEMMs of bf16 and f16 matrices --------===//
 
+#include "GeluReference.h"
 #include "loom/runtime.h"
 
 #include "gtest/gtest.h"
@@ -11,6 +12,9 @@
 #include <limits>
 #include <random>
 #include <vector>
+
+using loom_test::geluGradReference;
+using loom_test::geluReference;
 
 namespace {
 uint16_t toBf16(float value) {
@@ -158,18 +162,6 @@ TEST(RuntimeGemm, RoundedMatchesGemmThenRounding) {
                   << " transB " << transB << " bias " << withBias << " block "
                   << blockBytes;
             }
-}
-
-/// GPT-2's GELU and its derivative, in double.
-double geluReference(double x) {
-  const double s = std::sqrt(2.0 / M_PI);
-  return 0.5 * x * (1.0 + std::tanh(s * (x + 0.044715 * x * x * x)));
-}
-double geluGradReference(double x) {
-  const double s = std::sqrt(2.0 / M_PI);
-  double t = std::tanh(s * (x + 0.044715 * x * x * x));
-  return 0.5 * (1.0 + t) +
-         0.5 * x * (1.0 - t * t) * s * (1.0 + 3 * 0.044715 * x * x);
 }
 
 /// Whether narrow `bits` hold `value` rounded: within one unit in its last
