@@ -540,15 +540,24 @@ Value collapseToMatrix(OpBuilder &b, Location loc, Value view,
 }
 
 /// Erases the operations that computed `values` and are used by nothing
-/// else now: the pointers, views and buffer of a call that is gone.
+/// else now: the pointers, views and buffer of a call that is gone. An op
+/// may be reached more than once (the metadata of a view gives both a
+/// pointer's offset and a leading dimension): it is erased once.
 void eraseDeadDefinitions(ValueRange values) {
-  SmallVector<Value> worklist(values);
+  SmallVector<Operation *> worklist;
+  for (Value value : values)
+    if (Operation *def = value.getDefiningOp())
+      worklist.push_back(def);
+  SmallPtrSet<Operation *, 16> erased;
   while (!worklist.empty()) {
-    Operation *def = worklist.pop_back_val().getDefiningOp();
-    if (!def || !def->use_empty() ||
+    Operation *def = worklist.pop_back_val();
+    if (erased.contains(def) || !def->use_empty() ||
         !(isPure(def) || isa<memref::AllocOp>(def)))
       continue;
-    worklist.append(def->operand_begin(), def->operand_end());
+    for (Value operand : def->getOperands())
+      if (Operation *next = operand.getDefiningOp())
+        worklist.push_back(next);
+    erased.insert(def);
     def->erase();
   }
 }
@@ -639,10 +648,9 @@ LogicalResult fuseGelu(RoundedGemm &g) {
     return success();
 
   std::optional<SmallVector<ReassociationIndices>> outputGroups =
-                                                       getMatrixGroups(output,
-                                                                       g.form),
-                                                   auxGroups = getMatrixGroups(
-                                                       aux, g.form);
+      getMatrixGroups(output, g.form);
+  std::optional<SmallVector<ReassociationIndices>> auxGroups =
+      getMatrixGroups(aux, g.form);
   if (!outputGroups || !auxGroups)
     return success();
 
