@@ -39,6 +39,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <array>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -243,6 +244,8 @@ struct Backend {
     Kernel add[3];
   };
   std::optional<ScatterKernels> scatter;
+  /// The softmax statistics' kernels, for logits of each loom_dtype.
+  std::optional<std::array<Kernel, 3>> softmaxStats;
 
   CUevent event() {
     if (!spareEvents.empty()) {
@@ -1039,6 +1042,50 @@ void loom::cudaScatterAddRows(int32_t dtype, int64_t n, int64_t rows,
          addParams);
 }
 
+void loom::cudaSoftmaxStats(int32_t dtype, int64_t rows, int64_t columns,
+                            int64_t classes, const void *logits, float *max,
+                            float *sumExp) {
+  Backend &be = backend();
+  if (!be.failure.empty() || rows <= 0)
+    return;
+  if (dtype < LOOM_DTYPE_F32 || dtype > LOOM_DTYPE_F16 || classes < 1 ||
+      classes > columns || rows > INT32_MAX) {
+    be.fail("the softmax statistics of " + std::to_string(rows) + " rows of " +
+            std::to_string(classes) + " of " + std::to_string(columns) +
+            " columns, dtype " + std::to_string(dtype) +
+            ": the kernels take f32, bf16 or f16 logits, at least one class "
+            "and at most 2^31 - 1 rows");
+    return;
+  }
+  if (!be.softmaxStats) {
+    CUmodule module =
+        be.load(loom::kSoftmaxStatsPtx, 4, "the softmax statistics' kernels");
+    if (!module)
+      return;
+    std::array<Backend::Kernel, 3> kernels;
+    for (int32_t type : {LOOM_DTYPE_F32, LOOM_DTYPE_BF16, LOOM_DTYPE_F16})
+      kernels[type] = kernelOf(
+          be, module, std::string("loom_softmax_stats_") + dtypeName(type));
+    if (!be.failure.empty())
+      return;
+    be.softmaxStats = kernels;
+  }
+  const Backend::Kernel &kernel = (*be.softmaxStats)[dtype];
+  // The block's shared arrays and its merge assume their size.
+  if (kernel.threads != static_cast<unsigned>(loom::kSoftmaxStatsThreads))
+    return be.fail("the softmax statistics' kernels take blocks of " +
+                   std::to_string(loom::kSoftmaxStatsThreads) +
+                   " threads, the driver " + std::to_string(kernel.threads));
+  // 16-byte loads where every row starts on 16 bytes.
+  size_t size = loom::elementSize(dtype);
+  int32_t vectorized =
+      alignmentOf(logits) >= 16 && (columns * size) % 16 == 0 ? 1 : 0;
+  long long cols = columns, used = classes;
+  void *params[] = {&logits, &cols, &used, &vectorized, &max, &sumExp};
+  be.launch(kernel.function, static_cast<unsigned>(rows), 1, 1,
+            loom::kSoftmaxStatsThreads, 1, 1, 0, params);
+}
+
 extern "C" {
 
 CUmodule mgpuModuleLoadJIT(void *data, int optLevel) {
@@ -1118,6 +1165,8 @@ void loom::cudaAttention(int32_t, int64_t, int64_t, int64_t, int64_t,
 void loom::cudaAttentionGrad(int32_t, int64_t, int64_t, int64_t, int64_t,
                              const void *, const void *, const void *,
                              const float *, void *, float *) {}
+void loom::cudaSoftmaxStats(int32_t, int64_t, int64_t, int64_t, const void *,
+                            float *, float *) {}
 void loom::cudaScatterAddRows(int32_t, int64_t, int64_t, int64_t, int64_t,
                               const int32_t *, const void *, float *,
                               int32_t *) {}

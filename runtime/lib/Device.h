@@ -92,6 +92,10 @@ void cudaGemmGelu(int32_t dtype, int32_t mode, int32_t transA, int32_t transB,
                   int64_t m, int64_t n, int64_t k, float alpha, const void *a,
                   int64_t lda, const void *b, int64_t ldb, const void *bias,
                   void *aux, int64_t ldaux, void *d, int64_t ldd);
+/// loom_rt_softmax_stats on the GPU (kernels/SoftmaxStats.cu).
+void cudaSoftmaxStats(int32_t dtype, int64_t rows, int64_t columns,
+                      int64_t classes, const void *logits, float *max,
+                      float *sumExp);
 /// Attention's score scale, 1 / sqrt(head_dim), rounded once to f32 as
 /// the compiler's loops round it.
 inline float attentionScale(int64_t headDim) {

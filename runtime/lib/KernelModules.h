@@ -27,6 +27,11 @@ extern const int kAttentionModuleCount;
 
 /// The scatter-add of rows (kernels/ScatterRows.cu): one module, f32.
 extern const char kScatterRowsPtx[];
+
+/// The loss's softmax statistics (kernels/SoftmaxStats.cu): one module, a
+/// kernel per storage type, blocks of this many threads, a block per row.
+extern const char kSoftmaxStatsPtx[];
+constexpr int kSoftmaxStatsThreads = 256;
 } // namespace loom
 
 #endif // LOOM_RUNTIME_KERNELMODULES_H

@@ -29,6 +29,7 @@
 #define LOOM_RT_ATTENTION "loom_rt_attention"
 #define LOOM_RT_ATTENTION_GRAD "loom_rt_attention_grad"
 #define LOOM_RT_SCATTER_ADD_ROWS "loom_rt_scatter_add_rows"
+#define LOOM_RT_SOFTMAX_STATS "loom_rt_softmax_stats"
 #define LOOM_RT_PARALLEL_FOR "loom_rt_parallel_for"
 #define LOOM_RT_GROUP_ALL_REDUCE "loom_rt_group_all_reduce"
 #define LOOM_RT_GROUP_ALL_REDUCE_MAX "loom_rt_group_all_reduce_max"

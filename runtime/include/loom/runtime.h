@@ -388,6 +388,17 @@ void loom_rt_scatter_add_rows(int32_t dtype, int64_t n, int64_t rows,
                               int64_t columns, int64_t row_start,
                               const int32_t *indices, const void *updates,
                               float *out, int32_t *scratch);
+/// The loss's softmax statistics: for each row r of `logits` [rows,
+/// columns] (of `dtype`, contiguous rows), over its first `classes`
+/// columns (1 <= classes <= columns), max[r] = the largest value and
+/// sum_exp[r] = the sum of exp(x - max[r]). On a GPU a block per row reads
+/// it once, keeping a running maximum and a sum rescaled to it (an online
+/// softmax); on the CPU a task per range of rows reads each row twice,
+/// for the maximum and then the sum, as the generated loops do. Other
+/// `classes` fail the step on a GPU and leave NaN on the CPU.
+void loom_rt_softmax_stats(int32_t dtype, int64_t rows, int64_t columns,
+                           int64_t classes, const void *logits, float *max,
+                           float *sum_exp);
 /// loom_rt_gemm with blocks of at most `block_bytes` on the CPU (tests).
 void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t m, int64_t n, int64_t k, float alpha,
