@@ -306,6 +306,19 @@ LogicalResult ScatterAddRowsOp::verify() {
   return success();
 }
 
+LogicalResult SoftmaxStatsOp::verify() {
+  if (failed(Checker(*this).rank("logits", getLogits(), 2, "[rows, columns]")))
+    return failure();
+  ArrayRef<int64_t> logits = dimsOf(getLogits());
+  if (failed(Checker(*this).shape("max", getMax(), logits.take_front(),
+                                  "the rows of the logits")))
+    return failure();
+  if (getClasses() < 1 || getClasses() > logits[1])
+    return emitOpError() << "expected classes in [1, " << logits[1]
+                         << "] (the logits' columns), got " << getClasses();
+  return success();
+}
+
 LogicalResult LayerNormGradOp::verify() {
   if (failed(checkSameType(*this, "grad", getGrad(), getInput(), "input")) ||
       failed(checkSameType(*this, "input_grad", getInputGrad(), getInput(),

@@ -292,6 +292,36 @@ def Loom_ScatterAddRowsOp : Loom_Op<"scatter_add_rows", [Pure,
   let hasVerifier = 1;
 }
 
+def Loom_SoftmaxStatsOp : Loom_Op<"softmax_stats", [Pure,
+    AllTypesMatch<["max", "sum_exp"]>]> {
+  let summary = "each row's maximum and sum of exponentials";
+  let description = [{
+    For each row `r` of the [rows, columns] `logits`, over its first
+    `classes` columns (1 <= `classes` <= columns; a padded vocabulary's
+    other columns are left out): `max[r]`, the largest value, and
+    `sum_exp[r]`, the sum of `exp(x - max[r])`, in f32 whatever the
+    logits' type (f32, bf16 or f16).
+
+    `loom-lower-to-linalg` makes the loss's softmax statistics this op
+    (`runtime-softmax-stats`, loomc's `--loss-statistics=runtime`, the
+    default with `--target=cuda`), and bufferization a call of the
+    runtime's `loom_rt_softmax_stats`, which reads the logits once on a GPU
+    (a running maximum with a sum rescaled to it) where the generated
+    loops read them twice.
+
+    ```mlir
+    %max, %sum = loom.softmax_stats %logits {classes = 50257 : i64}
+        : tensor<512x50304xbf16> -> tensor<512xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, I64Attr:$classes);
+  let results = (outs Loom_F32Tensor:$max, Loom_F32Tensor:$sum_exp);
+  let assemblyFormat = [{
+    $logits attr-dict `:` type($logits) `->` type($max)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Pipeline communication
 //===----------------------------------------------------------------------===//

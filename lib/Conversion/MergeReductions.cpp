@@ -1,11 +1,14 @@
 //===- MergeReductions.cpp - The loom-merge-reductions pass ---------------===//
 //
 // The loss's gradient recomputes the softmax statistics the loss computed,
-// with the same loops over the same logits: a pass over the logits each,
-// [tokens, vocabulary] in size, for a result of one value per token. Once
-// the step is one function the second copy can read the first's results.
+// with the same loops (or the same loom.softmax_stats) over the same
+// logits: a pass over the logits each, [tokens, vocabulary] in size, for a
+// result of one value per token. Once the step is one function the second
+// copy can read the first's results.
 //
 //===----------------------------------------------------------------------===//
+
+#include "Loom/LoomDialect.h"
 
 #include "loom/Conversion/Passes.h"
 
@@ -65,7 +68,7 @@ bool areSameTensor(Value a, Value b) {
 }
 
 /// Whether `later` computes what `earlier` does.
-bool computesTheSame(linalg::GenericOp earlier, linalg::GenericOp later) {
+bool computesTheSame(Operation *earlier, Operation *later) {
   DenseMap<Value, Value> mapped;
   return OperationEquivalence::isEquivalentTo(
       later, earlier,
@@ -76,9 +79,17 @@ bool computesTheSame(linalg::GenericOp earlier, linalg::GenericOp later) {
       OperationEquivalence::IgnoreLocations);
 }
 
-bool isMergeable(linalg::GenericOp op) {
-  return op.hasPureTensorSemantics() && op.getNumReductionLoops() > 0 &&
-         isMemoryEffectFree(op) && llvm::all_of(op->getResults(), isOnlyRead);
+/// A reduction on tensors whose results are only read: a linalg.generic
+/// with reduction loops, or a loom op left for the runtime (the loss's
+/// softmax statistics), without side effects or regions.
+bool isMergeable(Operation *op) {
+  if (!isMemoryEffectFree(op) || !llvm::all_of(op->getResults(), isOnlyRead))
+    return false;
+  if (auto generic = dyn_cast<linalg::GenericOp>(op))
+    return generic.hasPureTensorSemantics() &&
+           generic.getNumReductionLoops() > 0;
+  return isa<LoomDialect>(op->getDialect()) && op->getNumRegions() == 0 &&
+         op->getNumResults() > 0;
 }
 
 struct MergeReductionsPass
@@ -86,20 +97,18 @@ struct MergeReductionsPass
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
     getOperation()->walk([&](Block *block) {
-      SmallVector<linalg::GenericOp> earlier;
+      SmallVector<Operation *> earlier;
       for (Operation &op : llvm::make_early_inc_range(*block)) {
-        auto generic = dyn_cast<linalg::GenericOp>(op);
-        if (!generic || !isMergeable(generic))
+        if (!isMergeable(&op))
           continue;
-        auto same = llvm::find_if(earlier, [&](linalg::GenericOp e) {
-          return computesTheSame(e, generic);
-        });
+        auto same = llvm::find_if(
+            earlier, [&](Operation *e) { return computesTheSame(e, &op); });
         if (same == earlier.end()) {
-          earlier.push_back(generic);
+          earlier.push_back(&op);
           continue;
         }
-        SmallVector<Value> operands(generic->getOperands());
-        rewriter.replaceOp(generic, (*same)->getResults());
+        SmallVector<Value> operands(op.getOperands());
+        rewriter.replaceOp(&op, (*same)->getResults());
         eraseUnused(rewriter, operands);
       }
     });

@@ -7,6 +7,7 @@
 #include "loom/Conversion/Collectives.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Conversion/ScatterAddRows.h"
+#include "loom/Conversion/SoftmaxStats.h"
 #include "loom/Pipeline/Pipeline.h"
 #include "loom/Transforms/Passes.h"
 
@@ -27,6 +28,7 @@ void mlir::loom::registerLoomDialects(DialectRegistry &registry) {
   registerCollectiveBufferizationModels(registry);
   registerAttentionBufferizationModels(registry);
   registerScatterAddRowsBufferizationModel(registry);
+  registerSoftmaxStatsBufferizationModel(registry);
   registerCollectiveDifferentiationModels(registry);
   // gpu-module-to-binary translates each kernel module to LLVM IR on its way
   // to PTX.

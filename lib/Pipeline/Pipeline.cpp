@@ -75,6 +75,17 @@ llvm::cl::ValuesClass mlir::loom::getGeluPlacementValues() {
                  "in generated loops after the GEMM"));
 }
 
+llvm::cl::ValuesClass mlir::loom::getLossStatisticsValues() {
+  return llvm::cl::values(
+      clEnumValN(LossStatistics::Target, "target",
+                 "the target's: runtime with cuda, loops with cpu"),
+      clEnumValN(LossStatistics::Runtime, "runtime",
+                 "the runtime's loom_rt_softmax_stats (one read of the "
+                 "logits on a GPU)"),
+      clEnumValN(LossStatistics::Loops, "loops",
+                 "generated loops: a maximum, then the sums"));
+}
+
 /// Bufferization and the static arena, on the step the lowering to linalg
 /// left.
 static void buildBufferizePipeline(OpPassManager &pm, bool printArena,
@@ -175,6 +186,10 @@ static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
   StepLowering lowering;
   lowering.linalg.fusedAttention = options.fusedAttention;
   lowering.linalg.sortedTokenGradient = options.sortedTokenGradient;
+  lowering.linalg.runtimeSoftmaxStats =
+      options.lossStatistics == LossStatistics::Runtime ||
+      (options.lossStatistics == LossStatistics::Target &&
+       options.target == Target::Cuda);
   lowering.epilogues.gelu =
       options.gelu == GeluPlacement::Epilogue ||
       (options.gelu == GeluPlacement::Target && options.target == Target::Cuda);

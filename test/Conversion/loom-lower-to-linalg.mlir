@@ -2,6 +2,7 @@
 // RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0 sorted-token-gradient=0 embedding-row-blocks=3" --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=BLOCKS
 // RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0" --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=SORTED
 // RUN: not loom-opt %s --loom-lower-to-linalg="embedding-row-blocks=0" --split-input-file 2>&1 | FileCheck %s --check-prefix=BADBLOCKS
+// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention=0 runtime-softmax-stats=1" --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=STATS
 // BADBLOCKS: embedding-row-blocks must be at least 1, got 0
 // Attention as loops (fused-attention=0); the fused form is
 // fused-attention.mlir.
@@ -256,6 +257,24 @@ func.func @attention_grad(%dy: tensor<2x3x4xf32>, %qkv: tensor<2x3x12xf32>, %out
 func.func @cross_entropy_grad(%g: tensor<f32>, %logits: tensor<2x3x5xf32>, %targets: tensor<2x3xi32>) -> tensor<2x3x5xf32> {
   %d = loom.cross_entropy_grad %g, %logits, %targets {num_classes = 4 : i64} : (tensor<f32>, tensor<2x3x5xf32>, tensor<2x3xi32>) -> tensor<2x3x5xf32>
   return %d : tensor<2x3x5xf32>
+}
+
+// With runtime-softmax-stats, the statistics of the loss and of its
+// gradient are the runtime's, over the first num_classes columns of the
+// logits as stored: bf16 ones are not widened for it (the loops that read
+// them widen them as before). No loop computes a maximum.
+// STATS-LABEL: func.func @runtime_softmax_stats(
+// STATS: %[[ROWS:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : tensor<2x3x5xbf16> into tensor<6x5xbf16>
+// STATS: %{{.*}}, %{{.*}} = loom.softmax_stats %[[ROWS]] {classes = 4 : i64} : tensor<6x5xbf16> -> tensor<6xf32>
+// STATS-NOT: arith.maxnumf
+// STATS: loom.softmax_stats %{{.*}} {classes = 4 : i64} : tensor<6x5xbf16> -> tensor<6xf32>
+// STATS-NOT: arith.maxnumf
+// STATS: return
+func.func @runtime_softmax_stats(%g: tensor<f32>, %stored: tensor<2x3x5xbf16>, %targets: tensor<2x3xi32>) -> (tensor<f32>, tensor<2x3x5xf32>) {
+  %logits = loom.convert %stored : tensor<2x3x5xbf16> to tensor<2x3x5xf32>
+  %l = loom.cross_entropy %logits, %targets {num_classes = 4 : i64} : (tensor<2x3x5xf32>, tensor<2x3xi32>) -> tensor<f32>
+  %d = loom.cross_entropy_grad %g, %logits, %targets {num_classes = 4 : i64} : (tensor<f32>, tensor<2x3x5xf32>, tensor<2x3xi32>) -> tensor<2x3x5xf32>
+  return %l, %d : tensor<f32>, tensor<2x3x5xf32>
 }
 
 // A layer loop is an scf.for over the layers: slice l of each stacked

@@ -249,3 +249,40 @@ func.func @read_twice(%x: tensor<2x4x16xf32>) -> tensor<8xf32> {
   } -> tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+// The loss's statistics from the runtime, once for the loss and once for
+// its gradient, over reshapes of the same logits, each only read: the
+// second's readers read the first's results.
+// CHECK-LABEL: func.func @softmax_stats_twice(
+// CHECK: %[[MAX:.*]], %[[SUM:.*]] = loom.softmax_stats
+// CHECK-NOT: loom.softmax_stats
+// CHECK: tensor.extract %[[MAX]]
+// CHECK: tensor.extract %[[SUM]]
+// CHECK: tensor.extract %[[MAX]]
+// CHECK: tensor.extract %[[SUM]]
+func.func @softmax_stats_twice(%logits: tensor<2x3x8xbf16>, %i: index) -> (f32, f32, f32, f32) {
+  %a = tensor.collapse_shape %logits [[0, 1], [2]] : tensor<2x3x8xbf16> into tensor<6x8xbf16>
+  %m1, %s1 = loom.softmax_stats %a {classes = 7 : i64} : tensor<6x8xbf16> -> tensor<6xf32>
+  %b = tensor.collapse_shape %logits [[0, 1], [2]] : tensor<2x3x8xbf16> into tensor<6x8xbf16>
+  %m2, %s2 = loom.softmax_stats %b {classes = 7 : i64} : tensor<6x8xbf16> -> tensor<6xf32>
+  %x1 = tensor.extract %m1[%i] : tensor<6xf32>
+  %y1 = tensor.extract %s1[%i] : tensor<6xf32>
+  %x2 = tensor.extract %m2[%i] : tensor<6xf32>
+  %y2 = tensor.extract %s2[%i] : tensor<6xf32>
+  return %x1, %y1, %x2, %y2 : f32, f32, f32, f32
+}
+
+// -----
+
+// Over other columns (another number of classes) they differ: both stay.
+// CHECK-LABEL: func.func @softmax_stats_other_classes(
+// CHECK-COUNT-2: loom.softmax_stats
+func.func @softmax_stats_other_classes(%logits: tensor<6x8xbf16>, %i: index) -> (f32, f32) {
+  %m1, %s1 = loom.softmax_stats %logits {classes = 7 : i64} : tensor<6x8xbf16> -> tensor<6xf32>
+  %m2, %s2 = loom.softmax_stats %logits {classes = 8 : i64} : tensor<6x8xbf16> -> tensor<6xf32>
+  %x = tensor.extract %m1[%i] : tensor<6xf32>
+  %y = tensor.extract %s2[%i] : tensor<6xf32>
+  return %x, %y : f32, f32
+}

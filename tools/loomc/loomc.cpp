@@ -110,6 +110,12 @@ static cl::opt<TokenGradient> tokenGradient(
                           "rows) walking every token")),
     cl::cat(loomcCategory));
 
+static cl::opt<LossStatistics> lossStatistics(
+    "loss-statistics",
+    cl::desc("Who computes the loss's softmax statistics (default target)"),
+    cl::init(LossStatistics::Target), getLossStatisticsValues(),
+    cl::cat(loomcCategory));
+
 static cl::opt<GeluPlacement>
     gelu("gelu",
          cl::desc("Where mixed precision applies the MLP's GELU and its "
@@ -388,6 +394,7 @@ int main(int argc, char **argv) {
   pipeline.sortedTokenGradient = tokenGradient == TokenGradient::Sorted;
   pipeline.embeddingRowBlocks = embeddingRowBlocks;
   pipeline.gelu = gelu;
+  pipeline.lossStatistics = lossStatistics;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     // A plan that does not fit in memory is not bad input: scripts that try

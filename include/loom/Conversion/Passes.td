@@ -56,6 +56,11 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
            /*default=*/"true",
            "The token table's gradient as loom.scatter_add_rows, which the "
            "runtime computes, rather than loops">,
+    Option<"runtimeSoftmaxStats", "runtime-softmax-stats", "bool",
+           /*default=*/"false",
+           "The loss's softmax statistics over whole rows as "
+           "loom.softmax_stats, which the runtime computes, rather than "
+           "loops">,
     Option<"embeddingRowBlocks", "embedding-row-blocks", "int64_t",
            /*default=*/"1",
            "Blocks of the token table's rows whose gradient columns are "

@@ -78,6 +78,22 @@ enum class GeluPlacement {
 /// The values of --gelu (loomc) and the pipeline's gelu option.
 llvm::cl::ValuesClass getGeluPlacementValues();
 
+/// Who computes the loss's softmax statistics (each row's maximum and sum
+/// of exponentials over the vocabulary).
+enum class LossStatistics {
+  /// The target's choice: the runtime on a GPU, whose kernel reads the
+  /// logits once; loops on the CPU, whose generated loops vectorize the
+  /// exponentials.
+  Target,
+  /// The runtime (loom.softmax_stats, loom_rt_softmax_stats).
+  Runtime,
+  /// Generated loops: a maximum, then the sums.
+  Loops
+};
+
+/// The values of --loss-statistics (loomc) and the pipeline's option.
+llvm::cl::ValuesClass getLossStatisticsValues();
+
 struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
   PassOptions::Option<EmitStage> emit{
       *this, "emit", llvm::cl::desc("Stage to stop after"),
@@ -138,6 +154,11 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
                      "the tokens sorted by row (else as generated loops "
                      "that walk every token per column)"),
       llvm::cl::init(true)};
+  PassOptions::Option<LossStatistics> lossStatistics{
+      *this, "loss-statistics",
+      llvm::cl::desc("Who computes the loss's softmax statistics over "
+                     "whole rows of the vocabulary"),
+      llvm::cl::init(LossStatistics::Target), getLossStatisticsValues()};
   PassOptions::Option<GeluPlacement> gelu{
       *this, "gelu",
       llvm::cl::desc("Where mixed precision applies the MLP's GELU and its "

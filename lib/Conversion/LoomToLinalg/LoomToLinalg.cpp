@@ -23,13 +23,14 @@ using namespace mlir;
 using namespace mlir::loom;
 
 void mlir::loom::populateLoomToLinalgPatterns(
-    RewritePatternSet &patterns, TokenGradientOptions tokenGradient) {
+    RewritePatternSet &patterns, TokenGradientOptions tokenGradient,
+    bool runtimeSoftmaxStats) {
   populateLoomEmbeddingToLinalgPatterns(patterns, tokenGradient);
   populateLoomLayerNormToLinalgPatterns(patterns);
   populateLoomLinearToLinalgPatterns(patterns);
   populateLoomAttentionToLinalgPatterns(patterns);
   populateLoomElementwiseToLinalgPatterns(patterns);
-  populateLoomLossToLinalgPatterns(patterns);
+  populateLoomLossToLinalgPatterns(patterns, runtimeSoftmaxStats);
   populateLoomOptimizerToLinalgPatterns(patterns);
   populateLoomScanToSCFPatterns(patterns);
   populateLoomPrecisionToLinalgPatterns(patterns);
@@ -41,8 +42,9 @@ void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
   // Point-to-point messages stay ops on tensors until bufferization makes
   // them calls of the runtime on their buffers, as the collectives.
   target.addLegalOp<SendOp, RecvOp>();
-  // The sorted token gradient is the runtime's, like fused attention.
-  target.addLegalOp<ScatterAddRowsOp>();
+  // The sorted token gradient and the loss's statistics are the runtime's,
+  // like fused attention.
+  target.addLegalOp<ScatterAddRowsOp, SoftmaxStatsOp>();
   target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
                          math::MathDialect, scf::SCFDialect,
                          tensor::TensorDialect>();
@@ -78,7 +80,8 @@ struct LowerToLinalgPass
     populateLoomToLinalgPatterns(
         patterns,
         TokenGradientOptions{sortedTokenGradient,
-                             static_cast<int64_t>(embeddingRowBlocks)});
+                             static_cast<int64_t>(embeddingRowBlocks)},
+        runtimeSoftmaxStats);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

@@ -42,6 +42,25 @@ SoftmaxStats softmaxStats(Lowering &L, Value logits2, int64_t classes) {
   return {x, max, sumExp};
 }
 
+/// softmaxStats' statistics from the runtime (loom.softmax_stats), reading
+/// the logits as stored: `op`'s bf16 or f16 logits, not the copy widened
+/// for the loops (`logits2`, its rows, which the result keeps for the
+/// loops that read the logits too).
+template <typename OpTy>
+SoftmaxStats runtimeSoftmaxStats(Lowering &L, OpTy op, Value logits2,
+                                 int64_t classes) {
+  Value stored = logits2;
+  auto widened = op.getLogits().template getDefiningOp<ConvertOp>();
+  if (widened && !widened.getScale())
+    if (Value narrow = L.lowered(widened.getInput()))
+      stored = L.rows(narrow);
+  int64_t n = cast<RankedTensorType>(logits2.getType()).getDimSize(0);
+  auto type = RankedTensorType::get({n}, L.b.getF32Type());
+  auto stats = SoftmaxStatsOp::create(L.b, L.loc, type, type, stored,
+                                      L.b.getI64IntegerAttr(classes));
+  return {logits2, stats.getMax(), stats.getSumExp()};
+}
+
 /// A row statistic of this rank's part of the logits summed or maximized
 /// over the group that shares the vocabulary.
 template <typename OpTy>
@@ -107,8 +126,17 @@ Value partTargetLogits(Lowering &L, CrossEntropyOp op, Value logits2,
   return overGroup(L, op, local, shard::ReductionKind::Sum);
 }
 
+/// The loss's statistics of whole rows: the runtime's or loops.
+template <typename OpTy>
+SoftmaxStats wholeRowStats(Lowering &L, OpTy op, Value logits2, bool runtime) {
+  return runtime ? runtimeSoftmaxStats(L, op, logits2, op.getNumClasses())
+                 : softmaxStats(L, logits2, op.getNumClasses());
+}
+
 struct CrossEntropyLowering : LoomPattern<CrossEntropyOp> {
-  using LoomPattern::LoomPattern;
+  CrossEntropyLowering(MLIRContext *context, bool runtime)
+      : LoomPattern(context), runtime(runtime) {}
+  bool runtime;
   SmallVector<Value> lower(CrossEntropyOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
     Value logits = L.rows(adaptor.getLogits());
@@ -132,7 +160,7 @@ struct CrossEntropyLowering : LoomPattern<CrossEntropyOp> {
                 nb, l, arith::AddFOp::create(nb, l, a[3], scaled).getResult());
           })[0]};
     }
-    SoftmaxStats s = softmaxStats(L, logits, op.getNumClasses());
+    SoftmaxStats s = wholeRowStats(L, op, logits, runtime);
     return {L.generic(
         {s.max, s.sumExp, targets}, init,
         {row, row, row, AffineMap::get(1, 0, {}, L.ctx)}, {kRed},
@@ -150,7 +178,9 @@ struct CrossEntropyLowering : LoomPattern<CrossEntropyOp> {
 };
 
 struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
-  using LoomPattern::LoomPattern;
+  CrossEntropyGradLowering(MLIRContext *context, bool runtime)
+      : LoomPattern(context), runtime(runtime) {}
+  bool runtime;
   SmallVector<Value> lower(CrossEntropyGradOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
     Value logits = L.rows(adaptor.getLogits());
@@ -159,7 +189,7 @@ struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
     int64_t classes = op.getNumClasses();
     Value start = adaptor.getVocabStart();
     SoftmaxStats s = start ? partSoftmaxStats(L, op, logits, start)
-                           : softmaxStats(L, logits, classes);
+                           : wholeRowStats(L, op, logits, runtime);
     Value dloss =
         tensor::ExtractOp::create(L.b, L.loc, adaptor.getGrad(), ValueRange{});
     Value factor = arith::MulFOp::create(
@@ -203,7 +233,8 @@ struct CrossEntropyGradLowering : LoomPattern<CrossEntropyGradOp> {
 
 } // namespace
 
-void mlir::loom::populateLoomLossToLinalgPatterns(RewritePatternSet &patterns) {
+void mlir::loom::populateLoomLossToLinalgPatterns(RewritePatternSet &patterns,
+                                                  bool runtimeSoftmaxStats) {
   patterns.add<CrossEntropyLowering, CrossEntropyGradLowering>(
-      patterns.getContext());
+      patterns.getContext(), runtimeSoftmaxStats);
 }

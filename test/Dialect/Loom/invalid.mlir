@@ -663,6 +663,22 @@ func.func @scatter_add_rows_indices(%u: tensor<6x4xf32>, %ids: tensor<5xi32>, %i
 
 // -----
 
+func.func @softmax_stats_classes(%logits: tensor<6x8xf32>) {
+  // expected-error @+1 {{expected classes in [1, 8] (the logits' columns), got 9}}
+  %max, %sum = loom.softmax_stats %logits {classes = 9 : i64} : tensor<6x8xf32> -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_stats_rows(%logits: tensor<6x8xf32>) {
+  // expected-error @+1 {{expected max of shape [6] (the rows of the logits), got [5]}}
+  %max, %sum = loom.softmax_stats %logits {classes = 8 : i64} : tensor<6x8xf32> -> tensor<5xf32>
+  return
+}
+
+// -----
+
 func.func @scatter_add_rows_rank(%u: tensor<2x3x4xf32>, %ids: tensor<6xi32>, %init: tensor<8x4xf32>) {
   // expected-error @+1 {{expected updates of rank 2 [indices, width], got shape [2, 3, 4]}}
   %a = loom.scatter_add_rows %u, %ids into %init : tensor<2x3x4xf32>, tensor<6xi32> -> tensor<8x4xf32>

@@ -102,6 +102,13 @@ module attributes {
     return %a, %b : tensor<8x4xf32>, tensor<8x4xf32>
   }
 
+  // CHECK-LABEL: func.func @softmax_stats
+  // CHECK: loom.softmax_stats %{{.*}} {classes = 5 : i64} : tensor<6x8xbf16> -> tensor<6xf32>
+  func.func @softmax_stats(%logits: tensor<6x8xbf16>) -> (tensor<6xf32>, tensor<6xf32>) {
+    %max, %sum = loom.softmax_stats %logits {classes = 5 : i64} : tensor<6x8xbf16> -> tensor<6xf32>
+    return %max, %sum : tensor<6xf32>, tensor<6xf32>
+  }
+
   // CHECK-LABEL: func.func @pipeline
   // CHECK: loom.send %{{.*}} to 1 tag 0 : tensor<2x3x4xf32>
   // CHECK: loom.recv from 1 tag 1 : tensor<2x3x4xf32>

@@ -38,8 +38,11 @@ void populateLoomLinearToLinalgPatterns(RewritePatternSet &patterns);
 void populateLoomAttentionToLinalgPatterns(RewritePatternSet &patterns);
 /// loom.gelu, loom.gelu_grad and loom.add.
 void populateLoomElementwiseToLinalgPatterns(RewritePatternSet &patterns);
-/// loom.cross_entropy and loom.cross_entropy_grad.
-void populateLoomLossToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.cross_entropy and loom.cross_entropy_grad; with
+/// `runtimeSoftmaxStats`, their softmax statistics over whole rows (not a
+/// vocabulary's parts) as a loom.softmax_stats, which the runtime computes.
+void populateLoomLossToLinalgPatterns(RewritePatternSet &patterns,
+                                      bool runtimeSoftmaxStats = false);
 /// loom.adamw, loom.sgd and loom.sum_squares.
 void populateLoomOptimizerToLinalgPatterns(RewritePatternSet &patterns);
 /// loom.scan, as an scf.for over tensor slices.
@@ -66,7 +69,8 @@ bool isFusedAttention(Operation *op, int64_t maxHeadDim);
 
 /// Every family above.
 void populateLoomToLinalgPatterns(RewritePatternSet &patterns,
-                                  TokenGradientOptions tokenGradient = {});
+                                  TokenGradientOptions tokenGradient = {},
+                                  bool runtimeSoftmaxStats = false);
 
 /// The loom dialect illegal; what the patterns produce legal.
 void configureLoomToLinalgTarget(ConversionTarget &target);
