@@ -44,15 +44,21 @@ Value mlir::loom::getPointedBuffer(Value pointer) {
   return {};
 }
 
-bool mlir::loom::isRuntimeGemmCall(Operation *op) {
+std::optional<unsigned> mlir::loom::getReadOnlyPointers(Operation *op) {
   auto call = dyn_cast<func::CallOp>(op);
   if (!call)
-    return false;
+    return std::nullopt;
   StringRef callee = call.getCallee();
-  return llvm::is_contained({StringRef(LOOM_RT_SGEMM), StringRef(LOOM_RT_GEMM),
-                             StringRef(LOOM_RT_GEMM_ROUNDED),
-                             StringRef(LOOM_RT_GEMM_GELU)},
-                            callee);
+  // A and B.
+  if (llvm::is_contained({StringRef(LOOM_RT_SGEMM), StringRef(LOOM_RT_GEMM),
+                          StringRef(LOOM_RT_GEMM_ROUNDED),
+                          StringRef(LOOM_RT_GEMM_GELU)},
+                         callee))
+    return 2;
+  // The logits.
+  if (callee == LOOM_RT_SOFTMAX_STATS)
+    return 1;
+  return std::nullopt;
 }
 
 std::optional<loom_dtype> mlir::loom::getRuntimeElementType(Type element) {

@@ -21,10 +21,12 @@ Value buildDataPointer(OpBuilder &b, Location loc, Value buffer,
 /// The view whose data pointer buildDataPointer made `pointer`, or null.
 Value getPointedBuffer(Value pointer);
 
-/// Whether `call` is of one of the runtime's single GEMMs, which touch only
-/// the matrices whose data pointers they are handed (not the batched one,
-/// which is handed its first matrices and steps from them).
-bool isRuntimeGemmCall(Operation *call);
+/// For a call of one of the runtime's functions that touch only the
+/// buffers whose data pointers they are handed (the single GEMMs, the
+/// softmax statistics), how many of its leading pointers it only reads;
+/// it may write the others. None for any other op (the batched GEMM is
+/// handed its first matrices and steps on from them).
+std::optional<unsigned> getReadOnlyPointers(Operation *op);
 
 /// The runtime's code for buffers of `element`s, if it handles them: f32,
 /// bf16 and f16.

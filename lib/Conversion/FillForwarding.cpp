@@ -226,15 +226,14 @@ bool mlir::loom::areDisjoint(Value a, Value b) {
 }
 
 bool mlir::loom::mayAccess(Operation *op, Value buffer, bool writesOnly) {
-  // A GEMM of the runtime touches the matrices it is handed and nothing
-  // else. It reads its first two, A and B; the others (C or D, a bias, an
-  // auxiliary matrix) it may write. (A batched GEMM is handed its first
-  // matrices only, and goes on from them by strides.)
-  if (isRuntimeGemmCall(op)) {
-    unsigned matrices = 0;
+  // Some of the runtime's functions (its single GEMMs, the softmax
+  // statistics) touch the buffers they are handed and nothing else: they
+  // read the first few (a GEMM's A and B) and may write the others.
+  if (std::optional<unsigned> readOnly = getReadOnlyPointers(op)) {
+    unsigned pointers = 0;
     return llvm::any_of(op->getOperands(), [&](Value operand) {
       if (!isa<LLVM::LLVMPointerType>(operand.getType()) ||
-          (++matrices <= 2 && writesOnly) ||
+          (++pointers <= *readOnly && writesOnly) ||
           operand.getDefiningOp<LLVM::ZeroOp>())
         return false;
       Value pointed = getPointedBuffer(operand);

@@ -24,8 +24,9 @@ bool areDisjoint(Value a, Value b);
 
 /// Whether `op`, with what it contains, may write the memory `buffer`
 /// views, or (`writesOnly` false) read it. A call of one of the runtime's
-/// single GEMMs touches only the matrices whose data pointers it is
-/// handed; any other call, everything.
+/// single GEMMs or of its softmax statistics touches only the buffers
+/// whose data pointers it is handed (getReadOnlyPointers); any other call,
+/// everything.
 bool mayAccess(Operation *op, Value buffer, bool writesOnly = false);
 
 /// The linalg.fill of `buffer` that `user`, later in the same block, would
