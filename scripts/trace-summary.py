@@ -28,15 +28,18 @@ def fail(message):
 def kind_of(name):
     """What a GPU span is, from its name: a cuBLASLt GEMM, one of the
     fused attention's kernels, one of the token gradient's (the runtime's
-    sorted scatter), or a kernel generated for the forward or backward pass
-    (named after the model part and pass it computes), or another (the
-    optimizer's, among others)."""
+    sorted scatter), the loss's softmax statistics (the runtime's), or a
+    kernel generated for the forward or backward pass (named after the
+    model part and pass it computes), or another (the optimizer's, among
+    others)."""
     if name.startswith("GEMM"):
         return "GEMMs"
     if name.startswith("loom_attention_"):
         return "attention"
     if name.startswith("loom_scatter_"):
         return "token gradient"
+    if name.startswith("loom_softmax_stats_"):
+        return "loss statistics"
     for pass_name in ("forward", "backward"):
         if name.startswith(pass_name + "_"):
             return pass_name
