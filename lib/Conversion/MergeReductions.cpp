@@ -81,7 +81,8 @@ bool computesTheSame(Operation *earlier, Operation *later) {
 
 /// A reduction on tensors whose results are only read: a linalg.generic
 /// with reduction loops, or a loom op left for the runtime (the loss's
-/// softmax statistics), without side effects or regions.
+/// softmax statistics), without side effects or regions: a Pure op's
+/// results depend on its operands and attributes alone.
 bool isMergeable(Operation *op) {
   if (!isMemoryEffectFree(op) || !llvm::all_of(op->getResults(), isOnlyRead))
     return false;

@@ -5,6 +5,7 @@
 #include "Parallel.h"
 #include "loom/runtime.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 

@@ -30,16 +30,21 @@ namespace loom_test {
 struct SoftmaxCase {
   std::string name;
   int64_t rows, columns, classes;
+  /// Leading columns of each row that hold -inf (an overflowed logit).
+  int64_t minusInfinity = 0;
 };
 
-/// One logit, rows shorter than a block, a tail after the 16-byte loads,
-/// padding columns past the classes (which hold the largest values, so
-/// that reading one shows), GPT-2's padded vocabulary.
+/// One logit, rows shorter than a block, tails of 1 and 3 after the
+/// 16-byte loads, padding columns past the classes (which hold the largest
+/// values, so that reading one shows), -inf before any other value of a
+/// thread, GPT-2's padded vocabulary.
 inline std::vector<SoftmaxCase> softmaxCases() {
   return {{"one", 1, 1, 1},
           {"short rows", 3, 5, 3},
           {"tail", 7, 300, 257},
+          {"longer tail", 2, 304, 299},
           {"whole rows", 5, 1024, 1024},
+          {"-inf first", 3, 4096, 4000, 3000},
           {"gpt2", 3, 50304, 50257}};
 }
 
@@ -61,6 +66,7 @@ inline SoftmaxProblem makeSoftmaxProblem(const SoftmaxCase &c, int32_t dtype) {
     for (int64_t col = 0; col < c.columns; ++col) {
       // Row 1 has one outlier, far above the rest; padding is larger still.
       float x = col >= c.classes                   ? 100.0f
+                : col < c.minusInfinity            ? -INFINITY
                 : (r == 1 && col == c.classes / 2) ? 30.0f
                                                    : logit(rng);
       int64_t i = r * c.columns + col;

@@ -50,8 +50,12 @@ template <typename OpTy>
 SoftmaxStats runtimeSoftmaxStats(Lowering &L, OpTy op, Value logits2,
                                  int64_t classes) {
   Value stored = logits2;
+  // An exact widening: bf16 or f16 to f32, unscaled.
   auto widened = op.getLogits().template getDefiningOp<ConvertOp>();
-  if (widened && !widened.getScale())
+  if (widened && !widened.getScale() &&
+      getElementTypeOrSelf(widened.getType()).isF32() &&
+      isa<BFloat16Type, Float16Type>(
+          getElementTypeOrSelf(widened.getInput().getType())))
     if (Value narrow = L.lowered(widened.getInput()))
       stored = L.rows(narrow);
   int64_t n = cast<RankedTensorType>(logits2.getType()).getDimSize(0);

@@ -32,7 +32,9 @@ __device__ __forceinline__ void add(Stats &s, float x) {
     // exp(-inf) is 0: the first value starts the sum at 1.
     s.sum = s.sum * expf(s.max - x) + 1.0f;
     s.max = x;
-  } else {
+  } else if (s.max != -INFINITY) {
+    // Not before a value above -inf: exp(-inf - -inf) would be NaN where
+    // the row's sum has 0 for this term.
     s.sum += expf(x - s.max);
   }
 }
