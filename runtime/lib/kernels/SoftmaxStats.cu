@@ -12,8 +12,8 @@
 
 #include "KernelModules.h"
 
-// test/unit/SoftmaxStatsKernelsTest.cpp compiles these kernels for the CPU, with
-// types and built-ins of its own.
+// test/unit/SoftmaxStatsKernelsTest.cpp compiles these kernels for the CPU,
+// with types and built-ins of its own.
 #ifndef LOOM_EMULATE_CUDA
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -100,8 +100,8 @@ __device__ __forceinline__ void rowStats(const T *logits, long long columns,
 #define LOOM_SOFTMAX_STATS(NAME, TYPE)                                         \
   extern "C" __global__ void __launch_bounds__(kThreads)                       \
       loom_softmax_stats_##NAME(const TYPE *logits, long long columns,         \
-                                long long classes, int vectorized,             \
-                                float *max, float *sumExp) {                   \
+                                long long classes, int vectorized, float *max, \
+                                float *sumExp) {                               \
     rowStats(logits, columns, classes, vectorized, max, sumExp);               \
   }
 LOOM_SOFTMAX_STATS(f32, float)
