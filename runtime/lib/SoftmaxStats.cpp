@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace {
 struct Rows {
@@ -37,21 +38,18 @@ void statsOfRows(const Rows &s, int64_t from, int64_t to, Widen widen) {
 
 void statsTask(void *context, int64_t from, int64_t to) {
   const Rows &s = *static_cast<const Rows *>(context);
-  const auto *narrow = static_cast<const uint16_t *>(s.logits);
-  switch (s.dtype) {
-  case LOOM_DTYPE_BF16:
-    return statsOfRows(s, from, to, [&](int64_t i) {
-      return loom::bitsFloat(static_cast<uint32_t>(narrow[i]) << 16);
+  // A loop per type, the type a constant in each.
+  auto rows = [&](auto dtype) {
+    statsOfRows(s, from, to, [&](int64_t i) {
+      return loom::loadElement(dtype, s.logits, i);
     });
-  case LOOM_DTYPE_F16:
-    return statsOfRows(s, from, to, [&](int64_t i) {
-      return loom::bitsFloat(loom::widenHalf(narrow[i]));
-    });
-  default:
-    return statsOfRows(s, from, to, [&](int64_t i) {
-      return static_cast<const float *>(s.logits)[i];
-    });
-  }
+  };
+  if (s.dtype == LOOM_DTYPE_BF16)
+    rows(std::integral_constant<int32_t, LOOM_DTYPE_BF16>());
+  else if (s.dtype == LOOM_DTYPE_F16)
+    rows(std::integral_constant<int32_t, LOOM_DTYPE_F16>());
+  else
+    rows(std::integral_constant<int32_t, LOOM_DTYPE_F32>());
 }
 } // namespace
 

@@ -70,17 +70,8 @@ inline SoftmaxProblem makeSoftmaxProblem(const SoftmaxCase &c, int32_t dtype) {
                 : (r == 1 && col == c.classes / 2) ? 30.0f
                                                    : logit(rng);
       int64_t i = r * c.columns + col;
-      if (dtype == LOOM_DTYPE_F32) {
-        std::memcpy(&p.stored[4 * i], &x, 4);
-        values[i] = x;
-        continue;
-      }
-      uint16_t bits =
-          dtype == LOOM_DTYPE_BF16 ? loom::narrowBf16(x) : loom::narrowHalf(x);
-      std::memcpy(&p.stored[2 * i], &bits, 2);
-      values[i] = dtype == LOOM_DTYPE_BF16
-                      ? loom::bitsFloat(static_cast<uint32_t>(bits) << 16)
-                      : loom::bitsFloat(loom::widenHalf(bits));
+      loom::storeElement(dtype, p.stored.data(), i, x);
+      values[i] = loom::loadElement(dtype, p.stored.data(), i);
     }
   for (int64_t r = 0; r < c.rows; ++r) {
     const double *row = &values[r * c.columns];
