@@ -42,14 +42,43 @@ std::optional<int64_t> tensorBytes(Value value) {
   return getStaticBytes(type);
 }
 
+bool isReshape(Operation *op) {
+  return isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op);
+}
+
+/// Whether `op` reads its source's elements in place, each element of its
+/// result one of the source's: a reshape, or a slice (the vocabulary's
+/// columns of logits padded past it).
+bool isView(Operation *op) {
+  return isReshape(op) || isa<tensor::ExtractSliceOp>(op);
+}
+
+/// The tensor whose buffer `value` shares: itself, or the source of the
+/// views it is (a layer's slice of the stack of saved activations).
+Value getViewedTensor(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isView(def))
+      break;
+    value = def->getOperand(0);
+  }
+  return value;
+}
+
 /// Whether `value` is read at `consumer` or after it anyway, so that
 /// reading it from `consumer` instead of from its producer keeps it no
 /// longer: a value of an enclosing block (an argument, a conversion
-/// hoisted out of a loop) lives through the whole block.
+/// hoisted out of a loop) lives through the whole block, and a function's
+/// argument through the function, its caller's. A view lives as long as
+/// the tensor it views.
 bool isLiveAt(Value value, Operation *consumer) {
+  value = getViewedTensor(value);
   Block *block = consumer->getBlock();
   if (value.getParentBlock() != block)
     return true;
+  if (auto argument = dyn_cast<BlockArgument>(value))
+    if (argument.getOwner()->isEntryBlock() &&
+        isa<FunctionOpInterface>(argument.getOwner()->getParentOp()))
+      return true;
   return llvm::any_of(value.getUsers(), [&](Operation *user) {
     Operation *ancestor = block->findAncestorOpInBlock(*user);
     return ancestor &&
@@ -66,6 +95,19 @@ int64_t newDestinationBytes(Operation *op) {
       init = fill.getDpsInits()[0];
     if (init.getDefiningOp<tensor::EmptyOp>())
       bytes += tensorBytes(init).value_or(0);
+  }
+  return bytes;
+}
+
+/// The bytes of `op`'s results, which fusing it into its consumer
+/// removes; none where a size is unknown.
+std::optional<int64_t> resultBytes(Operation *op) {
+  int64_t bytes = 0;
+  for (Value result : op->getResults()) {
+    std::optional<int64_t> size = tensorBytes(result);
+    if (!size)
+      return std::nullopt;
+    bytes += *size;
   }
   return bytes;
 }
@@ -91,29 +133,51 @@ bool computesBetween(Operation *producer, Operation *consumer) {
 /// results at once, the two loops held the producer's results with
 /// either.
 bool raisesPeak(Operation *producer, Operation *consumer) {
-  int64_t removed = 0, kept = 0;
-  for (Value result : producer->getResults()) {
-    std::optional<int64_t> bytes = tensorBytes(result);
-    if (!bytes)
-      return true;
-    removed += *bytes;
-  }
+  std::optional<int64_t> removed = resultBytes(producer);
+  if (!removed)
+    return true;
+  int64_t kept = 0;
   // The producer's destinations are its results' buffers, counted above.
   for (Value operand :
        cast<DestinationStyleOpInterface>(producer).getDpsInputs()) {
     if (isLiveAt(operand, consumer))
       continue;
-    std::optional<int64_t> bytes = tensorBytes(operand);
+    // A view the producer was the last to read keeps what it views.
+    std::optional<int64_t> bytes = tensorBytes(getViewedTensor(operand));
     if (!bytes)
       return true;
     kept += *bytes;
   }
-  if (kept <= removed)
+  if (kept <= *removed)
     return false;
   if (computesBetween(producer, consumer))
     return true;
   int64_t made = newDestinationBytes(consumer);
-  return kept + made > std::max(kept + removed, removed + made);
+  return kept + made > std::max(kept + *removed, *removed + made);
+}
+
+/// Whether `op`, and every op nested in it, reads only values defined
+/// before `point` in its block (or outside it), or results of `point`
+/// itself, or `tensor.empty`s of static shape only `op` reads, which may
+/// move with it: then `op` can run right after `point`.
+bool canRunAfter(Operation *op, Operation *point) {
+  Block *block = point->getBlock();
+  WalkResult result = op->walk([&](Operation *nested) {
+    for (Value operand : nested->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || def == point || op->isAncestor(def))
+        continue;
+      Operation *ancestor = block->findAncestorOpInBlock(*def);
+      if (!ancestor || ancestor->isBeforeInBlock(point))
+        continue;
+      auto empty = dyn_cast<tensor::EmptyOp>(def);
+      if (empty && empty->getNumOperands() == 0 && empty->hasOneUse())
+        continue;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return !result.wasInterrupted();
 }
 
 /// The one `CastOp` of a `linalg.generic` that only applies it to its one
@@ -170,17 +234,6 @@ Value readNarrow(PatternRewriter &rewriter, Value value, Value narrow) {
                                          rows.getReassociationIndices());
 }
 
-bool isReshape(Operation *op) {
-  return isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op);
-}
-
-/// Whether `op` reads its source's elements in place, each element of its
-/// result one of the source's: a reshape, or a slice (the vocabulary's
-/// columns of logits padded past it).
-bool isView(Operation *op) {
-  return isReshape(op) || isa<tensor::ExtractSliceOp>(op);
-}
-
 /// The most operations per element of a loop cheap enough to compute again
 /// for every element a broadcast of it spans: a conversion, a row's mean
 /// from its sum, its reciprocal standard deviation from its variance.
@@ -205,13 +258,13 @@ bool isCheapElementwise(Operation *op) {
   return ops <= kCheapOps;
 }
 
-/// Whether the producer of `operand` may be fused into its consumer: the
-/// consumer is the producer's only user and reads each element once, so
-/// nothing is computed twice, unless the producer is cheap (a widening, a
-/// row's statistic), which costs less than loading its result; both lie in
-/// one block, so that nothing hoisted out of a loop (the parameters'
-/// conversions) moves back in; and the step's peak cannot rise for it.
-bool isFusible(OpOperand *operand) {
+/// Whether fusing the producer of `operand` into its consumer computes
+/// nothing twice and moves nothing into a loop: the consumer is the
+/// producer's only user and reads each element once, unless the producer
+/// is cheap (a widening, a row's statistic), which costs less than loading
+/// its result; both lie in one block, so that nothing hoisted out of a
+/// loop (the parameters' conversions) moves back in.
+bool computesOnce(OpOperand *operand) {
   Operation *producer = operand->get().getDefiningOp();
   Operation *consumer = operand->getOwner();
   auto structured = dyn_cast<linalg::LinalgOp>(consumer);
@@ -220,8 +273,57 @@ bool isFusible(OpOperand *operand) {
           isCheapElementwise(producer)) &&
          producer->getBlock() == consumer->getBlock() &&
          llvm::all_of(producer->getUsers(),
-                      [&](Operation *user) { return user == consumer; }) &&
-         !raisesPeak(producer, consumer);
+                      [&](Operation *user) { return user == consumer; });
+}
+
+/// Whether the producer of `operand` may be fused into its consumer: it
+/// computes nothing twice, and the step's peak cannot rise for it.
+bool isFusible(OpOperand *operand) {
+  return computesOnce(operand) &&
+         !raisesPeak(operand->get().getDefiningOp(), operand->getOwner());
+}
+
+/// A consumer that other computations separate from its one producer (a
+/// layer norm's input gradient, then the roundings of its weight's and
+/// bias's gradients, then the residual add that reads the input gradient)
+/// moves up to run right after the producer, where the two then fuse:
+/// the fused loop reads the producer's operands where the producer did,
+/// and holds the consumer's new results in place of the producer's, which
+/// are never written. That cannot raise the peak when the consumer's new
+/// results weigh no more than the producer's: then neither the fused loop
+/// nor any op it moved past holds more than before.
+bool hoistConsumers(Operation *root) {
+  SmallVector<std::pair<Operation *, linalg::GenericOp>> moves;
+  root->walk([&](linalg::GenericOp producer) {
+    if (producer->use_empty() ||
+        producer.getNumLoops() != producer.getNumParallelLoops())
+      return;
+    auto consumer = dyn_cast<linalg::GenericOp>(*producer->user_begin());
+    if (!consumer || !consumer.hasPureTensorSemantics() ||
+        consumer->getBlock() != producer->getBlock() ||
+        !producer->isBeforeInBlock(consumer))
+      return;
+    for (OpOperand &use : producer->getUses())
+      if (!computesOnce(&use))
+        return;
+    std::optional<int64_t> removed = resultBytes(producer);
+    if (!removed || newDestinationBytes(consumer) > *removed ||
+        !computesBetween(producer, consumer) ||
+        !canRunAfter(consumer, producer))
+      return;
+    moves.push_back({producer, consumer});
+  });
+  for (auto [producer, consumer] : moves) {
+    Operation *point = producer;
+    for (Value init : consumer.getDpsInits())
+      if (auto empty = init.getDefiningOp<tensor::EmptyOp>();
+          empty && !empty->isBeforeInBlock(producer)) {
+        empty->moveAfter(point);
+        point = empty;
+      }
+    consumer->moveAfter(point);
+  }
+  return !moves.empty();
 }
 
 /// A cheap loop that several loops of its block read through broadcasts
@@ -578,8 +680,13 @@ struct FuseElementwisePass
     linalg::populateElementwiseOpsFusionPatterns(patterns, isFusible);
     linalg::populateFoldReshapeOpsByExpansionPatterns(patterns,
                                                       isReshapedForFusion);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      return signalPassFailure();
+    FrozenRewritePatternSet fusion(std::move(patterns));
+    // Fusing a loop with its rounding can make it light enough to move up
+    // to its producer, and the two then fuse in turn.
+    do {
+      if (failed(applyPatternsGreedily(getOperation(), fusion)))
+        return signalPassFailure();
+    } while (hoistConsumers(getOperation()));
   }
 };
 } // namespace

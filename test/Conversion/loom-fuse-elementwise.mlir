@@ -107,11 +107,25 @@ func.func @hoisted(%x: tensor<8xbf16>, %y: tensor<8xf32>) -> tensor<8xf32> {
 
 #id = affine_map<(d0) -> (d0)>
 
-// An f32 tensor rounded to bf16, other work, then widened again: fused,
-// the f32 tensor would outlive its bf16 copy through the work between.
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// An f32 tensor (a row sum) rounded to bf16, other work, then widened
+// again: fused, the f32 tensor would outlive its bf16 copy through the
+// work between.
 // CHECK-LABEL: func.func @round_then_work(
-// CHECK-COUNT-3: linalg.generic
-func.func @round_then_work(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+// CHECK-COUNT-4: linalg.generic
+// CHECK-NOT: linalg.generic
+func.func @round_then_work(%m: tensor<8x4xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+  %x = linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%m : tensor<8x4xf32>) outs(%f : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.addf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
   %e0 = tensor.empty() : tensor<8xbf16>
   %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
       ins(%x : tensor<8xf32>) outs(%e0 : tensor<8xbf16>) {
@@ -692,4 +706,156 @@ func.func @kept(%x: tensor<4xbf16>, %y: tensor<4x8xf32>, %h: tensor<4xf16>, %z: 
     linalg.yield %0 : f32
   } -> tensor<4xf32>
   return %n, %nh, %wz, %u : tensor<4xbf16>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+
+// As @round_then_work, but what is rounded is a slice of an argument: the
+// fused loop keeps nothing alive that was not anyway.
+// CHECK-LABEL: func.func @round_slice_then_work(
+// CHECK-SAME: %[[X:.*]]: tensor<16xf32>
+// CHECK: %[[S:.*]] = tensor.extract_slice %[[X]]
+// CHECK: math.exp
+// CHECK: linalg.generic {{.*}} ins(%[[S]] : tensor<8xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.truncf
+// CHECK-NEXT: arith.extf
+// CHECK-NOT: linalg.generic
+func.func @round_slice_then_work(%x: tensor<16xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %s = tensor.extract_slice %x[0] [8] [1] : tensor<16xf32> to tensor<8xf32>
+  %e0 = tensor.empty() : tensor<8xbf16>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%s : tensor<8xf32>) outs(%e0 : tensor<8xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<8xbf16>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%y : tensor<8xf32>) outs(%e1 : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = math.exp %a : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e2 = tensor.empty() : tensor<8xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%n : tensor<8xbf16>) outs(%e2 : tensor<8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %0 = arith.extf %a : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  return %w, %t : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// A layer norm's input gradient (rounded to bf16 from an f32 tensor that
+// dies with it), the rounding of a weight's gradient, then the residual add
+// that reads the input gradient: the add moves up to the gradient's loop
+// and the two fuse. Its new bf16 result weighs what the gradient's did.
+// CHECK-LABEL: func.func @hoist_consumer(
+// CHECK-SAME: %{{[^:]*}}: tensor<8x4xf32>, %[[R:[^:]*]]: tensor<8xbf16>, %[[G:[^:]*]]: tensor<4xf32>
+// CHECK: %[[X:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[R]] : tensor<8xf32>, tensor<8xbf16>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: arith.truncf
+// CHECK-NEXT: arith.extf
+// CHECK-NEXT: arith.extf
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: arith.truncf
+// CHECK: %[[W:.*]] = linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[SUM]], %[[W]]
+func.func @hoist_consumer(%m: tensor<8x4xf32>, %r: tensor<8xbf16>, %g: tensor<4xf32>) -> (tensor<8xbf16>, tensor<4xbf16>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+  %x = linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%m : tensor<8x4xf32>) outs(%f : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.addf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e0 = tensor.empty() : tensor<8xbf16>
+  %dx = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf32>) outs(%e0 : tensor<8xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.mulf %a, %a : f32
+    %1 = arith.truncf %0 : f32 to bf16
+    linalg.yield %1 : bf16
+  } -> tensor<8xbf16>
+  %e1 = tensor.empty() : tensor<4xbf16>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%g : tensor<4xf32>) outs(%e1 : tensor<4xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<4xbf16>
+  %e2 = tensor.empty() : tensor<8xbf16>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%dx, %r : tensor<8xbf16>, tensor<8xbf16>) outs(%e2 : tensor<8xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %o: bf16):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.addf %0, %1 : f32
+    %3 = arith.truncf %2 : f32 to bf16
+    linalg.yield %3 : bf16
+  } -> tensor<8xbf16>
+  return %sum, %w : tensor<8xbf16>, tensor<4xbf16>
+}
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// The same, but the add also reads what the work between computes, which
+// is returned too: the add cannot run before it, and the three loops stay.
+// CHECK-LABEL: func.func @consumer_needs_work(
+// CHECK-COUNT-4: linalg.generic
+// CHECK-NOT: linalg.generic
+func.func @consumer_needs_work(%m: tensor<8x4xf32>, %g: tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xbf16>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+  %x = linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%m : tensor<8x4xf32>) outs(%f : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.addf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e0 = tensor.empty() : tensor<8xbf16>
+  %dx = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf32>) outs(%e0 : tensor<8xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.mulf %a, %a : f32
+    %1 = arith.truncf %0 : f32 to bf16
+    linalg.yield %1 : bf16
+  } -> tensor<8xbf16>
+  %e1 = tensor.empty() : tensor<8xbf16>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%g : tensor<8xf32>) outs(%e1 : tensor<8xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<8xbf16>
+  %e2 = tensor.empty() : tensor<8xbf16>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%dx, %w : tensor<8xbf16>, tensor<8xbf16>) outs(%e2 : tensor<8xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %o: bf16):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.addf %0, %1 : f32
+    %3 = arith.truncf %2 : f32 to bf16
+    linalg.yield %3 : bf16
+  } -> tensor<8xbf16>
+  return %sum, %w : tensor<8xbf16>, tensor<8xbf16>
 }
