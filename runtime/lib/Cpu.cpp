@@ -137,6 +137,9 @@ struct RoundTile {
   int32_t gelu = kNoGelu;
   uint16_t *aux = nullptr;
   int64_t ldaux = 0;
+  /// loom_rt_gemm_add's C, the tile's part of it, or null.
+  const uint16_t *addend = nullptr;
+  int64_t ldaddend = 0;
 };
 
 /// GPT-2's GELU and its derivative in f32, by the formulas of the loops the
@@ -170,7 +173,15 @@ void roundRows(const RoundTile &t, int64_t from, int64_t to) {
     else if (t.gelu == LOOM_GELU_BACKWARD)
       for (int64_t c = 0; c < t.cols; ++c)
         out[c] = Narrow(sums[c] * geluGrad(Widen(aux[c])));
-    else if (t.bias)
+    else if (t.addend) {
+      // cuBLASLt's order: the product plus C, then the bias. Each element
+      // of C is read before the same element of D is written: C may be D.
+      const uint16_t *addend = t.addend + r * t.ldaddend;
+      for (int64_t c = 0; c < t.cols; ++c) {
+        float x = sums[c] + Widen(addend[c]);
+        out[c] = Narrow(t.bias ? x + Widen(t.bias[c]) : x);
+      }
+    } else if (t.bias)
       for (int64_t c = 0; c < t.cols; ++c)
         out[c] = Narrow(sums[c] + Widen(t.bias[c]));
     else
@@ -341,7 +352,8 @@ void gemmRoundedTiles(int32_t dtype, int32_t trans_a, int32_t trans_b,
                       const void *a, int64_t lda, const void *b, int64_t ldb,
                       const void *bias, void *d, int64_t ldd,
                       int64_t block_bytes, int32_t gelu, void *aux,
-                      int64_t ldaux) {
+                      int64_t ldaux, const void *addend = nullptr,
+                      int64_t ldaddend = 0) {
   if (m <= 0 || n <= 0)
     return;
   if (dtype == LOOM_DTYPE_F32) {
@@ -376,16 +388,19 @@ void gemmRoundedTiles(int32_t dtype, int32_t trans_a, int32_t trans_b,
       const char *bj = bBytes + (trans_b ? j * ldb : j) * size;
       loom_rt_gemm_blocked(dtype, trans_a, trans_b, rows, cols, k, alpha, ai,
                            lda, bj, ldb, 0.0f, tile.data(), cols, block_bytes);
-      RoundTile round{dtype,
-                      tile.data(),
-                      cols,
-                      bias ? static_cast<const uint16_t *>(bias) + j : nullptr,
-                      static_cast<uint16_t *>(d) + i * ldd + j,
-                      ldd,
-                      gelu,
-                      aux ? static_cast<uint16_t *>(aux) + i * ldaux + j
-                          : nullptr,
-                      ldaux};
+      RoundTile round{
+          dtype,
+          tile.data(),
+          cols,
+          bias ? static_cast<const uint16_t *>(bias) + j : nullptr,
+          static_cast<uint16_t *>(d) + i * ldd + j,
+          ldd,
+          gelu,
+          aux ? static_cast<uint16_t *>(aux) + i * ldaux + j : nullptr,
+          ldaux,
+          addend ? static_cast<const uint16_t *>(addend) + i * ldaddend + j
+                 : nullptr,
+          ldaddend};
       if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() &&
           rows * cols >= kParallelRounding)
         loom_rt_parallel_for(roundTileRows, &round, 0, rows);
@@ -417,6 +432,35 @@ void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
                                  lda, b, ldb, bias, d, ldd);
   gemmRoundedTiles(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                    bias, d, ldd, block_bytes, kNoGelu, nullptr, 0);
+}
+
+void loom_rt_gemm_add(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                      int64_t m, int64_t n, int64_t k, float alpha,
+                      const void *a, int64_t lda, const void *b, int64_t ldb,
+                      const void *bias, const void *c, int64_t ldc, void *d,
+                      int64_t ldd) {
+  loom_rt_gemm_add_blocked(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                           ldb, bias, c, ldc, d, ldd, kGemmBlockBytes);
+}
+
+void loom_rt_gemm_add_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                              int64_t m, int64_t n, int64_t k, float alpha,
+                              const void *a, int64_t lda, const void *b,
+                              int64_t ldb, const void *bias, const void *c,
+                              int64_t ldc, void *d, int64_t ldd,
+                              int64_t block_bytes) {
+  if (loom::cudaActive())
+    return loom::cudaGemmAdd(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                             ldb, bias, c, ldc, d, ldd);
+  // What the GPU takes (the compiler emits nothing else); any other call
+  // leaves NaN in D rather than values that look right.
+  if ((dtype != LOOM_DTYPE_BF16 && dtype != LOOM_DTYPE_F16) || !c || ldc < n ||
+      (c == d && ldc != ldd)) {
+    fillNaN(dtype, m, n, d, ldd);
+    return;
+  }
+  gemmRoundedTiles(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                   bias, d, ldd, block_bytes, kNoGelu, nullptr, 0, c, ldc);
 }
 
 void loom_rt_gemm_gelu(int32_t dtype, int32_t mode, int32_t trans_a,

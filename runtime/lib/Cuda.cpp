@@ -103,6 +103,8 @@ struct Api {
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  /// loom_rt_gemm_add's C, which the product's D (`c`) does not share.
+  cublasLtMatrixLayout_t addend = nullptr;
   cublasLtMatmulAlgo_t algo{};
 };
 
@@ -122,15 +124,18 @@ private:
 /// A, B and C in bytes, for a strided batch the number of GEMMs and the
 /// elements between consecutive A, B and C (1 and zeros otherwise), C's
 /// element type, the alignment of the bias added to C's rows (0 for
-/// none), and the GELU of loom_rt_gemm_gelu (a loom_gelu_mode, or kNoGelu)
-/// with its auxiliary matrix's leading dimension and alignment. The
-/// heuristic assumes 256-byte aligned matrices unless told otherwise (the
-/// bias's and the auxiliary matrix's it reads off their pointers), and an
-/// algorithm it picks for those fails on a view at a smaller alignment.
+/// none), the GELU of loom_rt_gemm_gelu (a loom_gelu_mode, or kNoGelu)
+/// with its auxiliary matrix's leading dimension and alignment, and
+/// loom_rt_gemm_add's C's leading dimension and alignment (0 for none).
+/// The heuristic assumes 256-byte aligned matrices unless told otherwise
+/// (the bias's and the auxiliary matrix's it reads off their pointers),
+/// and an algorithm it picks for those fails on a view at a smaller
+/// alignment.
 using GemmKey =
     std::tuple<int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
                int64_t, int64_t, uint32_t, uint32_t, uint32_t, int64_t, int64_t,
-               int64_t, int64_t, int32_t, uint32_t, int32_t, int64_t, uint32_t>;
+               int64_t, int64_t, int32_t, uint32_t, int32_t, int64_t, uint32_t,
+               int64_t, uint32_t>;
 
 /// A GEMM without loom_rt_gemm_gelu's epilogue.
 constexpr int32_t kNoGelu = -1;
@@ -469,8 +474,8 @@ struct Backend {
     if (it != plans.end())
       return &it->second;
     auto [dtype, transA, transB, m, n, k, lda, ldb, ldc, alignA, alignB, alignC,
-          count, strideA, strideB, strideC, cDtype, bias, gelu, ldaux,
-          alignAux] = key;
+          count, strideA, strideB, strideC, cDtype, bias, gelu, ldaux, alignAux,
+          ldaddend, alignAddend] = key;
     cudaDataType_t operands = operandType(dtype), product = operandType(cDtype);
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's
     // buffer is cuBLASLt's first operand, A's the second. A row-major
@@ -487,7 +492,7 @@ struct Backend {
         return;
       if (p.desc)
         api.cublasLtMatmulDescDestroy(p.desc);
-      for (cublasLtMatrixLayout_t layout : {p.a, p.b, p.c})
+      for (cublasLtMatrixLayout_t layout : {p.a, p.b, p.c, p.addend})
         if (layout)
           api.cublasLtMatrixLayoutDestroy(layout);
     });
@@ -512,6 +517,11 @@ struct Backend {
                "cublasLtMatrixLayoutCreate") ||
         !check(api.cublasLtMatrixLayoutCreate(&p.c, product, n, m, ldc),
                "cublasLtMatrixLayoutCreate"))
+      return nullptr;
+    // loom_rt_gemm_add's C: D's type, its own leading dimension.
+    if (alignAddend && !check(api.cublasLtMatrixLayoutCreate(&p.addend, product,
+                                                             n, m, ldaddend),
+                              "cublasLtMatrixLayoutCreate"))
       return nullptr;
     // The bias of C's rows is, column-major, a bias of C^T's columns: the
     // epilogue's vector, one element per row of C^T (n of them), of the
@@ -578,16 +588,17 @@ struct Backend {
     std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+         alignAddend ? alignAddend : alignC},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}};
     for (auto &[attribute, bytes] : alignments)
       if (!check(api.cublasLtMatmulPreferenceSetAttribute(
                      preference, attribute, &bytes, sizeof(bytes)),
                  "cublasLtMatmulPreferenceSetAttribute"))
         return nullptr;
-    if (!check(api.cublasLtMatmulAlgoGetHeuristic(blas, p.desc, p.a, p.b, p.c,
-                                                  p.c, preference, 1, &result,
-                                                  &found),
+    if (!check(api.cublasLtMatmulAlgoGetHeuristic(
+                   blas, p.desc, p.a, p.b, p.addend ? p.addend : p.c, p.c,
+                   preference, 1, &result, &found),
                "cublasLtMatmulAlgoGetHeuristic"))
       return nullptr;
     if (found == 0) {
@@ -598,8 +609,11 @@ struct Backend {
            (gelu == LOOM_GELU_FORWARD    ? " and a GELU"
             : gelu == LOOM_GELU_BACKWARD ? " through a GELU's derivative"
                                          : "") +
+           (alignAddend ? " and a matrix to add" : "") +
            (gelu != kNoGelu ? " (compile with --gelu=loops to keep the GELU "
                               "out of the GEMM)"
+            : alignAddend   ? " (compile with --residual-add=loops to keep "
+                              "the add out of the GEMM)"
                             : ""));
       return nullptr;
     }
@@ -698,13 +712,16 @@ void loom::cudaWait() {
 
 namespace {
 /// A GEMM's operands beyond loom_rt_gemm_batched's: C's element type, the
-/// bias of its rows (null for none), and loom_rt_gemm_gelu's epilogue.
+/// bias of its rows (null for none), loom_rt_gemm_gelu's epilogue, and
+/// loom_rt_gemm_add's C (the GEMM's C then being its D).
 struct GemmOutput {
   int32_t dtype;
   const void *bias;
   int32_t gelu = kNoGelu;
   void *aux = nullptr;
   int64_t ldaux = 0;
+  const void *addend = nullptr;
+  int64_t ldaddend = 0;
 };
 
 void runGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
@@ -748,7 +765,9 @@ void runGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                                 output.bias ? alignmentOf(output.bias) : 0,
                                 output.gelu,
                                 output.ldaux,
-                                output.aux ? alignmentOf(output.aux) : 0},
+                                output.aux ? alignmentOf(output.aux) : 0,
+                                output.ldaddend,
+                                output.addend ? alignmentOf(output.addend) : 0},
                         output.bias, output.aux);
   if (!p)
     return;
@@ -771,8 +790,11 @@ void runGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
     const void *ai = at(a, i * strides0[0], bytes),
                *bi = at(b, i * strides0[1], bytes);
     void *ci = const_cast<char *>(at(c, i * strides0[2], cBytes));
+    // loom_rt_gemm_add reads its own C; other GEMMs update theirs in place.
+    const void *in = output.addend ? output.addend : ci;
     be.check(be.api.cublasLtMatmul(be.blas, p->desc, &alpha, bi, p->a, ai, p->b,
-                                   &beta, ci, p->c, ci, p->c, &p->algo,
+                                   &beta, in, p->addend ? p->addend : p->c, ci,
+                                   p->c, &p->algo,
                                    reinterpret_cast<void *>(be.workspace),
                                    kWorkspaceBytes, be.stream),
              "cublasLtMatmul");
@@ -784,7 +806,8 @@ void runGemm(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                             (output.dtype != LOOM_DTYPE_F32 ? " rounded" : "") +
                             (output.gelu == LOOM_GELU_FORWARD    ? " gelu"
                              : output.gelu == LOOM_GELU_BACKWARD ? " dgelu"
-                                                                 : ""));
+                                                                 : "") +
+                            (output.addend ? " add" : ""));
   be.queued();
 }
 
@@ -817,6 +840,34 @@ void loom::cudaGemmRounded(int32_t dtype, int32_t transA, int32_t transB,
                            int64_t ldd) {
   runGemm(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, 0.0f, d, ldd,
           1, kNoStrides, 1, kNoStrides, GemmOutput{dtype, bias});
+}
+
+void loom::cudaGemmAdd(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
+                       int64_t n, int64_t k, float alpha, const void *a,
+                       int64_t lda, const void *b, int64_t ldb,
+                       const void *bias, const void *c, int64_t ldc, void *d,
+                       int64_t ldd) {
+  Backend &be = backend();
+  // What cuBLASLt takes in place or beside D; the compiler emits nothing
+  // else.
+  if ((dtype != LOOM_DTYPE_BF16 && dtype != LOOM_DTYPE_F16) || !c || ldc < n ||
+      (c == d && ldc != ldd)) {
+    if (be.failure.empty())
+      be.fail("loom_rt_gemm_add: dtype " + std::to_string(dtype) +
+              ", leading dimension " + std::to_string(ldc) + " of " +
+              std::to_string(n) +
+              " columns: the add takes bf16 or f16 and a matrix C of D's "
+              "shape, D itself or beside it");
+    return;
+  }
+  // D itself is the GEMM's own C.
+  GemmOutput output{dtype, bias};
+  if (c != d) {
+    output.addend = c;
+    output.ldaddend = ldc;
+  }
+  runGemm(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, 1.0f, d, ldd,
+          1, kNoStrides, 1, kNoStrides, output);
 }
 
 void loom::cudaGemmGelu(int32_t dtype, int32_t mode, int32_t transA,
@@ -1156,6 +1207,9 @@ void loom::cudaGemmBatched(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
 void loom::cudaGemmRounded(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
                            float, const void *, int64_t, const void *, int64_t,
                            const void *, void *, int64_t) {}
+void loom::cudaGemmAdd(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t,
+                       float, const void *, int64_t, const void *, int64_t,
+                       const void *, const void *, int64_t, void *, int64_t) {}
 void loom::cudaGemmGelu(int32_t, int32_t, int32_t, int32_t, int64_t, int64_t,
                         int64_t, float, const void *, int64_t, const void *,
                         int64_t, const void *, void *, int64_t, void *,

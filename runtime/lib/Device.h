@@ -86,6 +86,11 @@ void cudaGemmRounded(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                      int64_t n, int64_t k, float alpha, const void *a,
                      int64_t lda, const void *b, int64_t ldb, const void *bias,
                      void *d, int64_t ldd);
+/// loom_rt_gemm_add's product on the GPU: cuBLASLt's beta = 1 with C.
+void cudaGemmAdd(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
+                 int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                 const void *b, int64_t ldb, const void *bias, const void *c,
+                 int64_t ldc, void *d, int64_t ldd);
 /// loom_rt_gemm_gelu's product on the GPU: cuBLASLt's GELU_AUX(_BIAS) and
 /// DGELU epilogues.
 void cudaGemmGelu(int32_t dtype, int32_t mode, int32_t transA, int32_t transB,

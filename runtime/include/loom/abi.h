@@ -26,6 +26,7 @@
 #define LOOM_RT_GEMM_BATCHED "loom_rt_gemm_batched"
 #define LOOM_RT_GEMM_ROUNDED "loom_rt_gemm_rounded"
 #define LOOM_RT_GEMM_GELU "loom_rt_gemm_gelu"
+#define LOOM_RT_GEMM_ADD "loom_rt_gemm_add"
 #define LOOM_RT_ATTENTION "loom_rt_attention"
 #define LOOM_RT_ATTENTION_GRAD "loom_rt_attention_grad"
 #define LOOM_RT_SCATTER_ADD_ROWS "loom_rt_scatter_add_rows"

@@ -321,6 +321,19 @@ void loom_rt_gemm_rounded(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t m, int64_t n, int64_t k, float alpha,
                           const void *a, int64_t lda, const void *b,
                           int64_t ldb, const void *bias, void *d, int64_t ldd);
+/// loom_rt_gemm_rounded whose sum also takes C, an [m, n] matrix of `dtype`
+/// with leading dimension `ldc`: D = round(alpha op(A) op(B) + C + bias),
+/// rounded once (a residual connection's add after a linear map, which
+/// then never writes its product). `dtype` is bf16 or f16; C may be D
+/// itself (same pointer and leading dimension) or share no memory with it.
+/// On a GPU, cuBLASLt's beta = 1 with C (and its bias epilogue); on the
+/// CPU, the tiles of loom_rt_gemm_rounded. Other arguments (f32, an `ldc`
+/// below n) fail the step on a GPU and leave NaN in D on the CPU.
+void loom_rt_gemm_add(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                      int64_t m, int64_t n, int64_t k, float alpha,
+                      const void *a, int64_t lda, const void *b, int64_t ldb,
+                      const void *bias, const void *c, int64_t ldc, void *d,
+                      int64_t ldd);
 /// What loom_rt_gemm_gelu does with the product P = alpha op(A) op(B).
 typedef enum loom_gelu_mode {
   /// A linear map's GELU: AUX = round(P + bias), D = round(gelu(P + bias)),
@@ -413,6 +426,13 @@ void loom_rt_gemm_rounded_blocked(int32_t dtype, int32_t trans_a,
                                   int64_t lda, const void *b, int64_t ldb,
                                   const void *bias, void *d, int64_t ldd,
                                   int64_t block_bytes);
+/// loom_rt_gemm_add with loom_rt_gemm_blocked's blocks (tests).
+void loom_rt_gemm_add_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                              int64_t m, int64_t n, int64_t k, float alpha,
+                              const void *a, int64_t lda, const void *b,
+                              int64_t ldb, const void *bias, const void *c,
+                              int64_t ldc, void *d, int64_t ldd,
+                              int64_t block_bytes);
 /// loom_rt_gemm_gelu with loom_rt_gemm_blocked's blocks (tests).
 void loom_rt_gemm_gelu_blocked(int32_t dtype, int32_t mode, int32_t trans_a,
                                int32_t trans_b, int64_t m, int64_t n, int64_t k,

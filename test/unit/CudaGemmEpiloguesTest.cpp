@@ -1,11 +1,13 @@
-//===- CudaGemmGeluTest.cpp - cuBLASLt's GELU epilogues -------------------===//
+//===- CudaGemmEpiloguesTest.cpp - cuBLASLt's GELU and add epilogues ------===//
 //
 // loom_rt_gemm_gelu on a GPU at the shapes of GPT-2's MLP, against sums in
 // double of the same bf16 operands: forward, AUX is the rounded
 // pre-activation and D its GELU; backward, D is the product times the
-// GELU's derivative at AUX. cuBLASLt sums in another order than the CPU
-// and computes its own tanh, so values agree to a unit or two in the last
-// place, not bit for bit. Skipped without a GPU.
+// GELU's derivative at AUX. loom_rt_gemm_add at the shape of an attention
+// projection's GEMM: D is the product plus C plus the bias. cuBLASLt sums
+// in another order than the CPU and computes its own tanh, so values agree
+// to a unit or two in the last place, not bit for bit. Skipped without a
+// GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +23,7 @@
 using namespace loom_test;
 
 namespace {
-class CudaGemmGelu : public ::testing::Test {
+class CudaGemmEpilogue : public ::testing::Test {
 protected:
   void SetUp() override {
     if (!loom::useCuda("sm_80"))
@@ -54,7 +56,7 @@ bool near(uint16_t bits, double value) {
 constexpr int64_t kM = 256, kN = 3072, kK = 768;
 } // namespace
 
-TEST_F(CudaGemmGelu, ForwardWritesPreActivationAndGelu) {
+TEST_F(CudaGemmEpilogue, ForwardWritesPreActivationAndGelu) {
   std::mt19937 rng(3);
   auto a = randomBf16(rng, kM * kK, 1.0f), b = randomBf16(rng, kN * kK, 0.1f),
        bias = randomBf16(rng, kN, 1.0f);
@@ -80,7 +82,7 @@ TEST_F(CudaGemmGelu, ForwardWritesPreActivationAndGelu) {
   EXPECT_EQ(bad, 0);
 }
 
-TEST_F(CudaGemmGelu, BackwardMultipliesByTheDerivative) {
+TEST_F(CudaGemmEpilogue, BackwardMultipliesByTheDerivative) {
   std::mt19937 rng(4);
   // The gradient of the MLP's output times its second weight: [m, 768]
   // times a [768, 3,072] matrix read transposed.
@@ -103,4 +105,35 @@ TEST_F(CudaGemmGelu, BackwardMultipliesByTheDerivative) {
                       << " for " << expected;
     }
   EXPECT_EQ(bad, 0);
+}
+
+// The residual add after attention's projection: [m, 768] activations times
+// a transposed [768, 768] weight, plus the bias, plus the residual stream
+// C, beside D and in place.
+TEST_F(CudaGemmEpilogue, AddTakesC) {
+  std::mt19937 rng(5);
+  const int64_t n = 768;
+  auto a = randomBf16(rng, kM * kK, 1.0f), b = randomBf16(rng, n * kK, 0.1f),
+       bias = randomBf16(rng, n, 1.0f), c = randomBf16(rng, kM * n, 4.0f);
+  for (bool inPlace : {false, true}) {
+    SCOPED_TRACE(inPlace ? "in place" : "beside D");
+    ManagedCopy<uint16_t> da(a), db(b), dbias(bias), dc(c), d(kM * n);
+    ASSERT_TRUE(da.at && db.at && dbias.at && dc.at && d.at)
+        << loom_last_error();
+    uint16_t *out = inPlace ? dc.at : d.at;
+    loom_rt_gemm_add(LOOM_DTYPE_BF16, 0, 1, kM, n, kK, 1.0f, da.at, kK, db.at,
+                     kK, dbias.at, dc.at, n, out, n);
+    ASSERT_TRUE(loom::cudaSynchronize()) << loom_last_error();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < kM; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double x = double(widenBf16(c[i * n + j])) + widenBf16(bias[j]);
+        for (int64_t p = 0; p < kK; ++p)
+          x += double(widenBf16(a[i * kK + p])) * widenBf16(b[j * kK + p]);
+        if (!near(out[i * n + j], x) && ++bad <= 5)
+          ADD_FAILURE() << i << "," << j << ": " << widenBf16(out[i * n + j])
+                        << " for " << x;
+      }
+    EXPECT_EQ(bad, 0);
+  }
 }
