@@ -10,8 +10,9 @@
 # data (DIR/data.txt, GPL-3's text four times):
 #   tiny-fp32   gpt2-tiny, fp32, 10 steps
 #   tiny-bf16   gpt2-tiny, bf16, 10 steps
-#   tiny-bf16-loops  the same with --gelu=loops (the GELU in loops, not in
-#               cuBLASLt's epilogues)
+#   tiny-bf16-loops  the same with --gelu=loops --residual-add=loops (the
+#               GELU and the residual adds in loops, not in cuBLASLt's
+#               epilogues and C)
 #   tiny-fp16   gpt2-tiny, fp16 with loss scaling, 30 steps
 #   m124-fp32   GPT-2 124M at 2 x 128 tokens, fp32, 10 steps
 # (--quick: gpt2-tiny only). `run`, on the GPU machine, with
@@ -49,7 +50,7 @@ done
 checks() {
   echo "tiny-fp32|$root/examples/gpt2-tiny.json|10|1e-4|--norms"
   echo "tiny-bf16|$root/examples/gpt2-tiny.json --plan precision=bf16|10|2e-3|--norms"
-  echo "tiny-bf16-loops|$root/examples/gpt2-tiny.json --plan precision=bf16 --gelu=loops|10|2e-3|--norms"
+  echo "tiny-bf16-loops|$root/examples/gpt2-tiny.json --plan precision=bf16 --gelu=loops --residual-add=loops|10|2e-3|--norms"
   echo "tiny-fp16|$root/examples/gpt2-tiny.json --plan precision=fp16|30|5e-3|"
   if [ "$quick" = 0 ]; then
     echo "m124-fp32|$root/examples/gpt2-124m.json --batch-size 2 --seq-len 128|10|1e-4|--norms"
@@ -69,10 +70,15 @@ prepare() {
   while IFS='|' read -r name args steps tolerance norms; do
     # shellcheck disable=SC2086
     "$loomc" $args --target=cuda --cuda-arch="$arch" -o "$dir/$name.loom" </dev/null
-    # The CPU's GELU where the GPU's is, unless a check says: in the GEMMs'
-    # epilogue (--gelu's default for CUDA), from the same unrounded sums.
+    # The CPU's GELU and residual adds where the GPU's are, unless a check
+    # says: in the GEMMs (--gelu's and --residual-add's default for CUDA),
+    # from the same unrounded sums.
     cpu_args="$args"
-    case "$args" in *--gelu=*) ;; *) cpu_args="$args --gelu=epilogue" ;; esac
+    case "$args" in *--gelu=*) ;; *) cpu_args="$cpu_args --gelu=epilogue" ;; esac
+    case "$args" in
+    *--residual-add=*) ;;
+    *) cpu_args="$cpu_args --residual-add=epilogue" ;;
+    esac
     # shellcheck disable=SC2086
     "$loomc" $cpu_args -o "$dir/$name.cpu.loom" </dev/null
     # OpenBLAS's Haswell kernels whatever the CPU, so that the reference

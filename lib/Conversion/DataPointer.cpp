@@ -55,6 +55,9 @@ std::optional<unsigned> mlir::loom::getReadOnlyPointers(Operation *op) {
                           StringRef(LOOM_RT_GEMM_GELU)},
                          callee))
     return 2;
+  // A, B, the bias and C.
+  if (callee == LOOM_RT_GEMM_ADD)
+    return 4;
   // The logits.
   if (callee == LOOM_RT_SOFTMAX_STATS)
     return 1;

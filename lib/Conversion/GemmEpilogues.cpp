@@ -53,6 +53,7 @@ using namespace mlir::loom;
 namespace {
 constexpr llvm::StringLiteral kGemmRounded = LOOM_RT_GEMM_ROUNDED;
 constexpr llvm::StringLiteral kGemmGelu = LOOM_RT_GEMM_GELU;
+constexpr llvm::StringLiteral kGemmAdd = LOOM_RT_GEMM_ADD;
 
 /// A product made a call of loom_rt_gemm_rounded: what a GELU after it
 /// needs to join it.
@@ -465,12 +466,12 @@ bool isSameExpression(Value actual, Value reference, IRMapping &leaves) {
          operandsMatch({a->getOperand(1), a->getOperand(0)}, r->getOperands());
 }
 
-/// Whether the body of `loop` yields the GELU of its one input, widened and
-/// rounded back (`backward` false), or its second input's gradient through
-/// the GELU at its first (the inputs in `inputs`' order), as the lowering
-/// of loom.gelu and loom.gelu_grad builds them (Gelu.h).
-bool computesGelu(linalg::GenericOp loop, bool backward,
-                  ArrayRef<unsigned> inputs) {
+/// Whether the body of `loop` yields `build`'s f32 arithmetic on its
+/// `inputs` (in that order), each widened from their narrow type to f32,
+/// rounded back to it.
+bool computesReference(
+    linalg::GenericOp loop, ArrayRef<unsigned> inputs,
+    function_ref<Value(OpBuilder &, Location, ArrayRef<Value>)> build) {
   Block *body = loop.getBody();
   Type narrow = body->getArgument(inputs[0]).getType();
   Location loc = loop.getLoc();
@@ -486,9 +487,7 @@ bool computesGelu(linalg::GenericOp loop, bool backward,
   for (unsigned i = 0, e = inputs.size(); i < e; ++i)
     wide.push_back(arith::ExtFOp::create(b, loc, b.getF32Type(),
                                          reference.addArgument(narrow, loc)));
-  Value result = backward ? buildGeluGrad(b, loc, wide[0], wide[1])
-                          : buildGelu(b, loc, wide[0]);
-  result = arith::TruncFOp::create(b, loc, narrow, result);
+  Value result = arith::TruncFOp::create(b, loc, narrow, build(b, loc, wide));
   auto yield = cast<linalg::YieldOp>(body->getTerminator());
   IRMapping leaves;
   if (yield.getNumOperands() != 1 ||
@@ -562,6 +561,114 @@ void eraseDeadDefinitions(ValueRange values) {
   }
 }
 
+/// The loop after a call of loom_rt_gemm_rounded that reads its product
+/// first, if it is elementwise code the call's epilogue can take over: all
+/// parallel, one output, at most two inputs, every one read and written
+/// in the iteration's own element.
+struct ProductReader {
+  linalg::GenericOp loop;
+  /// The loop's input that reads the product, and its other one, if any.
+  unsigned read;
+  std::optional<unsigned> other;
+  /// The operations between the call and the loop.
+  SmallVector<Operation *> between;
+};
+
+std::optional<ProductReader> findProductReader(RoundedGemm &g) {
+  Value base = peelReshapes(g.d);
+  ProductReader r;
+  for (Operation *op = g.call->getNextNode(); op && !r.loop;
+       op = op->getNextNode()) {
+    if (auto generic = dyn_cast<linalg::GenericOp>(op))
+      for (OpOperand *input : generic.getDpsInputOperands())
+        if (peelReshapes(input->get()) == base) {
+          r.loop = generic;
+          r.read = input->getOperandNumber();
+        }
+    if (!r.loop)
+      r.between.push_back(op);
+  }
+  linalg::GenericOp loop = r.loop;
+  if (!loop || !loop.hasPureBufferSemantics() ||
+      loop.getNumParallelLoops() != loop.getNumLoops() ||
+      loop.getNumDpsInits() != 1 || loop.getNumDpsInputs() > 2 ||
+      !llvm::all_of(loop.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return std::nullopt;
+  if (loop.getNumDpsInputs() == 2) {
+    r.other = 1 - r.read;
+    // Another buffer of the product's type, which the call can read.
+    Value other = loop.getDpsInputs()[*r.other];
+    if (peelReshapes(other) == base ||
+        cast<MemRefType>(other.getType()).getElementType() !=
+            cast<MemRefType>(g.d.getType()).getElementType())
+      return std::nullopt;
+  }
+  return r;
+}
+
+/// Whether `r`'s loop alone reads `g`'s product, whose buffer can then go:
+/// its other users are views and the ops that make the call's pointer to
+/// it (other runtime calls read buffers through such ops too).
+bool readsProductAlone(RoundedGemm &g, ProductReader &r) {
+  Value base = peelReshapes(g.d);
+  SetVector<Operation *> pointer;
+  BackwardSliceOptions options;
+  options.inclusive = true;
+  for (unsigned i : {12, 13})
+    (void)getBackwardSlice(g.call->getOperand(i), &pointer, options);
+  SmallVector<Operation *> users;
+  collectUsers(base, users);
+  return base.getDefiningOp<memref::AllocOp>() &&
+         llvm::all_of(users, [&](Operation *user) {
+           return user == r.loop.getOperation() ||
+                  isa<memref::ExpandShapeOp, memref::CollapseShapeOp>(user) ||
+                  pointer.contains(user);
+         });
+}
+
+/// Whether `g`'s call can run at `r`'s loop instead, writing the loop's
+/// output and also reading `read` there: nothing between touches the
+/// product or writes what the call reads, and nothing it reads shares
+/// memory with the output.
+bool canRunAtLoop(RoundedGemm &g, ProductReader &r, Value read) {
+  Value output = r.loop.getDpsInits()[0];
+  SmallVector<Value> reads = {g.a, g.b, read};
+  if (g.bias)
+    reads.push_back(g.bias);
+  if (llvm::any_of(r.between, [&](Operation *op) {
+        return mayAccess(op, g.d) || llvm::any_of(reads, [&](Value v) {
+                 return mayAccess(op, v, /*writesOnly=*/true);
+               });
+      }))
+    return false;
+  reads.push_back(g.d);
+  return llvm::all_of(reads, [&](Value v) { return areDisjoint(v, output); });
+}
+
+/// `view`, which getMatrixGroups takes, as an [m, n] operand of `g`'s GEMM
+/// built at `r`'s loop.
+FailureOr<GemmOperand> buildMatrixOperand(OpBuilder &b, RoundedGemm &g,
+                                          ProductReader &r, Value view) {
+  Location loc = r.loop.getLoc();
+  return buildGemmOperand(
+      b, loc, collapseToMatrix(b, loc, view, *getMatrixGroups(view, g.form)),
+      r.loop);
+}
+
+/// Replaces `g`'s call and `r`'s loop by a call of `callee` at the loop with
+/// `args`, and erases what computed their operands that nothing uses now
+/// (the product's pointer and, where it goes, its views and buffer).
+void replaceByCall(RoundedGemm &g, ProductReader &r, OpBuilder &b,
+                   StringRef callee, ArrayRef<Value> args) {
+  buildRuntimeCall(b, r.loop, callee, args);
+  SmallVector<Value> operands(g.call->getOperands());
+  llvm::append_range(operands, r.loop->getOperands());
+  g.call->erase();
+  r.loop.erase();
+  eraseDeadDefinitions(operands);
+}
+
 /// The GELU loop after `g`'s call, which reads its product and nothing
 /// between touches, moved into the call as loom_rt_gemm_gelu's epilogue
 /// at the loop's place, if there is one:
@@ -572,102 +679,45 @@ void eraseDeadDefinitions(ValueRange values) {
 ///    at a second input, whose product nothing else reads: the call reads
 ///    that input as AUX and writes the loop's output; the product's buffer
 ///    goes.
-/// Fails only where a matrix it checked is refused when built.
-LogicalResult fuseGelu(RoundedGemm &g) {
-  Value base = peelReshapes(g.d);
-  Operation *call = g.call;
-  linalg::GenericOp loop;
-  std::optional<unsigned> read;
-  SmallVector<Operation *> between;
-  for (Operation *op = call->getNextNode(); op && !loop;
-       op = op->getNextNode()) {
-    if (auto generic = dyn_cast<linalg::GenericOp>(op))
-      for (OpOperand *input : generic.getDpsInputOperands())
-        if (peelReshapes(input->get()) == base) {
-          loop = generic;
-          read = input->getOperandNumber();
-        }
-    if (!loop)
-      between.push_back(op);
-  }
-  if (!loop || !loop.hasPureBufferSemantics() ||
-      loop.getNumParallelLoops() != loop.getNumLoops() ||
-      loop.getNumDpsInits() != 1 || loop.getNumDpsInputs() > 2 ||
-      !llvm::all_of(loop.getIndexingMapsArray(),
-                    [](AffineMap map) { return map.isIdentity(); }))
-    return success();
-  bool backward = loop.getNumDpsInputs() == 2;
-  std::optional<unsigned> other;
-  if (backward)
-    other = 1 - *read;
-  Type narrow = cast<MemRefType>(g.d.getType()).getElementType();
+/// Whether it moved; fails only where a matrix it checked is refused when
+/// built.
+FailureOr<bool> fuseGelu(RoundedGemm &g) {
+  std::optional<ProductReader> r = findProductReader(g);
+  if (!r)
+    return false;
+  bool backward = r->other.has_value();
   // Backward, H is another buffer, which the call reads as AUX.
-  if (backward &&
-      (g.bias || peelReshapes(loop.getDpsInputs()[*other]) == base ||
-       cast<MemRefType>(loop.getDpsInputs()[*other].getType())
-               .getElementType() != narrow))
-    return success();
-  SmallVector<unsigned> order = backward ? SmallVector<unsigned>{*other, *read}
-                                         : SmallVector<unsigned>{*read};
-  if (!computesGelu(loop, backward, order))
-    return success();
-  // Backward, the product's buffer is read by this loop alone: its other
-  // users are views and the ops that make the call's pointer to it (other
-  // runtime calls read buffers through such ops too).
-  if (backward) {
-    SetVector<Operation *> pointer;
-    BackwardSliceOptions options;
-    options.inclusive = true;
-    for (unsigned i : {12, 13})
-      (void)getBackwardSlice(call->getOperand(i), &pointer, options);
-    SmallVector<Operation *> users;
-    collectUsers(base, users);
-    if (!base.getDefiningOp<memref::AllocOp>() ||
-        !llvm::all_of(users, [&](Operation *user) {
-          return user == loop ||
-                 isa<memref::ExpandShapeOp, memref::CollapseShapeOp>(user) ||
-                 pointer.contains(user);
-        }))
-      return success();
-  }
+  if (backward && g.bias)
+    return false;
+  SmallVector<unsigned> order = backward
+                                    ? SmallVector<unsigned>{*r->other, r->read}
+                                    : SmallVector<unsigned>{r->read};
+  auto gelu = [&](OpBuilder &b, Location loc, ArrayRef<Value> wide) {
+    return backward ? buildGeluGrad(b, loc, wide[0], wide[1])
+                    : buildGelu(b, loc, wide[0]);
+  };
+  if (!computesReference(r->loop, order, gelu) ||
+      (backward && !readsProductAlone(g, *r)))
+    return false;
   // What the call reads stays unwritten until the loop, and the product
   // unread: the call moves there.
-  Value output = loop.getDpsInits()[0];
-  Value aux = backward ? loop.getDpsInputs()[*other] : g.d;
-  SmallVector<Value> reads = {g.a, g.b, aux};
-  if (g.bias)
-    reads.push_back(g.bias);
-  if (llvm::any_of(between, [&](Operation *op) {
-        return mayAccess(op, g.d) || llvm::any_of(reads, [&](Value v) {
-                 return mayAccess(op, v, /*writesOnly=*/true);
-               });
-      }))
-    return success();
-  reads.push_back(g.d);
-  if (!llvm::all_of(reads, [&](Value v) { return areDisjoint(v, output); }))
-    return success();
-
-  std::optional<SmallVector<ReassociationIndices>> outputGroups =
-      getMatrixGroups(output, g.form);
-  std::optional<SmallVector<ReassociationIndices>> auxGroups =
-      getMatrixGroups(aux, g.form);
-  if (!outputGroups || !auxGroups)
-    return success();
-
-  OpBuilder b(loop);
-  Location loc = loop.getLoc();
-  FailureOr<GemmOperand> d = buildGemmOperand(
-      b, loc, collapseToMatrix(b, loc, output, *outputGroups), loop);
+  Value output = r->loop.getDpsInits()[0];
+  Value aux = backward ? r->loop.getDpsInputs()[*r->other] : g.d;
+  if (!canRunAtLoop(g, *r, aux) || !getMatrixGroups(output, g.form) ||
+      !getMatrixGroups(aux, g.form))
+    return false;
+  OpBuilder b(r->loop);
+  Location loc = r->loop.getLoc();
+  FailureOr<GemmOperand> d = buildMatrixOperand(b, g, *r, output);
   FailureOr<GemmOperand> auxOperand =
-      backward ? buildGemmOperand(
-                     b, loc, collapseToMatrix(b, loc, aux, *auxGroups), loop)
-               : FailureOr<GemmOperand>(
-                     GemmOperand{call->getOperand(12), call->getOperand(13)});
+      backward ? buildMatrixOperand(b, g, *r, aux)
+               : FailureOr<GemmOperand>(GemmOperand{g.call->getOperand(12),
+                                                    g.call->getOperand(13)});
   if (failed(d) || failed(auxOperand))
     return failure();
   // loom_rt_gemm_rounded's operands up to the bias, the mode after the
   // type, then AUX and D.
-  SmallVector<Value> args(call->getOperands().take_front(12));
+  SmallVector<Value> args(g.call->getOperands().take_front(12));
   args.insert(args.begin() + 1,
               arith::ConstantOp::create(
                   b, loc,
@@ -675,15 +725,43 @@ LogicalResult fuseGelu(RoundedGemm &g) {
                                                : LOOM_GELU_FORWARD)));
   args.append(
       {auxOperand->pointer, auxOperand->leading, d->pointer, d->leading});
-  buildRuntimeCall(b, loop, kGemmGelu, args);
-  // The product's pointer and, backward, its views and buffer go with the
-  // call and the loop.
-  SmallVector<Value> operands(call->getOperands());
-  llvm::append_range(operands, loop->getOperands());
-  call->erase();
-  loop.erase();
-  eraseDeadDefinitions(operands);
-  return success();
+  replaceByCall(g, *r, b, kGemmGelu, args);
+  return true;
+}
+
+/// The loop after `g`'s call that stores the sum of its product and
+/// another matrix of its type (a residual connection's add, as the
+/// lowering of loom.add builds it: both widened, added, rounded), whose
+/// product nothing else reads, moved into the call as loom_rt_gemm_add at
+/// the loop's place: the call reads the other matrix as C and writes the
+/// loop's output; the product's buffer goes. The sum is rounded once where
+/// the loop rounded the product first. Whether it moved; fails only where
+/// a matrix it checked is refused when built.
+FailureOr<bool> fuseAdd(RoundedGemm &g) {
+  std::optional<ProductReader> r = findProductReader(g);
+  if (!r || !r->other)
+    return false;
+  auto add = [](OpBuilder &b, Location loc, ArrayRef<Value> wide) {
+    return arith::AddFOp::create(b, loc, wide[0], wide[1]).getResult();
+  };
+  Value output = r->loop.getDpsInits()[0];
+  Value addend = r->loop.getDpsInputs()[*r->other];
+  // The sum binds the inputs in either order.
+  if (!(computesReference(r->loop, {r->read, *r->other}, add) ||
+        computesReference(r->loop, {*r->other, r->read}, add)) ||
+      !readsProductAlone(g, *r) || !canRunAtLoop(g, *r, addend) ||
+      !getMatrixGroups(output, g.form) || !getMatrixGroups(addend, g.form))
+    return false;
+  OpBuilder b(r->loop);
+  FailureOr<GemmOperand> d = buildMatrixOperand(b, g, *r, output);
+  FailureOr<GemmOperand> c = buildMatrixOperand(b, g, *r, addend);
+  if (failed(d) || failed(c))
+    return failure();
+  // loom_rt_gemm_rounded's operands up to the bias, then C and D.
+  SmallVector<Value> args(g.call->getOperands().take_front(12));
+  args.append({c->pointer, c->leading, d->pointer, d->leading});
+  replaceByCall(g, *r, b, kGemmAdd, args);
+  return true;
 }
 
 struct GemmEpiloguesPass
@@ -704,10 +782,15 @@ struct GemmEpiloguesPass
           return signalPassFailure();
         rounded.push_back(*call);
       }
-    if (gelu)
-      for (RoundedGemm &g : rounded)
-        if (failed(fuseGelu(g)))
-          return signalPassFailure();
+    // Each call takes at most one loop: the first after it that reads its
+    // product.
+    for (RoundedGemm &g : rounded) {
+      FailureOr<bool> fused = gelu ? fuseGelu(g) : FailureOr<bool>(false);
+      if (succeeded(fused) && !*fused && add)
+        fused = fuseAdd(g);
+      if (failed(fused))
+        return signalPassFailure();
+    }
   }
 };
 } // namespace

@@ -64,14 +64,14 @@ llvm::cl::ValuesClass mlir::loom::getTargetValues() {
                  "GPU kernels (PTX) and cuBLASLt on an NVIDIA GPU"));
 }
 
-llvm::cl::ValuesClass mlir::loom::getGeluPlacementValues() {
+llvm::cl::ValuesClass mlir::loom::getEpiloguePlacementValues() {
   return llvm::cl::values(
-      clEnumValN(GeluPlacement::Target, "target",
+      clEnumValN(EpiloguePlacement::Target, "target",
                  "the target's: epilogue with cuda, loops with cpu"),
-      clEnumValN(GeluPlacement::Epilogue, "epilogue",
-                 "in the epilogue of the GEMM before it (cuBLASLt's "
-                 "GELU_AUX_BIAS and DGELU on a GPU)"),
-      clEnumValN(GeluPlacement::Loops, "loops",
+      clEnumValN(EpiloguePlacement::Epilogue, "epilogue",
+                 "in the GEMM before it (cuBLASLt's GELU_AUX_BIAS and "
+                 "DGELU epilogues, its C, on a GPU)"),
+      clEnumValN(EpiloguePlacement::Loops, "loops",
                  "in generated loops after the GEMM"));
 }
 
@@ -190,9 +190,13 @@ static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
       options.lossStatistics == LossStatistics::Runtime ||
       (options.lossStatistics == LossStatistics::Target &&
        options.target == Target::Cuda);
-  lowering.epilogues.gelu =
-      options.gelu == GeluPlacement::Epilogue ||
-      (options.gelu == GeluPlacement::Target && options.target == Target::Cuda);
+  auto inEpilogue = [&](EpiloguePlacement placement) {
+    return placement == EpiloguePlacement::Epilogue ||
+           (placement == EpiloguePlacement::Target &&
+            options.target == Target::Cuda);
+  };
+  lowering.epilogues.gelu = inEpilogue(options.gelu);
+  lowering.epilogues.add = inEpilogue(options.residualAdd);
   int64_t rowBlocks = options.embeddingRowBlocks;
   if (options.target == Target::Cuda) {
     // The GPU's fused kernels hold a head's row in a thread's registers.

@@ -1,5 +1,6 @@
 // RUN: loom-opt %s --loom-gemm-epilogues --split-input-file | FileCheck %s
 // RUN: loom-opt %s --loom-gemm-epilogues=gelu=0 --split-input-file | FileCheck %s --check-prefix=NOGELU
+// RUN: loom-opt %s --loom-gemm-epilogues=add=0 --split-input-file | FileCheck %s --check-prefix=NOADD
 
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #col3 = affine_map<(d0, d1, d2) -> (d2)>
@@ -578,4 +579,83 @@ func.func @gelu_backward_product_multiplied(%grad: memref<8x4xbf16>, %w: memref<
     linalg.yield %round2 : bf16
   }
   return %out : memref<8x8xbf16>
+}
+
+// -----
+
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#col3 = affine_map<(d0, d1, d2) -> (d2)>
+
+// A projection's product with its bias, rounded, then added to the
+// residual stream into a stack's slice (a layer's attention output in
+// mixed precision): one call reads the residual stream as C and writes
+// the slice, where the add's loop was; the product's buffer, the loop and
+// loom_rt_gemm_rounded go.
+// CHECK-LABEL: func.func @residual_add(
+// CHECK-SAME: %[[A:[^:]*]]: memref<8x4xbf16>, %[[W:[^:]*]]: memref<8x4xbf16>, %[[BIAS:[^:]*]]: memref<8xbf16>, %[[R:[^:]*]]: memref<2x4x8xbf16>
+// CHECK-NOT: memref.alloc() : memref<8x8
+// CHECK-NOT: loom_rt_gemm_rounded
+// CHECK: %[[OUT:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>> into memref<8x8xbf16, strided<[8, 1], offset: ?>>
+// CHECK: extract_aligned_pointer_as_index %[[OUT]]
+// CHECK: %[[C:.*]] = memref.collapse_shape %[[R]] {{\[\[}}0, 1], [2]] : memref<2x4x8xbf16> into memref<8x8xbf16>
+// CHECK: extract_aligned_pointer_as_index %[[C]]
+// CHECK: call @loom_rt_gemm_add(%{{.*}}) : (i32, i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64) -> ()
+// CHECK-NOT: linalg.generic
+// CHECK: return
+// CHECK: func.func private @loom_rt_gemm_add(
+// NOADD-LABEL: func.func @residual_add(
+// NOADD: call @loom_rt_gemm_rounded(
+// NOADD: linalg.generic
+// NOADD-NOT: loom_rt_gemm_add
+func.func @residual_add(%a: memref<8x4xbf16>, %w: memref<8x4xbf16>, %bias: memref<8xbf16>, %residual: memref<2x4x8xbf16>, %i: index) -> memref<3x2x4x8xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %stack = memref.alloc() : memref<3x2x4x8xbf16>
+  %p = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+    ins(%a, %w : memref<8x4xbf16>, memref<8x4xbf16>) outs(%p : memref<8x8xf32>)
+  %p3 = memref.expand_shape %p [[0, 1], [2]] output_shape [2, 4, 8] : memref<8x8xf32> into memref<2x4x8xf32>
+  %out = memref.subview %stack[%i, 0, 0, 0] [1, 2, 4, 8] [1, 1, 1, 1] : memref<3x2x4x8xbf16> to memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>>
+  linalg.generic {indexing_maps = [#id3, #id3, #col3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%residual, %p3, %bias : memref<2x4x8xbf16>, memref<2x4x8xf32>, memref<8xbf16>) outs(%out : memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>>) {
+  ^bb0(%r: bf16, %x: f32, %b: bf16, %o: bf16):
+    %wide = arith.extf %b : bf16 to f32
+    %sum = arith.addf %x, %wide : f32
+    %round = arith.truncf %sum : f32 to bf16
+    %back = arith.extf %round : bf16 to f32
+    %rw = arith.extf %r : bf16 to f32
+    %total = arith.addf %rw, %back : f32
+    %t = arith.truncf %total : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return %stack : memref<3x2x4x8xbf16>
+}
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+// The rounded product subtracted from another matrix instead: not an add,
+// the loop stays.
+// CHECK-LABEL: func.func @not_an_add(
+// CHECK: call @loom_rt_gemm_rounded(
+// CHECK: linalg.generic
+// CHECK: arith.subf
+// CHECK-NOT: loom_rt_gemm_add
+func.func @not_an_add(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>, %other: memref<8x8xbf16>, %out: memref<8x8xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %p = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
+  linalg.matmul ins(%a, %w : memref<8x4xbf16>, memref<4x8xbf16>) outs(%p : memref<8x8xf32>)
+  linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%other, %p : memref<8x8xbf16>, memref<8x8xf32>) outs(%out : memref<8x8xbf16>) {
+  ^bb0(%r: bf16, %x: f32, %o: bf16):
+    %round = arith.truncf %x : f32 to bf16
+    %back = arith.extf %round : bf16 to f32
+    %rw = arith.extf %r : bf16 to f32
+    %total = arith.subf %rw, %back : f32
+    %t = arith.truncf %total : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
 }

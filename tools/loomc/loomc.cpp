@@ -116,12 +116,19 @@ static cl::opt<LossStatistics> lossStatistics(
     cl::init(LossStatistics::Target), getLossStatisticsValues(),
     cl::cat(loomcCategory));
 
-static cl::opt<GeluPlacement>
+static cl::opt<EpiloguePlacement>
     gelu("gelu",
          cl::desc("Where mixed precision applies the MLP's GELU and its "
                   "gradient (default target)"),
-         cl::init(GeluPlacement::Target), getGeluPlacementValues(),
+         cl::init(EpiloguePlacement::Target), getEpiloguePlacementValues(),
          cl::cat(loomcCategory));
+
+static cl::opt<EpiloguePlacement> residualAdd(
+    "residual-add",
+    cl::desc("Where mixed precision adds a linear map's rounded product to "
+             "the residual stream (default target)"),
+    cl::init(EpiloguePlacement::Target), getEpiloguePlacementValues(),
+    cl::cat(loomcCategory));
 
 static cl::opt<int64_t> embeddingRowBlocks(
     "embedding-row-blocks",
@@ -394,6 +401,7 @@ int main(int argc, char **argv) {
   pipeline.sortedTokenGradient = tokenGradient == TokenGradient::Sorted;
   pipeline.embeddingRowBlocks = embeddingRowBlocks;
   pipeline.gelu = gelu;
+  pipeline.residualAdd = residualAdd;
   pipeline.lossStatistics = lossStatistics;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))

@@ -201,13 +201,26 @@ def LoomGemmEpilogues : Pass<"loom-gemm-epilogues", "::mlir::ModuleOp"> {
     contiguous rows (the loop's shape collapsed) whose row strides are
     multiples of 8.
 
+    With `add` (the default), a call whose D only the next such loop reads,
+    to add a second input of the same type to it (both widened, added,
+    rounded: `loom.add`'s lowering, a residual connection), becomes
+    `loom_rt_gemm_add(dtype, transA, transB, M, N, K, alpha, A, lda, B,
+    ldb, bias, C, ldc, D, ldd)` at the loop: C is that input, D the loop's
+    output, and the sum is rounded once (the loop rounded the product
+    first); the old D's buffer goes, as backward above. C is an [M, N]
+    matrix like AUX. A call the GELU took is not considered.
+
     Runs on buffers before `loom-static-arena`, while each buffer is its
     own allocation.
   }];
   let options = [
     Option<"gelu", "gelu", "bool", /*default=*/"true",
            "Move a GELU, or the gradient through it, that the next loop "
-           "applies to a rounded product into the GEMM's epilogue">
+           "applies to a rounded product into the GEMM's epilogue">,
+    Option<"add", "add", "bool", /*default=*/"true",
+           "Move an add of a matrix of the product's type that the next "
+           "loop applies to a rounded product (a residual connection) into "
+           "the GEMM">
   ];
   // The GELU's reference arithmetic, built to recognize it, has math.tanh.
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",

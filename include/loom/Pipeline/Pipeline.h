@@ -63,20 +63,22 @@ enum class Target {
 
 llvm::cl::ValuesClass getTargetValues();
 
-/// Where mixed precision applies the MLP's GELU and its gradient.
-enum class GeluPlacement {
+/// Where mixed precision applies what a loop does to a GEMM's rounded
+/// product: the MLP's GELU and its gradient, a residual connection's add.
+enum class EpiloguePlacement {
   /// The target's choice: the epilogue on a GPU, where it spares a pass
   /// over the activations through memory; loops on the CPU, whose
   /// generated loops vectorize the GELU and whose memory is not the bound.
   Target,
-  /// The epilogue of the GEMM before it (loom-gemm-epilogues' gelu).
+  /// The epilogue of the GEMM before it (loom-gemm-epilogues).
   Epilogue,
   /// Generated loops after the GEMM.
   Loops
 };
 
-/// The values of --gelu (loomc) and the pipeline's gelu option.
-llvm::cl::ValuesClass getGeluPlacementValues();
+/// The values of --gelu and --residual-add (loomc) and the pipeline's
+/// options of the same names.
+llvm::cl::ValuesClass getEpiloguePlacementValues();
 
 /// Who computes the loss's softmax statistics (each row's maximum and sum
 /// of exponentials over the vocabulary).
@@ -159,11 +161,16 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
       llvm::cl::desc("Who computes the loss's softmax statistics over "
                      "whole rows of the vocabulary"),
       llvm::cl::init(LossStatistics::Target), getLossStatisticsValues()};
-  PassOptions::Option<GeluPlacement> gelu{
+  PassOptions::Option<EpiloguePlacement> gelu{
       *this, "gelu",
       llvm::cl::desc("Where mixed precision applies the MLP's GELU and its "
                      "gradient"),
-      llvm::cl::init(GeluPlacement::Target), getGeluPlacementValues()};
+      llvm::cl::init(EpiloguePlacement::Target), getEpiloguePlacementValues()};
+  PassOptions::Option<EpiloguePlacement> residualAdd{
+      *this, "residual-add",
+      llvm::cl::desc("Where mixed precision adds a linear map's rounded "
+                     "product to the residual stream"),
+      llvm::cl::init(EpiloguePlacement::Target), getEpiloguePlacementValues()};
   PassOptions::Option<int64_t> embeddingRowBlocks{
       *this, "embedding-row-blocks",
       llvm::cl::desc("Blocks of the token table's rows whose gradient "
