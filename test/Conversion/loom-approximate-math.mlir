@@ -1,6 +1,8 @@
 // RUN: loom-opt %s --split-input-file --loom-approximate-math | FileCheck %s
 // RUN: loom-opt %s --split-input-file --loom-approximate-math=gpu-fast-division=1 | FileCheck %s --check-prefix=FAST
 // RUN: loom-opt %s --split-input-file --loom-approximate-math | FileCheck %s --check-prefix=DEFAULT
+// RUN: loom-opt %s --split-input-file --loom-approximate-math=gpu-libdevice-exp=1 | FileCheck %s --check-prefix=EXP
+// RUN: loom-opt %s --split-input-file --loom-approximate-math | FileCheck %s --check-prefix=POLY
 
 // The f32 transcendental functions of softmax, GELU and the loss become
 // arithmetic; square roots stay, since LLVM vectorizes them already.
@@ -51,6 +53,45 @@ module attributes {gpu.container_module} {
       memref.store %b, %out[%c1] : memref<3xf32>
       memref.store %c, %out[%c2] : memref<3xf32>
       memref.store %d, %out64[] : memref<f64>
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+// With gpu-libdevice-exp, a kernel's exp stays, for the GPU lowering to
+// call libdevice's __nv_expf; its tanh and log become arithmetic as the
+// host's exp, tanh and log do. Without it, the kernel's exp does too.
+// EXP-LABEL: func.func @host_exp(
+// EXP-NOT: math.exp
+// EXP: return
+// EXP-LABEL: gpu.func @kernel_exp(
+// EXP-NOT: math.tanh
+// EXP-NOT: math.log
+// EXP: math.exp %{{.*}} : f32
+// EXP-NOT: math.tanh
+// EXP-NOT: math.log
+// EXP: gpu.return
+// POLY-LABEL: gpu.func @kernel_exp(
+// POLY-NOT: math.exp
+// POLY: gpu.return
+module attributes {gpu.container_module} {
+  func.func @host_exp(%x: f32) -> f32 {
+    %a = math.exp %x : f32
+    return %a : f32
+  }
+  gpu.module @kernels {
+    gpu.func @kernel_exp(%x: f32, %out: memref<3xf32>) kernel {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c2 = arith.constant 2 : index
+      %a = math.exp %x : f32
+      %b = math.tanh %x : f32
+      %c = math.log %x : f32
+      memref.store %a, %out[%c0] : memref<3xf32>
+      memref.store %b, %out[%c1] : memref<3xf32>
+      memref.store %c, %out[%c2] : memref<3xf32>
       gpu.return
     }
   }

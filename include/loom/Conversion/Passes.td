@@ -493,11 +493,21 @@ def LoomApproximateMath : Pass<"loom-approximate-math"> {
     clip factor's divisor) would give a factor of 0 instead of about
     1e-38. Square roots are libdevice's, approximate on the GPU already.
     The host's divisions keep IEEE rounding.
+
+    With `gpu-libdevice-exp`, `math.exp` inside `gpu.module`s is left for
+    the GPU lowering, which calls libdevice's `__nv_expf`: the hardware's
+    `ex2.approx` after a range reduction, within 2 units in the last
+    place like the polynomial, in about 11 instructions where the
+    polynomial takes 25 (the loss's gradient computes one per logit). The
+    other functions stay polynomials, as on the host.
   }];
   let options = [
     Option<"gpuFastDivision", "gpu-fast-division", "bool",
            /*default=*/"false",
            "Approximate f32 divisions in GPU kernels">,
+    Option<"gpuLibdeviceExp", "gpu-libdevice-exp", "bool",
+           /*default=*/"false",
+           "Leave exp in GPU kernels to libdevice's __nv_expf">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
