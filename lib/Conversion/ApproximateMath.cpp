@@ -40,16 +40,20 @@ bool isApproximated(StringRef name) {
        math::ErfOp::getOperationName(), math::ErfcOp::getOperationName(),
        math::ExpOp::getOperationName(), math::ExpM1Op::getOperationName(),
        math::CbrtOp::getOperationName(), math::SinOp::getOperationName(),
-       math::CosOp::getOperationName()},
+       math::CosOp::getOperationName(), math::AsinOp::getOperationName(),
+       math::AcosOp::getOperationName()},
       name);
 }
 
+/// The approximations of the functions `approximated` names, each computed
+/// in f32 (narrower operands widened): those `approximated` leaves out stay
+/// math ops, of f32.
 FrozenRewritePatternSet
 buildApproximations(MLIRContext *context,
-                    function_ref<bool(StringRef)> predicate) {
+                    function_ref<bool(StringRef)> approximated) {
   RewritePatternSet patterns(context);
-  populateMathF32ExpansionPatterns(patterns, predicate);
-  populateMathPolynomialApproximationPatterns(patterns, predicate);
+  populateMathF32ExpansionPatterns(patterns, isApproximated);
+  populateMathPolynomialApproximationPatterns(patterns, approximated);
   return FrozenRewritePatternSet(std::move(patterns));
 }
 
@@ -78,8 +82,11 @@ struct ApproximateMathPass
       }
       return WalkResult::advance();
     });
+    // Run on a function or a kernel alone.
     if (roots.empty())
-      roots.push_back({getOperation(), false});
+      roots.push_back(
+          {getOperation(),
+           getOperation()->getParentOfType<gpu::GPUModuleOp>() != nullptr});
     for (auto [root, isKernels] : roots)
       if (failed(applyPatternsGreedily(root, isKernels ? kernels : host)))
         return signalPassFailure();

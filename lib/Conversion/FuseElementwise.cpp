@@ -64,12 +64,26 @@ Value getViewedTensor(Value value) {
   return value;
 }
 
+/// Whether `value` is only read: every use, directly or through views, is
+/// an input of a structured op (or a view). A destination, or anything
+/// else, may update its buffer in place.
+bool isOnlyRead(Value value) {
+  return llvm::all_of(value.getUses(), [](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (isView(user))
+      return isOnlyRead(user->getResult(0));
+    auto structured = dyn_cast<DestinationStyleOpInterface>(user);
+    return structured && structured.isDpsInput(&use);
+  });
+}
+
 /// Whether `value` is read at `consumer` or after it anyway, so that
 /// reading it from `consumer` instead of from its producer keeps it no
 /// longer: a value of an enclosing block (an argument, a conversion
 /// hoisted out of a loop) lives through the whole block, and a function's
-/// argument through the function, its caller's. A view lives as long as
-/// the tensor it views.
+/// argument that nothing updates in place (a parameter the optimizer
+/// updates would need a copy to be read after it) through the function,
+/// its caller's. A view lives as long as the tensor it views.
 bool isLiveAt(Value value, Operation *consumer) {
   value = getViewedTensor(value);
   Block *block = consumer->getBlock();
@@ -77,7 +91,8 @@ bool isLiveAt(Value value, Operation *consumer) {
     return true;
   if (auto argument = dyn_cast<BlockArgument>(value))
     if (argument.getOwner()->isEntryBlock() &&
-        isa<FunctionOpInterface>(argument.getOwner()->getParentOp()))
+        isa<FunctionOpInterface>(argument.getOwner()->getParentOp()) &&
+        isOnlyRead(argument))
       return true;
   return llvm::any_of(value.getUsers(), [&](Operation *user) {
     Operation *ancestor = block->findAncestorOpInBlock(*user);
@@ -156,22 +171,35 @@ bool raisesPeak(Operation *producer, Operation *consumer) {
   return kept + made > std::max(kept + *removed, *removed + made);
 }
 
+/// The destinations of `op` that are `tensor.empty`s of static shape
+/// defined at or after `point` in its block, which only `op` uses: they
+/// move with it.
+SmallVector<Operation *> getMovableInits(linalg::GenericOp op,
+                                         Operation *point) {
+  SmallVector<Operation *> inits;
+  for (Value init : op.getDpsInits())
+    if (auto empty = init.getDefiningOp<tensor::EmptyOp>();
+        empty && empty->getNumOperands() == 0 && empty->hasOneUse() &&
+        empty->getBlock() == point->getBlock() &&
+        !empty->isBeforeInBlock(point))
+      inits.push_back(empty);
+  return inits;
+}
+
 /// Whether `op`, and every op nested in it, reads only values defined
-/// before `point` in its block (or outside it), or results of `point`
-/// itself, or `tensor.empty`s of static shape only `op` reads, which may
-/// move with it: then `op` can run right after `point`.
-bool canRunAfter(Operation *op, Operation *point) {
+/// before `point` in its block (or outside it), results of `point` itself,
+/// or its own movable destinations: then `op` can run right after `point`.
+bool canRunAfter(linalg::GenericOp op, Operation *point) {
   Block *block = point->getBlock();
+  SmallVector<Operation *> inits = getMovableInits(op, point);
   WalkResult result = op->walk([&](Operation *nested) {
     for (Value operand : nested->getOperands()) {
       Operation *def = operand.getDefiningOp();
-      if (!def || def == point || op->isAncestor(def))
+      if (!def || def == point || op->isAncestor(def) ||
+          llvm::is_contained(inits, def))
         continue;
       Operation *ancestor = block->findAncestorOpInBlock(*def);
       if (!ancestor || ancestor->isBeforeInBlock(point))
-        continue;
-      auto empty = dyn_cast<tensor::EmptyOp>(def);
-      if (empty && empty->getNumOperands() == 0 && empty->hasOneUse())
         continue;
       return WalkResult::interrupt();
     }
@@ -291,39 +319,50 @@ bool isFusible(OpOperand *operand) {
 /// and holds the consumer's new results in place of the producer's, which
 /// are never written. That cannot raise the peak when the consumer's new
 /// results weigh no more than the producer's: then neither the fused loop
-/// nor any op it moved past holds more than before.
+/// nor any op it moved past holds more than before. Only a consumer that
+/// MLIR's fusion takes, whose destinations are all new, moves: it must not
+/// run early without fusing, nor write early into a tensor the ops it
+/// moves past read.
+bool canHoist(linalg::GenericOp producer, linalg::GenericOp consumer) {
+  if (producer->use_empty() || !consumer ||
+      producer.getNumLoops() != producer.getNumParallelLoops() ||
+      !consumer.hasPureTensorSemantics() ||
+      consumer->getBlock() != producer->getBlock() ||
+      !producer->isBeforeInBlock(consumer))
+    return false;
+  for (OpOperand &use : producer->getUses())
+    if (use.getOwner() != consumer || !computesOnce(&use) ||
+        !linalg::areElementwiseOpsFusable(&use))
+      return false;
+  std::optional<int64_t> removed = resultBytes(producer);
+  return removed &&
+         getMovableInits(consumer, producer).size() ==
+             consumer.getNumDpsInits() &&
+         newDestinationBytes(consumer) <= *removed &&
+         computesBetween(producer, consumer) && canRunAfter(consumer, producer);
+}
+
 bool hoistConsumers(Operation *root) {
-  SmallVector<std::pair<Operation *, linalg::GenericOp>> moves;
+  SmallVector<std::pair<linalg::GenericOp, linalg::GenericOp>> pairs;
   root->walk([&](linalg::GenericOp producer) {
-    if (producer->use_empty() ||
-        producer.getNumLoops() != producer.getNumParallelLoops())
-      return;
-    auto consumer = dyn_cast<linalg::GenericOp>(*producer->user_begin());
-    if (!consumer || !consumer.hasPureTensorSemantics() ||
-        consumer->getBlock() != producer->getBlock() ||
-        !producer->isBeforeInBlock(consumer))
-      return;
-    for (OpOperand &use : producer->getUses())
-      if (!computesOnce(&use))
-        return;
-    std::optional<int64_t> removed = resultBytes(producer);
-    if (!removed || newDestinationBytes(consumer) > *removed ||
-        !computesBetween(producer, consumer) ||
-        !canRunAfter(consumer, producer))
-      return;
-    moves.push_back({producer, consumer});
+    if (!producer->use_empty())
+      if (auto consumer = dyn_cast<linalg::GenericOp>(*producer->user_begin()))
+        pairs.push_back({producer, consumer});
   });
-  for (auto [producer, consumer] : moves) {
+  bool moved = false;
+  for (auto [producer, consumer] : pairs) {
+    // Checked where the ops are now: an earlier move may have moved either.
+    if (!canHoist(producer, consumer))
+      continue;
     Operation *point = producer;
-    for (Value init : consumer.getDpsInits())
-      if (auto empty = init.getDefiningOp<tensor::EmptyOp>();
-          empty && !empty->isBeforeInBlock(producer)) {
-        empty->moveAfter(point);
-        point = empty;
-      }
+    for (Operation *init : getMovableInits(consumer, producer)) {
+      init->moveAfter(point);
+      point = init;
+    }
     consumer->moveAfter(point);
+    moved = true;
   }
-  return !moves.empty();
+  return moved;
 }
 
 /// A cheap loop that several loops of its block read through broadcasts

@@ -859,3 +859,85 @@ func.func @consumer_needs_work(%m: tensor<8x4xf32>, %g: tensor<8xf32>) -> (tenso
   } -> tensor<8xbf16>
   return %sum, %w : tensor<8xbf16>, tensor<8xbf16>
 }
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// A chain of three loops, each the only reader of the one before, with
+// work between them, the last also reading %x, computed after the first:
+// the second moves up to the first and they fuse, but the last cannot run
+// before %x and stays where it was (moves checked one at a time, where
+// the ops are then: the IR stays valid).
+// CHECK-LABEL: func.func @chain(
+// CHECK: %[[AB:.*]] = linalg.generic {{.*}} iterator_types = ["parallel"]} ins(%{{.*}} : tensor<8xf32>) outs(%{{.*}} : tensor<8xbf16>)
+// CHECK: math.exp
+// CHECK: %[[X:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<8xf32>) outs(%{{.*}} : tensor<8xbf16>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.negf
+// CHECK: math.exp
+// CHECK: linalg.generic {{.*}} ins(%[[AB]], %[[X]] : tensor<8xbf16>, tensor<8xbf16>)
+func.func @chain(%m: tensor<8x4xf32>, %y: tensor<8xf32>, %z: tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xf32>, tensor<8xbf16>, tensor<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+  %s = linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%m : tensor<8x4xf32>) outs(%f : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.addf %a, %o : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e0 = tensor.empty() : tensor<8xbf16>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%s : tensor<8xf32>) outs(%e0 : tensor<8xbf16>) {
+  ^bb0(%v: f32, %o: bf16):
+    %0 = arith.mulf %v, %v : f32
+    %1 = arith.truncf %0 : f32 to bf16
+    linalg.yield %1 : bf16
+  } -> tensor<8xbf16>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %w1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%y : tensor<8xf32>) outs(%e1 : tensor<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %0 = math.exp %v : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  %e2 = tensor.empty() : tensor<8xbf16>
+  %x = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%z : tensor<8xf32>) outs(%e2 : tensor<8xbf16>) {
+  ^bb0(%v: f32, %o: bf16):
+    %0 = arith.negf %v : f32
+    %1 = arith.truncf %0 : f32 to bf16
+    linalg.yield %1 : bf16
+  } -> tensor<8xbf16>
+  %e3 = tensor.empty() : tensor<8xbf16>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : tensor<8xbf16>) outs(%e3 : tensor<8xbf16>) {
+  ^bb0(%v: bf16, %o: bf16):
+    %0 = arith.extf %v : bf16 to f32
+    %1 = arith.addf %0, %0 : f32
+    %2 = arith.truncf %1 : f32 to bf16
+    linalg.yield %2 : bf16
+  } -> tensor<8xbf16>
+  %e4 = tensor.empty() : tensor<8xf32>
+  %w2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%y : tensor<8xf32>) outs(%e4 : tensor<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %0 = math.exp %v : f32
+    %1 = math.exp %0 : f32
+    linalg.yield %1 : f32
+  } -> tensor<8xf32>
+  %e5 = tensor.empty() : tensor<8xbf16>
+  %c = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%b, %x : tensor<8xbf16>, tensor<8xbf16>) outs(%e5 : tensor<8xbf16>) {
+  ^bb0(%v: bf16, %u: bf16, %o: bf16):
+    %0 = arith.extf %v : bf16 to f32
+    %1 = arith.extf %u : bf16 to f32
+    %2 = arith.addf %0, %1 : f32
+    %3 = arith.truncf %2 : f32 to bf16
+    linalg.yield %3 : bf16
+  } -> tensor<8xbf16>
+  return %c, %w1, %x, %w2 : tensor<8xbf16>, tensor<8xf32>, tensor<8xbf16>, tensor<8xf32>
+}

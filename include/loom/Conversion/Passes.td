@@ -102,13 +102,15 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise"> {
     consumer's loop (fusing it would move it in), and so
     is one whose operands, kept alive until the consumer, could raise the
     step's peak (a view, such as a layer's slice of a stack, costs what
-    the tensor it views does; a function's arguments live throughout). A
-    consumer that other work separates from its producer moves up to run
-    right after it, and the two fuse there, where the consumer reads
-    nothing computed in between and its new results weigh no more than
-    the producer's (a layer norm's input gradient, then the roundings of
-    its weight's and bias's gradients, then the residual add that reads
-    it: one loop). The fused loop computes the same operations in the same
+    the tensor it views does; a function's arguments that nothing updates
+    in place live throughout). A consumer that other work separates from
+    its producer moves up to run right after it, and the two fuse there,
+    where MLIR's fusion takes the pair, the consumer reads nothing
+    computed in between, its destinations are all new and its new results
+    weigh no more than the producer's (a layer norm's input gradient, then
+    the roundings of its weight's and bias's gradients, then the residual
+    add that reads it: one loop). Each move is checked where the ops are
+    when it is made. The fused loop computes the same operations in the same
     order: the results are the same, bit for bit. A parallel loop whose
     result only a `tensor.expand_shape` reads, and that reshape's result
     one loop of the same block (each element once, or through a broadcast
