@@ -14,8 +14,11 @@ each on blocks of its own (loom-parallel-loops-to-gpu); the nests are sorted
 by what their body does: `fill` (stores, no loads), `copy` (loads stored as
 they are), `widen` and `round` (one conversion), `reduction` (a warp's
 shuffles), and `other`. The runtime's calls (GEMMs, attention, waits for the
-device) are counted by name. Exit 1 with the reason where the function is
-not there.
+device) are counted by name. With --bytes, each kind also gets the bytes its
+nests move: each buffer a nest loads from counted once, whole, and each it
+stores to likewise (a static floor of the memory traffic, without the
+runtime's calls; a gather counts its whole table). Exit 1 with the reason
+where the function is not there.
 """
 
 import argparse
@@ -28,6 +31,26 @@ FOR = re.compile(r"\bscf\.for %[\w.]+ = (%[\w.]+) to (%[\w.]+) step (%[\w.]+)")
 CALL = re.compile(r"\bcall @(loom_rt_\w+)\(")
 BLOCK = re.compile(r"gpu\.launch blocks\((%[\w.]+),")
 CONVERSIONS = ("arith.extf", "arith.truncf")
+ACCESS = re.compile(r"\bmemref\.(load|store) (?:%[\w.]+, )?(%[\w.]+)\[.*\] : "
+                    r"memref<((?:\d+x)*)(\w+)")
+ELEMENT_BYTES = {"f64": 8, "i64": 8, "index": 8, "f32": 4, "i32": 4,
+                 "bf16": 2, "f16": 2, "i16": 2, "i8": 1, "i1": 1}
+
+
+def traffic(body):
+    """The bytes a nest moves: each buffer it loads from, and each it stores
+    to, once and whole."""
+    seen = {}
+    for line in body:
+        match = ACCESS.search(line)
+        if not match:
+            continue
+        access, name, dims, element = match.groups()
+        size = ELEMENT_BYTES.get(element, 4)
+        for dim in dims.split("x")[:-1]:
+            size *= int(dim)
+        seen[(access, name)] = size
+    return sum(seen.values())
 
 
 def kind(body):
@@ -85,6 +108,7 @@ def count(lines, function):
     constants = {}
     launches = 0
     kinds = collections.Counter()
+    moved = collections.Counter()
     calls = collections.Counter()
     # (brace depth where the loop's body ends, multiplier outside it)
     loops = []
@@ -108,6 +132,7 @@ def count(lines, function):
             launches += times
             for nest in nests(lines[begin:i]):
                 kinds[kind(nest)] += times
+                moved[kind(nest)] += times * traffic(nest)
             continue
         for name in CALL.findall(line):
             calls[name] += times
@@ -123,7 +148,7 @@ def count(lines, function):
         while loops and depth <= loops[-1][0]:
             times = loops.pop()[1]
         i += 1
-    return launches, kinds, calls
+    return launches, kinds, calls, moved
 
 
 def main():
@@ -131,6 +156,8 @@ def main():
     parser.add_argument("ir", help="the IR after loom-wait-for-device")
     parser.add_argument("--function", default="train_step",
                         help="the step's function (default train_step)")
+    parser.add_argument("--bytes", action="store_true",
+                        help="the bytes each kind of nest moves, and all")
     args = parser.parse_args()
     try:
         with open(args.ir) as f:
@@ -140,12 +167,14 @@ def main():
     counted = count(lines, args.function)
     if counted is None:
         sys.exit(f"kernel-count.py: {args.ir}: no function @{args.function}")
-    launches, kinds, calls = counted
+    launches, kinds, calls, moved = counted
     print(f"@{args.function}: {launches} kernel launches per step, "
-          f"{sum(kinds.values())} loop nests")
+          f"{sum(kinds.values())} loop nests" +
+          (f", {sum(moved.values()):,} B moved" if args.bytes else ""))
     for name, n in sorted(kinds.items(), key=lambda item: (-item[1],
                                                             item[0])):
-        print(f"  {n:6d} {name}")
+        print(f"  {n:6d} {name}" +
+              (f", {moved[name]:,} B" if args.bytes else ""))
     for name, n in sorted(calls.items()):
         print(f"  {n:6d} call {name}")
 
