@@ -342,6 +342,7 @@ bool canHoist(linalg::GenericOp producer, linalg::GenericOp consumer) {
          computesBetween(producer, consumer) && canRunAfter(consumer, producer);
 }
 
+/// Moves up each consumer canHoist allows; whether it moved any.
 bool hoistConsumers(Operation *root) {
   SmallVector<std::pair<linalg::GenericOp, linalg::GenericOp>> pairs;
   root->walk([&](linalg::GenericOp producer) {
