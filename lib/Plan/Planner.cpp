@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -35,14 +37,31 @@ static SmallVector<int64_t> getDivisors(int64_t n) {
   return small;
 }
 
+/// `value` in buckets a millionth of `scale` wide, or of itself on a log
+/// scale where `scale` is 0: values that close rank as equal, and the
+/// buckets order them. A tolerance between two values would not order
+/// them (a and b within it, b and c too, a and c not), which sorting needs.
+static int64_t getBucket(double value, double scale) {
+  constexpr double kMillionth = 1e-6;
+  double position = scale > 0   ? value / (kMillionth * scale)
+                    : value > 0 ? std::log(value) / std::log1p(kMillionth)
+                                : -std::numeric_limits<double>::infinity();
+  if (std::isnan(position))
+    return std::numeric_limits<int64_t>::max();
+  constexpr double kLimit = 0x1p62;
+  return static_cast<int64_t>(
+      std::floor(std::clamp(position, -kLimit, kLimit)));
+}
+
 bool mlir::loom::isBetterPlan(const PlanEstimate &a, const PlanEstimate &b) {
-  double tolerance = 1e-6 * std::max(a.stepTime, b.stepTime);
-  if (std::fabs(a.stepTime - b.stepTime) > tolerance)
-    return a.stepTime < b.stepTime;
-  double memoryTolerance = 1e-6 * std::max(a.memory(), b.memory());
-  if (std::fabs(a.headroom() - b.headroom()) > memoryTolerance)
-    return a.headroom() > b.headroom();
-  return a.plan.zero < b.plan.zero;
+  auto rank = [](const PlanEstimate &e) {
+    // Less time, then more headroom (in millionths of what may be used),
+    // then the lower ZeRO stage.
+    return std::make_tuple(getBucket(e.stepTime, 0),
+                           -getBucket(e.headroom(), std::max(e.usable, 1.0)),
+                           e.plan.zero);
+  };
+  return rank(a) < rank(b);
 }
 
 namespace {

@@ -698,4 +698,46 @@ TEST(CostModel, InterleavingShrinksTheBubble) {
   EXPECT_NEAR(interleaved.activations / plain.activations, held / 4, 1e-9);
 }
 
+/// Plans whose step times lie within millionths of each other, with memory
+/// and ZeRO stages of their own: isBetterPlan must be a strict weak
+/// ordering on them, which sorting needs (a tolerance between pairs is not:
+/// t ~ t(1 + 0.6e-6) ~ t(1 + 1.2e-6) without the first ~ the last), and
+/// still rank clearly faster plans first and, among as fast ones, those
+/// with more headroom.
+TEST(Planner, BetterPlanIsAStrictWeakOrdering) {
+  std::vector<PlanEstimate> plans;
+  for (int time = 0; time < 6; ++time)
+    for (int memory = 0; memory < 3; ++memory)
+      for (int zero = 0; zero < 2; ++zero) {
+        PlanEstimate e;
+        e.stepTime = 0.25 * (1 + 0.6e-6 * time);
+        e.usable = 8e10;
+        e.weights = 4e10 + 3e4 * memory;
+        e.plan.zero = zero;
+        plans.push_back(e);
+      }
+  for (const PlanEstimate &a : plans) {
+    EXPECT_FALSE(isBetterPlan(a, a));
+    for (const PlanEstimate &b : plans)
+      for (const PlanEstimate &c : plans) {
+        auto equivalent = [](const PlanEstimate &x, const PlanEstimate &y) {
+          return !isBetterPlan(x, y) && !isBetterPlan(y, x);
+        };
+        if (isBetterPlan(a, b) && isBetterPlan(b, c))
+          EXPECT_TRUE(isBetterPlan(a, c));
+        if (equivalent(a, b) && equivalent(b, c))
+          EXPECT_TRUE(equivalent(a, c));
+      }
+  }
+  PlanEstimate fast = plans.front(), slow = fast, lean = fast;
+  slow.stepTime *= 1.001;
+  lean.weights -= 1e9;
+  EXPECT_TRUE(isBetterPlan(fast, slow));
+  EXPECT_FALSE(isBetterPlan(slow, fast));
+  EXPECT_TRUE(isBetterPlan(lean, fast));
+  PlanEstimate zero1 = fast;
+  zero1.plan.zero = 1;
+  EXPECT_TRUE(isBetterPlan(fast, zero1));
+}
+
 } // namespace

@@ -34,8 +34,10 @@ struct PlanSearch {
 };
 
 /// Whether `a` ranks before `b` among plans that fit: faster, or as fast
-/// (within a millionth) with more headroom, or as both with the lower ZeRO
-/// stage.
+/// (in the same millionth, on a log scale) with more headroom (by a
+/// millionth of the memory a plan may use), or as both with the lower ZeRO
+/// stage. A strict weak ordering: plans that close fall in the same
+/// buckets.
 bool isBetterPlan(const PlanEstimate &a, const PlanEstimate &b);
 
 /// Why `est` does not fit: what it lacks, needs and may use.
