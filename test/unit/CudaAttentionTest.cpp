@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionReference.h"
-#include "Device.h"
+#include "CudaManaged.h"
 
 #include <cstring>
 
@@ -22,31 +22,7 @@ const std::vector<Problem> kProblems = {{2, 70, 3, 8},   {1, 129, 2, 16},
                                         {3, 5, 1, 4},    {1, 77, 2, 30},
                                         {2, 100, 1, 48}, {1, 1024, 2, 64}};
 
-class CudaAttention : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!loom::useCuda("sm_80"))
-      GTEST_SKIP() << loom_last_error();
-  }
-};
-
-/// Managed memory, which the host fills and reads around the GPU's work.
-struct Managed {
-  explicit Managed(size_t bytes) : bytes(bytes), at(loom::cudaAllocate(bytes)) {
-    // Poisoned, so that an element no kernel writes reads as NaN.
-    if (at)
-      std::memset(at, 0xff, bytes);
-  }
-  ~Managed() { loom::cudaFree(at); }
-  Managed(const Managed &) = delete;
-  Managed &operator=(const Managed &) = delete;
-  template <typename T> void copyOut(std::vector<T> &to) const {
-    if (at)
-      std::memcpy(to.data(), at, bytes);
-  }
-  size_t bytes;
-  void *at;
-};
+class CudaAttention : public CudaTest {};
 
 AttentionResult runOnGpu(const Problem &p, int32_t dtype,
                          const std::vector<uint8_t> &qkv,
@@ -57,34 +33,30 @@ AttentionResult runOnGpu(const Problem &p, int32_t dtype,
   AttentionResult r{std::vector<uint8_t>(p.outSize() * bytes, 0xff),
                     std::vector<uint8_t>(p.qkvSize() * bytes, 0xff),
                     std::vector<float>(rows, NAN)};
-  Managed qkvAt(qkv.size()), doutAt(dout.size()), out(r.out.size()),
-      dqkv(r.dqkv.size()), lse(rows * sizeof(float)),
-      delta(rows * sizeof(float));
-  for (const Managed *m : {&qkvAt, &doutAt, &out, &dqkv, &lse, &delta})
-    if (!m->at) {
-      ADD_FAILURE() << "no managed memory: " << loom_last_error();
-      return r;
-    }
-  std::memcpy(qkvAt.at, qkv.data(), qkv.size());
-  std::memcpy(doutAt.at, dout.data(), dout.size());
+  ManagedCopy<uint8_t> qkvAt(qkv), doutAt(dout), out(r.out.size()),
+      dqkv(r.dqkv.size());
+  ManagedCopy<float> lse(rows), delta(rows);
+  if (!qkvAt.at || !doutAt.at || !out.at || !dqkv.at || !lse.at || !delta.at) {
+    ADD_FAILURE() << "no managed memory: " << loom_last_error();
+    return r;
+  }
   loom_rt_attention(dtype, p.batch, p.seq, p.heads, p.dim, qkvAt.at, out.at,
-                    static_cast<float *>(lse.at));
+                    lse.at);
   if (!loom::cudaSynchronize()) {
     ADD_FAILURE() << "the forward kernel failed: " << loom_last_error();
     return r;
   }
-  lse.copyOut(r.lse);
+  std::memcpy(r.lse.data(), lse.at, rows * sizeof(float));
   for (size_t i = 0; i < rows; ++i)
-    static_cast<float *>(lse.at)[i] += lseShift;
+    lse.at[i] += lseShift;
   loom_rt_attention_grad(dtype, p.batch, p.seq, p.heads, p.dim, qkvAt.at,
-                         out.at, doutAt.at, static_cast<const float *>(lse.at),
-                         dqkv.at, static_cast<float *>(delta.at));
+                         out.at, doutAt.at, lse.at, dqkv.at, delta.at);
   if (!loom::cudaSynchronize()) {
     ADD_FAILURE() << "the gradient kernels failed: " << loom_last_error();
     return r;
   }
-  out.copyOut(r.out);
-  dqkv.copyOut(r.dqkv);
+  std::memcpy(r.out.data(), out.at, r.out.size());
+  std::memcpy(r.dqkv.data(), dqkv.at, r.dqkv.size());
   return r;
 }
 } // namespace

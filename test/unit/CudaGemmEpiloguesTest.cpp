@@ -23,13 +23,7 @@
 using namespace loom_test;
 
 namespace {
-class CudaGemmEpilogue : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!loom::useCuda("sm_80"))
-      GTEST_SKIP() << loom_last_error();
-  }
-};
+class CudaGemmEpilogue : public CudaTest {};
 
 float widenBf16(uint16_t bits) {
   return loom::bitsFloat(static_cast<uint32_t>(bits) << 16);

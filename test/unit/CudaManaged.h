@@ -1,14 +1,27 @@
-//===- CudaManaged.h - Managed memory for the GPU tests --------*- C++ -*-===//
+//===- CudaManaged.h - GPU tests' fixture and managed memory ----*- C++ -*-===//
+//-*-===//
 
 #ifndef LOOM_TEST_UNIT_CUDAMANAGED_H
 #define LOOM_TEST_UNIT_CUDAMANAGED_H
 
 #include "Device.h"
 
+#include "gtest/gtest.h"
+
 #include <cstring>
 #include <vector>
 
 namespace loom_test {
+/// The GPU tests' fixture: without a GPU, or in a runtime built without
+/// CUDA, each test is skipped (lit counts it skipped, never passed).
+class CudaTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!loom::useCuda("sm_80"))
+      GTEST_SKIP() << loom_last_error();
+  }
+};
+
 /// Managed memory holding a copy of `from`, or of `count` poisoned
 /// elements.
 template <typename T> struct ManagedCopy {

@@ -13,13 +13,7 @@
 using namespace loom_test;
 
 namespace {
-class CudaScatterRows : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!loom::useCuda("sm_80"))
-      GTEST_SKIP() << loom_last_error();
-  }
-};
+class CudaScatterRows : public CudaTest {};
 
 std::vector<float> runOnGpu(const ScatterCase &c, const ScatterProblem &p) {
   ManagedCopy<int32_t> indices(p.indices);

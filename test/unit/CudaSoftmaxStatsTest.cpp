@@ -12,13 +12,7 @@
 using namespace loom_test;
 
 namespace {
-class CudaSoftmaxStats : public ::testing::Test {
-protected:
-  void SetUp() override {
-    if (!loom::useCuda("sm_80"))
-      GTEST_SKIP() << loom_last_error();
-  }
-};
+class CudaSoftmaxStats : public CudaTest {};
 } // namespace
 
 TEST_F(CudaSoftmaxStats, MatchDouble) {
