@@ -181,22 +181,27 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
   return stage == EmitStage::Memory;
 }
 
+/// Whether a choice of `target`, `fused` or loops (--gelu, --residual-add,
+/// --loss-statistics) takes the fused way: asked for, or the target's
+/// choice on a GPU, where it spares a pass over memory.
+template <typename Choice>
+static bool isFused(Choice choice, Choice fused, Target target) {
+  return choice == fused ||
+         (choice == Choice::Target && target == Target::Cuda);
+}
+
 /// How the step is lowered to linalg for `options`' target and attention.
 static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
   StepLowering lowering;
   lowering.linalg.fusedAttention = options.fusedAttention;
   lowering.linalg.sortedTokenGradient = options.sortedTokenGradient;
   lowering.linalg.runtimeSoftmaxStats =
-      options.lossStatistics == LossStatistics::Runtime ||
-      (options.lossStatistics == LossStatistics::Target &&
-       options.target == Target::Cuda);
-  auto inEpilogue = [&](EpiloguePlacement placement) {
-    return placement == EpiloguePlacement::Epilogue ||
-           (placement == EpiloguePlacement::Target &&
-            options.target == Target::Cuda);
-  };
-  lowering.epilogues.gelu = inEpilogue(options.gelu);
-  lowering.epilogues.add = inEpilogue(options.residualAdd);
+      isFused(options.lossStatistics.getValue(), LossStatistics::Runtime,
+              options.target);
+  lowering.epilogues.gelu = isFused(
+      options.gelu.getValue(), EpiloguePlacement::Epilogue, options.target);
+  lowering.epilogues.add = isFused(options.residualAdd.getValue(),
+                                   EpiloguePlacement::Epilogue, options.target);
   int64_t rowBlocks = options.embeddingRowBlocks;
   if (options.target == Target::Cuda) {
     // The GPU's fused kernels hold a head's row in a thread's registers.
