@@ -174,8 +174,7 @@ void roundRows(const RoundTile &t, int64_t from, int64_t to) {
       for (int64_t c = 0; c < t.cols; ++c)
         out[c] = Narrow(sums[c] * geluGrad(Widen(aux[c])));
     else if (t.addend) {
-      // cuBLASLt's order: the product plus C, then the bias. Each element
-      // of C is read before the same element of D is written: C may be D.
+      // cuBLASLt's order: the product plus C, then the bias.
       const uint16_t *addend = t.addend + r * t.ldaddend;
       for (int64_t c = 0; c < t.cols; ++c) {
         float x = sums[c] + Widen(addend[c]);
@@ -454,8 +453,7 @@ void loom_rt_gemm_add_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
                              ldb, bias, c, ldc, d, ldd);
   // What the GPU takes (the compiler emits nothing else); any other call
   // leaves NaN in D rather than values that look right.
-  if ((dtype != LOOM_DTYPE_BF16 && dtype != LOOM_DTYPE_F16) || !c || ldc < n ||
-      (c == d && ldc != ldd)) {
+  if (!loom::gemmAddTakes(dtype, m, n, c, ldc, d, ldd)) {
     fillNaN(dtype, m, n, d, ldd);
     return;
   }

@@ -591,6 +591,16 @@ struct Backend {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
          alignAddend ? alignAddend : alignC},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}};
+    // A split-K sum's parts add up in f32, in the workspace: the in-place
+    // and output-type schemes would round each part to D's type (bf16),
+    // and a rounded GEMM rounds once.
+    uint32_t reductions =
+        CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if (!check(api.cublasLtMatmulPreferenceSetAttribute(
+                   preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                   &reductions, sizeof(reductions)),
+               "cublasLtMatmulPreferenceSetAttribute"))
+      return nullptr;
     for (auto &[attribute, bytes] : alignments)
       if (!check(api.cublasLtMatmulPreferenceSetAttribute(
                      preference, attribute, &bytes, sizeof(bytes)),
@@ -848,24 +858,19 @@ void loom::cudaGemmAdd(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                        const void *bias, const void *c, int64_t ldc, void *d,
                        int64_t ldd) {
   Backend &be = backend();
-  // What cuBLASLt takes in place or beside D; the compiler emits nothing
-  // else.
-  if ((dtype != LOOM_DTYPE_BF16 && dtype != LOOM_DTYPE_F16) || !c || ldc < n ||
-      (c == d && ldc != ldd)) {
+  // The compiler emits nothing else.
+  if (!gemmAddTakes(dtype, m, n, c, ldc, d, ldd)) {
     if (be.failure.empty())
       be.fail("loom_rt_gemm_add: dtype " + std::to_string(dtype) +
               ", leading dimension " + std::to_string(ldc) + " of " +
               std::to_string(n) +
               " columns: the add takes bf16 or f16 and a matrix C of D's "
-              "shape, D itself or beside it");
+              "shape that shares no memory with D");
     return;
   }
-  // D itself is the GEMM's own C.
   GemmOutput output{dtype, bias};
-  if (c != d) {
-    output.addend = c;
-    output.ldaddend = ldc;
-  }
+  output.addend = c;
+  output.ldaddend = ldc;
   runGemm(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, 1.0f, d, ldd,
           1, kNoStrides, 1, kNoStrides, output);
 }

@@ -102,32 +102,29 @@ TEST_F(CudaGemmEpilogue, BackwardMultipliesByTheDerivative) {
 }
 
 // The residual add after attention's projection: [m, 768] activations times
-// a transposed [768, 768] weight, plus the bias, plus the residual stream
-// C, beside D and in place.
+// a transposed [768, 768] weight, plus the bias, plus the residual stream C
+// beside D. (With C in D's buffer, an H100's cuBLASLt added the product
+// rounded to bf16: 7,591 of these 196,608 sums were off by more than two
+// units in the last place; the runtime refuses C overlapping D.)
 TEST_F(CudaGemmEpilogue, AddTakesC) {
   std::mt19937 rng(5);
   const int64_t n = 768;
   auto a = randomBf16(rng, kM * kK, 1.0f), b = randomBf16(rng, n * kK, 0.1f),
        bias = randomBf16(rng, n, 1.0f), c = randomBf16(rng, kM * n, 4.0f);
-  for (bool inPlace : {false, true}) {
-    SCOPED_TRACE(inPlace ? "in place" : "beside D");
-    ManagedCopy<uint16_t> da(a), db(b), dbias(bias), dc(c), d(kM * n);
-    ASSERT_TRUE(da.at && db.at && dbias.at && dc.at && d.at)
-        << loom_last_error();
-    uint16_t *out = inPlace ? dc.at : d.at;
-    loom_rt_gemm_add(LOOM_DTYPE_BF16, 0, 1, kM, n, kK, 1.0f, da.at, kK, db.at,
-                     kK, dbias.at, dc.at, n, out, n);
-    ASSERT_TRUE(loom::cudaSynchronize()) << loom_last_error();
-    int64_t bad = 0;
-    for (int64_t i = 0; i < kM; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double x = double(widenBf16(c[i * n + j])) + widenBf16(bias[j]);
-        for (int64_t p = 0; p < kK; ++p)
-          x += double(widenBf16(a[i * kK + p])) * widenBf16(b[j * kK + p]);
-        if (!near(out[i * n + j], x) && ++bad <= 5)
-          ADD_FAILURE() << i << "," << j << ": " << widenBf16(out[i * n + j])
-                        << " for " << x;
-      }
-    EXPECT_EQ(bad, 0);
-  }
+  ManagedCopy<uint16_t> da(a), db(b), dbias(bias), dc(c), d(kM * n);
+  ASSERT_TRUE(da.at && db.at && dbias.at && dc.at && d.at) << loom_last_error();
+  loom_rt_gemm_add(LOOM_DTYPE_BF16, 0, 1, kM, n, kK, 1.0f, da.at, kK, db.at, kK,
+                   dbias.at, dc.at, n, d.at, n);
+  ASSERT_TRUE(loom::cudaSynchronize()) << loom_last_error();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < kM; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double x = double(widenBf16(c[i * n + j])) + widenBf16(bias[j]);
+      for (int64_t p = 0; p < kK; ++p)
+        x += double(widenBf16(a[i * kK + p])) * widenBf16(b[j * kK + p]);
+      if (!near(d.at[i * n + j], x) && ++bad <= 5)
+        ADD_FAILURE() << i << "," << j << ": " << widenBf16(d.at[i * n + j])
+                      << " for " << x;
+    }
+  EXPECT_EQ(bad, 0);
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -278,8 +279,8 @@ TEST(RuntimeGemm, GeluRefusesOtherArguments) {
 
 /// loom_rt_gemm_add: D is the product plus C, then the bias, rounded once,
 /// bit for bit in f32 from loom_rt_gemm's sums, every transposition, bf16
-/// and f16, tiles from one element to the whole product; C beside D (its
-/// own leading dimension) or D itself. D's padding is left alone.
+/// and f16, tiles from one element to the whole product; C with its own
+/// leading dimension. D's padding is left alone.
 TEST(RuntimeGemm, AddEpilogue) {
   std::mt19937 rng(17);
   const int64_t m = 13, n = 11, k = 300, ldd = 16, ldc = 12;
@@ -287,65 +288,72 @@ TEST(RuntimeGemm, AddEpilogue) {
     for (int transA : {0, 1})
       for (int transB : {0, 1})
         for (bool withBias : {false, true})
-          for (bool inPlace : {false, true})
-            for (int64_t blockBytes : {int64_t(1), int64_t(4) << 20}) {
-              SCOPED_TRACE(testing::Message()
-                           << "dtype " << dtype << " transA " << transA
-                           << " transB " << transB << " bias " << withBias
-                           << " in place " << inPlace << " block "
-                           << blockBytes);
-              auto [a, lda, b, ldb] =
-                  randomOperands(rng, m, n, k, transA, transB);
-              auto bias = randomMatrix(rng, 1, n, n);
-              auto addend = randomMatrix(rng, m, n, inPlace ? ldd : ldc);
-              std::vector<float> c(m * n);
-              loom_rt_gemm_blocked(dtype, transA, transB, m, n, k, 0.5f,
-                                   a.data(), lda, b.data(), ldb, 0.0f, c.data(),
-                                   n, blockBytes);
-              std::vector<uint16_t> expected(m * ldd, 0x7fc0);
-              for (int64_t i = 0; i < m; ++i)
-                for (int64_t j = 0; j < n; ++j) {
-                  float x = c[i * n + j] +
-                            widen(dtype, addend[i * (inPlace ? ldd : ldc) + j]);
-                  expected[i * ldd + j] =
-                      narrow(dtype, withBias ? x + widen(dtype, bias[j]) : x);
-                }
-              std::vector<uint16_t> d =
-                  inPlace ? addend : std::vector<uint16_t>(m * ldd, 0x7fc0);
-              if (inPlace)
-                for (int64_t i = 0; i < m; ++i)
-                  for (int64_t j = n; j < ldd; ++j)
-                    d[i * ldd + j] = 0x7fc0;
-              loom_rt_gemm_add_blocked(
-                  dtype, transA, transB, m, n, k, 0.5f, a.data(), lda, b.data(),
-                  ldb, withBias ? bias.data() : nullptr,
-                  inPlace ? d.data() : addend.data(), inPlace ? ldd : ldc,
-                  d.data(), ldd, blockBytes);
-              EXPECT_EQ(expected, d);
-            }
+          for (int64_t blockBytes : {int64_t(1), int64_t(4) << 20}) {
+            SCOPED_TRACE(testing::Message()
+                         << "dtype " << dtype << " transA " << transA
+                         << " transB " << transB << " bias " << withBias
+                         << " block " << blockBytes);
+            auto [a, lda, b, ldb] =
+                randomOperands(rng, m, n, k, transA, transB);
+            auto bias = randomMatrix(rng, 1, n, n);
+            auto addend = randomMatrix(rng, m, n, ldc);
+            std::vector<float> c(m * n);
+            loom_rt_gemm_blocked(dtype, transA, transB, m, n, k, 0.5f, a.data(),
+                                 lda, b.data(), ldb, 0.0f, c.data(), n,
+                                 blockBytes);
+            std::vector<uint16_t> expected(m * ldd, 0x7fc0);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                float x = c[i * n + j] + widen(dtype, addend[i * ldc + j]);
+                expected[i * ldd + j] =
+                    narrow(dtype, withBias ? x + widen(dtype, bias[j]) : x);
+              }
+            std::vector<uint16_t> d(m * ldd, 0x7fc0);
+            loom_rt_gemm_add_blocked(
+                dtype, transA, transB, m, n, k, 0.5f, a.data(), lda, b.data(),
+                ldb, withBias ? bias.data() : nullptr, addend.data(), ldc,
+                d.data(), ldd, blockBytes);
+            EXPECT_EQ(expected, d);
+          }
 }
 
 /// Arguments the GPU does not take leave NaN in D on the CPU: an f32
-/// product, no C, C's leading dimension below n, and C at D with another
-/// leading dimension.
+/// product, no C, C's leading dimension below n, and C sharing memory with
+/// D: D itself, one row below it, or its last element alone.
 TEST(RuntimeGemm, AddRefusesOtherArguments) {
   std::mt19937 rng(19);
   const int64_t m = 4, n = 8, k = 5;
   auto [a, lda, b, ldb] = randomOperands(rng, m, n, k, 0, 0);
   auto addend = randomMatrix(rng, m, n + 1, n + 1);
+  // D in the middle of a buffer of three times its size, C around it.
+  std::vector<uint16_t> buffer;
+  uint16_t *d = nullptr;
   struct Case {
-    bool withAddend, inPlace;
+    const char *what;
+    std::function<const void *()> c;
     int64_t ldc;
-  } cases[] = {{false, false, n}, {true, false, n - 1}, {true, true, n + 1}};
+  } cases[] = {{"no C", [] { return nullptr; }, n},
+               {"ldc below n", [&] { return addend.data(); }, n - 1},
+               {"D itself", [&] { return d; }, n},
+               {"a row below D", [&] { return d + n; }, n},
+               {"D's last element", [&] { return d + m * n - 1; }, n}};
   for (const Case &c : cases) {
-    std::vector<uint16_t> d(m * n, 0);
-    const void *in = !c.withAddend ? nullptr
-                     : c.inPlace   ? d.data()
-                                   : addend.data();
+    SCOPED_TRACE(c.what);
+    buffer.assign(3 * m * n, 0);
+    d = buffer.data() + m * n;
     loom_rt_gemm_add(LOOM_DTYPE_BF16, 0, 0, m, n, k, 1.0f, a.data(), lda,
-                     b.data(), ldb, nullptr, in, c.ldc, d.data(), n);
-    for (uint16_t x : d)
-      EXPECT_TRUE(std::isnan(fromBf16(x))) << "ldc " << c.ldc;
+                     b.data(), ldb, nullptr, c.c(), c.ldc, d, n);
+    for (int64_t i = 0; i < m * n; ++i)
+      EXPECT_TRUE(std::isnan(fromBf16(d[i]))) << i;
+  }
+  // Right before D and right after it, C is taken.
+  for (int64_t shift : {-m * n, m * n}) {
+    buffer.assign(3 * m * n, 0);
+    d = buffer.data() + m * n;
+    loom_rt_gemm_add(LOOM_DTYPE_BF16, 0, 0, m, n, k, 1.0f, a.data(), lda,
+                     b.data(), ldb, nullptr, d + shift, n, d, n);
+    for (int64_t i = 0; i < m * n; ++i)
+      EXPECT_FALSE(std::isnan(fromBf16(d[i]))) << "shift " << shift;
   }
   std::vector<float> a32(m * k, 1.0f), b32(k * n, 1.0f), c32(m * n, 1.0f),
       d32(m * n, 0.0f);

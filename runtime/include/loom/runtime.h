@@ -324,11 +324,12 @@ void loom_rt_gemm_rounded(int32_t dtype, int32_t trans_a, int32_t trans_b,
 /// loom_rt_gemm_rounded whose sum also takes C, an [m, n] matrix of `dtype`
 /// with leading dimension `ldc`: D = round(alpha op(A) op(B) + C + bias),
 /// rounded once (a residual connection's add after a linear map, which
-/// then never writes its product). `dtype` is bf16 or f16; C may be D
-/// itself (same pointer and leading dimension) or share no memory with it.
+/// then never writes its product). `dtype` is bf16 or f16, and C shares no
+/// memory with D (in place, cuBLASLt rounds the product before adding it).
 /// On a GPU, cuBLASLt's beta = 1 with C (and its bias epilogue); on the
 /// CPU, the tiles of loom_rt_gemm_rounded. Other arguments (f32, an `ldc`
-/// below n) fail the step on a GPU and leave NaN in D on the CPU.
+/// below n, C overlapping D) fail the step on a GPU and leave NaN in D on
+/// the CPU.
 void loom_rt_gemm_add(int32_t dtype, int32_t trans_a, int32_t trans_b,
                       int64_t m, int64_t n, int64_t k, float alpha,
                       const void *a, int64_t lda, const void *b, int64_t ldb,
