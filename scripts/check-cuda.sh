@@ -19,7 +19,8 @@
 # BUILD_DIR/bin/loom-run (BUILD_DIR defaults to build/): each artifact's
 # losses and gradient norms against the CPU's, then bf16 against fp32 over
 # 100 steps on the GPU (10-step means within 2%), LoomCudaTests (the
-# attention kernels against f64) where BUILD_DIR has it, and
+# attention kernels against f64; its output in DIR/LoomCudaTests.log)
+# where BUILD_DIR has it, and
 # compute-sanitizer's memcheck over two bf16 steps where it is installed.
 # One line per check and a summary; the exit status is 1 if any check
 # failed. Speed is scripts/bench-cuda.sh's.
@@ -148,14 +149,13 @@ run() {
 
   local tests="$build_dir/test/unit/LoomCudaTests"
   if [ -x "$tests" ]; then
-    local output
     status=0
-    output="$("$tests" 2>&1)" || status=$?
+    "$tests" >"$dir/LoomCudaTests.log" 2>&1 </dev/null || status=$?
     # A crash before gtest's summary leaves no line to show.
-    detail="$(grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ test' <<<"$output" | tr '\n' ' ')" || true
+    detail="$(grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ test' "$dir/LoomCudaTests.log" | tr '\n' ' ')" || true
     # A test skipped for want of a GPU is no pass.
     if grep -q SKIPPED <<<"$detail"; then status=1; fi
-    verdict LoomCudaTests "$status" "${detail:-no summary}"
+    verdict LoomCudaTests "$status" "${detail:-no summary} (log: $dir/LoomCudaTests.log)"
   fi
 
   local sanitizer
