@@ -17,12 +17,18 @@ shuffles), and `other`. The runtime's calls (GEMMs, attention, waits for the
 device) are counted by name. With --bytes, each kind also gets the bytes its
 nests move: each buffer a nest loads from counted once, whole, and each it
 stores to likewise (a static floor of the memory traffic, without the
-runtime's calls; a gather counts its whole table). Exit 1 with the reason
-where the function is not there.
+runtime's calls; a gather counts its whole table). With --by-kernel, each
+kernel (a launch's function, as `loom-run --trace` names its spans) gets
+its launches and bytes a step, the most first; with --trace RUN.json too,
+its time a step in that trace (scripts/trace-summary.py's steps) and the
+bandwidth the bytes give, the slowest first. Exit 1 with the reason where
+the function is not there.
 """
 
 import argparse
 import collections
+import importlib.util
+import os
 import re
 import sys
 
@@ -30,6 +36,7 @@ CONSTANT = re.compile(r"^\s*(%[\w.]+) = arith\.constant (-?\d+) : index")
 FOR = re.compile(r"\bscf\.for %[\w.]+ = (%[\w.]+) to (%[\w.]+) step (%[\w.]+)")
 CALL = re.compile(r"\bcall @(loom_rt_\w+)\(")
 BLOCK = re.compile(r"gpu\.launch blocks\((%[\w.]+),")
+FUNCTION = re.compile(r"\bfunction\(@([\w.]+)\)")
 CONVERSIONS = ("arith.extf", "arith.truncf")
 ACCESS = re.compile(r"\bmemref\.(load|store) (?:%[\w.]+, )?(%[\w.]+)\[.*\] : "
                     r"memref<((?:\d+x)*)(\w+)")
@@ -110,6 +117,8 @@ def count(lines, function):
     kinds = collections.Counter()
     moved = collections.Counter()
     calls = collections.Counter()
+    # Each kernel's launches and bytes.
+    kernels = collections.defaultdict(lambda: [0, 0])
     # (brace depth where the loop's body ends, multiplier outside it)
     loops = []
     depth, times = 0, 1
@@ -130,9 +139,13 @@ def count(lines, function):
                 if nesting <= 0:
                     break
             launches += times
+            function = FUNCTION.search(lines[begin])
+            kernel = kernels[function.group(1) if function else "?"]
+            kernel[0] += times
             for nest in nests(lines[begin:i]):
                 kinds[kind(nest)] += times
                 moved[kind(nest)] += times * traffic(nest)
+                kernel[1] += times * traffic(nest)
             continue
         for name in CALL.findall(line):
             calls[name] += times
@@ -148,7 +161,20 @@ def count(lines, function):
         while loops and depth <= loops[-1][0]:
             times = loops.pop()[1]
         i += 1
-    return launches, kinds, calls, moved
+    return launches, kinds, calls, moved, kernels
+
+
+def trace_times(path):
+    """Each GPU span's name's milliseconds a step in a `loom-run --trace`
+    file, read as scripts/trace-summary.py reads it."""
+    spec = importlib.util.spec_from_file_location(
+        "trace_summary", os.path.join(os.path.dirname(__file__),
+                                      "trace-summary.py"))
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    _, steps, _, kernels = summary.load(path, 1)
+    return {name: total / len(steps) / 1e3
+            for name, (_, total) in kernels.items()}
 
 
 def main():
@@ -158,7 +184,14 @@ def main():
                         help="the step's function (default train_step)")
     parser.add_argument("--bytes", action="store_true",
                         help="the bytes each kind of nest moves, and all")
+    parser.add_argument("--by-kernel", action="store_true",
+                        help="each kernel's launches and bytes")
+    parser.add_argument("--trace", metavar="RUN.json",
+                        help="with --by-kernel: each kernel's time in this "
+                        "loom-run trace and its bandwidth")
     args = parser.parse_args()
+    if args.trace and not args.by_kernel:
+        parser.error("--trace goes with --by-kernel")
     try:
         with open(args.ir) as f:
             lines = f.read().split("\n")
@@ -167,7 +200,7 @@ def main():
     counted = count(lines, args.function)
     if counted is None:
         sys.exit(f"kernel-count.py: {args.ir}: no function @{args.function}")
-    launches, kinds, calls, moved = counted
+    launches, kinds, calls, moved, kernels = counted
     print(f"@{args.function}: {launches} kernel launches per step, "
           f"{sum(kinds.values())} loop nests" +
           (f", {sum(moved.values()):,} B moved" if args.bytes else ""))
@@ -177,6 +210,26 @@ def main():
               (f", {moved[name]:,} B" if args.bytes else ""))
     for name, n in sorted(calls.items()):
         print(f"  {n:6d} call {name}")
+    if args.by_kernel:
+        print_kernels(kernels, trace_times(args.trace) if args.trace else None)
+
+
+def print_kernels(kernels, times):
+    """One line a kernel: its launches and bytes a step, and with `times`
+    (milliseconds a step by name) its time and GB/s, the slowest first."""
+    if times is None:
+        print("kernels: launches, bytes a step")
+        for name, (n, moved) in sorted(kernels.items(),
+                                       key=lambda k: (-k[1][1], k[0])):
+            print(f"  {n:6d} {moved:16,} B  {name}")
+        return
+    print("kernels: launches, bytes a step, ms a step in the trace, GB/s")
+    for name, (n, moved) in sorted(kernels.items(),
+                                   key=lambda k: (-times.get(k[0], 0), k[0])):
+        ms = times.get(name)
+        print(f"  {n:6d} {moved:16,} B " +
+              (f"{ms:9.3f} ms {moved / ms / 1e6:8.1f} GB/s" if ms
+               else f"{'not in the trace':>28}") + f"  {name}")
 
 
 if __name__ == "__main__":

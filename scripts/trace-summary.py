@@ -46,36 +46,31 @@ def kind_of(name):
     return "other"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trace")
-    parser.add_argument("--top", type=int, default=15)
-    parser.add_argument("--skip-steps", type=int, default=1)
-    args = parser.parse_args()
+def load(path, skip_steps):
+    """Rank 0's spans of the steps after the first `skip_steps`: the rank,
+    those steps, the microseconds by category of span, and each GPU
+    span's name's count and microseconds."""
     try:
-        with open(args.trace) as f:
+        with open(path) as f:
             events = json.load(f)["traceEvents"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        fail(f"{args.trace}: not a loom-run trace ({e})")
+        fail(f"{path}: not a loom-run trace ({e})")
     spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
     if not spans:
-        fail(f"{args.trace}: no spans")
+        fail(f"{path}: no spans")
     pid = min(e.get("pid", 0) for e in spans)
     spans = [e for e in spans if e.get("pid", 0) == pid]
     steps = sorted((e for e in spans if e.get("cat") == "step"),
                    key=lambda e: e["ts"])
-    kept = steps[args.skip_steps:]
+    kept = steps[skip_steps:]
     if not kept:
-        fail(f"{args.trace}: {len(steps)} steps, none left after skipping "
-             f"{args.skip_steps}")
+        fail(f"{path}: {len(steps)} steps, none left after skipping "
+             f"{skip_steps}")
     windows = [(s["ts"], s["ts"] + s["dur"]) for s in kept]
 
     def in_kept(e):
         return any(lo <= e["ts"] < hi for lo, hi in windows)
 
-    n = len(kept)
-    print(f"rank {pid}: {n} steps, {sum(s['dur'] for s in kept) / n / 1e3:.3f}"
-          " ms/step")
     per_category = collections.Counter()
     kernels = collections.defaultdict(lambda: [0, 0.0])
     for e in spans:
@@ -86,6 +81,19 @@ def main():
             k = kernels[e.get("name", "?")]
             k[0] += 1
             k[1] += e["dur"]
+    return pid, kept, per_category, kernels
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace")
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--skip-steps", type=int, default=1)
+    args = parser.parse_args()
+    pid, kept, per_category, kernels = load(args.trace, args.skip_steps)
+    n = len(kept)
+    print(f"rank {pid}: {n} steps, {sum(s['dur'] for s in kept) / n / 1e3:.3f}"
+          " ms/step")
     for category, total in sorted(per_category.items(), key=lambda c: -c[1]):
         print(f"  {category:<14} {total / n / 1e3:10.3f} ms/step")
     if kernels:
