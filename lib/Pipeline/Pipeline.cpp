@@ -436,7 +436,13 @@ void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
   approximate.gpuFastDivision = true;
   approximate.gpuLibdeviceExp = true;
   pm.addPass(createLoomApproximateMath(approximate));
-  addExpandBf16Pass(pm);
+  // The host's bf16 conversions as integer arithmetic, as on the CPU; the
+  // kernels' are the GPU's own (cvt.rn.bf16.f32, since sm_80), one
+  // instruction where the expansion takes six.
+  arith::ArithExpandOpsPassOptions hostExpand;
+  hostExpand.includeBf16 = true;
+  pm.addNestedPass<func::FuncOp>(arith::createArithExpandOpsPass(hostExpand));
+  pm.addNestedPass<gpu::GPUModuleOp>(arith::createArithExpandOpsPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
