@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #if LOOM_HAVE_CUDA
@@ -40,7 +41,6 @@
 #include <dlfcn.h>
 
 #include <array>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <tuple>
@@ -58,6 +58,7 @@ namespace {
   X(cuDeviceGetCount)                                                          \
   X(cuDeviceGet)                                                               \
   X(cuDeviceGetName)                                                           \
+  X(cuDeviceGetPCIBusId)                                                       \
   X(cuDeviceGetAttribute)                                                      \
   X(cuDevicePrimaryCtxRetain)                                                  \
   X(cuCtxSetCurrent)                                                           \
@@ -702,6 +703,14 @@ bool loom::cudaMemoryInfo(size_t &free, size_t &total) {
   return true;
 }
 
+std::string loom::cudaBusId() {
+  Backend &be = backend();
+  char id[32] = {};
+  if (!be.ready || be.api.cuDeviceGetPCIBusId(id, sizeof(id) - 1, be.device))
+    return "";
+  return id;
+}
+
 bool loom::cudaSynchronize() {
   Backend &be = backend();
   be.drain();
@@ -1198,6 +1207,7 @@ void loom::cudaFree(void *) {}
 bool loom::cudaMemoryInfo(size_t &, size_t &) {
   return setError("this Loom runtime was built without CUDA");
 }
+std::string loom::cudaBusId() { return ""; }
 bool loom::cudaSynchronize() { return true; }
 void loom::cudaWait() {}
 void *loom::cudaStream() { return nullptr; }
@@ -1244,3 +1254,16 @@ void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t, intptr_t, intptr_t,
                       intptr_t, int32_t, void *, void **, void **, size_t) {}
 }
 #endif // LOOM_HAVE_CUDA
+
+std::optional<std::pair<int, int>>
+loom::ranksSharingGpu(const std::vector<std::string> &busIds) {
+  std::map<std::string, int> first;
+  for (int rank = 0; rank < static_cast<int>(busIds.size()); ++rank) {
+    if (busIds[rank].empty())
+      continue;
+    auto [at, inserted] = first.emplace(busIds[rank], rank);
+    if (!inserted)
+      return std::make_pair(at->second, rank);
+  }
+  return std::nullopt;
+}

@@ -17,7 +17,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace loom {
 /// The bytes of one element of a loom_dtype: f32, or bf16 and f16.
@@ -48,6 +51,15 @@ void *cudaAllocate(size_t size);
 void cudaFree(void *ptr);
 /// Bytes of device memory free and in all.
 bool cudaMemoryInfo(size_t &free, size_t &total);
+/// The PCI bus id of this process's GPU ("0000:1A:00.0"), which tells
+/// processes on one GPU apart from processes on two; empty without the
+/// CUDA backend.
+std::string cudaBusId();
+/// The first two ranks, in rank order, whose GPUs have the same bus id in
+/// `busIds` (one per rank of a group; an empty id matches none). NCCL
+/// takes one rank per GPU and refuses such a group.
+std::optional<std::pair<int, int>>
+ranksSharingGpu(const std::vector<std::string> &busIds);
 /// Waits for the GPU's work; false, with the error set, when any launch,
 /// GEMM or kernel of the step failed since the backend started.
 bool cudaSynchronize();

@@ -26,8 +26,6 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <map>
-#include <optional>
-#include <string>
 
 namespace {
 #define LOOM_NCCL_FUNCTIONS(X)                                                 \
@@ -80,6 +78,8 @@ struct Nccl {
     auto it = comms.find(comm);
     if (it != comms.end())
       return it->second;
+    if (!checkOneRankPerGpu(comm, size, name))
+      return nullptr;
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));
     if (rank == 0)
@@ -100,6 +100,32 @@ struct Nccl {
       return nullptr;
     }
     return comms[comm] = nccl;
+  }
+
+  /// Whether the group's ranks each have a GPU of their own, as NCCL needs;
+  /// false, with the error set on every rank, where two share one (NCCL
+  /// itself would answer "invalid usage").
+  static bool checkOneRankPerGpu(MPI_Comm comm, int size, const char *name) {
+    constexpr int kIdBytes = 32;
+    char mine[kIdBytes] = {};
+    std::string id = loom::cudaBusId();
+    std::strncpy(mine, id.c_str(), kIdBytes - 1);
+    std::vector<char> all(static_cast<size_t>(size) * kIdBytes);
+    if (MPI_Allgather(mine, kIdBytes, MPI_CHAR, all.data(), kIdBytes, MPI_CHAR,
+                      comm) != MPI_SUCCESS)
+      return loom::setError("NCCL: gathering the GPUs of group %s failed",
+                            name);
+    std::vector<std::string> ids;
+    for (int r = 0; r < size; ++r)
+      ids.emplace_back(&all[static_cast<size_t>(r) * kIdBytes]);
+    if (std::optional<std::pair<int, int>> shared = loom::ranksSharingGpu(ids))
+      return loom::setError(
+          "NCCL: ranks %d and %d of group %s share the GPU %s, and NCCL "
+          "takes one rank per GPU: give each rank a GPU of its own "
+          "(LOCAL_RANK, CUDA_VISIBLE_DEVICES), or set LOOM_COMM=mpi for "
+          "MPI's collectives",
+          shared->first, shared->second, name, ids[shared->first].c_str());
+    return true;
   }
 };
 
