@@ -19,9 +19,11 @@ nests move: each buffer a nest loads from counted once, whole, and each it
 stores to likewise (a static floor of the memory traffic, without the
 runtime's calls; a gather counts its whole table). With --by-kernel, each
 kernel (a launch's function, as `loom-run --trace` names its spans) gets
-its launches and bytes a step, the most first; with --trace RUN.json too,
-its time a step in that trace (scripts/trace-summary.py's steps) and the
-bandwidth the bytes give, the slowest first. Exit 1 with the reason where
+its launches and bytes a step, the most first (a kernel that gathers,
+loading at an index it loaded, is marked: its table is counted whole);
+with --trace RUN.json too, its time a step in that trace
+(scripts/trace-summary.py's steps) and the bandwidth the bytes give, the
+slowest first. Exit 1 with the reason where
 the function is not there.
 """
 
@@ -42,6 +44,9 @@ ACCESS = re.compile(r"\bmemref\.(load|store) (?:%[\w.]+, )?(%[\w.]+)\[.*\] : "
                     r"memref<((?:\d+x)*)(\w+)")
 ELEMENT_BYTES = {"f64": 8, "i64": 8, "index": 8, "f32": 4, "i32": 4,
                  "bf16": 2, "f16": 2, "i16": 2, "i8": 1, "i1": 1}
+LOADED = re.compile(r"^\s*(%[\w.]+) = memref\.load ")
+CAST = re.compile(r"^\s*(%[\w.]+) = arith\.index_cast (%[\w.]+) ")
+INDICES = re.compile(r"\bmemref\.load %[\w.]+\[([^\]]*)\]")
 
 
 def traffic(body):
@@ -58,6 +63,25 @@ def traffic(body):
             size *= int(dim)
         seen[(access, name)] = size
     return sum(seen.values())
+
+
+def gathers(body):
+    """Whether a nest loads at an index it loaded from memory (a row of a
+    table picked by a token, say), whose table --bytes counts whole."""
+    loaded, picked = set(), set()
+    for line in body:
+        match = LOADED.match(line)
+        if match:
+            indices = INDICES.search(line)
+            if indices and any(index.strip() in picked
+                               for index in indices.group(1).split(",")):
+                return True
+            loaded.add(match.group(1))
+            continue
+        match = CAST.match(line)
+        if match and match.group(2) in loaded:
+            picked.add(match.group(1))
+    return False
 
 
 def kind(body):
@@ -117,8 +141,8 @@ def count(lines, function):
     kinds = collections.Counter()
     moved = collections.Counter()
     calls = collections.Counter()
-    # Each kernel's launches and bytes.
-    kernels = collections.defaultdict(lambda: [0, 0])
+    # Each kernel's launches, bytes and whether it gathers.
+    kernels = collections.defaultdict(lambda: [0, 0, False])
     # (brace depth where the loop's body ends, multiplier outside it)
     loops = []
     depth, times = 0, 1
@@ -146,6 +170,7 @@ def count(lines, function):
                 kinds[kind(nest)] += times
                 moved[kind(nest)] += times * traffic(nest)
                 kernel[1] += times * traffic(nest)
+                kernel[2] = kernel[2] or gathers(nest)
             continue
         for name in CALL.findall(line):
             calls[name] += times
@@ -216,20 +241,23 @@ def main():
 
 def print_kernels(kernels, times):
     """One line a kernel: its launches and bytes a step, and with `times`
-    (milliseconds a step by name) its time and GB/s, the slowest first."""
+    (milliseconds a step by name) its time and GB/s, the slowest first; a
+    kernel that gathers is marked, its table counted whole."""
+    def mark(gather):
+        return " (gathers: a table counted whole)" if gather else ""
     if times is None:
         print("kernels: launches, bytes a step")
-        for name, (n, moved) in sorted(kernels.items(),
-                                       key=lambda k: (-k[1][1], k[0])):
-            print(f"  {n:6d} {moved:16,} B  {name}")
+        for name, (n, moved, gather) in sorted(
+                kernels.items(), key=lambda k: (-k[1][1], k[0])):
+            print(f"  {n:6d} {moved:16,} B  {name}{mark(gather)}")
         return
     print("kernels: launches, bytes a step, ms a step in the trace, GB/s")
-    for name, (n, moved) in sorted(kernels.items(),
-                                   key=lambda k: (-times.get(k[0], 0), k[0])):
+    for name, (n, moved, gather) in sorted(
+            kernels.items(), key=lambda k: (-times.get(k[0], 0), k[0])):
         ms = times.get(name)
         print(f"  {n:6d} {moved:16,} B " +
               (f"{ms:9.3f} ms {moved / ms / 1e6:8.1f} GB/s" if ms
-               else f"{'not in the trace':>28}") + f"  {name}")
+               else f"{'not in the trace':>28}") + f"  {name}{mark(gather)}")
 
 
 if __name__ == "__main__":
