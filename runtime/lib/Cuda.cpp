@@ -1256,12 +1256,12 @@ void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t, intptr_t, intptr_t,
 #endif // LOOM_HAVE_CUDA
 
 std::optional<std::pair<int, int>>
-loom::ranksSharingGpu(const std::vector<std::string> &busIds) {
+loom::ranksSharingGpu(const std::vector<std::string> &gpuIds) {
   std::map<std::string, int> first;
-  for (int rank = 0; rank < static_cast<int>(busIds.size()); ++rank) {
-    if (busIds[rank].empty())
+  for (int rank = 0; rank < static_cast<int>(gpuIds.size()); ++rank) {
+    if (gpuIds[rank].empty())
       continue;
-    auto [at, inserted] = first.emplace(busIds[rank], rank);
+    auto [at, inserted] = first.emplace(gpuIds[rank], rank);
     if (!inserted)
       return std::make_pair(at->second, rank);
   }

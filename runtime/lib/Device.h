@@ -52,14 +52,15 @@ void cudaFree(void *ptr);
 /// Bytes of device memory free and in all.
 bool cudaMemoryInfo(size_t &free, size_t &total);
 /// The PCI bus id of this process's GPU ("0000:1A:00.0"), which tells
-/// processes on one GPU apart from processes on two; empty without the
-/// CUDA backend.
+/// the processes of one machine on one GPU apart from those on two; empty
+/// without the CUDA backend.
 std::string cudaBusId();
-/// The first two ranks, in rank order, whose GPUs have the same bus id in
-/// `busIds` (one per rank of a group; an empty id matches none). NCCL
-/// takes one rank per GPU and refuses such a group.
+/// The first two ranks, in rank order, whose GPUs have the same id in
+/// `gpuIds` (one per rank of a group, its host's name and its GPU's bus
+/// id; an empty id matches none). NCCL takes one rank per GPU and refuses
+/// such a group.
 std::optional<std::pair<int, int>>
-ranksSharingGpu(const std::vector<std::string> &busIds);
+ranksSharingGpu(const std::vector<std::string> &gpuIds);
 /// Waits for the GPU's work; false, with the error set, when any launch,
 /// GEMM or kernel of the step failed since the backend started.
 bool cudaSynchronize();

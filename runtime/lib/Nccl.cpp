@@ -106,9 +106,15 @@ struct Nccl {
   /// false, with the error set on every rank, where two share one (NCCL
   /// itself would answer "invalid usage").
   static bool checkOneRankPerGpu(MPI_Comm comm, int size, const char *name) {
-    constexpr int kIdBytes = 32;
+    // A bus id names a GPU of one machine, and identical machines number
+    // theirs alike: the host's name goes with it.
+    constexpr int kIdBytes = MPI_MAX_PROCESSOR_NAME + 32;
     char mine[kIdBytes] = {};
     std::string id = loom::cudaBusId();
+    char host[MPI_MAX_PROCESSOR_NAME] = {};
+    int hostLength = 0;
+    if (!id.empty() && MPI_Get_processor_name(host, &hostLength) == MPI_SUCCESS)
+      id = std::string(host, hostLength) + " GPU " + id;
     std::strncpy(mine, id.c_str(), kIdBytes - 1);
     std::vector<char> all(static_cast<size_t>(size) * kIdBytes);
     if (MPI_Allgather(mine, kIdBytes, MPI_CHAR, all.data(), kIdBytes, MPI_CHAR,
@@ -120,7 +126,7 @@ struct Nccl {
       ids.emplace_back(&all[static_cast<size_t>(r) * kIdBytes]);
     if (std::optional<std::pair<int, int>> shared = loom::ranksSharingGpu(ids))
       return loom::setError(
-          "NCCL: ranks %d and %d of group %s share the GPU %s, and NCCL "
+          "NCCL: ranks %d and %d of group %s share %s, and NCCL "
           "takes one rank per GPU: give each rank a GPU of its own "
           "(LOCAL_RANK, CUDA_VISIBLE_DEVICES), or set LOOM_COMM=mpi for "
           "MPI's collectives",

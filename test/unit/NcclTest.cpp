@@ -9,14 +9,18 @@ using Ids = std::vector<std::string>;
 
 /// NCCL takes one rank per GPU: two ranks on one GPU are named before
 /// NCCL's own "invalid usage", the first pair in rank order; ranks whose
-/// GPU is unknown (no CUDA backend) are never a pair.
+/// GPU is unknown (no CUDA backend) are never a pair, nor are two hosts'
+/// GPUs at the same bus id.
 TEST(RuntimeNccl, RanksSharingGpu) {
   EXPECT_FALSE(loom::ranksSharingGpu({}).has_value());
   EXPECT_FALSE(
-      loom::ranksSharingGpu(Ids{"0000:1A:00.0", "0000:1B:00.0"}).has_value());
+      loom::ranksSharingGpu(Ids{"a GPU 0000:1A:00.0", "a GPU 0000:1B:00.0",
+                                "b GPU 0000:1A:00.0", "b GPU 0000:1B:00.0"})
+          .has_value());
   EXPECT_FALSE(loom::ranksSharingGpu(Ids{"", ""}).has_value());
-  auto shared = loom::ranksSharingGpu(
-      Ids{"0000:1A:00.0", "0000:1B:00.0", "0000:1B:00.0", "0000:1A:00.0"});
+  auto shared =
+      loom::ranksSharingGpu(Ids{"a GPU 0000:1A:00.0", "a GPU 0000:1B:00.0",
+                                "a GPU 0000:1B:00.0", "a GPU 0000:1A:00.0"});
   ASSERT_TRUE(shared.has_value());
   EXPECT_EQ(shared->first, 1);
   EXPECT_EQ(shared->second, 2);
