@@ -872,9 +872,11 @@ void loom::cudaGemmAdd(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
     if (be.failure.empty())
       be.fail("loom_rt_gemm_add: dtype " + std::to_string(dtype) +
               ", leading dimension " + std::to_string(ldc) + " of " +
-              std::to_string(n) +
-              " columns: the add takes bf16 or f16 and a matrix C of D's "
-              "shape that shares no memory with D");
+              std::to_string(n) + " columns" +
+              (c && matricesOverlap(m, n, c, ldc, d, ldd) ? ", C overlapping D"
+                                                          : "") +
+              ": the add takes bf16 or f16 and a matrix C of D's shape that "
+              "shares no memory with D");
     return;
   }
   GemmOutput output{dtype, bias};

@@ -99,22 +99,27 @@ void cudaGemmRounded(int32_t dtype, int32_t transA, int32_t transB, int64_t m,
                      int64_t n, int64_t k, float alpha, const void *a,
                      int64_t lda, const void *b, int64_t ldb, const void *bias,
                      void *d, int64_t ldd);
+/// Whether two [m, n] matrices of 2-byte elements, at `a` and `b` with
+/// leading dimensions `lda` and `ldb`, share a byte (from the first
+/// element of each to its last).
+inline bool matricesOverlap(int64_t m, int64_t n, const void *a, int64_t lda,
+                            const void *b, int64_t ldb) {
+  if (m <= 0 || n <= 0)
+    return false;
+  auto begin = [](const void *p) { return reinterpret_cast<uintptr_t>(p); };
+  auto end = [&](const void *p, int64_t ld) {
+    return begin(p) + static_cast<uintptr_t>(((m - 1) * ld + n) * 2);
+  };
+  return end(a, lda) > begin(b) && end(b, ldb) > begin(a);
+}
 /// Whether loom_rt_gemm_add takes these arguments on either backend: bf16
 /// or f16 elements, and a C of D's shape sharing no byte with D. cuBLASLt
 /// on an H100 adds a product rounded to bf16 to C when C is D, which
 /// rounds twice.
 inline bool gemmAddTakes(int32_t dtype, int64_t m, int64_t n, const void *c,
                          int64_t ldc, const void *d, int64_t ldd) {
-  if ((dtype != LOOM_DTYPE_BF16 && dtype != LOOM_DTYPE_F16) || !c || ldc < n)
-    return false;
-  if (m <= 0 || n <= 0)
-    return true;
-  // Elements of two bytes; the last row ends at its n-th column.
-  auto begin = [](const void *p) { return reinterpret_cast<uintptr_t>(p); };
-  auto end = [&](const void *p, int64_t ld) {
-    return begin(p) + static_cast<uintptr_t>(((m - 1) * ld + n) * 2);
-  };
-  return end(c, ldc) <= begin(d) || end(d, ldd) <= begin(c);
+  return (dtype == LOOM_DTYPE_BF16 || dtype == LOOM_DTYPE_F16) && c &&
+         ldc >= n && !matricesOverlap(m, n, c, ldc, d, ldd);
 }
 /// loom_rt_gemm_add's product on the GPU: cuBLASLt's beta = 1 with C.
 void cudaGemmAdd(int32_t dtype, int32_t transA, int32_t transB, int64_t m,

@@ -319,7 +319,7 @@ TEST(RuntimeGemm, AddEpilogue) {
 
 /// Arguments the GPU does not take leave NaN in D on the CPU: an f32
 /// product, no C, C's leading dimension below n, and C sharing memory with
-/// D: D itself, one row below it, or its last element alone.
+/// D: D itself, one row below it, or its first or last element alone.
 TEST(RuntimeGemm, AddRefusesOtherArguments) {
   std::mt19937 rng(19);
   const int64_t m = 4, n = 8, k = 5;
@@ -336,7 +336,8 @@ TEST(RuntimeGemm, AddRefusesOtherArguments) {
                {"ldc below n", [&] { return addend.data(); }, n - 1},
                {"D itself", [&] { return d; }, n},
                {"a row below D", [&] { return d + n; }, n},
-               {"D's last element", [&] { return d + m * n - 1; }, n}};
+               {"D's last element", [&] { return d + m * n - 1; }, n},
+               {"D's first element", [&] { return d - m * n + 1; }, n}};
   for (const Case &c : cases) {
     SCOPED_TRACE(c.what);
     buffer.assign(3 * m * n, 0);
