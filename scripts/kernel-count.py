@@ -44,8 +44,8 @@ ACCESS = re.compile(r"\bmemref\.(load|store) (?:%[\w.]+, )?(%[\w.]+)\[.*\] : "
                     r"memref<((?:\d+x)*)(\w+)")
 ELEMENT_BYTES = {"f64": 8, "i64": 8, "index": 8, "f32": 4, "i32": 4,
                  "bf16": 2, "f16": 2, "i16": 2, "i8": 1, "i1": 1}
-LOADED = re.compile(r"^\s*(%[\w.]+) = memref\.load ")
-CAST = re.compile(r"^\s*(%[\w.]+) = arith\.index_cast (%[\w.]+) ")
+DEFINED = re.compile(r"^\s*(%[\w.]+)(?::\d+)? = (.*)$")
+VALUE = re.compile(r"%[\w.]+")
 INDICES = re.compile(r"\bmemref\.load %[\w.]+\[([^\]]*)\]")
 
 
@@ -66,21 +66,22 @@ def traffic(body):
 
 
 def gathers(body):
-    """Whether a nest loads at an index it loaded from memory (a row of a
-    table picked by a token, say), whose table --bytes counts whole."""
-    loaded, picked = set(), set()
+    """Whether a nest loads at an index computed from a value it loaded (a
+    row of a table picked by a token, say), whose table --bytes counts
+    whole."""
+    loaded = set()  # values loaded, and those computed from them
     for line in body:
-        match = LOADED.match(line)
-        if match:
-            indices = INDICES.search(line)
-            if indices and any(index.strip() in picked
-                               for index in indices.group(1).split(",")):
-                return True
-            loaded.add(match.group(1))
+        match = DEFINED.match(line)
+        if not match:
             continue
-        match = CAST.match(line)
-        if match and match.group(2) in loaded:
-            picked.add(match.group(1))
+        value, rest = match.groups()
+        if rest.startswith("memref.load "):
+            indices = INDICES.search(line)
+            if indices and set(VALUE.findall(indices.group(1))) & loaded:
+                return True
+            loaded.add(value)
+        elif set(VALUE.findall(rest)) & loaded:
+            loaded.add(value)
     return False
 
 
@@ -257,6 +258,7 @@ def print_kernels(kernels, times):
         ms = times.get(name)
         print(f"  {n:6d} {moved:16,} B " +
               (f"{ms:9.3f} ms {moved / ms / 1e6:8.1f} GB/s" if ms
+               else f"{ms:9.3f} ms {'':>13}" if ms is not None
                else f"{'not in the trace':>28}") + f"  {name}{mark(gather)}")
 
 
