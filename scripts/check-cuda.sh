@@ -15,9 +15,15 @@
 #               epilogues and C)
 #   tiny-fp16   gpt2-tiny, fp16 with loss scaling, 30 steps
 #   m124-fp32   GPT-2 124M at 2 x 128 tokens, fp32, 10 steps
-# (--quick: gpt2-tiny only). `run`, on the GPU machine, with
+#   dp2, tp2, pp2  gpt2-tiny, fp32, 10 steps on 2 ranks: data, tensor and
+#               pipeline parallel
+#   dp2-zero3-bf16  gpt2-tiny, bf16, ZeRO-3 over 2 ranks, 10 steps
+# (--quick: gpt2-tiny only; the 2-rank checks need mpirun, MPIRUN names
+# another launcher). `run`, on the GPU machine, with
 # BUILD_DIR/bin/loom-run (BUILD_DIR defaults to build/): each artifact's
-# losses and gradient norms against the CPU's, then bf16 against fp32 over
+# losses and gradient norms against the CPU's (2 ranks under mpirun:
+# NCCL's collectives where the machine has a GPU for each rank, MPI's,
+# LOOM_COMM=mpi, where they share one), then bf16 against fp32 over
 # 100 steps on the GPU (10-step means within 2%), LoomCudaTests (the
 # attention kernels against f64; its output in DIR/LoomCudaTests.log)
 # where BUILD_DIR has it, and
@@ -28,6 +34,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
+mpirun="${MPIRUN:-mpirun}"
 compare="$root/test/e2e/Inputs/compare-losses.py"
 usage() {
   sed -n '5,6p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
@@ -46,15 +53,38 @@ while [ $# -gt 0 ]; do
 done
 
 # Each check: its name, loomc's arguments, its steps, the tolerance of its
-# losses against the CPU's, and whether the gradient norms are held to it
-# too (not fp16's: a skipped step's norm is not finite).
+# losses against the CPU's, whether the gradient norms are held to it too
+# (not fp16's: a skipped step's norm is not finite), and its ranks.
 checks() {
-  echo "tiny-fp32|$root/examples/gpt2-tiny.json|10|1e-4|--norms"
-  echo "tiny-bf16|$root/examples/gpt2-tiny.json --plan precision=bf16|10|2e-3|--norms"
-  echo "tiny-bf16-loops|$root/examples/gpt2-tiny.json --plan precision=bf16 --gelu=loops --residual-add=loops|10|2e-3|--norms"
-  echo "tiny-fp16|$root/examples/gpt2-tiny.json --plan precision=fp16|30|5e-3|"
+  local tiny="$root/examples/gpt2-tiny.json"
+  echo "tiny-fp32|$tiny|10|1e-4|--norms|1"
+  echo "tiny-bf16|$tiny --plan precision=bf16|10|2e-3|--norms|1"
+  echo "tiny-bf16-loops|$tiny --plan precision=bf16 --gelu=loops --residual-add=loops|10|2e-3|--norms|1"
+  echo "tiny-fp16|$tiny --plan precision=fp16|30|5e-3||1"
   if [ "$quick" = 0 ]; then
-    echo "m124-fp32|$root/examples/gpt2-124m.json --batch-size 2 --seq-len 128|10|1e-4|--norms"
+    echo "m124-fp32|$root/examples/gpt2-124m.json --batch-size 2 --seq-len 128|10|1e-4|--norms|1"
+  fi
+  if command -v "$mpirun" >/dev/null; then
+    echo "dp2|$tiny --plan dp=2|10|1e-4|--norms|2"
+    echo "tp2|$tiny --plan tp=2|10|1e-4|--norms|2"
+    echo "pp2|$tiny --plan pp=2|10|1e-4|--norms|2"
+    echo "dp2-zero3-bf16|$tiny --plan dp=2,zero=3,precision=bf16|10|2e-3|--norms|2"
+  else
+    echo "check-cuda.sh: no $mpirun: no checks on 2 ranks" >&2
+  fi
+}
+
+# launch RANKS COMMAND...: the command on RANKS ranks under mpirun (as
+# root, mpirun wants to be told), or alone.
+launch() {
+  local ranks="$1"
+  shift
+  if [ "$ranks" = 1 ]; then
+    "$@"
+  else
+    local flags=(-np "$ranks" --oversubscribe)
+    [ "$(id -u)" != 0 ] || flags+=(--allow-run-as-root)
+    "$mpirun" "${flags[@]}" "$@"
   fi
 }
 
@@ -66,9 +96,9 @@ prepare() {
   }
   mkdir -p "$dir"
   for _ in 1 2 3 4; do cat /usr/share/common-licenses/GPL-3; done >"$dir/data.txt"
-  local name args cpu_args steps tolerance norms count=0
+  local name args cpu_args steps tolerance norms ranks count=0
   : >"$dir/checks.txt"
-  while IFS='|' read -r name args steps tolerance norms; do
+  while IFS='|' read -r name args steps tolerance norms ranks; do
     # shellcheck disable=SC2086
     "$loomc" $args --target=cuda --cuda-arch="$arch" -o "$dir/$name.loom" </dev/null
     # The CPU's GELU and residual adds where the GPU's are, unless a check
@@ -84,10 +114,11 @@ prepare() {
     "$loomc" $cpu_args -o "$dir/$name.cpu.loom" </dev/null
     # OpenBLAS's Haswell kernels whatever the CPU, so that the reference
     # does not depend on the machine that made it.
-    OPENBLAS_CORETYPE=Haswell "$loom_run" "$dir/$name.cpu.loom" \
-      --data "$dir/data.txt" --steps "$steps" >"$dir/$name.cpu.log" </dev/null
+    OPENBLAS_CORETYPE=Haswell launch "$ranks" "$loom_run" \
+      "$dir/$name.cpu.loom" --data "$dir/data.txt" --steps "$steps" \
+      >"$dir/$name.cpu.log" </dev/null
     rm "$dir/$name.cpu.loom"
-    echo "$name|$steps|$tolerance|$norms" >>"$dir/checks.txt"
+    echo "$name|$steps|$tolerance|$norms|$ranks" >>"$dir/checks.txt"
     count=$((count + 1))
   done < <(checks)
   echo "check-cuda.sh: $count CUDA artifacts for $arch and their CPU references in $dir"
@@ -114,26 +145,42 @@ run() {
       failed=$((failed + 1))
     fi
   }
-  # train NAME ARTIFACT STEPS: the GPU's log into DIR/NAME.gpu.log.
+  # train NAME ARTIFACT STEPS [RANKS]: the GPU's log into DIR/NAME.gpu.log.
   train() {
-    "$loom_run" "$dir/$2.loom" --data "$dir/data.txt" --steps "$3" \
-      >"$dir/$1.gpu.log" 2>&1 </dev/null
+    launch "${4:-1}" "$loom_run" "$dir/$2.loom" --data "$dir/data.txt" \
+      --steps "$3" >"$dir/$1.gpu.log" 2>&1 </dev/null
   }
-  local name steps tolerance norms status detail
-  while IFS='|' read -r name steps tolerance norms; do
+  # NCCL takes a GPU per rank: ranks that would share one take MPI's.
+  local gpus
+  gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+  local name steps tolerance norms ranks status detail collectives comm
+  while IFS='|' read -r name steps tolerance norms ranks; do
+    ranks="${ranks:-1}" collectives="" comm="${LOOM_COMM:-}"
     if [ ! -f "$dir/$name.loom" ]; then
       verdict "$name" 1 "no $dir/$name.loom"
       continue
     fi
-    if ! train "$name" "$name" "$steps"; then
-      verdict "$name" 1 "loom-run failed: $(tail -n 1 "$dir/$name.gpu.log")"
+    if [ "$ranks" -gt 1 ]; then
+      if ! command -v "$mpirun" >/dev/null; then
+        verdict "$name" 1 "no $mpirun to start $ranks ranks"
+        continue
+      fi
+      if [ "${gpus:-0}" -ge "$ranks" ]; then
+        collectives=" ($ranks ranks, NCCL)"
+      else
+        collectives=" ($ranks ranks on ${gpus:-0} GPU, MPI's collectives)"
+        comm=mpi
+      fi
+    fi
+    if ! LOOM_COMM="$comm" train "$name" "$name" "$steps" "$ranks"; then
+      verdict "$name" 1 "loom-run failed$collectives: $(grep -m 1 'error' "$dir/$name.gpu.log" || tail -n 1 "$dir/$name.gpu.log")"
       continue
     fi
     status=0
     # shellcheck disable=SC2086
     detail="$(python3 "$compare" "$dir/$name.cpu.log" "$dir/$name.gpu.log" \
       "$tolerance" $norms 2>&1)" || status=$?
-    verdict "$name" "$status" "GPU against CPU, tolerance $tolerance: $detail"
+    verdict "$name" "$status" "GPU against CPU$collectives, tolerance $tolerance: $detail"
   done <"$dir/checks.txt"
 
   if [ -f "$dir/tiny-bf16.loom" ] && [ -f "$dir/tiny-fp32.loom" ]; then
