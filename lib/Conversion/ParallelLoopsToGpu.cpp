@@ -582,6 +582,27 @@ void sinkViews(gpu::LaunchOp launchOp) {
   }
 }
 
+/// Tells the kernel the alignment of each buffer it takes that the host
+/// allocated aligned (the static arena, its views computed in the kernel):
+/// a kernel's parameters are otherwise pointers of unknown alignment, and
+/// LLVM cannot join neighbouring accesses into one wide one.
+void assumeAlignments(gpu::LaunchOp launchOp) {
+  SetVector<Value> used;
+  getUsedValuesDefinedAbove(launchOp.getBody(), launchOp.getBody(), used);
+  OpBuilder b = OpBuilder::atBlockBegin(&launchOp.getBody().front());
+  for (Value value : used) {
+    auto alloc = value.getDefiningOp<memref::AllocOp>();
+    if (!alloc || !alloc.getAlignment() || *alloc.getAlignment() < 2)
+      continue;
+    Value aligned = memref::AssumeAlignmentOp::create(b, alloc.getLoc(), value,
+                                                      *alloc.getAlignment());
+    value.replaceUsesWithIf(aligned, [&](OpOperand &use) {
+      return launchOp->isProperAncestor(use.getOwner()) &&
+             use.getOwner() != aligned.getDefiningOp();
+    });
+  }
+}
+
 /// The most bytes of parameters a kernel of several nests takes: the 4,096
 /// every CUDA driver accepts for PTX before ISA 8.1.
 constexpr int64_t kMaxArgumentBytes = 4096;
@@ -723,6 +744,8 @@ struct Segment {
   /// A warp per iteration (its body reduces), or a thread per `factor`.
   bool perWarp = false;
   int64_t factor = 1;
+  /// A thread's `factor` iterations are consecutive, not `stride` apart.
+  bool contiguous = false;
   /// The trip count of each dimension; a thread's iterations lie `stride`
   /// apart; `threads` of them; `blocks` of the launch's blocks.
   SmallVector<Value> trips;
@@ -733,9 +756,11 @@ struct Segment {
 /// its counts with `b` on the host from the constants 1 and `blockSize`
 /// (`one`, `threads`).
 Segment planSegment(OpBuilder &b, scf::ParallelOp loop, int64_t blockSize,
-                    int64_t threadBytes, Value one, Value threads) {
+                    int64_t threadBytes, bool contiguous, Value one,
+                    Value threads) {
   Segment s;
   s.loop = loop;
+  s.contiguous = contiguous;
   Location loc = loop.getLoc();
   // Before anything is built: they read the loop's bounds.
   s.perWarp =
@@ -807,13 +832,40 @@ void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
     // The thread's iterations: every load and computation, then every
     // store, in the iterations' order.
     SmallVector<IRMapping> iterations(s.factor);
-    for (auto [i, iteration] : llvm::enumerate(iterations))
-      mapIndices(
-          body.createOrFold<arith::AddIOp>(
-              loc, rest,
-              body.createOrFold<arith::MulIOp>(
-                  loc, s.stride, arith::ConstantIndexOp::create(body, loc, i))),
-          iteration);
+    auto constant = [&](int64_t v) {
+      return arith::ConstantIndexOp::create(body, loc, v);
+    };
+    std::optional<int64_t> innerTrip = getConstantIntValue(s.trips.back());
+    if (s.contiguous && innerTrip && *innerTrip % s.factor == 0) {
+      // Iterations factor * rest onwards, which the innermost dimension
+      // holds all of: the same outer indices, the innermost one counting
+      // up, so that their accesses are neighbours LLVM can make one.
+      Value first =
+          body.createOrFold<arith::MulIOp>(loc, rest, constant(s.factor));
+      mapIndices(first, iterations[0]);
+      Value inner = loop.getInductionVars().back();
+      Value at = iterations[0].lookup(inner);
+      for (int64_t i = 1; i < s.factor; ++i) {
+        iterations[i] = iterations[0];
+        iterations[i].map(inner,
+                          body.createOrFold<arith::AddIOp>(
+                              loc, at,
+                              body.createOrFold<arith::MulIOp>(
+                                  loc, loop.getStep().back(), constant(i))));
+      }
+    } else {
+      for (auto [i, iteration] : llvm::enumerate(iterations))
+        mapIndices(s.contiguous ? body.createOrFold<arith::AddIOp>(
+                                      loc,
+                                      body.createOrFold<arith::MulIOp>(
+                                          loc, rest, constant(s.factor)),
+                                      constant(i))
+                                : body.createOrFold<arith::AddIOp>(
+                                      loc, rest,
+                                      body.createOrFold<arith::MulIOp>(
+                                          loc, s.stride, constant(i))),
+                   iteration);
+    }
     for (IRMapping &iteration : iterations)
       for (Operation &op : loop.getBody()->without_terminator())
         if (!isa<memref::StoreOp>(op))
@@ -832,7 +884,7 @@ void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
 /// other (LaunchGroup::tryAdd), by one launch: each nest a thread per
 /// iteration, or a warp per iteration where its body reduces, on blocks of its
 /// own, the first nest on the first blocks.
-void launch(ArrayRef<scf::ParallelOp> loops, int64_t blockSize,
+void launch(ArrayRef<scf::ParallelOp> loops, int64_t blockSize, bool contiguous,
             int64_t threadBytes) {
   scf::ParallelOp first = loops.front();
   OpBuilder b(first);
@@ -850,7 +902,7 @@ void launch(ArrayRef<scf::ParallelOp> loops, int64_t blockSize,
   SmallVector<Value> ends;
   for (scf::ParallelOp loop : loops) {
     segments.push_back(
-        planSegment(b, loop, blockSize, threadBytes, one, threads));
+        planSegment(b, loop, blockSize, threadBytes, contiguous, one, threads));
     Value blocks = segments.back().blocks;
     ends.push_back(
         ends.empty() ? blocks
@@ -892,6 +944,7 @@ void launch(ArrayRef<scf::ParallelOp> loops, int64_t blockSize,
   for (scf::ParallelOp loop : loops)
     loop.erase();
   sinkViews(launchOp);
+  assumeAlignments(launchOp);
 }
 
 struct ParallelLoopsToGpuPass
@@ -951,7 +1004,7 @@ struct ParallelLoopsToGpuPass
         groups.emplace_back(loop, std::move(accesses));
     }
     for (LaunchGroup &group : groups)
-      launch(group.loops, static_cast<int64_t>(blockSize),
+      launch(group.loops, static_cast<int64_t>(blockSize), contiguousThreads,
              static_cast<int64_t>(threadBytes));
   }
 };

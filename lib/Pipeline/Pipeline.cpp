@@ -358,9 +358,9 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     return;
 
   if (options.target == Target::Cuda)
-    buildLowerToCudaPipeline(pm, options.cudaArch, options.cudaPath,
-                             options.cudaThreadBytes,
-                             options.cudaNestsPerLaunch);
+    buildLowerToCudaPipeline(
+        pm, options.cudaArch, options.cudaPath, options.cudaThreadBytes,
+        options.cudaContiguousThreads, options.cudaNestsPerLaunch);
   else
     buildLowerToLLVMPipeline(pm);
 }
@@ -408,9 +408,11 @@ void mlir::loom::buildLowerToLLVMPipeline(OpPassManager &pm) {
 void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
                                           StringRef cudaPath,
                                           int64_t threadBytes,
+                                          bool contiguousThreads,
                                           int64_t nestsPerLaunch) {
   LoomParallelLoopsToGpuOptions launches;
   launches.threadBytes = threadBytes;
+  launches.contiguousThreads = contiguousThreads;
   launches.nestsPerLaunch = nestsPerLaunch;
   pm.addPass(createLoomParallelLoopsToGpu(launches));
   pm.addPass(createLoomWaitForDevice());

@@ -5,6 +5,7 @@
 // RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=thread-bytes=-1 2>&1 | FileCheck %s --check-prefix=BADBYTES
 // RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=nests-per-launch=1 | FileCheck %s --check-prefix=APART
 // RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=nests-per-launch=0 2>&1 | FileCheck %s --check-prefix=BADNESTS
+// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=contiguous-threads=1 | FileCheck %s --check-prefix=CONTIG
 
 // A two-dimensional nest is one thread per iteration, 256 to a block: the
 // thread's number split into the indices, the last dimension fastest.
@@ -346,6 +347,81 @@ func.func @widen() {
     %x = memref.load %a[%i, %j] : memref<6x128xbf16>
     %y = arith.extf %x : bf16 to f32
     memref.store %y, %b[%i, %j] : memref<6x128xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// The kernel is told the arena's alignment, which the host allocated it
+// with. With contiguous-threads, a thread's 8 iterations are consecutive:
+// its first is 8 times its number, and since a row's 128 columns hold all
+// 8, the other 7 are the same row's next columns, whose accesses LLVM
+// joins into one of 16 bytes. Without it, a grid's worth of threads apart.
+// CHECK-LABEL: func.func @widen_aligned(
+// CHECK: gpu.launch
+// CHECK: %[[ARENA:.*]] = memref.assume_alignment %{{.*}}, 64 : memref<8192xi8>
+// CHECK: memref.view %[[ARENA]]
+// CHECK: arith.addi %{{.*}}, %c96
+// CONTIG-LABEL: func.func @widen_aligned(
+// CONTIG-DAG: %[[THREADS:.*]] = arith.constant 96 : index
+// CONTIG: gpu.launch
+// CONTIG: memref.assume_alignment %{{.*}}, 64
+// CONTIG: %[[ID:.*]] = arith.addi
+// CONTIG: arith.cmpi slt, %[[ID]], %[[THREADS]]
+// CONTIG: %[[FIRST:.*]] = arith.muli %[[ID]], %c8
+// CONTIG: %[[J:.*]] = arith.remsi %[[FIRST]], %c128
+// CONTIG: %[[I:.*]] = arith.divsi %[[FIRST]], %c128
+// CONTIG-NOT: arith.divsi
+// CONTIG: %[[J1:.*]] = arith.addi %[[J]], %c1
+// CONTIG: %[[J7:.*]] = arith.addi %[[J]], %c7
+// CONTIG: memref.load %{{.*}}[%[[I]], %[[J]]] : memref<6x128xbf16>
+// CONTIG: memref.load %{{.*}}[%[[I]], %[[J1]]] : memref<6x128xbf16>
+// CONTIG-COUNT-6: memref.load %{{.*}}[%[[I]], %{{.*}}] : memref<6x128xbf16>
+// CONTIG-NOT: memref.load
+// CONTIG: memref.store %{{.*}}, %{{.*}}[%[[I]], %[[J]]] : memref<6x128xf32>
+// CONTIG-COUNT-6: memref.store
+// CONTIG: memref.store %{{.*}}, %{{.*}}[%[[I]], %[[J7]]] : memref<6x128xf32>
+// CONTIG: gpu.terminator
+func.func @widen_aligned() {
+  %arena = memref.alloc() {alignment = 64 : i64} : memref<8192xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c128 = arith.constant 128 : index
+  %c4096 = arith.constant 4096 : index
+  %a = memref.view %arena[%c0][] : memref<8192xi8> to memref<6x128xbf16>
+  %b = memref.view %arena[%c4096][] : memref<8192xi8> to memref<6x128xf32>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c6, %c128) step (%c1, %c1) {
+    %x = memref.load %a[%i, %j] : memref<6x128xbf16>
+    %y = arith.extf %x : bf16 to f32
+    memref.store %y, %b[%i, %j] : memref<6x128xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A row of 10 columns does not hold a thread's 8 iterations: each is
+// numbered on its own, 8 times the thread's number plus 0 to 7.
+// CONTIG-LABEL: func.func @rows_too_short(
+// CONTIG-COUNT-8: arith.divsi
+// CONTIG-COUNT-8: memref.load
+func.func @rows_too_short() {
+  %arena = memref.alloc() : memref<512xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c10 = arith.constant 10 : index
+  %c256 = arith.constant 256 : index
+  %a = memref.view %arena[%c0][] : memref<512xi8> to memref<4x10xbf16>
+  %b = memref.view %arena[%c256][] : memref<512xi8> to memref<4x10xf32>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c10) step (%c1, %c1) {
+    %v = memref.load %a[%i, %j] : memref<4x10xbf16>
+    %w = arith.extf %v : bf16 to f32
+    memref.store %w, %b[%i, %j] : memref<4x10xf32>
     scf.reduce
   }
   return

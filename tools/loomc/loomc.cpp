@@ -79,6 +79,14 @@ static cl::opt<int64_t> cudaThreadBytes(
              "one element per thread)"),
     cl::init(16), cl::value_desc("N"), cl::cat(loomcCategory));
 
+static cl::opt<bool> cudaContiguousThreads(
+    "cuda-contiguous-threads",
+    cl::desc("A thread of an elementwise kernel runs consecutive "
+             "iterations, its accesses 16 bytes wide where they allow, "
+             "instead of iterations a grid apart, with --target=cuda "
+             "(default off: not yet measured on a GPU)"),
+    cl::init(false), cl::cat(loomcCategory));
+
 static cl::opt<int64_t> cudaNestsPerLaunch(
     "cuda-nests-per-launch",
     cl::desc("The most neighbouring independent loop nests one kernel "
@@ -396,6 +404,7 @@ int main(int argc, char **argv) {
   pipeline.cudaArch = cudaArch;
   pipeline.cudaPath = toolkit;
   pipeline.cudaThreadBytes = cudaThreadBytes;
+  pipeline.cudaContiguousThreads = cudaContiguousThreads;
   pipeline.cudaNestsPerLaunch = cudaNestsPerLaunch;
   pipeline.cudaReductionRows = cudaReductionRows;
   pipeline.sortedTokenGradient = tokenGradient == TokenGradient::Sorted;

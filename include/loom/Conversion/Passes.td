@@ -576,7 +576,15 @@ def LoomParallelLoopsToGpu
     stores, which only a body whose stores write memory none of its loads
     reads (or the element the same iteration read, indexed by every
     induction variable) allows (`FillForwarding.h` tells buffers apart).
-    `thread-bytes` 0 keeps a thread per element.
+    `thread-bytes` 0 keeps a thread per element. With
+    `contiguous-threads` a thread's iterations are consecutive instead:
+    where the innermost dimension's trip count is a multiple of the
+    thread's, they share the outer indices and the innermost one counts
+    up, so that LLVM joins their neighbouring accesses into wide ones.
+
+    A kernel is told the alignment of each buffer it takes that the host
+    allocated with one (`memref.assume_alignment`): its pointer parameters
+    are otherwise of unknown alignment.
 
     Neighbouring nests share a launch, each on blocks of its own (the
     first nest's first; a block compares its number with where each
@@ -605,7 +613,10 @@ def LoomParallelLoopsToGpu
            "elementwise kernel loads (0: one element per thread)">,
     Option<"nestsPerLaunch", "nests-per-launch", "int64_t", "32",
            "The most neighbouring independent loop nests one launch runs "
-           "(1: a launch per nest)">
+           "(1: a launch per nest)">,
+    Option<"contiguousThreads", "contiguous-threads", "bool", "false",
+           "A thread of an elementwise kernel runs consecutive iterations "
+           "instead of iterations a grid apart">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

@@ -138,6 +138,13 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
                      "elementwise kernel loads, with target=cuda (0: one "
                      "element per thread)"),
       llvm::cl::init(16)};
+  PassOptions::Option<bool> cudaContiguousThreads{
+      *this, "cuda-contiguous-threads",
+      llvm::cl::desc("A thread of an elementwise kernel runs consecutive "
+                     "iterations, its accesses 16 bytes wide where they "
+                     "allow, instead of iterations a grid apart, with "
+                     "target=cuda"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> cudaNestsPerLaunch{
       *this, "cuda-nests-per-launch",
       llvm::cl::desc("The most neighbouring independent loop nests one "
@@ -191,11 +198,12 @@ void buildLowerToLLVMPipeline(OpPassManager &pm);
 /// From bufferized loops to the LLVM dialect for the CUDA target: each loop
 /// nest a kernel, compiled to PTX for `cudaArch` and embedded in the module.
 /// `cudaPath` is the CUDA toolkit whose libdevice the kernels link;
-/// `threadBytes` what each thread of an elementwise kernel loads;
+/// `threadBytes` what each thread of an elementwise kernel loads, and
+/// `contiguousThreads` whether its iterations are consecutive;
 /// `nestsPerLaunch` the most loop nests one launch runs.
 void buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
                               StringRef cudaPath, int64_t threadBytes,
-                              int64_t nestsPerLaunch);
+                              bool contiguousThreads, int64_t nestsPerLaunch);
 
 /// Registers `loom-pipeline` for loom-opt.
 void registerLoomPipeline();
