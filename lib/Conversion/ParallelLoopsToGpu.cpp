@@ -836,12 +836,16 @@ void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
       return arith::ConstantIndexOp::create(body, loc, v);
     };
     std::optional<int64_t> innerTrip = getConstantIntValue(s.trips.back());
+    // Consecutive iterations from factor * rest, or `stride` apart from
+    // rest.
+    Value first =
+        s.contiguous
+            ? body.createOrFold<arith::MulIOp>(loc, rest, constant(s.factor))
+            : rest;
     if (s.contiguous && innerTrip && *innerTrip % s.factor == 0) {
-      // Iterations factor * rest onwards, which the innermost dimension
-      // holds all of: the same outer indices, the innermost one counting
-      // up, so that their accesses are neighbours LLVM can make one.
-      Value first =
-          body.createOrFold<arith::MulIOp>(loc, rest, constant(s.factor));
+      // The innermost dimension holds them all: the same outer indices,
+      // the innermost one counting up, so that their accesses are
+      // neighbours LLVM can make one.
       mapIndices(first, iterations[0]);
       Value inner = loop.getInductionVars().back();
       Value at = iterations[0].lookup(inner);
@@ -854,17 +858,13 @@ void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
                                   loc, loop.getStep().back(), constant(i))));
       }
     } else {
+      Value apart = s.contiguous ? constant(1) : s.stride;
       for (auto [i, iteration] : llvm::enumerate(iterations))
-        mapIndices(s.contiguous ? body.createOrFold<arith::AddIOp>(
-                                      loc,
-                                      body.createOrFold<arith::MulIOp>(
-                                          loc, rest, constant(s.factor)),
-                                      constant(i))
-                                : body.createOrFold<arith::AddIOp>(
-                                      loc, rest,
-                                      body.createOrFold<arith::MulIOp>(
-                                          loc, s.stride, constant(i))),
-                   iteration);
+        mapIndices(
+            body.createOrFold<arith::AddIOp>(
+                loc, first,
+                body.createOrFold<arith::MulIOp>(loc, apart, constant(i))),
+            iteration);
     }
     for (IRMapping &iteration : iterations)
       for (Operation &op : loop.getBody()->without_terminator())

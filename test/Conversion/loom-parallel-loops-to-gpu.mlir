@@ -404,10 +404,54 @@ func.func @widen_aligned() {
 
 // -----
 
+// From column 4 in steps of 2 (128 columns a row): a thread's first
+// column is 4 + 2 x its index, the next ones 2 apart.
+// CONTIG-LABEL: func.func @strided_columns(
+// CONTIG: %[[ID:.*]] = arith.addi
+// CONTIG: %[[FIRST:.*]] = arith.muli %[[ID]], %c8
+// CONTIG: %[[K:.*]] = arith.remsi %[[FIRST]], %c128
+// CONTIG: %[[I:.*]] = arith.divsi %[[FIRST]], %c128
+// CONTIG: %[[TWICE:.*]] = arith.muli %[[K]], %c2
+// CONTIG: %[[J:.*]] = arith.addi %[[TWICE]], %c4
+// CONTIG: %[[J1:.*]] = arith.addi %[[J]], %c2
+// CONTIG: %[[J7:.*]] = arith.addi %[[J]], %c14
+// CONTIG: memref.load %{{.*}}[%[[I]], %[[J]]]
+// CONTIG: memref.load %{{.*}}[%[[I]], %[[J1]]]
+// CONTIG-COUNT-5: memref.load
+// CONTIG: memref.load %{{.*}}[%[[I]], %[[J7]]]
+func.func @strided_columns() {
+  %arena = memref.alloc() : memref<10240xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c6 = arith.constant 6 : index
+  %c260 = arith.constant 260 : index
+  %c4096 = arith.constant 4096 : index
+  %a = memref.view %arena[%c0][] : memref<10240xi8> to memref<6x260xbf16>
+  %b = memref.view %arena[%c4096][] : memref<10240xi8> to memref<6x260xf32>
+  scf.parallel (%i, %j) = (%c0, %c4) to (%c6, %c260) step (%c1, %c2) {
+    %x = memref.load %a[%i, %j] : memref<6x260xbf16>
+    %y = arith.extf %x : bf16 to f32
+    memref.store %y, %b[%i, %j] : memref<6x260xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
 // A row of 10 columns does not hold a thread's 8 iterations: each is
 // numbered on its own, 8 times the thread's number plus 0 to 7.
 // CONTIG-LABEL: func.func @rows_too_short(
-// CONTIG-COUNT-8: arith.divsi
+// CONTIG: %[[ID:.*]] = arith.addi
+// CONTIG: %[[FIRST:.*]] = arith.muli %[[ID]], %c8
+// CONTIG: arith.remsi %[[FIRST]], %c10
+// CONTIG: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c1
+// CONTIG: arith.remsi %[[SECOND]], %c10
+// CONTIG: %[[LAST:.*]] = arith.addi %[[FIRST]], %c7
+// CONTIG: arith.remsi %[[LAST]], %c10
+// CONTIG-NEXT: arith.divsi %[[LAST]], %c10
 // CONTIG-COUNT-8: memref.load
 func.func @rows_too_short() {
   %arena = memref.alloc() : memref<512xi8>
