@@ -173,15 +173,10 @@ bool isRounding(int32_t dtype, uint16_t bits, double value) {
   return std::fabs(widen(dtype, bits) - value) <= ulp;
 }
 
-/// loom_rt_gemm_gelu's epilogues on loom_rt_gemm's product, every
-/// transposition, bf16 and f16, tiles from one element to the whole
-/// product: forward, AUX is the rounded sum with the bias (bit for bit)
-/// and D its GELU; backward, D is the product times the derivative at
-/// AUX. D's and AUX's padding is left alone.
-TEST(RuntimeGemm, GeluEpilogues) {
-  std::mt19937 rng(11);
-  const int64_t m = 13, n = 11, k = 300, ld = 16;
-  std::uniform_real_distribution<float> preActivation(-4.0f, 4.0f);
+/// Runs `check(dtype, transA, transB, withBias, blockBytes)` for each case
+/// the epilogues' tests cover: bf16 and f16, every transposition, with and
+/// without a bias, tiles from one element to the whole product.
+template <typename F> void forEachEpilogueCase(F check) {
   for (int32_t dtype : {LOOM_DTYPE_BF16, LOOM_DTYPE_F16})
     for (int transA : {0, 1})
       for (int transB : {0, 1})
@@ -191,57 +186,67 @@ TEST(RuntimeGemm, GeluEpilogues) {
                          << "dtype " << dtype << " transA " << transA
                          << " transB " << transB << " bias " << withBias
                          << " block " << blockBytes);
-            auto [a, lda, b, ldb] =
-                randomOperands(rng, m, n, k, transA, transB);
-            auto bias = randomMatrix(rng, 1, n, n);
-            std::vector<float> c(m * n);
-            loom_rt_gemm_blocked(dtype, transA, transB, m, n, k, 1.0f, a.data(),
-                                 lda, b.data(), ldb, 0.0f, c.data(), n,
-                                 blockBytes);
-            std::vector<uint16_t> aux(m * ld, 0x7fc0), d(m * ld, 0x7fc0);
-            loom_rt_gemm_gelu_blocked(dtype, LOOM_GELU_FORWARD, transA, transB,
-                                      m, n, k, 1.0f, a.data(), lda, b.data(),
-                                      ldb, withBias ? bias.data() : nullptr,
-                                      aux.data(), ld, d.data(), ld, blockBytes);
-            for (int64_t i = 0; i < m; ++i)
-              for (int64_t j = 0; j < ld; ++j) {
-                if (j >= n) {
-                  EXPECT_EQ(aux[i * ld + j], 0x7fc0);
-                  EXPECT_EQ(d[i * ld + j], 0x7fc0);
-                  continue;
-                }
-                float x =
-                    c[i * n + j] + (withBias ? widen(dtype, bias[j]) : 0.0f);
-                EXPECT_EQ(aux[i * ld + j], narrow(dtype, x)) << i << "," << j;
-                EXPECT_TRUE(isRounding(dtype, d[i * ld + j], geluReference(x)))
-                    << i << "," << j << ": " << widen(dtype, d[i * ld + j])
-                    << " for gelu(" << x << ")";
-              }
-            if (withBias)
-              continue;
-            // Backward: AUX holds pre-activations across the GELU's bend.
-            for (int64_t i = 0; i < m; ++i)
-              for (int64_t j = 0; j < n; ++j)
-                aux[i * ld + j] = narrow(dtype, preActivation(rng));
-            std::fill(d.begin(), d.end(), 0x7fc0);
-            loom_rt_gemm_gelu_blocked(dtype, LOOM_GELU_BACKWARD, transA, transB,
-                                      m, n, k, 1.0f, a.data(), lda, b.data(),
-                                      ldb, nullptr, aux.data(), ld, d.data(),
-                                      ld, blockBytes);
-            for (int64_t i = 0; i < m; ++i)
-              for (int64_t j = 0; j < ld; ++j) {
-                if (j >= n) {
-                  EXPECT_EQ(d[i * ld + j], 0x7fc0);
-                  continue;
-                }
-                double expected =
-                    c[i * n + j] *
-                    geluGradReference(widen(dtype, aux[i * ld + j]));
-                EXPECT_TRUE(isRounding(dtype, d[i * ld + j], expected))
-                    << i << "," << j << ": " << widen(dtype, d[i * ld + j])
-                    << " for " << expected;
-              }
+            check(dtype, transA, transB, withBias, blockBytes);
           }
+}
+
+/// loom_rt_gemm_gelu's epilogues on loom_rt_gemm's product, every
+/// transposition, bf16 and f16, tiles from one element to the whole
+/// product: forward, AUX is the rounded sum with the bias (bit for bit)
+/// and D its GELU; backward, D is the product times the derivative at
+/// AUX. D's and AUX's padding is left alone.
+TEST(RuntimeGemm, GeluEpilogues) {
+  std::mt19937 rng(11);
+  const int64_t m = 13, n = 11, k = 300, ld = 16;
+  std::uniform_real_distribution<float> preActivation(-4.0f, 4.0f);
+  forEachEpilogueCase([&](int32_t dtype, int transA, int transB, bool withBias,
+                          int64_t blockBytes) {
+    auto [a, lda, b, ldb] = randomOperands(rng, m, n, k, transA, transB);
+    auto bias = randomMatrix(rng, 1, n, n);
+    std::vector<float> c(m * n);
+    loom_rt_gemm_blocked(dtype, transA, transB, m, n, k, 1.0f, a.data(), lda,
+                         b.data(), ldb, 0.0f, c.data(), n, blockBytes);
+    std::vector<uint16_t> aux(m * ld, 0x7fc0), d(m * ld, 0x7fc0);
+    loom_rt_gemm_gelu_blocked(dtype, LOOM_GELU_FORWARD, transA, transB, m, n, k,
+                              1.0f, a.data(), lda, b.data(), ldb,
+                              withBias ? bias.data() : nullptr, aux.data(), ld,
+                              d.data(), ld, blockBytes);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < ld; ++j) {
+        if (j >= n) {
+          EXPECT_EQ(aux[i * ld + j], 0x7fc0);
+          EXPECT_EQ(d[i * ld + j], 0x7fc0);
+          continue;
+        }
+        float x = c[i * n + j] + (withBias ? widen(dtype, bias[j]) : 0.0f);
+        EXPECT_EQ(aux[i * ld + j], narrow(dtype, x)) << i << "," << j;
+        EXPECT_TRUE(isRounding(dtype, d[i * ld + j], geluReference(x)))
+            << i << "," << j << ": " << widen(dtype, d[i * ld + j])
+            << " for gelu(" << x << ")";
+      }
+    if (withBias)
+      return;
+    // Backward: AUX holds pre-activations across the GELU's bend.
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        aux[i * ld + j] = narrow(dtype, preActivation(rng));
+    std::fill(d.begin(), d.end(), 0x7fc0);
+    loom_rt_gemm_gelu_blocked(dtype, LOOM_GELU_BACKWARD, transA, transB, m, n,
+                              k, 1.0f, a.data(), lda, b.data(), ldb, nullptr,
+                              aux.data(), ld, d.data(), ld, blockBytes);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < ld; ++j) {
+        if (j >= n) {
+          EXPECT_EQ(d[i * ld + j], 0x7fc0);
+          continue;
+        }
+        double expected =
+            c[i * n + j] * geluGradReference(widen(dtype, aux[i * ld + j]));
+        EXPECT_TRUE(isRounding(dtype, d[i * ld + j], expected))
+            << i << "," << j << ": " << widen(dtype, d[i * ld + j]) << " for "
+            << expected;
+      }
+  });
 }
 
 /// Arguments the GPU's epilogues do not take leave NaN in D on the CPU, not
@@ -284,37 +289,28 @@ TEST(RuntimeGemm, GeluRefusesOtherArguments) {
 TEST(RuntimeGemm, AddEpilogue) {
   std::mt19937 rng(17);
   const int64_t m = 13, n = 11, k = 300, ldd = 16, ldc = 12;
-  for (int32_t dtype : {LOOM_DTYPE_BF16, LOOM_DTYPE_F16})
-    for (int transA : {0, 1})
-      for (int transB : {0, 1})
-        for (bool withBias : {false, true})
-          for (int64_t blockBytes : {int64_t(1), int64_t(4) << 20}) {
-            SCOPED_TRACE(testing::Message()
-                         << "dtype " << dtype << " transA " << transA
-                         << " transB " << transB << " bias " << withBias
-                         << " block " << blockBytes);
-            auto [a, lda, b, ldb] =
-                randomOperands(rng, m, n, k, transA, transB);
-            auto bias = randomMatrix(rng, 1, n, n);
-            auto addend = randomMatrix(rng, m, n, ldc);
-            std::vector<float> c(m * n);
-            loom_rt_gemm_blocked(dtype, transA, transB, m, n, k, 0.5f, a.data(),
-                                 lda, b.data(), ldb, 0.0f, c.data(), n,
-                                 blockBytes);
-            std::vector<uint16_t> expected(m * ldd, 0x7fc0);
-            for (int64_t i = 0; i < m; ++i)
-              for (int64_t j = 0; j < n; ++j) {
-                float x = c[i * n + j] + widen(dtype, addend[i * ldc + j]);
-                expected[i * ldd + j] =
-                    narrow(dtype, withBias ? x + widen(dtype, bias[j]) : x);
-              }
-            std::vector<uint16_t> d(m * ldd, 0x7fc0);
-            loom_rt_gemm_add_blocked(
-                dtype, transA, transB, m, n, k, 0.5f, a.data(), lda, b.data(),
-                ldb, withBias ? bias.data() : nullptr, addend.data(), ldc,
-                d.data(), ldd, blockBytes);
-            EXPECT_EQ(expected, d);
-          }
+  forEachEpilogueCase([&](int32_t dtype, int transA, int transB, bool withBias,
+                          int64_t blockBytes) {
+    auto [a, lda, b, ldb] = randomOperands(rng, m, n, k, transA, transB);
+    auto bias = randomMatrix(rng, 1, n, n);
+    auto addend = randomMatrix(rng, m, n, ldc);
+    std::vector<float> c(m * n);
+    loom_rt_gemm_blocked(dtype, transA, transB, m, n, k, 0.5f, a.data(), lda,
+                         b.data(), ldb, 0.0f, c.data(), n, blockBytes);
+    std::vector<uint16_t> expected(m * ldd, 0x7fc0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float x = c[i * n + j] + widen(dtype, addend[i * ldc + j]);
+        expected[i * ldd + j] =
+            narrow(dtype, withBias ? x + widen(dtype, bias[j]) : x);
+      }
+    std::vector<uint16_t> d(m * ldd, 0x7fc0);
+    loom_rt_gemm_add_blocked(dtype, transA, transB, m, n, k, 0.5f, a.data(),
+                             lda, b.data(), ldb,
+                             withBias ? bias.data() : nullptr, addend.data(),
+                             ldc, d.data(), ldd, blockBytes);
+    EXPECT_EQ(expected, d);
+  });
 }
 
 /// Arguments the GPU does not take leave NaN in D on the CPU: an f32
