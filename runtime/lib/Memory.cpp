@@ -34,11 +34,13 @@
 namespace {
 /// Cache lines are 64 bytes, and vector loads want at least that alignment.
 constexpr size_t kMinAlignment = 64;
+/// What cuMemAllocManaged's memory is aligned to, at least.
+constexpr size_t kManagedAlignment = 256;
 
-/// Sits right before the pointer handed out, in the padding of one alignment
-/// unit at the start of the allocation.
+/// Sits right before the pointer handed out, in the padding at the start of
+/// the allocation, which begins `offset` bytes before that pointer.
 struct Header {
-  size_t size, alignment;
+  size_t size, alignment, offset;
   bool device;
 };
 
@@ -61,15 +63,22 @@ public:
         return p;
       }
     }
-    size_t total = (alignment + size + alignment - 1) / alignment * alignment;
-    // Managed memory is aligned to at least 256 bytes.
+    // Room for the header and, where the allocator aligns less than asked
+    // (managed memory: 256 bytes; kernels are told the alignment asked
+    // for), to align within.
+    size_t slack = device && alignment > kManagedAlignment ? alignment : 0;
+    size_t total =
+        (alignment + slack + size + alignment - 1) / alignment * alignment;
     char *base =
         static_cast<char *>(device ? loom::cudaAllocate(total)
                                    : std::aligned_alloc(alignment, total));
     if (!base)
       return nullptr;
-    void *p = base + alignment;
-    *headerOf(p) = Header{size, alignment, device};
+    uintptr_t first = reinterpret_cast<uintptr_t>(base) + sizeof(Header);
+    char *p = base + ((first + alignment - 1) / alignment * alignment -
+                      reinterpret_cast<uintptr_t>(base));
+    *headerOf(p) =
+        Header{size, alignment, static_cast<size_t>(p - base), device};
     std::lock_guard<std::mutex> lock(mutex);
     count(size);
     return p;
@@ -89,7 +98,7 @@ public:
     std::lock_guard<std::mutex> lock(mutex);
     for (auto &entry : freeBlocks)
       for (void *p : entry.second) {
-        char *base = static_cast<char *>(p) - headerOf(p)->alignment;
+        char *base = static_cast<char *>(p) - headerOf(p)->offset;
         if (headerOf(p)->device)
           loom::cudaFree(base);
         else
