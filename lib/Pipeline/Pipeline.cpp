@@ -365,10 +365,9 @@ void mlir::loom::buildLoomPipeline(OpPassManager &pm,
     buildLowerToLLVMPipeline(pm);
 }
 
-/// bf16 conversions as integer arithmetic: x86 has no instruction for them
-/// short of AVX512-BF16 and its C runtime no function, and a kernel's loop
-/// may as well stay on the host; on the GPU the few integer operations
-/// cost nothing next to the memory they convert.
+/// bf16 conversions as integer arithmetic, on the host: x86 has no
+/// instruction for them short of AVX512-BF16 and its C runtime no
+/// function. GPU kernels keep the conversions, which sm_80 and later have.
 static void addExpandBf16Pass(OpPassManager &pm) {
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
@@ -441,9 +440,7 @@ void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
   // The host's bf16 conversions as integer arithmetic, as on the CPU; the
   // kernels' are the GPU's own (cvt.rn.bf16.f32, since sm_80), one
   // instruction where the expansion takes six.
-  arith::ArithExpandOpsPassOptions hostExpand;
-  hostExpand.includeBf16 = true;
-  pm.addNestedPass<func::FuncOp>(arith::createArithExpandOpsPass(hostExpand));
+  addExpandBf16Pass(pm.nest<func::FuncOp>());
   pm.addNestedPass<gpu::GPUModuleOp>(arith::createArithExpandOpsPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
