@@ -38,6 +38,12 @@ if ! /usr/bin/python3 -c "import numpy, safetensors" 2>/dev/null; then
   echo "loom setup: installing the safetensors Python package"
   /usr/bin/python3 -m pip install --quiet --break-system-packages safetensors
 fi
+# JAX on the CPU: the independent GPT-2 trainer that the fp32 and bf16
+# losses are checked against (scripts/jax-gpt2.py, test/e2e/jax-reference.test).
+if ! /usr/bin/python3 -c "import jax" 2>/dev/null; then
+  echo "loom setup: installing JAX (CPU) for the reference trainer"
+  /usr/bin/python3 -m pip install --quiet --break-system-packages "jax[cpu]"
+fi
 
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S "$root" -B "$build_dir" -G Ninja \

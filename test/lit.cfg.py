@@ -44,6 +44,12 @@ except (OSError, subprocess.SubprocessError):
     pass
 config.substitutions.append(("%lit_helpers", os.path.join(config.test_source_root, "lit")))
 
+# "jax": JAX in lit's Python, for the independent GPT-2 trainer the numerics
+# are checked against (scripts/jax-gpt2.py; scripts/setup.sh installs it).
+if subprocess.run([sys.executable, "-c", "import jax"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("jax")
+
 # "%haswell-blas loom-run ...": OpenBLAS's Haswell (AVX2) kernels, whatever
 # the machine's newest. lit passes no OPENBLAS_CORETYPE through, and
 # OpenBLAS otherwise picks the kernels of the CPU it finds, whose sums
