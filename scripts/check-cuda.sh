@@ -24,7 +24,12 @@
 # losses and gradient norms against the CPU's (2 ranks under mpirun:
 # NCCL's collectives where the machine has a GPU for each rank, MPI's,
 # LOOM_COMM=mpi, where they share one), then bf16 against fp32 over
-# 100 steps on the GPU (10-step means within 2%), LoomCudaTests (the
+# 100 steps on the GPU from DIR/tiny.ckpt (make-checkpoint.py's weights,
+# on which fp32 trains without a loss spike; 10-step means within 2%), the
+# same from loom-run's own initialization (DIR/init.ckpt; reported, not
+# judged: a loss spike there makes bf16's drift a matter of the last bits,
+# so the line shows the JAX reference's drift from the same weights,
+# computed by `prepare` where JAX is installed), LoomCudaTests (the
 # attention kernels against f64; its output in DIR/LoomCudaTests.log)
 # where BUILD_DIR has it, and
 # compute-sanitizer's memcheck over two bf16 steps where it is installed.
@@ -121,6 +126,26 @@ prepare() {
     echo "$name|$steps|$tolerance|$norms|$ranks" >>"$dir/checks.txt"
     count=$((count + 1))
   done < <(checks)
+  # The weights bf16 is held to fp32 from, and loom-run's own.
+  python3 "$root/test/e2e/Inputs/make-checkpoint.py" "$dir/tiny.ckpt" \
+    4 128 4 256 256 64 --seed 3
+  "$loomc" "$root/examples/gpt2-tiny.json" -o "$dir/init.cpu.loom" </dev/null
+  "$loom_run" "$dir/init.cpu.loom" --data "$dir/data.txt" --steps 0 \
+    --save "$dir/init.ckpt" --quiet >/dev/null </dev/null
+  rm "$dir/init.cpu.loom"
+  rm -f "$dir/init.jax-drift"
+  if python3 -c "import jax" 2>/dev/null; then
+    local p
+    for p in fp32 bf16; do
+      python3 "$root/scripts/jax-gpt2.py" "$root/examples/gpt2-tiny.json" \
+        --load "$dir/init.ckpt" --data "$dir/data.txt" --steps 100 \
+        --precision "$p" >"$dir/init.jax-$p.log" </dev/null
+    done
+    python3 "$compare" "$dir/init.jax-fp32.log" "$dir/init.jax-bf16.log" 1 \
+      --mean-over 10 | sed 's/.* //' >"$dir/init.jax-drift"
+  else
+    echo "check-cuda.sh: no JAX: bf16-100-init will show no reference" >&2
+  fi
   echo "check-cuda.sh: $count CUDA artifacts for $arch and their CPU references in $dir"
 }
 
@@ -145,10 +170,13 @@ run() {
       failed=$((failed + 1))
     fi
   }
-  # train NAME ARTIFACT STEPS [RANKS]: the GPU's log into DIR/NAME.gpu.log.
+  # train NAME ARTIFACT STEPS [RANKS [LOOM-RUN ARGS...]]: the GPU's log
+  # into DIR/NAME.gpu.log.
   train() {
-    launch "${4:-1}" "$loom_run" "$dir/$2.loom" --data "$dir/data.txt" \
-      --steps "$3" >"$dir/$1.gpu.log" 2>&1 </dev/null
+    local name="$1" artifact="$2" steps="$3" ranks="${4:-1}"
+    shift $(($# < 4 ? $# : 4))
+    launch "$ranks" "$loom_run" "$dir/$artifact.loom" --data "$dir/data.txt" \
+      --steps "$steps" "$@" >"$dir/$name.gpu.log" 2>&1 </dev/null
   }
   # NCCL takes a GPU per rank: ranks that would share one take MPI's.
   local gpus
@@ -184,14 +212,24 @@ run() {
   done <"$dir/checks.txt"
 
   if [ -f "$dir/tiny-bf16.loom" ] && [ -f "$dir/tiny-fp32.loom" ]; then
-    status=0
-    if train tiny-bf16-100 tiny-bf16 100 && train tiny-fp32-100 tiny-fp32 100; then
-      detail="$(python3 "$compare" "$dir/tiny-fp32-100.gpu.log" \
-        "$dir/tiny-bf16-100.gpu.log" 0.02 --mean-over 10 2>&1)" || status=$?
-    else
-      status=1 detail="loom-run failed"
-    fi
-    verdict bf16-100 "$status" "bf16 against fp32 on the GPU, 100 steps: $detail"
+    local from
+    for from in tiny init; do
+      status=0
+      if [ ! -f "$dir/$from.ckpt" ]; then
+        status=1 detail="no $dir/$from.ckpt: prepare DIR again"
+      elif train "$from-bf16-100" tiny-bf16 100 1 --load "$dir/$from.ckpt" &&
+        train "$from-fp32-100" tiny-fp32 100 1 --load "$dir/$from.ckpt"; then
+        detail="$(python3 "$compare" "$dir/$from-fp32-100.gpu.log" \
+          "$dir/$from-bf16-100.gpu.log" 0.02 --mean-over 10 2>&1)" || status=$?
+      else
+        status=1 detail="loom-run failed"
+      fi
+      if [ "$from" = tiny ]; then
+        verdict bf16-100 "$status" "bf16 against fp32 on the GPU, 100 steps from make-checkpoint.py's weights: $detail"
+      else
+        echo "INFO bf16-100-init: bf16 against fp32 on the GPU, 100 steps from loom-run's initialization: $detail; the JAX reference from the same weights: $(cat "$dir/init.jax-drift" 2>/dev/null || echo 'not prepared (no JAX)')"
+      fi
+    done
   fi
 
   local tests="$build_dir/test/unit/LoomCudaTests"
