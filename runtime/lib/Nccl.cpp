@@ -43,6 +43,8 @@ struct Nccl {
   bool tried = false, ready = false;
   /// Each group's communicator, by its MPI communicator.
   std::map<MPI_Comm, ncclComm_t> comms;
+  /// This rank's communicator of one (ncclCollectiveAlone).
+  ncclComm_t alone = nullptr;
 
   /// Opens NCCL once; false, saying why on stderr once, where it is absent
   /// or LOOM_COMM asks for MPI.
@@ -102,6 +104,23 @@ struct Nccl {
     return comms[comm] = nccl;
   }
 
+  /// The communicator of this rank alone, made now the first time; null
+  /// with the error set.
+  ncclComm_t communicatorAlone() {
+    if (alone)
+      return alone;
+    ncclUniqueId id;
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r == ncclSuccess)
+      r = ncclCommInitRank(&alone, 1, id, 0);
+    if (r != ncclSuccess) {
+      loom::setError("NCCL: a communicator of one rank: %s",
+                     ncclGetErrorString(r));
+      alone = nullptr;
+    }
+    return alone;
+  }
+
   /// Whether the group's ranks each have a GPU of their own, as NCCL needs;
   /// false, with the error set on every rank, where two share one (NCCL
   /// itself would answer "invalid usage").
@@ -154,34 +173,38 @@ std::optional<ncclDataType_t> ncclType(int32_t dtype) {
     return std::nullopt;
   }
 }
-} // namespace
 
-int loom::ncclCollective(MPI_Comm comm, int size, int rank, const char *name,
-                         NcclOp op, int32_t dtype, const void *send, void *recv,
-                         int64_t count) {
-  if (!cudaActive() || size <= 1 || comm == MPI_COMM_NULL)
-    return -1;
-  Nccl &n = nccl();
+/// NCCL's type of `dtype` where NCCL runs collectives of it: the CUDA
+/// backend is on, NCCL opened and not declined.
+std::optional<ncclDataType_t> runnable(int32_t dtype) {
+  if (!loom::cudaActive())
+    return std::nullopt;
   std::optional<ncclDataType_t> type = ncclType(dtype);
-  if (!type || !n.start())
-    return -1;
-  ncclComm_t c = n.communicator(comm, size, rank, name);
-  if (!c)
-    return 1;
-  auto stream = static_cast<cudaStream_t>(cudaStream());
+  if (!type || !nccl().start())
+    return std::nullopt;
+  return type;
+}
+
+/// Queues `op` on communicator `c` (of group `name`) on the backend's
+/// stream.
+int queue(ncclComm_t c, const char *name, loom::NcclOp op, ncclDataType_t type,
+          const void *send, void *recv, int64_t count) {
+  using loom::NcclOp;
+  Nccl &n = nccl();
+  auto stream = static_cast<cudaStream_t>(loom::cudaStream());
   auto elements = static_cast<size_t>(count);
   ncclResult_t r = ncclSuccess;
   switch (op) {
   case NcclOp::Sum:
   case NcclOp::Max:
-    r = n.ncclAllReduce(send, recv, elements, *type,
+    r = n.ncclAllReduce(send, recv, elements, type,
                         op == NcclOp::Sum ? ncclSum : ncclMax, c, stream);
     break;
   case NcclOp::AllGather:
-    r = n.ncclAllGather(send, recv, elements, *type, c, stream);
+    r = n.ncclAllGather(send, recv, elements, type, c, stream);
     break;
   case NcclOp::ReduceScatter:
-    r = n.ncclReduceScatter(send, recv, elements, *type, ncclSum, c, stream);
+    r = n.ncclReduceScatter(send, recv, elements, type, ncclSum, c, stream);
     break;
   }
   if (r != ncclSuccess) {
@@ -190,14 +213,44 @@ int loom::ncclCollective(MPI_Comm comm, int size, int rank, const char *name,
                    n.ncclGetErrorString(r));
     return 1;
   }
-  cudaQueued();
+  loom::cudaQueued();
   return 0;
+}
+} // namespace
+
+int loom::ncclCollective(MPI_Comm comm, int size, int rank, const char *name,
+                         NcclOp op, int32_t dtype, const void *send, void *recv,
+                         int64_t count) {
+  if (size <= 1 || comm == MPI_COMM_NULL)
+    return -1;
+  std::optional<ncclDataType_t> type = runnable(dtype);
+  if (!type)
+    return -1;
+  ncclComm_t c = nccl().communicator(comm, size, rank, name);
+  if (!c)
+    return 1;
+  return queue(c, name, op, *type, send, recv, count);
+}
+
+int loom::ncclCollectiveAlone(NcclOp op, int32_t dtype, const void *send,
+                              void *recv, int64_t count) {
+  std::optional<ncclDataType_t> type = runnable(dtype);
+  if (!type)
+    return -1;
+  ncclComm_t c = nccl().communicatorAlone();
+  if (!c)
+    return 1;
+  return queue(c, "of one", op, *type, send, recv, count);
 }
 
 #else // !LOOM_HAVE_NCCL
 
 int loom::ncclCollective(MPI_Comm, int, int, const char *, NcclOp, int32_t,
                          const void *, void *, int64_t) {
+  return -1;
+}
+
+int loom::ncclCollectiveAlone(NcclOp, int32_t, const void *, void *, int64_t) {
   return -1;
 }
 

@@ -20,6 +20,13 @@ enum class NcclOp { Sum, Max, AllGather, ReduceScatter };
 int ncclCollective(MPI_Comm comm, int size, int rank, const char *name,
                    NcclOp op, int32_t dtype, const void *send, void *recv,
                    int64_t count);
+
+/// ncclCollective for a group of this rank alone, through a communicator of
+/// one that NCCL makes without MPI: how a machine with one GPU runs NCCL's
+/// side of the backend (LoomCudaTests). The step's groups of one call no
+/// collective. The same results as ncclCollective.
+int ncclCollectiveAlone(NcclOp op, int32_t dtype, const void *send, void *recv,
+                        int64_t count);
 } // namespace loom
 
 #endif // LOOM_RUNTIME_NCCL_H

@@ -1,5 +1,6 @@
 //===- NcclTest.cpp - The NCCL backend's checks before NCCL runs ----------===//
 
+#include "Nccl.h"
 #include "Device.h"
 
 #include "gtest/gtest.h"
@@ -24,5 +25,17 @@ TEST(RuntimeNccl, RanksSharingGpu) {
   ASSERT_TRUE(shared.has_value());
   EXPECT_EQ(shared->first, 1);
   EXPECT_EQ(shared->second, 2);
+}
+
+/// Without the CUDA backend (this process never started it), NCCL runs
+/// nothing: every collective is left to MPI.
+TEST(RuntimeNccl, NothingWithoutTheCudaBackend) {
+  float value = 1.0f;
+  EXPECT_EQ(loom::ncclCollectiveAlone(loom::NcclOp::Sum, LOOM_DTYPE_F32, &value,
+                                      &value, 1),
+            -1);
+  EXPECT_EQ(loom::ncclCollective(MPI_COMM_NULL, 2, 0, "dp", loom::NcclOp::Sum,
+                                 LOOM_DTYPE_F32, &value, &value, 1),
+            -1);
 }
 } // namespace
