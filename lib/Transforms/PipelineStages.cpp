@@ -37,15 +37,6 @@ struct PipelineStagesPass
                        "stage runs (stage_layers; run loom-plan first)");
       return signalPassFailure();
     }
-    // ZeRO-3 gathers the tied token table once, before the layer loop, for
-    // the embedding and the head: the two ends of the pipeline.
-    if (plan->zero >= 3 && plan->dp > 1) {
-      module.emitError() << "ZeRO-3 inside a pipeline (pp = " << plan->pp
-                         << ", dp = " << plan->dp
-                         << ") is not compiled yet; pipeline plans take ZeRO "
-                            "0 to 2 over their replicas";
-      return signalPassFailure();
-    }
     FailureOr<func::FuncOp> forward =
         getForwardToDifferentiate(module, "pipeline stages split the layers");
     if (failed(forward) || failed(split(*forward, *plan)))

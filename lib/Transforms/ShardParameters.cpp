@@ -47,6 +47,8 @@ struct ShardParametersPass
     StringRef gridName = grid->getSymName();
 
     Block &entry = forward.getBody().front();
+    auto loops = entry.getOps<ScanOp>();
+    Operation *loop = loops.empty() ? nullptr : *loops.begin();
     OpBuilder b(&getContext());
     auto gather = [&](Location loc, Value shard, RankedTensorType whole,
                       int64_t axis, bool recompute) {
@@ -84,7 +86,7 @@ struct ShardParametersPass
       arg.setType(divided(type, dim, plan->dp));
       forward.setArgAttr(arg.getArgNumber(), LoomDialect::getShardAttrName(),
                          b.getI64IntegerAttr(dim));
-      Value whole;
+      Value whole, wholeAfterLoop;
       for (OpOperand *use : uses) {
         auto scan = dyn_cast<ScanOp>(use->getOwner());
         if (scan && use->getOperandNumber() >= scan.getNumCarries()) {
@@ -99,11 +101,20 @@ struct ShardParametersPass
           slice.replaceAllUsesExcept(gathered, gathered.getDefiningOp());
           continue;
         }
-        if (!whole) {
-          b.setInsertionPointToStart(&entry);
-          whole = gather(arg.getLoc(), arg, type, dim, /*recompute=*/false);
+        // A pipeline's first stage takes what runs before the layer loop
+        // and its last stage what runs after it: each end gathers its own
+        // (the tied token table is read at both).
+        bool afterLoop =
+            loop && plan->pp > 1 && loop->isBeforeInBlock(use->getOwner());
+        Value &gathered = afterLoop ? wholeAfterLoop : whole;
+        if (!gathered) {
+          if (afterLoop)
+            b.setInsertionPointAfter(loop);
+          else
+            b.setInsertionPointToStart(&entry);
+          gathered = gather(arg.getLoc(), arg, type, dim, /*recompute=*/false);
         }
-        use->set(whole);
+        use->set(gathered);
       }
     }
     forward.setFunctionType(

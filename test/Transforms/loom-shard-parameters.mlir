@@ -1,6 +1,7 @@
 // RUN: loomc %S/Inputs/auto-plan.json --plan dp=2,zero=3 --emit=loom | loom-opt --loom-shard-parameters | FileCheck %s
 // RUN: loomc %S/Inputs/auto-plan.json --plan dp=2,zero=3 --emit=loom | loom-opt --loom-shard-parameters --loom-differentiate | FileCheck %s --check-prefix=GRAD
 // RUN: loom-opt %s --loom-shard-parameters --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=OTHER
+// RUN: loomc %examples/gpt2-tiny.json --plan pp=2,dp=2,zero=3 --emit=loom | loom-opt --loom-shard-parameters | FileCheck %s --check-prefix=PIPE
 
 // ZeRO-3 over two replicas: each parameter argument is this rank's half of
 // its first dimension (of each layer's slice, for the stacked ones) and says
@@ -17,6 +18,18 @@
 // CHECK: %[[W:.*]] = shard.all_gather %[[QKV]] on @loom_grid grid_axes = [1] gather_axis = 0 {loom.recompute} : tensor<12x8xf32> -> tensor<24x8xf32>
 // CHECK: loom.linear %{{.*}}, %[[W]]
 // CHECK: loom.linear %{{.*}}, %[[TABLE]]
+
+// In a pipeline the ops before the layer loop go to the first stage and
+// those after it to the last: each end gathers what it reads, the tied
+// token table at both.
+// PIPE: func.func @forward(%[[WTE:[^:]*]]: tensor<128x128xf32> {loom.param = "wte", loom.shard = 0 : i64}
+// PIPE: %[[FIRST:.*]] = shard.all_gather %[[WTE]] on @loom_grid grid_axes = [1] gather_axis = 0 : tensor<128x128xf32> -> tensor<256x128xf32>
+// PIPE: loom.embedding %{{.*}}, %[[FIRST]]
+// PIPE: loom.scan
+// PIPE: loom.yield
+// PIPE: %[[LAST:.*]] = shard.all_gather %[[WTE]] on @loom_grid grid_axes = [1] gather_axis = 0 : tensor<128x128xf32> -> tensor<256x128xf32>
+// PIPE: loom.layer_norm
+// PIPE: loom.linear %{{.*}}, %[[LAST]]
 
 // Differentiated, the backward pass of the layer loop gathers the weights
 // it reads again, and each gradient is reduce-scattered to the shards.
