@@ -237,6 +237,32 @@ FailureOr<SplitStage> splitStage(func::FuncOp grad) {
   return split;
 }
 
+/// Gives argument `arg` of `func` how parameter `p` is divided: sharded by
+/// ZeRO-3, a pipeline stage's layers, split by tensor parallelism (a
+/// parameter's optimizer state takes the first two).
+void setDivisionAttrs(func::FuncOp func, unsigned arg, const StepParam &p,
+                      bool split) {
+  for (StringRef attr :
+       {LoomDialect::getShardAttrName(), LoomDialect::getLayersAttrName()})
+    if (Attribute value = p.attrs.get(attr))
+      func.setArgAttr(arg, attr, value);
+  if (Attribute value = p.attrs.get(LoomDialect::getTensorSplitAttrName());
+      value && split)
+    func.setArgAttr(arg, LoomDialect::getTensorSplitAttrName(), value);
+}
+
+/// The 0-d f32 tensor `scalar` summed over grid axis `axis` of the plan's
+/// grid (made when missing); null, with the error emitted, on failure.
+Value sumOverAxis(OpBuilder &b, Location loc, ModuleOp module,
+                  const PlanConfig &plan, Value scalar, shard::GridAxis axis) {
+  FailureOr<shard::GridOp> grid = getOrCreateGrid(module, plan);
+  if (failed(grid))
+    return Value();
+  return shard::AllReduceOp::create(
+      b, loc, scalar.getType(), grid->getSymName(),
+      ArrayRef<shard::GridAxis>{axis}, scalar, shard::ReductionKind::Sum);
+}
+
 struct BuildTrainStepPass
     : public loom::impl::LoomBuildTrainStepBase<BuildTrainStepPass> {
   void runOnOperation() override {
@@ -460,18 +486,12 @@ struct BuildTrainStepPass
       for (auto [k, p] : llvm::enumerate(params)) {
         StringAttr paramName = p.getName();
         unsigned arg = s * numParams + k;
-        // Optimizer state is shaped, sharded and layered as its parameter.
-        for (StringRef attr : {LoomDialect::getShardAttrName(),
-                               LoomDialect::getLayersAttrName()})
-          if (Attribute value = p.attrs.get(attr))
-            step.setArgAttr(arg, attr, value);
-        // The runtime divides a parameter's state as the parameter.
-        if (s == 0) {
+        // Optimizer state is shaped, sharded and layered as its parameter;
+        // the runtime divides a parameter's state as the parameter.
+        setDivisionAttrs(step, arg, p, /*split=*/s == 0);
+        if (s == 0)
           step.setArgAttr(arg, LoomDialect::getParamAttrName(), paramName);
-          if (Attribute split =
-                  p.attrs.get(LoomDialect::getTensorSplitAttrName()))
-            step.setArgAttr(arg, LoomDialect::getTensorSplitAttrName(), split);
-        } else
+        else
           step.setArgAttr(arg, LoomDialect::getStateAttrName(),
                           b.getStringAttr(Twine(adam ? stateNames[s - 1]
                                                      : LOOM_STATE_MOMENTUM) +
@@ -507,18 +527,9 @@ struct BuildTrainStepPass
       return step.emitOpError("expected the loss and a gradient per "
                               "parameter");
 
-    shard::GridOp grid;
     auto overAxis = [&](Value scalar, shard::GridAxis axis) -> Value {
-      if (!grid) {
-        FailureOr<shard::GridOp> made = getOrCreateGrid(module, plan);
-        if (failed(made))
-          return Value();
-        grid = *made;
-      }
-      return s.extract(shard::AllReduceOp::create(
-          b, loc, scalarType, grid.getSymName(),
-          ArrayRef<shard::GridAxis>{axis}, s.wrap(scalar),
-          shard::ReductionKind::Sum));
+      Value sum = sumOverAxis(b, loc, module, plan, s.wrap(scalar), axis);
+      return sum ? s.extract(sum) : Value();
     };
 
     // The mean over the global batch: dp replicas of numMicroBatches
@@ -654,15 +665,16 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
       return module.emitError()
              << "expected the gradient function of pipeline stage " << k
              << " (run loom-pipeline-stages and loom-differentiate first)";
-    if (wholeStage && !plains[k])
+    if (!plains[k])
       return module.emitError()
              << "expected the forward function of pipeline stage " << k
-             << ", which recompute=stage runs alone";
+             << ", which validation (and recompute=stage) runs alone";
   }
   for (int64_t r = 0; r < pp; ++r)
-    if (module.lookupSymbol(getStageStepName(r)))
-      return module.emitError()
-             << "the module already has a function @" << getStageStepName(r);
+    for (const std::string &name : {getStageStepName(r), getStageEvalName(r)})
+      if (module.lookupSymbol(name))
+        return module.emitError()
+               << "the module already has a function @" << name;
   // A stage's forward pass alone takes or returns activations no runtime
   // entry point provides: the steps built below are the pipeline's
   // programs.
@@ -776,30 +788,45 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
         params[index].countSquares = r == 0;
       }
 
+    // What a chunk's function takes for its argument `i` of the whole
+    // gradient function (of its forward function alike, which lacks the
+    // last), on micro-batch `mb`, from the rank's function's parameters
+    // and data.
+    auto operandOf = [&](OpBuilder &b, ValueRange stepParams, Value tokens,
+                         Value targets, int64_t c, unsigned i,
+                         int64_t mb) -> Value {
+      Stage &st = info[c * pp + r];
+      if (static_cast<int>(i) == st.tokensArg)
+        return sliceMicroBatch(b, loc, tokens, microTokens, b.getIndexAttr(mb),
+                               plan.microBatches);
+      if (static_cast<int>(i) == st.targetsArg)
+        return sliceMicroBatch(b, loc, targets, microTokens, b.getIndexAttr(mb),
+                               plan.microBatches);
+      auto pos = llvm::find(st.paramArgs, i) - st.paramArgs.begin();
+      auto [index, offset] = parts[c][pos];
+      Value whole = stepParams[index];
+      if (offset < 0)
+        return whole;
+      auto type = cast<RankedTensorType>(st.grad.getArgumentTypes()[i]);
+      if (type == whole.getType())
+        return whole;
+      LayerSlice slice(b, type, offset);
+      return tensor::ExtractSliceOp::create(b, loc, type, whole, slice.offsets,
+                                            slice.sizes, slice.strides);
+    };
+    // Whether argument `i` of a stage's function is the activations the
+    // stage before sends.
+    auto takesActivations = [](func::FuncOp func, unsigned i) {
+      auto input =
+          func.getArgAttrOfType<StringAttr>(i, LoomDialect::getInputAttrName());
+      return input && input == LoomDialect::getActivationsName();
+    };
+
     auto sums = [&](OpBuilder &b, ValueRange stepParams, Value tokens,
                     Value targets) -> SmallVector<Value> {
       ScalarBuilder s{b, loc};
-      // What a chunk's function takes for its argument `i` of the whole
-      // gradient function, on micro-batch `mb`.
-      auto operand = [&](int64_t c, unsigned i, int64_t mb) -> Value {
-        Stage &st = info[c * pp + r];
-        if (static_cast<int>(i) == st.tokensArg)
-          return sliceMicroBatch(b, loc, tokens, microTokens,
-                                 b.getIndexAttr(mb), plan.microBatches);
-        if (static_cast<int>(i) == st.targetsArg)
-          return sliceMicroBatch(b, loc, targets, microTokens,
-                                 b.getIndexAttr(mb), plan.microBatches);
-        auto pos = llvm::find(st.paramArgs, i) - st.paramArgs.begin();
-        auto [index, offset] = parts[c][pos];
-        Value whole = stepParams[index];
-        if (offset < 0)
-          return whole;
-        auto type = cast<RankedTensorType>(st.grad.getArgumentTypes()[i]);
-        if (type == whole.getType())
-          return whole;
-        LayerSlice slice(b, type, offset);
-        return tensor::ExtractSliceOp::create(
-            b, loc, type, whole, slice.offsets, slice.sizes, slice.strides);
+      auto operand = [&](int64_t c, unsigned i, int64_t mb) {
+        return operandOf(b, stepParams, tokens, targets, c, i, mb);
       };
 
       Value lossSum = s.wrap(s.constant(0.0));
@@ -817,9 +844,7 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
           SmallVector<Value> operands;
           for (unsigned i = 0, e = st.split.forward.getNumArguments(); i < e;
                ++i) {
-            auto input = st.grad.getArgAttrOfType<StringAttr>(
-                i, LoomDialect::getInputAttrName());
-            if (input && input == LoomDialect::getActivationsName())
+            if (takesActivations(st.grad, i))
               operands.push_back(RecvOp::create(
                   b, loc, gradBlock.getArgument(i).getType(), (k - 1) % pp,
                   /*tag=*/0));
@@ -913,6 +938,67 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
     if (failed(buildStep(module, b, loc, training, plan, getStageStepName(r), r,
                          params, tokensType, sums)))
       return failure();
+
+    // Validation, the forward passes alone: one micro-batch after the other
+    // through the whole pipeline, in the order of the stages, which every
+    // rank's sends and receives then follow. The last stage's mean loss is
+    // summed over the pipeline's ranks, so that each returns it.
+    auto scalarType = RankedTensorType::get({}, b.getF32Type());
+    SmallVector<Type> evalInputs;
+    for (const StepParam &p : params)
+      evalInputs.push_back(p.type);
+    evalInputs.append({tokensType, tokensType});
+    auto eval = func::FuncOp::create(
+        b, loc, getStageEvalName(r),
+        b.getFunctionType(evalInputs, TypeRange{scalarType}));
+    unsigned numParams = params.size();
+    for (auto [k, p] : llvm::enumerate(params)) {
+      eval.setArgAttr(k, LoomDialect::getParamAttrName(), p.getName());
+      setDivisionAttrs(eval, k, p, /*split=*/true);
+    }
+    eval.setArgAttr(numParams, LoomDialect::getInputAttrName(),
+                    b.getStringAttr(LOOM_INPUT_TOKENS));
+    eval.setArgAttr(numParams + 1, LoomDialect::getInputAttrName(),
+                    b.getStringAttr(LOOM_INPUT_TARGETS));
+    eval.setResultAttr(0, LoomDialect::getOutputAttrName(),
+                       b.getStringAttr(LOOM_OUTPUT_LOSS));
+    {
+      OpBuilder::InsertionGuard guard(b);
+      Block *entry = eval.addEntryBlock();
+      b.setInsertionPointToStart(entry);
+      ScalarBuilder s{b, loc};
+      ValueRange evalParams = entry->getArguments().take_front(numParams);
+      Value tokens = entry->getArgument(numParams),
+            targets = entry->getArgument(numParams + 1);
+      Value lossSum = s.wrap(s.constant(0.0));
+      for (int64_t mb = 0; mb < plan.microBatches; ++mb) {
+        for (int64_t c = 0; c < v; ++c) {
+          int64_t k = c * pp + r;
+          func::FuncOp plain = plains[k];
+          SmallVector<Value> operands;
+          for (unsigned i = 0, e = plain.getNumArguments(); i < e; ++i)
+            operands.push_back(
+                takesActivations(plain, i)
+                    ? RecvOp::create(b, loc, plain.getArgumentTypes()[i],
+                                     (k - 1) % pp, /*tag=*/0)
+                          .getResult()
+                    : operandOf(b, evalParams, tokens, targets, c, i, mb));
+          Value out =
+              func::CallOp::create(b, loc, plain, operands).getResult(0);
+          if (k == stages - 1)
+            lossSum = AddOp::create(b, loc, lossSum, out);
+          else
+            SendOp::create(b, loc, out, (k + 1) % pp, /*tag=*/0);
+        }
+      }
+      Value total = sumOverAxis(b, loc, module, plan, lossSum, kPipelineAxis);
+      if (!total)
+        return failure();
+      Value mean = arith::MulFOp::create(
+          b, loc, s.extract(total),
+          s.constant(1.0 / static_cast<double>(plan.microBatches)));
+      func::ReturnOp::create(b, loc, s.wrap(mean));
+    }
   }
   // The gradient functions live on as their two halves.
   for (Stage &st : info)

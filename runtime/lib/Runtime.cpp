@@ -264,6 +264,8 @@ struct loom_model {
   /// The entry point train steps run: "train_step", or the pipeline rank's
   /// own program.
   std::string stepEntry = "train_step";
+  /// The forward pass alone a pipeline rank runs (loom_model_eval).
+  std::string evalEntry;
   /// Micro-batches in the whole batch: forward and forward_grad run on
   /// every one of them, on every rank, without communicating.
   int64_t forwardChunks = 1;
@@ -343,6 +345,10 @@ namespace {
 std::string stageEntry(int64_t r) {
   return LOOM_STAGE_STEP_PREFIX + std::to_string(r);
 }
+/// The forward pass alone (validation) pipeline rank `r` runs.
+std::string stageEvalEntry(int64_t r) {
+  return LOOM_STAGE_EVAL_PREFIX + std::to_string(r);
+}
 } // namespace
 
 bool loom_model::parseLayerRuns(const std::string &text, Arg &arg) {
@@ -373,15 +379,25 @@ bool loom_model::checkPipelineEntries() {
     if (!entries.count(stageEntry(r)))
       return fail("no '" + stageEntry(r) + "' entry point for pipeline rank " +
                   std::to_string(r) + " of " + std::to_string(info.pp));
-  // With every rank's step there, any other entry is one too many.
+  // With every rank's step there, and every rank's forward pass alone or
+  // none, any other entry is one too many.
+  int64_t evals = 0;
+  for (int64_t r = 0; r < info.pp; ++r)
+    evals += entries.count(stageEvalEntry(r));
+  if (evals != 0 && evals != info.pp)
+    return fail("pipeline ranks' " LOOM_STAGE_EVAL_PREFIX "<rank> entry "
+                "points: " +
+                std::to_string(evals) + " of " + std::to_string(info.pp));
+  info.can_eval = evals == info.pp;
   for (const auto &[entryName, entry] : entries) {
-    bool step = false;
-    for (int64_t r = 0; r < info.pp && !step; ++r)
-      step = entryName == stageEntry(r);
-    if (!step)
+    bool own = false;
+    for (int64_t r = 0; r < info.pp && !own; ++r)
+      own = entryName == stageEntry(r) || entryName == stageEvalEntry(r);
+    if (!own)
       return fail("entry point '" + entryName + "' in a pipeline artifact of " +
                   std::to_string(info.pp) +
-                  " ranks, which run " LOOM_STAGE_STEP_PREFIX "<rank>");
+                  " ranks, which run " LOOM_STAGE_STEP_PREFIX
+                  "<rank> and " LOOM_STAGE_EVAL_PREFIX "<rank>");
   }
   // Every rank takes the replica's whole share of the batch and cuts it
   // into the plan's micro-batches.
@@ -400,10 +416,31 @@ bool loom_model::checkPipelineEntries() {
     return fail("a pipeline's plan line must give micro-batches that divide "
                 "the batch");
   info.micro_batches = planMicroBatches;
-  // Each layer of each stacked parameter on exactly one stage.
+  // A rank's forward pass alone takes parameters its step holds, as the
+  // step holds them.
+  if (info.can_eval)
+    for (int64_t r = 0; r < info.pp; ++r) {
+      const Entry &step = entries[stageEntry(r)];
+      for (const Arg &arg : entries[stageEvalEntry(r)].args) {
+        if (arg.kind != LOOM_ARG_PARAM)
+          continue;
+        bool held = std::any_of(
+            step.args.begin(), step.args.end(), [&](const Arg &own) {
+              return own.kind == arg.kind && own.name == arg.name &&
+                     own.shape == arg.shape && own.shard == arg.shard &&
+                     own.tpDim == arg.tpDim && own.tpBlocks == arg.tpBlocks &&
+                     own.layerRuns == arg.layerRuns;
+            });
+        if (!held)
+          return fail(arg.name + " of '" + stageEvalEntry(r) +
+                      "' is not the parameter '" + stageEntry(r) + "' holds");
+      }
+    }
+  // Each layer of each stacked parameter on exactly one stage's step.
   std::map<std::string, std::vector<int>> holders;
-  for (const auto &[entryName, entry] : entries)
-    for (const Arg &arg : entry.args) {
+  for (int64_t r = 0; r < info.pp; ++r) {
+    const std::string entryName = stageEntry(r);
+    for (const Arg &arg : entries[entryName].args) {
       // Optimizer state takes its layers from its parameter (flattened by
       // ZeRO, it has none of its own).
       if (arg.kind != LOOM_ARG_PARAM)
@@ -426,6 +463,7 @@ bool loom_model::checkPipelineEntries() {
           ++count[l];
         }
     }
+  }
   for (const auto &[tensor, count] : holders)
     for (int64_t l = 0; l < static_cast<int64_t>(count.size()); ++l)
       if (count[l] != 1)
@@ -449,6 +487,7 @@ bool loom_model::joinPipeline() {
     return setError("%s: %s", path.c_str(),
                     std::string(loom_last_error()).c_str());
   stepEntry = stageEntry(loom_dist_get_info()->pp_rank);
+  evalEntry = stageEvalEntry(loom_dist_get_info()->pp_rank);
   const Entry &own = entries[stepEntry];
   if (!own.memory.empty())
     setMemory(own.memory);
@@ -460,6 +499,9 @@ bool loom_model::parseManifest(const char *text) {
   info.pp = info.dp = info.tp = 1;
   info.virtual_stages = 1;
   info.schedule = "";
+  // A pipeline artifact may lack its ranks' forward passes alone; one rank's
+  // always has @forward.
+  info.can_eval = 1;
   std::istringstream in(text);
   std::string lineText;
   auto fail = [&](const std::string &why) { return badManifest(why); };
@@ -1056,8 +1098,9 @@ bool loom_model::bindEntries() {
   for (auto &[entryName, entry] : entries) {
     entry.buffers.clear();
     entry.unboundGradients = false;
-    // A pipeline rank runs its own step; the others' take what it lacks.
-    if (info.pp > 1 && entryName != stepEntry)
+    // A pipeline rank runs its own step and forward pass; the others' take
+    // what it lacks.
+    if (info.pp > 1 && entryName != stepEntry && entryName != evalEntry)
       continue;
     for (const Arg &arg : entry.args) {
       int64_t slot = entry.buffers.size();
@@ -1377,13 +1420,27 @@ int loom_model_set_loss_scaling(loom_model *model, float initial_scale,
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss) {
   const loom_model_info &info = model->info;
-  if (info.pp > 1)
+  if (!info.can_eval)
     return !setError("%s: evaluation runs the forward pass alone, which "
-                     "pipeline artifacts (pp = %lld) do not compile yet",
+                     "this pipeline artifact (pp = %lld) does not have",
                      model->path.c_str(), static_cast<long long>(info.pp));
   int64_t replica;
   if (!model->replica(replica))
     return 1;
+  if (info.pp > 1) {
+    // Each rank's forward passes over the replica's share, in the plan's
+    // micro-batches; the mean comes back on every rank of the pipeline.
+    int64_t share = info.batch / info.dp * info.sequence;
+    if (!model->call(model->evalEntry.c_str(), tokens + replica * share,
+                     targets + replica * share))
+      return 1;
+    float mean = model->loss;
+    if (info.dp > 1 && loom_rt_all_reduce(loom_dist_group(LOOM_GROUP_DP),
+                                          LOOM_DTYPE_F32, &mean, &mean, 1))
+      return 1;
+    *loss = mean / static_cast<float>(info.dp);
+    return 0;
+  }
   if (info.dp == 1) {
     return model->callMicroBatches("forward", tokens, targets, loss, nullptr)
                ? 0

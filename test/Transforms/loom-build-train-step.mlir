@@ -141,6 +141,19 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // PIPE: loom.trace_begin optimizer micro_batch -1 chunk -1
 // PIPE: loom.adamw
 // PIPE: loom.trace_end optimizer
+// Validation on rank 0: the stage's forward function alone on each
+// micro-batch in turn, its activations sent on; the loss comes back from
+// the last stage as a sum over the pipeline.
+// PIPE-LABEL: func.func @eval_stage0(
+// PIPE-SAME: {loom.layers = array<i64: 0, 1>, loom.param = "h.*.ln_1.weight"}
+// PIPE-SAME: -> (tensor<f32> {loom.output = "loss"})
+// PIPE: %[[E0:.*]] = call @forward_stage0(
+// PIPE-NEXT: loom.send %[[E0]] to 1 tag 0
+// PIPE: %[[E1:.*]] = call @forward_stage0(
+// PIPE-NEXT: loom.send %[[E1]] to 1 tag 0
+// PIPE-NEXT: shard.all_reduce {{.*}} grid_axes = [0]
+// PIPE-NOT: loom.adamw
+// PIPE: return
 // Rank 1: no warm-up; each micro-batch's backward pass right after its
 // forward pass, seeded with 1.
 // PIPE-LABEL: func.func @train_step_stage1(
@@ -156,6 +169,17 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 // PIPE: loom.send {{.*}} to 0 tag 1
 // PIPE: loom.send {{.*}} to 0 tag 2
 // PIPE: loom.recv from 0 tag 2
+// Validation on rank 1: receive, forward, add up the loss; the mean over
+// the micro-batches.
+// PIPE-LABEL: func.func @eval_stage1(
+// PIPE: %[[Y0:.*]] = loom.recv from 0 tag 0 : tensor<2x4x8xf32>
+// PIPE-NEXT: %[[L0:.*]] = call @forward_stage1({{.*}}%[[Y0]])
+// PIPE-NEXT: %[[S0:.*]] = loom.add %{{.*}}, %[[L0]] : tensor<f32>
+// PIPE: %[[Y1:.*]] = loom.recv from 0 tag 0
+// PIPE-NEXT: %[[L1:.*]] = call @forward_stage1({{.*}}%[[Y1]])
+// PIPE-NEXT: %[[S1:.*]] = loom.add %[[S0]], %[[L1]]
+// PIPE-NEXT: shard.all_reduce %[[S1]] on @loom_grid grid_axes = [0]
+// PIPE: arith.mulf %{{.*}}, %{{.*}} : f32
 
 // GPipe: every forward pass before the first backward pass.
 // GPIPE-LABEL: func.func @train_step_stage1(

@@ -377,11 +377,11 @@ int main(int argc, char **argv) {
   printing = dist.rank == 0 || o.verboseRanks;
   if (o.verboseRanks && dist.world_size > 1)
     rankPrefix = "[rank " + std::to_string(dist.rank) + "] ";
-  if (o.valEvery > 0 && info.pp > 1) {
+  if (o.valEvery > 0 && !info.can_eval) {
     std::string msg = o.artifact +
                       ": --val-every: validation runs the forward pass "
-                      "alone, which pipeline artifacts (pp = " +
-                      std::to_string(info.pp) + ") do not compile yet";
+                      "alone, which this pipeline artifact (pp = " +
+                      std::to_string(info.pp) + ") does not have";
     return fail(msg.c_str());
   }
   loom_dataset *data = loom_dataset_open(o.data.c_str(), info.vocab);

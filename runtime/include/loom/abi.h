@@ -19,6 +19,9 @@
 /* A pipeline artifact's entry points: pipeline rank r runs the training
    step named this prefix followed by r. */
 #define LOOM_STAGE_STEP_PREFIX "train_step_stage"
+/* ... and for validation the forward pass alone, named this prefix
+   followed by r: every rank calls its own, and each gets the loss. */
+#define LOOM_STAGE_EVAL_PREFIX "eval_stage"
 
 /* Functions of the runtime that generated code calls (runtime.h). */
 #define LOOM_RT_SGEMM "loom_rt_sgemm"

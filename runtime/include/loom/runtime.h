@@ -56,6 +56,9 @@ typedef struct loom_model_info {
      (the manifest's arena line; 0 for an artifact without one): what the
      step allocates, at once, besides the runtime's buffers. */
   int64_t arena_bytes;
+  /* Whether loom_model_eval runs: the artifact has the forward pass alone
+     (a pipeline artifact each rank's, eval_stage<r>). */
+  int can_eval;
 } loom_model_info;
 
 /// Opens an artifact and allocates its parameters, optimizer state and
@@ -93,7 +96,9 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
 /// The loss of `batch * sequence` tokens without updating anything; the
 /// artifact's forward pass runs one micro-batch at a time. A data parallel
 /// artifact's ranks (all of them call it, with the same batch) each run
-/// their share of the micro-batches and sum the losses.
+/// their share of the micro-batches and sum the losses. A pipeline
+/// artifact's ranks all call it too: the micro-batches pass through the
+/// stages one after the other, and every rank returns the loss.
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss);
 /// The loss and the gradient of every parameter for `batch * sequence`
