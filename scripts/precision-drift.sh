@@ -25,7 +25,7 @@ compare="$root/test/e2e/Inputs/compare-losses.py"
 reference="$root/scripts/jax-gpt2.py"
 model="$root/examples/gpt2-tiny.json"
 usage() {
-  sed -n '7,8p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
+  echo "usage: scripts/precision-drift.sh [--seeds N] [--steps N] [--data FILE] [--out DIR] [-- LOOMC-FLAGS...]" >&2
   exit 1
 }
 seeds=8 steps=100 data="" out=""
