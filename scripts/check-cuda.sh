@@ -6,8 +6,9 @@
 #   scripts/check-cuda.sh run DIR
 #
 # `prepare`, where loomc is built: compiles the CUDA artifacts into DIR and
-# runs the same steps on the CPU for their reference logs, all on the same
-# data (DIR/data.txt, GPL-3's text four times):
+# runs the same steps on the CPU for their reference logs, validating every
+# 5 steps (the forward pass alone), all on the same data (DIR/data.txt,
+# GPL-3's text four times):
 #   tiny-fp32   gpt2-tiny, fp32, 10 steps
 #   tiny-bf16   gpt2-tiny, bf16, 10 steps
 #   tiny-bf16-loops  the same with --gelu=loops --residual-add=loops (the
@@ -121,7 +122,7 @@ prepare() {
     # does not depend on the machine that made it.
     OPENBLAS_CORETYPE=Haswell launch "$ranks" "$loom_run" \
       "$dir/$name.cpu.loom" --data "$dir/data.txt" --steps "$steps" \
-      >"$dir/$name.cpu.log" </dev/null
+      --val-every 5 >"$dir/$name.cpu.log" </dev/null
     rm "$dir/$name.cpu.loom"
     echo "$name|$steps|$tolerance|$norms|$ranks" >>"$dir/checks.txt"
     count=$((count + 1))
@@ -200,7 +201,8 @@ run() {
         comm=mpi
       fi
     fi
-    if ! LOOM_COMM="$comm" train "$name" "$name" "$steps" "$ranks"; then
+    if ! LOOM_COMM="$comm" train "$name" "$name" "$steps" "$ranks" \
+      --val-every 5; then
       verdict "$name" 1 "loom-run failed$collectives: $(grep -m 1 'error' "$dir/$name.gpu.log" || tail -n 1 "$dir/$name.gpu.log")"
       continue
     fi
