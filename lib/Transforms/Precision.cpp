@@ -196,8 +196,11 @@ struct LowerPrecisionPass
     keepHandOffsNarrow(module, models, low);
     if (!scaled)
       return;
+    FailureOr<PlanConfig> plan = getResolvedPlan(module);
+    if (failed(plan))
+      return signalPassFailure();
     for (func::FuncOp step : steps)
-      if (failed(scaleStep(step, takesScale)))
+      if (failed(scaleStep(step, takesScale, plan->microBatches)))
         return signalPassFailure();
   }
 
@@ -395,21 +398,41 @@ struct LowerPrecisionPass
     }
   }
 
-  /// Passes `step`'s new loss scale input to the gradient functions it
-  /// calls, and skips its updates when the gradients overflowed.
+  /// Passes `step`'s new loss scale input, divided among its
+  /// `microBatches`, to the gradient functions it calls, and skips its
+  /// updates when the gradients overflowed.
   LogicalResult scaleStep(func::FuncOp step,
-                          const DenseSet<StringRef> &takesScale) {
+                          const DenseSet<StringRef> &takesScale,
+                          int64_t microBatches) {
     Value scale = addScaleArgument(step);
+    // Each micro-batch's backward pass starts from the scaled loss of its
+    // part of the step's mean, as PyTorch's GradScaler scales a loss
+    // divided by the accumulation steps: many small micro-batches then
+    // reach f16's range no sooner than one large one. Each pass divides
+    // its gradients by what it started from.
+    Value passScale = scale;
+    if (microBatches > 1) {
+      OpBuilder b = OpBuilder::atBlockBegin(&step.getBody().front());
+      Location loc = step.getLoc();
+      Value whole = tensor::ExtractOp::create(b, loc, scale, ValueRange{});
+      Value part = arith::MulFOp::create(
+          b, loc, whole,
+          arith::ConstantOp::create(
+              b, loc,
+              b.getF32FloatAttr(1.0f / static_cast<float>(microBatches))));
+      passScale = tensor::FromElementsOp::create(
+          b, loc, RankedTensorType::get({}, b.getF32Type()), ValueRange{part});
+    }
     // A pipeline's last stage seeds its backward passes in the step.
     SmallVector<SeedOp> seeds;
     step.walk([&](SeedOp seed) { seeds.push_back(seed); });
     for (SeedOp seed : seeds) {
-      seed.replaceAllUsesWith(scale);
+      seed.replaceAllUsesWith(passScale);
       seed.erase();
     }
     step.walk([&](func::CallOp call) {
       if (takesScale.contains(call.getCallee()))
-        call.getOperandsMutable().append(scale);
+        call.getOperandsMutable().append(passScale);
     });
     Value norm;
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());

@@ -105,6 +105,33 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 
 // -----
 
+// With micro-batches each pass starts from its part of the scaled mean:
+// the scale divided by their count, which the pass also divides its
+// gradients by.
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 4, schedule = gpipe, recompute = none, sequence_parallel = false>, loom.training = #loom.training<batch = 8, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = fp16>} {
+  func.func @forward_grad(%w: tensor<4x4xf32> {loom.param = "w"}, %x: tensor<2x4xf32>) -> (tensor<f32>, tensor<4x4xf32>) {
+    %seed = loom.seed : tensor<f32>
+    %dy = loom.linear %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %dx, %dw = loom.linear_grad %dy, %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>)
+    return %seed, %dw : tensor<f32>, tensor<4x4xf32>
+  }
+  func.func @train_step(%w: tensor<4x4xf32> {loom.param = "w"}, %x: tensor<2x4xf32>, %m: tensor<4x4xf32>, %v: tensor<4x4xf32>, %lr: tensor<f32>, %step: tensor<f32>, %scale: tensor<f32>) -> (tensor<f32> {loom.output = "grad_norm"}, tensor<4x4xf32>) {
+    %l, %g = call @forward_grad(%w, %x) : (tensor<4x4xf32>, tensor<2x4xf32>) -> (tensor<f32>, tensor<4x4xf32>)
+    %n = loom.sum_squares %g : tensor<4x4xf32> -> tensor<f32>
+    %p, %nm, %nv = loom.adamw %w, %g, %m, %v, %lr, %step, %scale {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x4xf32>
+    return %n, %p : tensor<f32>, tensor<4x4xf32>
+  }
+}
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: %[[MS:[a-z0-9]+]]: tensor<f32> {loom.input = "loss_scale"})
+// CHECK: %[[WHOLE:.*]] = tensor.extract %[[MS]][] : tensor<f32>
+// CHECK: %[[QUARTER:.*]] = arith.constant 2.500000e-01 : f32
+// CHECK: %[[PART:.*]] = arith.mulf %[[WHOLE]], %[[QUARTER]] : f32
+// CHECK: %[[PASS:.*]] = tensor.from_elements %[[PART]] : tensor<f32>
+// CHECK: call @forward_grad(%{{.*}}, %{{.*}}, %[[PASS]])
+
+// -----
+
 // Loss scaling tells an overflowed step by its gradient norm.
 module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = adamw, lr = 0.001, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-08, weight_decay = 0.1, grad_clip = 1.0, precision = fp16>} {
   // expected-error@+1 {{has no 'grad_norm' output to tell an overflowed step by (loss scaling)}}
