@@ -1,7 +1,8 @@
 //===- BuildTrainStep.cpp - The loom-build-train-step pass ----------------===//
 //
 // Wraps @forward_grad into the whole training step: gradient accumulation
-// over micro-batches, the global-norm clip and the optimizer update.
+// over micro-batches, the global-norm clip and the optimizer update; for a
+// pipeline, each rank's step and its forward passes alone (validation).
 //
 //===----------------------------------------------------------------------===//
 

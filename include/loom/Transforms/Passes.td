@@ -115,6 +115,13 @@ def LoomBuildTrainStep : Pass<"loom-build-train-step", "::mlir::ModuleOp"> {
     squares are added over the tensor-parallel group (a `shard.all_reduce`
     over grid axis 2) before the norm, so that every rank clips with the
     norm of the whole model.
+
+    For a pipeline plan (pp > 1) each rank r gets `@train_step_stage<r>`
+    instead, its chunks' passes in the schedule's order (docs/pipeline.md),
+    and `@eval_stage<r>(params, tokens, targets) -> loss`, the forward
+    passes alone for validation: each micro-batch in turn through the
+    stages in stage order, the last stage's mean loss summed over grid axis
+    0 so that every rank returns it.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::loom::LoomDialect",
