@@ -1,6 +1,6 @@
 """Checks a compiled step's arena against what loom-run measured.
 
-usage: check-arena.py MEMORY RUNLOG RANKS [PLAN]
+usage: check-arena.py MEMORY RUNLOG RANKS [PLAN] [--stage-ranks N]
 
 MEMORY is `loomc --emit=memory`'s output for the plan, RUNLOG loom-run's
 output with --verbose-ranks under RANKS ranks (plain output for one). For
@@ -13,8 +13,9 @@ tensors loom-run held at once, less the runtime's five scalars (learning
 rate, step, loss scale, loss and gradient norm, 4 bytes each). With PLAN,
 `loomc --emit=plan --cost-framework=loom`'s report of the same plan, the
 tensors the planner counts for each rank's stage must be within 2% of what
-loom-run held. Prints one line per rank; exits 1 on a mismatch or a
-missing figure.
+loom-run held. A pipeline's stage has N ranks (--stage-ranks, dp x tp;
+default 1), rank r running stage r // N. Prints one line per rank; exits 1
+on a mismatch or a missing figure.
 """
 
 import re
@@ -24,6 +25,13 @@ RUNTIME_SCALARS = 5 * 4
 
 
 def main():
+    args = sys.argv[1:]
+    stage_ranks = 1
+    if "--stage-ranks" in args:
+        at = args.index("--stage-ranks")
+        stage_ranks = int(args[at + 1])
+        del args[at:at + 2]
+    sys.argv[1:] = args
     memory, run = open(sys.argv[1]).read(), open(sys.argv[2]).read()
     ranks = int(sys.argv[3])
     planned = None
@@ -64,7 +72,8 @@ def main():
     pipeline = any(entry.startswith("train_step_stage") for entry in compiled)
     failed = False
     for rank in range(ranks):
-        entry = f"train_step_stage{rank}" if pipeline else "train_step"
+        stage = rank // stage_ranks if pipeline else 0
+        entry = f"train_step_stage{stage}" if pipeline else "train_step"
         figures = (compiled.get(entry), announced.get(rank), measured.get(rank))
         if None in figures or len(set(figures)) != 1:
             print(
@@ -82,9 +91,8 @@ def main():
             failed = True
             continue
         if planned is not None:
-            # A pipeline's ranks are its stages; without one every rank
-            # runs stage 0's step.
-            plan = planned.get(rank if pipeline else 0)
+            # Without a pipeline every rank runs stage 0's step.
+            plan = planned.get(stage)
             if plan is None or abs(plan - held) > 0.02 * held:
                 print(
                     f"rank {rank}: {entry}: planner {plan}, measured tensors "
