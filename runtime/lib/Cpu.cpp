@@ -142,49 +142,52 @@ struct RoundTile {
   int64_t ldaddend = 0;
 };
 
-/// tanh by the rational approximation the generated loops take for it
-/// (loom-approximate-math: upstream MLIR's, Eigen's 13/6 minimax fit on
-/// [-7.9988, 7.9988], the argument itself below 0.0004), in plain
-/// arithmetic that the compiler vectorizes, where libm's tanhf is a call
-/// per element (half of a bf16 step of gpt2-tiny with the GELU in the
-/// epilogues). The loops fuse its multiply-adds, so their last bits may
-/// differ.
-[[gnu::always_inline]] inline float approxTanh(float x) {
-  constexpr float kClamp = 7.99881172180175781f;
-  float c = std::min(std::max(x, -kClamp), kClamp);
-  float c2 = c * c;
-  float p = c2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
-  p = c2 * p + -8.60467152213735e-11f;
-  p = c2 * p + 5.12229709037114e-08f;
-  p = c2 * p + 1.48572235717979e-05f;
-  p = c2 * p + 6.37261928875436e-04f;
-  p = c2 * p + 4.89352455891786e-03f;
-  float q = c2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
-  q = c2 * q + 2.26843463243900e-03f;
-  q = c2 * q + 4.89352518554385e-03f;
-  float r = c * p / q;
-  // Past the fit, tanh is +-1 in f32; the fit's value there is not quite.
-  r = std::fabs(x) >= kClamp ? std::copysign(1.0f, x) : r;
-  return std::fabs(x) < 0.0004f ? x : r;
+/// e^z in f32, within a few units in its last place for z in [-87, 88]
+/// (clamped there), in plain arithmetic that the compiler vectorizes, where
+/// libm's expf is a call per element: z = n ln 2 + r, |r| <= ln 2 / 2 (ln 2
+/// in two parts, Cody and Waite's), e^r by Cephes' polynomial, and 2^n put
+/// into the exponent's bits.
+[[gnu::always_inline]] inline float vectorExp(float z) {
+  z = std::min(std::max(z, -87.0f), 88.0f);
+  // Rounded half away from zero by a truncating conversion, which
+  // vectorizes where floor may not.
+  auto n =
+      static_cast<int32_t>(z * 1.44269504088896341f + std::copysign(0.5f, z));
+  float k = static_cast<float>(n);
+  float r = (z - k * 0.693359375f) - k * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float er = p * r * r + r + 1.0f;
+  return er * loom::bitsFloat(static_cast<uint32_t>(n + 127) << 23);
 }
 
-/// GPT-2's GELU and its derivative in f32, by the formulas of the loops the
-/// compiler generates for them (lib/Conversion/LoomToLinalg/Gelu.cpp), with
-/// its constants rounded from the same doubles.
+/// GPT-2's GELU and its derivative in f32, with the loops' constants
+/// (lib/Conversion/LoomToLinalg/Gelu.cpp) rounded from the same doubles but
+/// written through the logistic function: 0.5 (1 + tanh u) is 1 / (1 +
+/// e^-2u), which neither cancels where tanh nears -1 nor calls libm, so
+/// that the epilogues' loops vectorize (with libm's tanhf, a call per
+/// element, the GELU took half of gpt2-tiny's bf16 step). The loops' tanh
+/// is a rational approximation: their last bits differ.
 constexpr float kGeluC = 0.044715f;
 constexpr float kGeluC3 = static_cast<float>(3 * 0.044715);
 const float kGeluS = static_cast<float>(std::sqrt(2.0 / M_PI));
-// Inlined into the epilogues' loops, which then vectorize.
-[[gnu::always_inline]] inline float geluTanh(float x) {
-  return approxTanh((x + x * x * x * kGeluC) * kGeluS);
+/// e^-2u of GELU's u at x.
+[[gnu::always_inline]] inline float geluExp(float x) {
+  return vectorExp(-2.0f * kGeluS * (x + x * x * x * kGeluC));
 }
 [[gnu::always_inline]] inline float gelu(float x) {
-  return 0.5f * x * (geluTanh(x) + 1.0f);
+  return x / (1.0f + geluExp(x));
 }
 [[gnu::always_inline]] inline float geluGrad(float x) {
-  float t = geluTanh(x);
+  // sigma (1 + 2 x u' (1 - sigma)), with 1 - sigma = e sigma.
+  float e = geluExp(x);
+  float sigma = 1.0f / (1.0f + e);
   float du = kGeluS * (1.0f + x * x * kGeluC3);
-  return 0.5f * (1.0f + t) + 0.5f * x * ((1.0f - t * t) * du);
+  return sigma * (1.0f + 2.0f * x * du * e * sigma);
 }
 
 /// One loop per type, without a branch on it per element, so that the

@@ -54,8 +54,8 @@ inline uint16_t narrowBf16(float value) {
   uint32_t bits = floatBits(value);
   uint32_t quietNan = (bits >> 16) | 0x40u;
   uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  return static_cast<uint16_t>(
-      (bits & 0x7fffffffu) > 0x7f800000u ? quietNan : rounded);
+  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quietNan
+                                                                  : rounded);
 }
 
 /// f32 rounded to the nearest f16, ties to even: overflow is infinity,
