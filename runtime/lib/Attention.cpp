@@ -16,6 +16,7 @@
 #include "Device.h"
 #include "Float.h"
 #include "Parallel.h"
+#include "VectorMath.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -84,28 +85,6 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               static_cast<int>(ldc));
 }
 
-/// e^x for x <= 0 within 2 ulp, as plain arithmetic the compiler
-/// vectorizes (libm's expf is a call per element, which made the
-/// exponentials most of the kernels' time): 2^n e^r with x = n ln 2 + r,
-/// |r| <= ln 2 / 2, and e^r by Cephes's polynomial. Below -87 the result
-/// is 2^-126 or less, where the caller's sums no longer see it.
-inline float expNonPositive(float x) {
-  x = std::max(x, -87.0f);
-  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
-  constexpr float kRound = 12582912.0f;
-  float n = (x * 1.44269504088896341f + kRound) - kRound;
-  float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float er = p * r * r + r + 1.0f;
-  return er * loom::bitsFloat(
-                  static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
-}
-
 /// A [seq, head_dim] matrix of f32 with its leading dimension.
 struct Matrix {
   float *data;
@@ -169,7 +148,7 @@ void logSumExpBlock(int64_t i0, int64_t rows, const float *scores, float *lse) {
     float max = *std::max_element(row, row + i + 1);
     float sum = 0.0f;
     for (int64_t j = 0; j <= i; ++j)
-      sum += expNonPositive(row[j] - max);
+      sum += loom::vectorExp(row[j] - max);
     lse[i] = max + std::log(sum);
   }
 }
@@ -187,7 +166,7 @@ void probabilitiesBlock(int64_t i0, int64_t rows, float *scores,
     float *row = scores + r * keys;
     // The scores are at most the log-sum-exp, whose exponential sums theirs.
     for (int64_t j = 0; j <= i; ++j)
-      row[j] = expNonPositive(row[j] - lse[i]);
+      row[j] = loom::vectorExp(row[j] - lse[i]);
     std::fill(row + i + 1, row + keys, 0.0f);
   }
 }

@@ -3,6 +3,7 @@
 #include "Device.h"
 #include "Float.h"
 #include "Parallel.h"
+#include "VectorMath.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -142,42 +143,19 @@ struct RoundTile {
   int64_t ldaddend = 0;
 };
 
-/// e^z in f32, within a few units in its last place for z in [-87, 88]
-/// (clamped there), in plain arithmetic that the compiler vectorizes, where
-/// libm's expf is a call per element: z = n ln 2 + r, |r| <= ln 2 / 2 (ln 2
-/// in two parts, Cody and Waite's), e^r by Cephes' polynomial, and 2^n put
-/// into the exponent's bits.
-[[gnu::always_inline]] inline float vectorExp(float z) {
-  z = std::min(std::max(z, -87.0f), 88.0f);
-  // Rounded half away from zero by a truncating conversion, which
-  // vectorizes where floor may not.
-  auto n =
-      static_cast<int32_t>(z * 1.44269504088896341f + std::copysign(0.5f, z));
-  float k = static_cast<float>(n);
-  float r = (z - k * 0.693359375f) - k * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float er = p * r * r + r + 1.0f;
-  return er * loom::bitsFloat(static_cast<uint32_t>(n + 127) << 23);
-}
-
 /// GPT-2's GELU and its derivative in f32, with the loops' constants
 /// (lib/Conversion/LoomToLinalg/Gelu.cpp) rounded from the same doubles but
 /// written through the logistic function: 0.5 (1 + tanh u) is 1 / (1 +
 /// e^-2u), which neither cancels where tanh nears -1 nor calls libm, so
-/// that the epilogues' loops vectorize (with libm's tanhf, a call per
-/// element, the GELU took half of gpt2-tiny's bf16 step). The loops' tanh
-/// is a rational approximation: their last bits differ.
+/// that the epilogues' loops vectorize (VectorMath.h; with libm's tanhf, a
+/// call per element, the GELU took half of gpt2-tiny's bf16 step). The loops'
+/// tanh is a rational approximation: their last bits differ.
 constexpr float kGeluC = 0.044715f;
 constexpr float kGeluC3 = static_cast<float>(3 * 0.044715);
 const float kGeluS = static_cast<float>(std::sqrt(2.0 / M_PI));
 /// e^-2u of GELU's u at x.
 [[gnu::always_inline]] inline float geluExp(float x) {
-  return vectorExp(-2.0f * kGeluS * (x + x * x * x * kGeluC));
+  return loom::vectorExp(-2.0f * kGeluS * (x + x * x * x * kGeluC));
 }
 [[gnu::always_inline]] inline float gelu(float x) {
   return x / (1.0f + geluExp(x));
