@@ -628,6 +628,51 @@ struct BuildTrainStepPass
     return success();
   }
 
+  /// Builds `name(params, tokens, targets) -> loss`, a pipeline rank's
+  /// forward passes alone: `losses` sums the last stage's losses over the
+  /// micro-batches (zero on the other stages), and the function returns
+  /// their mean, summed over the pipeline so that every rank has it.
+  LogicalResult
+  buildEval(ModuleOp module, OpBuilder &b, Location loc, const PlanConfig &plan,
+            StringRef name, ArrayRef<StepParam> params,
+            RankedTensorType tokensType,
+            function_ref<Value(OpBuilder &, ValueRange, Value, Value)> losses) {
+    auto scalarType = RankedTensorType::get({}, b.getF32Type());
+    SmallVector<Type> inputs;
+    for (const StepParam &p : params)
+      inputs.push_back(p.type);
+    inputs.append({tokensType, tokensType});
+    auto eval = func::FuncOp::create(
+        b, loc, name, b.getFunctionType(inputs, TypeRange{scalarType}));
+    unsigned numParams = params.size();
+    for (auto [k, p] : llvm::enumerate(params)) {
+      eval.setArgAttr(k, LoomDialect::getParamAttrName(), p.getName());
+      setDivisionAttrs(eval, k, p, /*split=*/true);
+    }
+    eval.setArgAttr(numParams, LoomDialect::getInputAttrName(),
+                    b.getStringAttr(LOOM_INPUT_TOKENS));
+    eval.setArgAttr(numParams + 1, LoomDialect::getInputAttrName(),
+                    b.getStringAttr(LOOM_INPUT_TARGETS));
+    eval.setResultAttr(0, LoomDialect::getOutputAttrName(),
+                       b.getStringAttr(LOOM_OUTPUT_LOSS));
+
+    OpBuilder::InsertionGuard guard(b);
+    Block *entry = eval.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    ScalarBuilder s{b, loc};
+    Value lossSum = losses(b, entry->getArguments().take_front(numParams),
+                           entry->getArgument(numParams),
+                           entry->getArgument(numParams + 1));
+    Value total = sumOverAxis(b, loc, module, plan, lossSum, kPipelineAxis);
+    if (!total)
+      return failure();
+    Value mean = arith::MulFOp::create(
+        b, loc, s.extract(total),
+        s.constant(1.0 / static_cast<double>(plan.microBatches)));
+    func::ReturnOp::create(b, loc, s.wrap(mean));
+    return success();
+  }
+
   LogicalResult buildPipeline(ModuleOp module, TrainingAttr training,
                               const PlanConfig &plan);
 };
@@ -942,35 +987,11 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
 
     // Validation, the forward passes alone: one micro-batch after the other
     // through the whole pipeline, in the order of the stages, which every
-    // rank's sends and receives then follow. The last stage's mean loss is
-    // summed over the pipeline's ranks, so that each returns it.
-    auto scalarType = RankedTensorType::get({}, b.getF32Type());
-    SmallVector<Type> evalInputs;
-    for (const StepParam &p : params)
-      evalInputs.push_back(p.type);
-    evalInputs.append({tokensType, tokensType});
-    auto eval = func::FuncOp::create(
-        b, loc, getStageEvalName(r),
-        b.getFunctionType(evalInputs, TypeRange{scalarType}));
-    unsigned numParams = params.size();
-    for (auto [k, p] : llvm::enumerate(params)) {
-      eval.setArgAttr(k, LoomDialect::getParamAttrName(), p.getName());
-      setDivisionAttrs(eval, k, p, /*split=*/true);
-    }
-    eval.setArgAttr(numParams, LoomDialect::getInputAttrName(),
-                    b.getStringAttr(LOOM_INPUT_TOKENS));
-    eval.setArgAttr(numParams + 1, LoomDialect::getInputAttrName(),
-                    b.getStringAttr(LOOM_INPUT_TARGETS));
-    eval.setResultAttr(0, LoomDialect::getOutputAttrName(),
-                       b.getStringAttr(LOOM_OUTPUT_LOSS));
-    {
-      OpBuilder::InsertionGuard guard(b);
-      Block *entry = eval.addEntryBlock();
-      b.setInsertionPointToStart(entry);
+    // rank's sends and receives then follow; the last stage adds up the
+    // losses.
+    auto losses = [&](OpBuilder &b, ValueRange evalParams, Value tokens,
+                      Value targets) -> Value {
       ScalarBuilder s{b, loc};
-      ValueRange evalParams = entry->getArguments().take_front(numParams);
-      Value tokens = entry->getArgument(numParams),
-            targets = entry->getArgument(numParams + 1);
       Value lossSum = s.wrap(s.constant(0.0));
       for (int64_t mb = 0; mb < plan.microBatches; ++mb) {
         for (int64_t c = 0; c < v; ++c) {
@@ -992,14 +1013,11 @@ LogicalResult BuildTrainStepPass::buildPipeline(ModuleOp module,
             SendOp::create(b, loc, out, (k + 1) % pp, /*tag=*/0);
         }
       }
-      Value total = sumOverAxis(b, loc, module, plan, lossSum, kPipelineAxis);
-      if (!total)
-        return failure();
-      Value mean = arith::MulFOp::create(
-          b, loc, s.extract(total),
-          s.constant(1.0 / static_cast<double>(plan.microBatches)));
-      func::ReturnOp::create(b, loc, s.wrap(mean));
-    }
+      return lossSum;
+    };
+    if (failed(buildEval(module, b, loc, plan, getStageEvalName(r), params,
+                         tokensType, losses)))
+      return failure();
   }
   // The gradient functions live on as their two halves.
   for (Stage &st : info)

@@ -146,10 +146,10 @@ struct RoundTile {
 /// GPT-2's GELU and its derivative in f32, with the loops' constants
 /// (lib/Conversion/LoomToLinalg/Gelu.cpp) rounded from the same doubles but
 /// written through the logistic function: 0.5 (1 + tanh u) is 1 / (1 +
-/// e^-2u), which neither cancels where tanh nears -1 nor calls libm, so
-/// that the epilogues' loops vectorize (VectorMath.h; with libm's tanhf, a
-/// call per element, the GELU took half of gpt2-tiny's bf16 step). The loops'
-/// tanh is a rational approximation: their last bits differ.
+/// e^-2u), which does not cancel where tanh nears -1, and whose exp
+/// (VectorMath.h) lets the epilogues' loops vectorize where libm's tanhf
+/// is a call per element. The loops' tanh is a rational approximation:
+/// their last bits differ.
 constexpr float kGeluC = 0.044715f;
 constexpr float kGeluC3 = static_cast<float>(3 * 0.044715);
 const float kGeluS = static_cast<float>(std::sqrt(2.0 / M_PI));
