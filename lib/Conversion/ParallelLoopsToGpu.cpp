@@ -971,6 +971,16 @@ struct ParallelLoopsToGpuPass
         !checkOption("thread-bytes", threadBytes, 0) ||
         !checkOption("nests-per-launch", nestsPerLaunch, 1))
       return signalPassFailure();
+    // A global is the host's memory: a kernel or a copy given its address
+    // faults on the GPU at run time, so it is refused here.
+    WalkResult globals = getOperation().walk([](memref::GetGlobalOp op) {
+      op.emitError() << "loom-parallel-loops-to-gpu: global '" << op.getName()
+                     << "' is in the host's memory, which the GPU's kernels "
+                        "cannot read";
+      return WalkResult::interrupt();
+    });
+    if (globals.wasInterrupted())
+      return signalPassFailure();
     getOperation().walk([](memref::CopyOp copy) { copyAsLoop(copy); });
     SmallVector<scf::ForOp> hostLoops;
     getOperation().walk([&](scf::ForOp loop) { hostLoops.push_back(loop); });

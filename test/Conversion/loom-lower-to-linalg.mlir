@@ -38,10 +38,15 @@ func.func @adamw(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: te
 // A sum a loop carries from a constant, which nothing else reads (the
 // gradient sums over micro-batches), is written in place so that
 // bufferization updates one buffer; a sum carried from an argument is not:
-// the caller may read the argument again.
+// the caller may read the argument again. The constant zeros become a fill,
+// which writes that buffer, where a constant would be a global of the
+// host's memory to copy from.
 // CHECK-LABEL: func.func @carried_sums(
 // CHECK-SAME: %[[A:[a-z0-9]+]]: tensor<4xf32>, %[[G:[a-z0-9]+]]: tensor<4xf32>
-// CHECK: scf.for {{.*}} iter_args(%[[OWN:.*]] = %{{.*}}, %[[ARG:.*]] = %[[A]])
+// CHECK-NOT: arith.constant dense
+// CHECK: %[[C0:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[ZERO:.*]] = linalg.fill ins(%[[C0]] : f32) outs(%{{.*}} : tensor<4xf32>) -> tensor<4xf32>
+// CHECK: scf.for {{.*}} iter_args(%[[OWN:.*]] = %[[ZERO]], %[[ARG:.*]] = %[[A]])
 // CHECK: linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>) outs(%[[OWN]] : tensor<4xf32>)
 // CHECK: %[[E:.*]] = tensor.empty() : tensor<4xf32>
 // CHECK: linalg.generic {{.*}} ins(%[[ARG]], %[[G]] : tensor<4xf32>, tensor<4xf32>) outs(%[[E]] : tensor<4xf32>)
@@ -343,7 +348,7 @@ func.func @narrow(%x: tensor<2x4xbf16>) -> tensor<2x4xbf16> {
 // -----
 
 // A scaled conversion multiplies in f32 before it rounds; the loss's seed
-// is 1.
+// is 1, a fill.
 // CHECK-LABEL: func.func @unscale
 // CHECK: %[[S:.*]] = tensor.extract %{{.*}}[] : tensor<f32>
 // CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<3xf16>) outs(%{{.*}} : tensor<3xf32>)
@@ -351,7 +356,8 @@ func.func @narrow(%x: tensor<2x4xbf16>) -> tensor<2x4xbf16> {
 // CHECK-NEXT: %[[E:.*]] = arith.extf %[[IN]] : f16 to f32
 // CHECK-NEXT: %[[M:.*]] = arith.mulf %[[E]], %[[S]] : f32
 // CHECK-NEXT: linalg.yield %[[M]] : f32
-// CHECK: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[C1:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[ONE:.*]] = linalg.fill ins(%[[C1]] : f32) outs(%{{.*}} : tensor<f32>) -> tensor<f32>
 // CHECK: return %{{.*}}, %[[ONE]]
 func.func @unscale(%g: tensor<3xf16>, %s: tensor<f32>) -> (tensor<3xf32>, tensor<f32>) {
   %r = loom.convert %g scale %s : tensor<3xf16> to tensor<3xf32>

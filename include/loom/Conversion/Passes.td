@@ -14,7 +14,11 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     free reshapes and slices of its operands; the token-embedding gradient
     is an `scf.for` scatter-add. A sum a loop carries from a constant,
     which nothing else reads (the gradient sums over micro-batches), is
-    written into, so that bufferization updates it in place. The loops
+    written into, so that bufferization updates it in place. Every
+    tensor of one repeated value (`arith.constant` of a splat) becomes a
+    `linalg.fill` of a `tensor.empty`: bufferized, a constant would be a
+    global of the artifact, in the host's memory, which a GPU's kernels
+    cannot read, copied before it is written. The loops
     compute in f32: an op of the layers on bf16 or f16 tensors (the
     `MixedPrecision` trait) becomes the op on f32 between `loom.convert`
     loops that widen its operands and round its results; other ops take
@@ -554,7 +558,9 @@ def LoomParallelLoopsToGpu
     host code that loads scalars, computes with them and stores the results
     (the step's loss, stored for its output) when the host needs none of
     the values afterwards; views and constants stay on the host, and so
-    does a load of the host's stack (`memref.alloca`). The
+    does a load of the host's stack (`memref.alloca`). A `memref.global`
+    read through `memref.get_global` is refused: it is the host's memory
+    (`loom-lower-to-linalg` makes the step's constant tensors fills). The
     parallel loops nested in the body stay for
     `scf-parallel-for-to-nested-fors` to make sequential in each thread. A
     parallel loop a GPU cannot run (attention's loop over heads, which calls

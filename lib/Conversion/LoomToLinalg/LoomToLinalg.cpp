@@ -50,6 +50,34 @@ void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
                          tensor::TensorDialect>();
 }
 
+/// Each tensor of one repeated value (the zeros gradient sums start from,
+/// a pipeline stage's share of a loss only the last stage has) becomes a
+/// fill of a fresh tensor. Bufferized, a constant is a global of the
+/// artifact, copied into a buffer before anything writes it: memory of
+/// the host, which a GPU's kernels cannot read. A fill writes the step's
+/// own buffer, on either target in one pass instead of a copy's read and
+/// write, and leaves the artifact without the constant's bytes.
+static void fillSplatConstants(ModuleOp module) {
+  SmallVector<arith::ConstantOp> splats;
+  module.walk([&](arith::ConstantOp op) {
+    auto type = dyn_cast<RankedTensorType>(op.getType());
+    if (type && type.hasStaticShape() && isa<SplatElementsAttr>(op.getValue()))
+      splats.push_back(op);
+  });
+  for (arith::ConstantOp op : splats) {
+    OpBuilder b(op);
+    auto type = cast<RankedTensorType>(op.getType());
+    Value value = arith::ConstantOp::create(
+        b, op.getLoc(),
+        cast<SplatElementsAttr>(op.getValue()).getSplatValue<TypedAttr>());
+    Value empty = tensor::EmptyOp::create(b, op.getLoc(), type.getShape(),
+                                          type.getElementType());
+    op.replaceAllUsesWith(
+        linalg::FillOp::create(b, op.getLoc(), value, empty).getResult(0));
+    op.erase();
+  }
+}
+
 namespace {
 struct LowerToLinalgPass
     : public loom::impl::LoomLowerToLinalgBase<LowerToLinalgPass> {
@@ -84,7 +112,8 @@ struct LowerToLinalgPass
         runtimeSoftmaxStats);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
-      signalPassFailure();
+      return signalPassFailure();
+    fillSplatConstants(getOperation());
   }
 };
 } // namespace
