@@ -14,8 +14,16 @@
 #   tiny-bf16-loops  the same with --gelu=loops --residual-add=loops (the
 #               GELU and the residual adds in loops, not in cuBLASLt's
 #               epilogues and C)
-#   tiny-fp16   gpt2-tiny, fp16 with loss scaling, 30 steps
+#   tiny-fp16   gpt2-tiny, fp16 with loss scaling, 30 steps from
+#               DIR/tiny.ckpt (make-checkpoint.py's weights, as bf16-100
+#               below): from loom-run's own initialization a loss spike at
+#               step 16 makes fp16's gradient norm there, and whether step
+#               22 overflows, a matter of the order of the sums (the CPU
+#               with 1 and with 2 threads differs by 2.2% in loss)
 #   m124-fp32   GPT-2 124M at 2 x 128 tokens, fp32, 10 steps
+#   tiny-mb4    gpt2-tiny, fp32, 4 micro-batches, 10 steps
+#   tiny-fp16-mb4  tiny-fp16 in 4 micro-batches (each seeded with a
+#               quarter of the loss scale)
 #   dp2, tp2, pp2  gpt2-tiny, fp32, 10 steps on 2 ranks: data, tensor and
 #               pipeline parallel
 #   dp2-zero3-bf16  gpt2-tiny, bf16, ZeRO-3 over 2 ranks, 10 steps
@@ -60,16 +68,19 @@ done
 
 # Each check: its name, loomc's arguments, its steps, the tolerance of its
 # losses against the CPU's, whether the gradient norms are held to it too
-# (not fp16's: a skipped step's norm is not finite), and its ranks.
+# (not fp16's: a skipped step's norm is not finite), its ranks, and the
+# checkpoint in DIR it starts from (none: loom-run's initialization).
 checks() {
   local tiny="$root/examples/gpt2-tiny.json"
   echo "tiny-fp32|$tiny|10|1e-4|--norms|1"
   echo "tiny-bf16|$tiny --plan precision=bf16|10|2e-3|--norms|1"
   echo "tiny-bf16-loops|$tiny --plan precision=bf16 --gelu=loops --residual-add=loops|10|2e-3|--norms|1"
-  echo "tiny-fp16|$tiny --plan precision=fp16|30|5e-3||1"
+  echo "tiny-fp16|$tiny --plan precision=fp16|30|5e-3||1|tiny.ckpt"
   if [ "$quick" = 0 ]; then
     echo "m124-fp32|$root/examples/gpt2-124m.json --batch-size 2 --seq-len 128|10|1e-4|--norms|1"
   fi
+  echo "tiny-mb4|$tiny --plan mb=4|10|1e-4|--norms|1"
+  echo "tiny-fp16-mb4|$tiny --plan precision=fp16,mb=4|30|5e-3||1|tiny.ckpt"
   if command -v "$mpirun" >/dev/null; then
     echo "dp2|$tiny --plan dp=2|10|1e-4|--norms|2"
     echo "tp2|$tiny --plan tp=2|10|1e-4|--norms|2"
@@ -102,9 +113,12 @@ prepare() {
   }
   mkdir -p "$dir"
   for _ in 1 2 3 4; do cat /usr/share/common-licenses/GPL-3; done >"$dir/data.txt"
-  local name args cpu_args steps tolerance norms ranks count=0
+  local name args cpu_args steps tolerance norms ranks from count=0
+  # The weights bf16 and fp16 are held to fp32 from, and loom-run's own.
+  python3 "$root/test/e2e/Inputs/make-checkpoint.py" "$dir/tiny.ckpt" \
+    4 128 4 256 256 64 --seed 3
   : >"$dir/checks.txt"
-  while IFS='|' read -r name args steps tolerance norms ranks; do
+  while IFS='|' read -r name args steps tolerance norms ranks from; do
     # shellcheck disable=SC2086
     "$loomc" $args --target=cuda --cuda-arch="$arch" -o "$dir/$name.loom" </dev/null
     # The CPU's GELU and residual adds where the GPU's are, unless a check
@@ -122,14 +136,11 @@ prepare() {
     # does not depend on the machine that made it.
     OPENBLAS_CORETYPE=Haswell launch "$ranks" "$loom_run" \
       "$dir/$name.cpu.loom" --data "$dir/data.txt" --steps "$steps" \
-      --val-every 5 >"$dir/$name.cpu.log" </dev/null
+      --val-every 5 ${from:+--load "$dir/$from"} >"$dir/$name.cpu.log" </dev/null
     rm "$dir/$name.cpu.loom"
-    echo "$name|$steps|$tolerance|$norms|$ranks" >>"$dir/checks.txt"
+    echo "$name|$steps|$tolerance|$norms|$ranks|$from" >>"$dir/checks.txt"
     count=$((count + 1))
   done < <(checks)
-  # The weights bf16 is held to fp32 from, and loom-run's own.
-  python3 "$root/test/e2e/Inputs/make-checkpoint.py" "$dir/tiny.ckpt" \
-    4 128 4 256 256 64 --seed 3
   "$loomc" "$root/examples/gpt2-tiny.json" -o "$dir/init.cpu.loom" </dev/null
   "$loom_run" "$dir/init.cpu.loom" --data "$dir/data.txt" --steps 0 \
     --save "$dir/init.ckpt" --quiet >/dev/null </dev/null
@@ -182,8 +193,8 @@ run() {
   # NCCL takes a GPU per rank: ranks that would share one take MPI's.
   local gpus
   gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
-  local name steps tolerance norms ranks status detail collectives comm
-  while IFS='|' read -r name steps tolerance norms ranks; do
+  local name steps tolerance norms ranks from status detail collectives comm
+  while IFS='|' read -r name steps tolerance norms ranks from; do
     ranks="${ranks:-1}" collectives="" comm="${LOOM_COMM:-}"
     if [ ! -f "$dir/$name.loom" ]; then
       verdict "$name" 1 "no $dir/$name.loom"
@@ -202,7 +213,7 @@ run() {
       fi
     fi
     if ! LOOM_COMM="$comm" train "$name" "$name" "$steps" "$ranks" \
-      --val-every 5; then
+      --val-every 5 ${from:+--load "$dir/$from"}; then
       verdict "$name" 1 "loom-run failed$collectives: $(grep -m 1 'error' "$dir/$name.gpu.log" || tail -n 1 "$dir/$name.gpu.log")"
       continue
     fi
@@ -210,11 +221,10 @@ run() {
     # shellcheck disable=SC2086
     detail="$(python3 "$compare" "$dir/$name.cpu.log" "$dir/$name.gpu.log" \
       "$tolerance" $norms 2>&1)" || status=$?
-    verdict "$name" "$status" "GPU against CPU$collectives, tolerance $tolerance: $detail"
+    verdict "$name" "$status" "GPU against CPU$collectives${from:+ from $from}, tolerance $tolerance: $detail"
   done <"$dir/checks.txt"
 
   if [ -f "$dir/tiny-bf16.loom" ] && [ -f "$dir/tiny-fp32.loom" ]; then
-    local from
     for from in tiny init; do
       status=0
       if [ ! -f "$dir/$from.ckpt" ]; then
