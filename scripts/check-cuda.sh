@@ -27,10 +27,15 @@
 #   dp2, tp2, pp2  gpt2-tiny, fp32, 10 steps on 2 ranks: data, tensor and
 #               pipeline parallel
 #   dp2-zero3-bf16  gpt2-tiny, bf16, ZeRO-3 over 2 ranks, 10 steps
+#   tp2-sp-bf16 gpt2-tiny, bf16, tensor and sequence parallel, 10 steps
+#   pp2-1f1b-fp16  gpt2-tiny, fp16, 2 stages in 1F1B, 4 micro-batches, 30
+#               steps from DIR/tiny.ckpt
+#   pp2-dp2-zero3-bf16  gpt2-tiny, bf16, 2 stages x 2 replicas under
+#               ZeRO-3 (4 ranks), 10 steps
 # (--quick: gpt2-tiny only; the 2-rank checks need mpirun, MPIRUN names
 # another launcher). `run`, on the GPU machine, with
 # BUILD_DIR/bin/loom-run (BUILD_DIR defaults to build/): each artifact's
-# losses and gradient norms against the CPU's (2 ranks under mpirun:
+# losses and gradient norms against the CPU's (2 or 4 ranks under mpirun:
 # NCCL's collectives where the machine has a GPU for each rank, MPI's,
 # LOOM_COMM=mpi, where they share one), then bf16 against fp32 over
 # 100 steps on the GPU from DIR/tiny.ckpt (make-checkpoint.py's weights,
@@ -86,8 +91,11 @@ checks() {
     echo "tp2|$tiny --plan tp=2|10|1e-4|--norms|2"
     echo "pp2|$tiny --plan pp=2|10|1e-4|--norms|2"
     echo "dp2-zero3-bf16|$tiny --plan dp=2,zero=3,precision=bf16|10|2e-3|--norms|2"
+    echo "tp2-sp-bf16|$tiny --plan tp=2,sp=1,precision=bf16|10|2e-3|--norms|2"
+    echo "pp2-1f1b-fp16|$tiny --plan pp=2,mb=4,schedule=1f1b,precision=fp16|30|5e-3||2|tiny.ckpt"
+    echo "pp2-dp2-zero3-bf16|$tiny --plan pp=2,dp=2,zero=3,precision=bf16|10|2e-3|--norms|4"
   else
-    echo "check-cuda.sh: no $mpirun: no checks on 2 ranks" >&2
+    echo "check-cuda.sh: no $mpirun: no checks on several ranks" >&2
   fi
 }
 
