@@ -3,7 +3,9 @@
 # a plain PyTorch GPT-2 of the same shape (scripts/bench/torch_gpt2.py, eager
 # and torch.compile), run one after the other on the same GPU. Each line:
 # tokens/s, ms/step (median of the steps after the warm-up ones), MFU
-# against the GPU's dense peak for the precision, and peak memory.
+# against the GPU's dense peak for the precision, peak memory and the last
+# step's loss: both train on the same batches of the same text (the docs,
+# repeated), from their own initializations.
 #
 #   scripts/bench-cuda.sh [--precision bf16|fp32] [--batch N|auto]
 #                         [--seq N] [--steps N] [--warmup N]
@@ -158,4 +160,4 @@ for m in ${torch_modes//,/ }; do modes="$modes,$m-$precision"; done
 [ -z "$modes" ] || python3 "$root/scripts/bench/torch_gpt2.py" --batch "$batch" \
   --seq "$seq" --steps "$((steps - warmup))" --warmup "$warmup" \
   --padded-vocab "$(( (50257 + pad_vocab - 1) / pad_vocab * pad_vocab ))" \
-  --modes "${modes#,}"
+  --data "$work/data.txt" --modes "${modes#,}"

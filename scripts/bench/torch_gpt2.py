@@ -1,8 +1,7 @@
 """A plain PyTorch GPT-2 training step, to put Loom's CUDA figures next to.
 
 The same model shape as examples/gpt2-124m.json (tied embeddings, GELU with
-tanh, pre-layer-norm), AdamW with fused=False, random tokens. Prints one
-line per mode: tokens/s, ms/step (median of the timed steps, CUDA events),
+tanh, pre-layer-norm), AdamW with fused=False. Prints one line per mode: tokens/s, ms/step (median of the timed steps, CUDA events),
 MFU against the given peak and peak memory.
 
     python3 torch_gpt2.py --batch 8 --seq 1024 --modes eager-fp32,compile-fp32
@@ -10,10 +9,16 @@ MFU against the given peak and peak memory.
 --padded-vocab N gives the token table N rows (llm.c's and nanoGPT's
 50,304), as `loomc --pad-vocab` does; the loss still covers the 50,257
 tokens of the vocabulary.
+
+--data FILE trains on FILE's bytes as tokens, in the batches loom-run takes
+from it with --val-fraction 0 (consecutive windows of sequence + 1 tokens,
+from the start again when one would pass the end), so that the final loss
+is comparable with loom-run's on the same file; without it, random tokens.
 """
 import argparse
 import math
 import statistics
+import sys
 
 import torch
 import torch.nn as nn
@@ -63,6 +68,34 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.reshape(-1, self.vocab), targets.view(-1))
 
 
+def make_batches(args):
+    """Every step's (inputs, targets) on the GPU before the first step, so
+    that no step waits for a copy."""
+    count = args.warmup + args.steps
+    shape = (count, args.batch, args.seq)
+    if not args.data:
+        return list(zip(torch.randint(0, 50257, shape, device="cuda"),
+                        torch.randint(0, 50257, shape, device="cuda")))
+    try:
+        with open(args.data, "rb") as f:
+            text = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+    except OSError as err:
+        sys.exit(f"torch_gpt2.py: {args.data}: {err.strerror}")
+    if text.numel() < args.seq + 1:
+        sys.exit(f"torch_gpt2.py: {args.data}: {text.numel()} bytes are too few "
+                 f"for one sequence of {args.seq} and its targets")
+    # Window w starts where w - 1 ended, or at 0 when it would not fit.
+    starts, cursor = [], 0
+    for _ in range(count * args.batch):
+        if cursor + args.seq + 1 > text.numel():
+            cursor = 0
+        starts.append(cursor)
+        cursor += args.seq
+    offsets = torch.tensor(starts).view(-1, 1) + torch.arange(args.seq + 1)
+    windows = text.long()[offsets].view(count, args.batch, args.seq + 1).cuda()
+    return [(w[:, :-1].contiguous(), w[:, 1:].contiguous()) for w in windows]
+
+
 def run(mode, args):
     torch.manual_seed(0)
     if args.padded_vocab < 50257:
@@ -72,10 +105,10 @@ def run(mode, args):
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
     compiled, dtype = mode.split("-")
     step_model = torch.compile(model) if compiled == "compile" else model
-    idx = torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
-    tgt = torch.randint(0, 50257, (args.batch, args.seq), device="cuda")
+    batches = make_batches(args)
 
     def step():
+        idx, tgt = batches.pop(0)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16"):
             loss = step_model(idx, tgt)
         loss.backward()
@@ -112,6 +145,7 @@ parser.add_argument("--steps", type=int, default=10)
 parser.add_argument("--warmup", type=int, default=3)
 parser.add_argument("--modes", default="eager-fp32,eager-bf16")
 parser.add_argument("--padded-vocab", type=int, default=50257)
+parser.add_argument("--data", help="train on this file's bytes, as loom-run does")
 # H100 SXM dense peaks: FP32 (CUDA cores) and BF16 tensor cores.
 parser.add_argument("--peak-fp32", type=float, default=67e12)
 parser.add_argument("--peak-bf16", type=float, default=989e12)
