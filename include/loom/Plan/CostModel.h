@@ -103,6 +103,10 @@ struct FrameworkAssumptions {
   /// in any case (Loom's step), where Megatron-LM's selective drops the
   /// core's activations and reruns it.
   bool selectiveIsNone = false;
+  /// The framework's own kernels where they were measured, replacing the
+  /// cluster's EfficiencyAssumptions: the half-performance width of its
+  /// matrix products and the share of the peak its fused attention reaches.
+  std::optional<double> matrixHalfWidth, attentionEfficiency;
 
   static FrameworkAssumptions get(Framework framework);
 };
