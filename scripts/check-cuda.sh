@@ -24,6 +24,8 @@
 #   tiny-mb4    gpt2-tiny, fp32, 4 micro-batches, 10 steps
 #   tiny-fp16-mb4  tiny-fp16 in 4 micro-batches (each seeded with a
 #               quarter of the loss scale)
+#   tiny-full-bf16  gpt2-tiny, bf16, each layer recomputed in the backward
+#               pass, 10 steps
 #   dp2, tp2, pp2  gpt2-tiny, fp32, 10 steps on 2 ranks: data, tensor and
 #               pipeline parallel
 #   dp2-zero3-bf16  gpt2-tiny, bf16, ZeRO-3 over 2 ranks, 10 steps
@@ -32,6 +34,8 @@
 #               steps from DIR/tiny.ckpt
 #   pp2-dp2-zero3-bf16  gpt2-tiny, bf16, 2 stages x 2 replicas under
 #               ZeRO-3 (4 ranks), 10 steps
+#   pp2-interleaved-stage  gpt2-tiny, fp32, 2 ranks of 2 model chunks each
+#               (interleaved 1F1B), 4 micro-batches, each stage recomputed
 # (--quick: gpt2-tiny only; the 2-rank checks need mpirun, MPIRUN names
 # another launcher). `run`, on the GPU machine, with
 # BUILD_DIR/bin/loom-run (BUILD_DIR defaults to build/): each artifact's
@@ -86,6 +90,7 @@ checks() {
   fi
   echo "tiny-mb4|$tiny --plan mb=4|10|1e-4|--norms|1"
   echo "tiny-fp16-mb4|$tiny --plan precision=fp16,mb=4|30|5e-3||1|tiny.ckpt"
+  echo "tiny-full-bf16|$tiny --plan recompute=full,precision=bf16|10|2e-3|--norms|1"
   if command -v "$mpirun" >/dev/null; then
     echo "dp2|$tiny --plan dp=2|10|1e-4|--norms|2"
     echo "tp2|$tiny --plan tp=2|10|1e-4|--norms|2"
@@ -94,6 +99,7 @@ checks() {
     echo "tp2-sp-bf16|$tiny --plan tp=2,sp=1,precision=bf16|10|2e-3|--norms|2"
     echo "pp2-1f1b-fp16|$tiny --plan pp=2,mb=4,schedule=1f1b,precision=fp16|30|5e-3||2|tiny.ckpt"
     echo "pp2-dp2-zero3-bf16|$tiny --plan pp=2,dp=2,zero=3,precision=bf16|10|2e-3|--norms|4"
+    echo "pp2-interleaved-stage|$tiny --plan pp=2,mb=4,schedule=interleaved,v=2,recompute=stage|10|1e-4|--norms|2"
   else
     echo "check-cuda.sh: no $mpirun: no checks on several ranks" >&2
   fi
