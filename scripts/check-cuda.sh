@@ -36,7 +36,7 @@
 #               ZeRO-3 (4 ranks), 10 steps
 #   pp2-interleaved-stage  gpt2-tiny, fp32, 2 ranks of 2 model chunks each
 #               (interleaved 1F1B), 4 micro-batches, each stage recomputed
-# (--quick: gpt2-tiny only; the 2-rank checks need mpirun, MPIRUN names
+# (--quick: gpt2-tiny only; the checks of several ranks need mpirun, MPIRUN names
 # another launcher). `run`, on the GPU machine, with
 # BUILD_DIR/bin/loom-run (BUILD_DIR defaults to build/): each artifact's
 # losses and gradient norms against the CPU's (2 or 4 ranks under mpirun:

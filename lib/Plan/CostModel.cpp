@@ -63,12 +63,12 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     // One stream: nothing overlaps the compute.
     f.overlapContention = 1;
     f.selectiveIsNone = true;
-    // Measured on the same step's trace (docs/cost-model.md): its GEMMs,
-    // all 768 wide, ran at 67.4% of the bf16 peak, which a 70% efficiency
-    // of large products gives with this width; its fused attention
-    // kernels at 11.7%.
-    f.matrixHalfWidth = 30;
-    f.attentionEfficiency = 0.117;
+    // Measured on the same step's trace, bf16 (docs/cost-model.md): its
+    // GEMMs, all 768 wide, ran at 67.2% of the peak, which a 70%
+    // efficiency of large products gives with this width; its fused
+    // attention kernels at 11.6%.
+    f.matrixHalfWidth = 32;
+    f.attentionEfficiency = 0.116;
     break;
   }
   return f;

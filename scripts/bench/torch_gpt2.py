@@ -1,8 +1,10 @@
 """A plain PyTorch GPT-2 training step, to put Loom's CUDA figures next to.
 
 The same model shape as examples/gpt2-124m.json (tied embeddings, GELU with
-tanh, pre-layer-norm), AdamW with fused=False. Prints one line per mode: tokens/s, ms/step (median of the timed steps, CUDA events),
-MFU against the given peak and peak memory.
+tanh, pre-layer-norm), AdamW with fused=False. Prints one line per mode:
+tokens/s, ms/step (median of the timed steps, CUDA events), MFU against
+the given peak, peak memory (every step's batch included) and the last
+step's loss.
 
     python3 torch_gpt2.py --batch 8 --seq 1024 --modes eager-fp32,compile-fp32
 
@@ -92,7 +94,7 @@ def make_batches(args):
         starts.append(cursor)
         cursor += args.seq
     offsets = torch.tensor(starts).view(-1, 1) + torch.arange(args.seq + 1)
-    windows = text.long()[offsets].view(count, args.batch, args.seq + 1).cuda()
+    windows = text[offsets].long().view(count, args.batch, args.seq + 1).cuda()
     return [(w[:, :-1].contiguous(), w[:, 1:].contiguous()) for w in windows]
 
 

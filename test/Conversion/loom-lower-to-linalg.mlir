@@ -420,3 +420,20 @@ func.func @layer_norm(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32
   %y, %mean, %rstd = loom.layer_norm %x, %w, %b {epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
   return %y, %mean, %rstd : tensor<2x3x4xf32>, tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// Splats of integers and booleans become fills too; a tensor of several
+// values stays a constant (a step has none).
+// CHECK-LABEL: func.func @constants
+// CHECK-DAG: %[[T:.*]] = arith.constant true
+// CHECK-DAG: %[[I:.*]] = arith.constant 7 : i32
+// CHECK-DAG: linalg.fill ins(%[[T]] : i1) outs(%{{.*}} : tensor<2xi1>) -> tensor<2xi1>
+// CHECK-DAG: linalg.fill ins(%[[I]] : i32) outs(%{{.*}} : tensor<3xi32>) -> tensor<3xi32>
+// CHECK-DAG: arith.constant dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+func.func @constants() -> (tensor<2xi1>, tensor<3xi32>, tensor<2xf32>) {
+  %b = arith.constant dense<true> : tensor<2xi1>
+  %i = arith.constant dense<7> : tensor<3xi32>
+  %f = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  return %b, %i, %f : tensor<2xi1>, tensor<3xi32>, tensor<2xf32>
+}

@@ -50,7 +50,8 @@ struct AddLowering : LoomPattern<AddOp> {
   /// (the gradients over micro-batches), which nothing but its addition
   /// reads and which starts from a constant (zeros): the addition can then
   /// write into it, and bufferization update one buffer in place instead
-  /// of a new one each iteration (the constant itself is copied first).
+  /// of a new one each iteration (the constant itself becomes a fill of
+  /// that buffer, fillSplatConstants).
   /// A value that may share an argument's buffer is never written: the
   /// caller may read it again.
   static bool isOwnedCarriedSum(Value sum) {
