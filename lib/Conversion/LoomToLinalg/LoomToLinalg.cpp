@@ -57,6 +57,7 @@ void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
 /// the host, which a GPU's kernels cannot read. A fill writes the step's
 /// own buffer, on either target in one pass instead of a copy's read and
 /// write, and leaves the artifact without the constant's bytes.
+///
 /// Only tensors of scalars a fill can write: integers, floats or indices,
 /// at least one of them, without an encoding that tensor.empty would drop.
 static void fillSplatConstants(ModuleOp module) {
