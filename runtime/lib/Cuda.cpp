@@ -1257,6 +1257,17 @@ void mgpuLaunchKernel(void *, intptr_t, intptr_t, intptr_t, intptr_t, intptr_t,
 }
 #endif // LOOM_HAVE_CUDA
 
+std::string loom::rankGpuId(const std::string &processorName,
+                            const std::string &busId) {
+  if (busId.empty())
+    return "";
+  // A bus id names a GPU of one machine, and identical machines number
+  // theirs alike: the host goes with it, named as NCCL names it.
+  const char *hostId = std::getenv("NCCL_HOSTID");
+  return (hostId && *hostId ? std::string(hostId) : processorName) + " GPU " +
+         busId;
+}
+
 std::optional<std::pair<int, int>>
 loom::ranksSharingGpu(const std::vector<std::string> &gpuIds) {
   std::map<std::string, int> first;

@@ -55,6 +55,13 @@ bool cudaMemoryInfo(size_t &free, size_t &total);
 /// the processes of one machine on one GPU apart from those on two; empty
 /// without the CUDA backend.
 std::string cudaBusId();
+/// The id of a rank's GPU that ranksSharingGpu compares: its host's name
+/// and its GPU's PCI bus id (empty where the bus id is). The host is the
+/// one NCCL sees: NCCL_HOSTID where it is set (machines NCCL should take
+/// for one, or ranks it should take for several), `processorName`
+/// otherwise.
+std::string rankGpuId(const std::string &processorName,
+                      const std::string &busId);
 /// The first two ranks, in rank order, whose GPUs have the same id in
 /// `gpuIds` (one per rank of a group, its host's name and its GPU's bus
 /// id; an empty id matches none). NCCL takes one rank per GPU and refuses

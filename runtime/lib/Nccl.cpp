@@ -125,15 +125,14 @@ struct Nccl {
   /// false, with the error set on every rank, where two share one (NCCL
   /// itself would answer "invalid usage").
   static bool checkOneRankPerGpu(MPI_Comm comm, int size, const char *name) {
-    // A bus id names a GPU of one machine, and identical machines number
-    // theirs alike: the host's name goes with it.
     constexpr int kIdBytes = MPI_MAX_PROCESSOR_NAME + 32;
     char mine[kIdBytes] = {};
-    std::string id = loom::cudaBusId();
     char host[MPI_MAX_PROCESSOR_NAME] = {};
     int hostLength = 0;
-    if (!id.empty() && MPI_Get_processor_name(host, &hostLength) == MPI_SUCCESS)
-      id = std::string(host, hostLength) + " GPU " + id;
+    if (MPI_Get_processor_name(host, &hostLength) != MPI_SUCCESS)
+      hostLength = 0;
+    std::string id =
+        loom::rankGpuId(std::string(host, hostLength), loom::cudaBusId());
     std::strncpy(mine, id.c_str(), kIdBytes - 1);
     std::vector<char> all(static_cast<size_t>(size) * kIdBytes);
     if (MPI_Allgather(mine, kIdBytes, MPI_CHAR, all.data(), kIdBytes, MPI_CHAR,

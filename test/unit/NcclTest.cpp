@@ -5,6 +5,9 @@
 
 #include "gtest/gtest.h"
 
+#include <cstdlib>
+#include <string>
+
 namespace {
 using Ids = std::vector<std::string>;
 
@@ -25,6 +28,27 @@ TEST(RuntimeNccl, RanksSharingGpu) {
   ASSERT_TRUE(shared.has_value());
   EXPECT_EQ(shared->first, 1);
   EXPECT_EQ(shared->second, 2);
+}
+
+/// A GPU's id names its host as NCCL does: by NCCL_HOSTID where it is set,
+/// so that ranks NCCL takes for hosts of their own may share a GPU, and
+/// hosts it takes for one may not share a bus id.
+TEST(RuntimeNccl, RankGpuIdNamesTheHostAsNcclDoes) {
+  const char *saved = std::getenv("NCCL_HOSTID");
+  std::string restore = saved ? saved : "";
+  unsetenv("NCCL_HOSTID");
+  EXPECT_EQ(loom::rankGpuId("node1", "0000:1A:00.0"), "node1 GPU 0000:1A:00.0");
+  EXPECT_EQ(loom::rankGpuId("node1", ""), "");
+  setenv("NCCL_HOSTID", "", 1);
+  EXPECT_EQ(loom::rankGpuId("node1", "0000:1A:00.0"), "node1 GPU 0000:1A:00.0");
+  setenv("NCCL_HOSTID", "rank-1", 1);
+  EXPECT_EQ(loom::rankGpuId("node1", "0000:1A:00.0"),
+            "rank-1 GPU 0000:1A:00.0");
+  EXPECT_EQ(loom::rankGpuId("node1", ""), "");
+  if (saved)
+    setenv("NCCL_HOSTID", restore.c_str(), 1);
+  else
+    unsetenv("NCCL_HOSTID");
 }
 
 /// Without the CUDA backend (this process never started it), NCCL runs
