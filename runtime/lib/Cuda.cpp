@@ -39,6 +39,7 @@
 #include <cublasLt.h>
 #include <cuda.h>
 #include <dlfcn.h>
+#include <sched.h>
 
 #include <array>
 #include <mutex>
@@ -64,6 +65,7 @@ namespace {
   X(cuCtxSetCurrent)                                                           \
   X(cuStreamCreate)                                                            \
   X(cuStreamSynchronize)                                                       \
+  X(cuStreamQuery)                                                             \
   X(cuEventCreate)                                                             \
   X(cuEventRecord)                                                             \
   X(cuEventElapsedTime)                                                        \
@@ -197,6 +199,8 @@ struct Backend {
   /// for as it is queued: the runtime's heap writes its blocks' headers
   /// from the host.
   bool concurrentManagedAccess = false;
+  /// Called while waiting, until it returns false (cudaSetWaitProgress).
+  bool (*waitProgress)() = nullptr;
 
   /// Notes work just queued on the stream.
   void queued() {
@@ -209,8 +213,14 @@ struct Backend {
   /// While tracing, the timed work becomes spans.
   void drain() {
     pending = false;
-    if (check(api.cuStreamSynchronize(stream), "the step on the GPU") &&
-        failure.empty()) {
+    CUresult waited = CUDA_ERROR_NOT_READY;
+    if (waitProgress)
+      while ((waited = api.cuStreamQuery(stream)) == CUDA_ERROR_NOT_READY &&
+             waitProgress())
+        sched_yield();
+    if (waited == CUDA_ERROR_NOT_READY)
+      waited = api.cuStreamSynchronize(stream);
+    if (check(waited, "the step on the GPU") && failure.empty()) {
       flushTimed();
       return;
     }
@@ -729,6 +739,10 @@ void loom::cudaWait() {
     be.drain();
 }
 
+void loom::cudaSetWaitProgress(bool (*progress)()) {
+  backend().waitProgress = progress;
+}
+
 namespace {
 /// A GEMM's operands beyond loom_rt_gemm_batched's: C's element type, the
 /// bias of its rows (null for none), loom_rt_gemm_gelu's epilogue, and
@@ -1212,6 +1226,7 @@ bool loom::cudaMemoryInfo(size_t &, size_t &) {
 std::string loom::cudaBusId() { return ""; }
 bool loom::cudaSynchronize() { return true; }
 void loom::cudaWait() {}
+void loom::cudaSetWaitProgress(bool (*)()) {}
 void *loom::cudaStream() { return nullptr; }
 void loom::cudaQueued() {}
 void loom::cudaGemm(int32_t, int32_t, int32_t, int64_t, int64_t, int64_t, float,

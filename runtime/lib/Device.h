@@ -80,6 +80,12 @@ void cudaQueued();
 /// the host touches memory the GPU may be using; a failure is recorded
 /// for the step to return. Nothing while the CUDA backend is off.
 void cudaWait();
+/// Has every wait for the GPU call `progress` over and over, for as long
+/// as it returns true, instead of blocking: MPI moves a message sent
+/// before the wait on only inside its calls, and the rank receiving it
+/// may be what the queued work (an NCCL collective with that rank) waits
+/// for. Null to block again.
+void cudaSetWaitProgress(bool (*progress)());
 /// loom_rt_scatter_add_rows on the GPU: kernels queued on the step's
 /// stream (kernels/ScatterRows.cu).
 void cudaScatterAddRows(int32_t dtype, int64_t n, int64_t rows, int64_t columns,

@@ -165,6 +165,29 @@ bool makeGroup(loom_comm &group, const char *name, int color, int key) {
   group.rank = rank;
   return true;
 }
+
+/// Frees the copies of the messages MPI has delivered, oldest first.
+bool reapSends(const loom_comm *comm) {
+  std::deque<PendingSend> &sends = context().sends;
+  while (!sends.empty()) {
+    int done = 0;
+    if (mpiFailed(MPI_Test(&sends.front().request, &done, MPI_STATUS_IGNORE),
+                  "send", comm))
+      return false;
+    if (!done)
+      break;
+    sends.pop_front();
+  }
+  return true;
+}
+
+/// Moves the messages in flight on, freeing those delivered; whether any
+/// is still in flight (false on a failure, which the next send or receive
+/// reports).
+bool progressSends() {
+  Context &c = context();
+  return reapSends(&c.groups[LOOM_GROUP_WORLD]) && !c.sends.empty();
+}
 } // namespace
 
 namespace {
@@ -271,6 +294,10 @@ int loom_dist_init(int64_t pp, int64_t dp, int64_t tp) {
                        "in");
     c.mpi = true;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    // A rank waiting for its GPU's NCCL collective must still deliver the
+    // messages it sent before: their receiver may be the rank that
+    // collective waits for.
+    loom::cudaSetWaitProgress(progressSends);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
   }
@@ -345,6 +372,7 @@ void loom_dist_finalize(void) {
   for (loom_comm &group : c.groups)
     if (group.comm != MPI_COMM_NULL)
       MPI_Comm_free(&group.comm);
+  loom::cudaSetWaitProgress(nullptr);
   MPI_Finalize();
   c.mpi = false;
 }
@@ -452,21 +480,6 @@ int loom_rt_recv(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
 double loom_dist_comm_seconds(void) { return context().commSeconds; }
 
 namespace {
-/// Frees the copies of the messages MPI has delivered, oldest first.
-bool reapSends(const loom_comm *comm) {
-  std::deque<PendingSend> &sends = context().sends;
-  while (!sends.empty()) {
-    int done = 0;
-    if (mpiFailed(MPI_Test(&sends.front().request, &done, MPI_STATUS_IGNORE),
-                  "send", comm))
-      return false;
-    if (!done)
-      break;
-    sends.pop_front();
-  }
-  return true;
-}
-
 /// A copy of `buffer` sent to `peer` with `tag`; returns without waiting
 /// for the receiver, so that two ranks sending to each other go on.
 int sendCopy(loom_comm *comm, loom_dtype dtype, const void *buffer,
