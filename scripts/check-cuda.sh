@@ -40,8 +40,13 @@
 # another launcher). `run`, on the GPU machine, with
 # BUILD_DIR/bin/loom-run (BUILD_DIR defaults to build/): each artifact's
 # losses and gradient norms against the CPU's (2 or 4 ranks under mpirun:
-# NCCL's collectives where the machine has a GPU for each rank, MPI's,
-# LOOM_COMM=mpi, where they share one), then bf16 against fp32 over
+# NCCL's collectives where the machine has a GPU for each rank; where they
+# share one, twice: with MPI's, LOOM_COMM=mpi, and as NAME-nccl with
+# NCCL's, each rank given an NCCL_HOSTID of its own, which makes it a host
+# of its own to NCCL, joined to the others by NCCL's socket transport over
+# loopback, NCCL's log showing the communicators it made; then
+# nccl-shared-gpu: ranks on one GPU as one host stop with the runtime's
+# refusal, not NCCL's "invalid usage"), then bf16 against fp32 over
 # 100 steps on the GPU from DIR/tiny.ckpt (make-checkpoint.py's weights,
 # on which fp32 trains without a loss spike; 10-step means within 2%), the
 # same from loom-run's own initialization (DIR/init.ckpt; reported, not
@@ -52,7 +57,8 @@
 # where BUILD_DIR has it, and
 # compute-sanitizer's memcheck over two bf16 steps where it is installed.
 # One line per check and a summary; the exit status is 1 if any check
-# failed. Speed is scripts/bench-cuda.sh's.
+# failed. Each loom-run of `run` is stopped after CHECK_CUDA_TIMEOUT
+# seconds (300), failing its check. Speed is scripts/bench-cuda.sh's.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -108,15 +114,17 @@ checks() {
 
 # launch RANKS COMMAND...: the command on RANKS ranks under mpirun (as
 # root, mpirun wants to be told), or alone.
+# With launch_timeout set, the command is stopped after that many seconds.
 launch() {
-  local ranks="$1"
+  local ranks="$1" limit=()
   shift
+  [ -z "${launch_timeout:-}" ] || limit=(timeout --kill-after=10 "$launch_timeout")
   if [ "$ranks" = 1 ]; then
-    "$@"
+    "${limit[@]}" "$@"
   else
     local flags=(-np "$ranks" --oversubscribe)
     [ "$(id -u)" != 0 ] || flags+=(--allow-run-as-root)
-    "$mpirun" "${flags[@]}" "$@"
+    "${limit[@]}" "$mpirun" "${flags[@]}" "$@"
   fi
 }
 
@@ -188,6 +196,9 @@ run() {
     exit 1
   }
   local failed=0 total=0
+  # A rank waiting forever on the others (NCCL joining over a network that
+  # does not connect, say) fails its check, not the whole run.
+  local launch_timeout="${CHECK_CUDA_TIMEOUT:-300}"
   # verdict NAME STATUS DETAIL
   verdict() {
     total=$((total + 1))
@@ -198,47 +209,117 @@ run() {
       failed=$((failed + 1))
     fi
   }
+  # why LOG: the first of Loom's errors in LOG, else its last line (a
+  # launcher's warnings may say "error" too).
+  why() {
+    grep -m 1 -E '^loom(-run)?: error' "$1" || tail -n 1 "$1"
+  }
   # train NAME ARTIFACT STEPS [RANKS [LOOM-RUN ARGS...]]: the GPU's log
-  # into DIR/NAME.gpu.log.
+  # into DIR/NAME.gpu.log. With host_per_rank=1, each rank is given an
+  # NCCL_HOSTID of its own (its rank in OpenMPI's, PMIx's or MPICH's
+  # variable).
+  local host_per_rank=0
   train() {
-    local name="$1" artifact="$2" steps="$3" ranks="${4:-1}"
+    local name="$1" artifact="$2" steps="$3" ranks="${4:-1}" runner=("$loom_run")
     shift $(($# < 4 ? $# : 4))
-    launch "$ranks" "$loom_run" "$dir/$artifact.loom" --data "$dir/data.txt" \
+    if [ "$host_per_rank" = 1 ]; then
+      # shellcheck disable=SC2016
+      runner=(bash -c 'NCCL_HOSTID="check-cuda-rank-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-}}}" exec "$0" "$@"' "$loom_run")
+    fi
+    launch "$ranks" "${runner[@]}" "$dir/$artifact.loom" --data "$dir/data.txt" \
       --steps "$steps" "$@" >"$dir/$name.gpu.log" 2>&1 </dev/null
   }
-  # NCCL takes a GPU per rank: ranks that would share one take MPI's.
+  # check NAME STEPS TOLERANCE NORMS RANKS FROM COLLECTIVES: the artifact
+  # NAME's GPU steps against the CPU's, the verdict under NAME plus a
+  # suffix for NCCL's ("nccl": the ranks made machines of their own).
+  check() {
+    local name="$1" steps="$2" tolerance="$3" norms="$4" ranks="$5" from="$6"
+    local collectives="$7" label="$1" detail status=0 joined=""
+    local label_collectives
+    case "$collectives" in
+    mpi) label_collectives=" ($ranks ranks on ${gpus:-0} GPU, MPI's collectives)" ;;
+    nccl) label_collectives=" ($ranks ranks, NCCL)" ;;
+    nccl-hosts)
+      label="$name-nccl"
+      label_collectives=" ($ranks ranks on ${gpus:-0} GPU, NCCL, each rank a host of its own)"
+      rm -f "$dir/$label".nccl.*.log
+      ;;
+    *) label_collectives="" ;;
+    esac
+    if [ "$collectives" = nccl-hosts ]; then
+      # NCCL tells machines apart by NCCL_HOSTID: ranks that are hosts of
+      # their own to it may share a GPU, and its socket transport (over
+      # loopback, unless NCCL_SOCKET_IFNAME says otherwise) carries their
+      # collectives. Its log says which communicators it made.
+      host_per_rank=1 LOOM_COMM="" NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" \
+        NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
+        NCCL_DEBUG_FILE="$dir/$label.nccl.%h.%p.log" \
+        train "$label" "$name" "$steps" "$ranks" --val-every 5 \
+        ${from:+--load "$dir/$from.ckpt"} || status=$?
+    else
+      LOOM_COMM="$([ "$collectives" = mpi ] && echo mpi || echo "${LOOM_COMM:-}")" \
+        train "$label" "$name" "$steps" "$ranks" --val-every 5 \
+        ${from:+--load "$dir/$from.ckpt"} || status=$?
+    fi
+    if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+      verdict "$label" 1 "loom-run stopped after $launch_timeout s (CHECK_CUDA_TIMEOUT)$label_collectives: $(tail -n 1 "$dir/$label.gpu.log")"
+      return
+    elif [ "$status" != 0 ]; then
+      verdict "$label" 1 "loom-run failed$label_collectives: $(why "$dir/$label.gpu.log")"
+      return
+    fi
+    if [ "$collectives" = nccl-hosts ]; then
+      local made
+      made="$(cat "$dir/$label".nccl.*.log 2>/dev/null | grep -c 'Init COMPLETE' || true)"
+      if [ "${made:-0}" = 0 ]; then
+        verdict "$label" 1 "NCCL made no communicator (its log: $dir/$label.nccl.*.log)"
+        return
+      fi
+      joined=", $made NCCL communicators made"
+    fi
+    # shellcheck disable=SC2086
+    detail="$(python3 "$compare" "$dir/$name.cpu.log" "$dir/$label.gpu.log" \
+      "$tolerance" $norms 2>&1)" || status=$?
+    verdict "$label" "$status" "GPU against CPU$label_collectives${from:+ from $from.ckpt}, tolerance $tolerance$joined: $detail"
+  }
+  # NCCL takes a GPU per rank: ranks that would share one run the check
+  # twice, with MPI's collectives and with NCCL's, each rank a host of its
+  # own to NCCL.
   local gpus
   gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
-  local name steps tolerance norms ranks from status detail collectives comm
+  local name steps tolerance norms ranks from status detail shared=""
+  local shared_ranks=2
   while IFS='|' read -r name steps tolerance norms ranks from; do
-    ranks="${ranks:-1}" collectives="" comm="${LOOM_COMM:-}"
+    ranks="${ranks:-1}"
     if [ ! -f "$dir/$name.loom" ]; then
       verdict "$name" 1 "no $dir/$name.loom"
       continue
     fi
-    if [ "$ranks" -gt 1 ]; then
-      if ! command -v "$mpirun" >/dev/null; then
-        verdict "$name" 1 "no $mpirun to start $ranks ranks"
-        continue
-      fi
-      if [ "${gpus:-0}" -ge "$ranks" ]; then
-        collectives=" ($ranks ranks, NCCL)"
-      else
-        collectives=" ($ranks ranks on ${gpus:-0} GPU, MPI's collectives)"
-        comm=mpi
-      fi
+    if [ "$ranks" = 1 ]; then
+      check "$name" "$steps" "$tolerance" "$norms" "$ranks" "$from" ""
+    elif ! command -v "$mpirun" >/dev/null; then
+      verdict "$name" 1 "no $mpirun to start $ranks ranks"
+    elif [ "${gpus:-0}" -ge "$ranks" ]; then
+      check "$name" "$steps" "$tolerance" "$norms" "$ranks" "$from" nccl
+    else
+      check "$name" "$steps" "$tolerance" "$norms" "$ranks" "$from" mpi
+      check "$name" "$steps" "$tolerance" "$norms" "$ranks" "$from" nccl-hosts
+      [ -n "$shared" ] || shared="$name" shared_ranks="$ranks"
     fi
-    if ! LOOM_COMM="$comm" train "$name" "$name" "$steps" "$ranks" \
-      --val-every 5 ${from:+--load "$dir/$from.ckpt"}; then
-      verdict "$name" 1 "loom-run failed$collectives: $(grep -m 1 'error' "$dir/$name.gpu.log" || tail -n 1 "$dir/$name.gpu.log")"
-      continue
-    fi
-    status=0
-    # shellcheck disable=SC2086
-    detail="$(python3 "$compare" "$dir/$name.cpu.log" "$dir/$name.gpu.log" \
-      "$tolerance" $norms 2>&1)" || status=$?
-    verdict "$name" "$status" "GPU against CPU$collectives${from:+ from $from.ckpt}, tolerance $tolerance: $detail"
   done <"$dir/checks.txt"
+
+  # Ranks sharing a GPU, as one host to NCCL, are refused before NCCL
+  # would answer "invalid usage", naming the two ranks.
+  if [ -n "$shared" ]; then
+    status=0
+    LOOM_COMM="" train nccl-shared-gpu "$shared" 1 "$shared_ranks" || status=$?
+    detail="$(why "$dir/nccl-shared-gpu.gpu.log")"
+    if [ "$status" != 0 ] && grep -q 'NCCL takes one rank per GPU' "$dir/nccl-shared-gpu.gpu.log"; then
+      verdict nccl-shared-gpu 0 "$shared_ranks ranks on one GPU through NCCL stopped (exit $status): $detail"
+    else
+      verdict nccl-shared-gpu 1 "$shared_ranks ranks on one GPU through NCCL, exit $status, not the runtime's refusal: $detail"
+    fi
+  fi
 
   if [ -f "$dir/tiny-bf16.loom" ] && [ -f "$dir/tiny-fp32.loom" ]; then
     for from in tiny init; do
