@@ -42,8 +42,10 @@
 #include <sched.h>
 
 #include <array>
+#include <chrono>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -214,10 +216,20 @@ struct Backend {
   void drain() {
     pending = false;
     CUresult waited = CUDA_ERROR_NOT_READY;
+    // A pipeline's send may wait a whole step for its receiver: past the
+    // first polls, sleep between them, leaving the cores to ranks and
+    // NCCL's threads that share them.
+    constexpr int kEagerPolls = 1000;
     if (waitProgress)
-      while ((waited = api.cuStreamQuery(stream)) == CUDA_ERROR_NOT_READY &&
-             waitProgress())
-        sched_yield();
+      for (int polls = 0;
+           (waited = api.cuStreamQuery(stream)) == CUDA_ERROR_NOT_READY &&
+           waitProgress();
+           ++polls) {
+        if (polls < kEagerPolls)
+          sched_yield();
+        else
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     if (waited == CUDA_ERROR_NOT_READY)
       waited = api.cuStreamSynchronize(stream);
     if (check(waited, "the step on the GPU") && failure.empty()) {
@@ -675,6 +687,11 @@ bool loom::useCuda(const std::string &arch) {
 }
 
 bool loom::cudaActive() { return backend().active; }
+
+bool loom::cudaRunsAhead() {
+  Backend &be = backend();
+  return be.active && be.concurrentManagedAccess;
+}
 
 void *loom::cudaAllocate(size_t size) {
   Backend &be = backend();
@@ -1215,6 +1232,7 @@ bool loom::useCuda(const std::string &) {
                   "time)");
 }
 bool loom::cudaActive() { return false; }
+bool loom::cudaRunsAhead() { return false; }
 void *loom::cudaAllocate(size_t) {
   setError("this Loom runtime was built without CUDA");
   return nullptr;
@@ -1279,8 +1297,9 @@ std::string loom::rankGpuId(const std::string &processorName,
   // A bus id names a GPU of one machine, and identical machines number
   // theirs alike: the host goes with it, named as NCCL names it.
   const char *hostId = std::getenv("NCCL_HOSTID");
-  return (hostId && *hostId ? std::string(hostId) : processorName) + " GPU " +
-         busId;
+  std::string host = hostId ? std::string(hostId).substr(0, kNcclHostBytes - 1)
+                            : processorName;
+  return host + " GPU " + busId;
 }
 
 std::optional<std::pair<int, int>>

@@ -45,6 +45,10 @@ void heapEndCall();
 bool useCuda(const std::string &arch);
 /// Whether the CUDA backend is on.
 bool cudaActive();
+/// Whether the host goes on while the GPU runs what was queued: where the
+/// host may not touch managed memory meanwhile, each piece of work is
+/// waited for as it is queued.
+bool cudaRunsAhead();
 /// Memory both the host and the GPU address (CUDA managed memory), or null
 /// with the error set. Only while the CUDA backend is on.
 void *cudaAllocate(size_t size);
@@ -55,11 +59,15 @@ bool cudaMemoryInfo(size_t &free, size_t &total);
 /// the processes of one machine on one GPU apart from those on two; empty
 /// without the CUDA backend.
 std::string cudaBusId();
+/// The bytes of a host's name NCCL compares, its terminating null
+/// included.
+constexpr int kNcclHostBytes = 1024;
 /// The id of a rank's GPU that ranksSharingGpu compares: its host's name
 /// and its GPU's PCI bus id (empty where the bus id is). The host is the
-/// one NCCL sees: NCCL_HOSTID where it is set (machines NCCL should take
-/// for one, or ranks it should take for several), `processorName`
-/// otherwise.
+/// one NCCL sees: NCCL_HOSTID where the environment sets it, even empty
+/// (machines NCCL should take for one, or ranks it should take for
+/// several), its first kNcclHostBytes - 1 bytes as NCCL reads it;
+/// `processorName` otherwise.
 std::string rankGpuId(const std::string &processorName,
                       const std::string &busId);
 /// The first two ranks, in rank order, whose GPUs have the same id in

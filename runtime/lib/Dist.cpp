@@ -26,6 +26,7 @@
 #include <initializer_list>
 #include <mpi.h>
 #include <sched.h>
+#include <string>
 #include <vector>
 
 using loom::setError;
@@ -42,6 +43,8 @@ namespace {
 struct PendingSend {
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<char> data;
+  /// The group it was sent in, which a failure names.
+  const loom_comm *comm = nullptr;
 };
 
 struct Context {
@@ -49,6 +52,9 @@ struct Context {
   /// The compiled steps' messages not known to be delivered yet, oldest
   /// first.
   std::deque<PendingSend> sends;
+  /// A failure of those messages met while waiting for the GPU, which has
+  /// no error path: the next send or receive reports it.
+  std::string sendFailure;
   bool initialized = false;
   /// MPI_Init ran: the job was launched by an MPI launcher.
   bool mpi = false;
@@ -167,12 +173,15 @@ bool makeGroup(loom_comm &group, const char *name, int color, int key) {
 }
 
 /// Frees the copies of the messages MPI has delivered, oldest first.
-bool reapSends(const loom_comm *comm) {
-  std::deque<PendingSend> &sends = context().sends;
+bool reapSends() {
+  Context &c = context();
+  if (!c.sendFailure.empty())
+    return setError("%s", c.sendFailure.c_str());
+  std::deque<PendingSend> &sends = c.sends;
   while (!sends.empty()) {
     int done = 0;
     if (mpiFailed(MPI_Test(&sends.front().request, &done, MPI_STATUS_IGNORE),
-                  "send", comm))
+                  "send", sends.front().comm))
       return false;
     if (!done)
       break;
@@ -182,11 +191,15 @@ bool reapSends(const loom_comm *comm) {
 }
 
 /// Moves the messages in flight on, freeing those delivered; whether any
-/// is still in flight (false on a failure, which the next send or receive
-/// reports).
+/// is still in flight (false on a failure, kept for the next send or
+/// receive to report).
 bool progressSends() {
   Context &c = context();
-  return reapSends(&c.groups[LOOM_GROUP_WORLD]) && !c.sends.empty();
+  if (!reapSends()) {
+    c.sendFailure = loom_last_error();
+    return false;
+  }
+  return !c.sends.empty();
 }
 } // namespace
 
@@ -485,12 +498,13 @@ namespace {
 int sendCopy(loom_comm *comm, loom_dtype dtype, const void *buffer,
              int64_t count, int64_t peer, int64_t tag) {
   if (!checkCall("send", comm, dtype, count, /*sum=*/false) ||
-      !checkPeer("send", comm, peer) || !reapSends(comm))
+      !checkPeer("send", comm, peer) || !reapSends())
     return 1;
   if (tag < 0 || tag > 32767) // the tags MPI guarantees
     return !setError("send: tag %lld is not in [0, 32767]",
                      static_cast<long long>(tag));
   PendingSend send;
+  send.comm = comm;
   const char *bytes = static_cast<const char *>(buffer);
   send.data.assign(bytes, bytes + count * loom::elementSize(dtype));
   if (mpiFailed(MPI_Isend(send.data.data(), static_cast<int>(count),
@@ -521,7 +535,7 @@ int recvTagged(loom_comm *comm, loom_dtype dtype, void *buffer, int64_t count,
                      static_cast<long long>(peer), comm->name, received,
                      static_cast<long long>(tag),
                      static_cast<long long>(count));
-  return reapSends(comm) ? 0 : 1;
+  return reapSends() ? 0 : 1;
 }
 } // namespace
 

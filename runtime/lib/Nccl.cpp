@@ -125,7 +125,8 @@ struct Nccl {
   /// false, with the error set on every rank, where two share one (NCCL
   /// itself would answer "invalid usage").
   static bool checkOneRankPerGpu(MPI_Comm comm, int size, const char *name) {
-    constexpr int kIdBytes = MPI_MAX_PROCESSOR_NAME + 32;
+    // A host of up to kNcclHostBytes - 1 bytes, " GPU " and a bus id.
+    constexpr int kIdBytes = loom::kNcclHostBytes + 32;
     char mine[kIdBytes] = {};
     char host[MPI_MAX_PROCESSOR_NAME] = {};
     int hostLength = 0;

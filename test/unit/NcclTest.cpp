@@ -31,8 +31,9 @@ TEST(RuntimeNccl, RanksSharingGpu) {
 }
 
 /// A GPU's id names its host as NCCL does: by NCCL_HOSTID where it is set,
-/// so that ranks NCCL takes for hosts of their own may share a GPU, and
-/// hosts it takes for one may not share a bus id.
+/// even empty, as far as NCCL reads it, so that ranks NCCL takes for hosts
+/// of their own may share a GPU, and hosts it takes for one may not share
+/// a bus id.
 TEST(RuntimeNccl, RankGpuIdNamesTheHostAsNcclDoes) {
   const char *saved = std::getenv("NCCL_HOSTID");
   std::string restore = saved ? saved : "";
@@ -40,7 +41,14 @@ TEST(RuntimeNccl, RankGpuIdNamesTheHostAsNcclDoes) {
   EXPECT_EQ(loom::rankGpuId("node1", "0000:1A:00.0"), "node1 GPU 0000:1A:00.0");
   EXPECT_EQ(loom::rankGpuId("node1", ""), "");
   setenv("NCCL_HOSTID", "", 1);
-  EXPECT_EQ(loom::rankGpuId("node1", "0000:1A:00.0"), "node1 GPU 0000:1A:00.0");
+  EXPECT_EQ(loom::rankGpuId("node1", "0000:1A:00.0"), " GPU 0000:1A:00.0");
+  // Two ids NCCL reads alike, past its 1023 bytes, are one host.
+  std::string longId(loom::kNcclHostBytes - 1, 'h');
+  setenv("NCCL_HOSTID", (longId + "-rank-0").c_str(), 1);
+  std::string first = loom::rankGpuId("node1", "0000:1A:00.0");
+  setenv("NCCL_HOSTID", (longId + "-rank-1").c_str(), 1);
+  EXPECT_EQ(loom::rankGpuId("node1", "0000:1A:00.0"), first);
+  EXPECT_EQ(first, longId + " GPU 0000:1A:00.0");
   setenv("NCCL_HOSTID", "rank-1", 1);
   EXPECT_EQ(loom::rankGpuId("node1", "0000:1A:00.0"),
             "rank-1 GPU 0000:1A:00.0");
