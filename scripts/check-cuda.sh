@@ -235,7 +235,7 @@ run() {
   check() {
     local name="$1" steps="$2" tolerance="$3" norms="$4" ranks="$5" from="$6"
     local collectives="$7" label="$1" detail status=0 joined=""
-    local label_collectives
+    local label_collectives started=$SECONDS
     case "$collectives" in
     mpi) label_collectives=" ($ranks ranks on ${gpus:-0} GPU, MPI's collectives)" ;;
     nccl) label_collectives=" ($ranks ranks, NCCL)" ;;
@@ -261,7 +261,10 @@ run() {
         train "$label" "$name" "$steps" "$ranks" --val-every 5 \
         ${from:+--load "$dir/$from.ckpt"} || status=$?
     fi
-    if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+    # timeout's status, or 137 where the ranks ignored its TERM; a rank
+    # killed otherwise (out of memory) also ends with 137, early.
+    if [ "$status" = 124 ] ||
+      { [ "$status" = 137 ] && [ $((SECONDS - started)) -ge "$launch_timeout" ]; }; then
       verdict "$label" 1 "loom-run stopped after $launch_timeout s (CHECK_CUDA_TIMEOUT)$label_collectives: $(tail -n 1 "$dir/$label.gpu.log")"
       return
     elif [ "$status" != 0 ]; then
@@ -269,13 +272,16 @@ run() {
       return
     fi
     if [ "$collectives" = nccl-hosts ]; then
-      local made
+      # Each rank logs each communicator it joins: every rank joins one at
+      # least.
+      local made transport
       made="$(cat "$dir/$label".nccl.*.log 2>/dev/null | grep -c 'Init COMPLETE' || true)"
-      if [ "${made:-0}" = 0 ]; then
-        verdict "$label" 1 "NCCL made no communicator (its log: $dir/$label.nccl.*.log)"
+      if [ "${made:-0}" -lt "$ranks" ]; then
+        verdict "$label" 1 "NCCL's log shows ${made:-0} ranks' communicators, fewer than the $ranks ranks (its log: $dir/$label.nccl.*.log)"
         return
       fi
-      joined=", $made NCCL communicators made"
+      transport="$(cat "$dir/$label".nccl.*.log | grep -o -m 1 'via NET/[A-Za-z]*' || true)"
+      joined=", NCCL's log: $made ranks' communicators${transport:+, $transport}"
     fi
     # shellcheck disable=SC2086
     detail="$(python3 "$compare" "$dir/$name.cpu.log" "$dir/$label.gpu.log" \
@@ -315,9 +321,9 @@ run() {
     LOOM_COMM="" train nccl-shared-gpu "$shared" 1 "$shared_ranks" || status=$?
     detail="$(why "$dir/nccl-shared-gpu.gpu.log")"
     if [ "$status" != 0 ] && grep -q 'NCCL takes one rank per GPU' "$dir/nccl-shared-gpu.gpu.log"; then
-      verdict nccl-shared-gpu 0 "$shared_ranks ranks on one GPU through NCCL stopped (exit $status): $detail"
+      verdict nccl-shared-gpu 0 "$shared_ranks ranks on ${gpus:-0} GPU as one host, through NCCL, stopped (exit $status): $detail"
     else
-      verdict nccl-shared-gpu 1 "$shared_ranks ranks on one GPU through NCCL, exit $status, not the runtime's refusal: $detail"
+      verdict nccl-shared-gpu 1 "$shared_ranks ranks on ${gpus:-0} GPU as one host, through NCCL, exit $status, not the runtime's refusal: $detail"
     fi
   fi
 
