@@ -18,6 +18,8 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -29,10 +31,16 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/Transforms/Utils/SplitModule.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
 
 using namespace mlir;
 
@@ -64,6 +72,49 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine,
       optLevel == 0 ? builder.buildO0DefaultPipeline(level)
                     : builder.buildPerModuleDefaultPipeline(level);
   mpm.run(module, mam);
+}
+
+/// A partition's object file, the machine compiling it and its failure.
+struct Compiled {
+  llvm::SmallString<128> path;
+  llvm::FileRemover remover;
+  std::unique_ptr<llvm::TargetMachine> machine;
+  std::string error;
+};
+
+/// A step's outlined loop nests and entry points run to hundreds of
+/// functions; a partition of fewer is not worth its copy.
+constexpr unsigned kFunctionsPerPartition = 32;
+constexpr unsigned kMaxPartitions = 8;
+
+/// Optimizes `module` and writes its object file to `object.path`,
+/// recording a failure in `object.error`.
+void compile(llvm::Module &module, Compiled &object, unsigned optLevel) {
+  llvm::TargetMachine &machine = *object.machine;
+  module.setDataLayout(machine.createDataLayout());
+  module.setTargetTriple(machine.getTargetTriple());
+  optimize(module, machine, optLevel);
+  std::error_code ec;
+  llvm::raw_fd_ostream out(object.path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    object.error =
+        "cannot write " + object.path.str().str() + ": " + ec.message();
+    return;
+  }
+  llvm::legacy::PassManager codegen;
+  if (machine.addPassesToEmitFile(codegen, out, nullptr,
+                                  llvm::CodeGenFileType::ObjectFile)) {
+    object.error = "the target cannot emit object files";
+    return;
+  }
+  codegen.run(module);
+  // A full disk shows only when the file is closed.
+  out.close();
+  if (out.has_error()) {
+    object.error = "cannot write " + object.path.str().str() + ": " +
+                   out.error().message();
+    out.clear_error();
+  }
 }
 } // namespace
 
@@ -148,31 +199,66 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(triple);
   translateTimer.stop();
-  TimingScope optimizeTimer = timer("LLVM optimization");
-  optimize(*llvmModule, *machine, options.optLevel);
-  optimizeTimer.stop();
-  TimingScope codegenTimer = timer("code generation");
 
-  // Object file next to a temporary, then the link.
-  llvm::SmallString<128> objectPath;
-  if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("loom-artifact", "o", objectPath))
-    return module.emitError()
-           << "cannot create a temporary object file: " << ec.message();
-  llvm::FileRemover removeObject(objectPath);
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream object(objectPath, ec, llvm::sys::fs::OF_None);
-    if (ec)
+  // Optimization and code generation take most of a large step's compile
+  // and see one function at a time: the module is cut into partitions,
+  // each optimized and compiled on a thread of its own. Their number
+  // depends on the module alone, so that an artifact does not depend on
+  // the cores of the machine compiling it.
+  TimingScope codegenTimer = timer("LLVM optimization and code generation");
+  std::vector<llvm::SmallString<0>> parts;
+  unsigned functions = 0;
+  for (llvm::Function &function : *llvmModule)
+    functions += function.isDeclaration() ? 0 : 1;
+  unsigned partCount =
+      std::clamp(functions / kFunctionsPerPartition, 1u, kMaxPartitions);
+  if (partCount > 1)
+    llvm::SplitModule(*llvmModule, partCount,
+                      [&](std::unique_ptr<llvm::Module> part) {
+                        llvm::raw_svector_ostream os(parts.emplace_back());
+                        llvm::WriteBitcodeToFile(*part, os);
+                      });
+  std::vector<Compiled> objects(std::max<size_t>(parts.size(), 1));
+  for (Compiled &object : objects) {
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+            "loom-artifact", "o", object.path))
       return module.emitError()
-             << "cannot write " << objectPath << ": " << ec.message();
-    llvm::legacy::PassManager codegen;
-    if (machine->addPassesToEmitFile(codegen, object, nullptr,
-                                     llvm::CodeGenFileType::ObjectFile))
-      return module.emitError("the target cannot emit object files");
-    codegen.run(*llvmModule);
+             << "cannot create a temporary object file: " << ec.message();
+    object.remover.setFile(object.path);
+    object.machine.reset(target->createTargetMachine(
+        triple, cpu, features.getString(), targetOptions, llvm::Reloc::PIC_,
+        std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+    if (!object.machine)
+      return module.emitError()
+             << "cannot generate code for CPU '" << cpu << "'";
   }
-
+  if (parts.empty()) {
+    compile(*llvmModule, objects.front(), options.optLevel);
+  } else {
+    unsigned threads = std::min<unsigned>(
+        parts.size(), llvm::hardware_concurrency().compute_thread_count());
+    std::vector<std::thread> workers;
+    std::atomic<size_t> next{0};
+    for (unsigned t = 0; t < threads; ++t)
+      workers.emplace_back([&] {
+        for (size_t i; (i = next++) < parts.size();) {
+          llvm::LLVMContext context;
+          llvm::Expected<std::unique_ptr<llvm::Module>> part =
+              llvm::parseBitcodeFile(
+                  llvm::MemoryBufferRef(parts[i].str(), "partition"), context);
+          if (!part) {
+            objects[i].error = llvm::toString(part.takeError());
+            continue;
+          }
+          compile(**part, objects[i], options.optLevel);
+        }
+      });
+    for (std::thread &worker : workers)
+      worker.join();
+  }
+  for (const Compiled &object : objects)
+    if (!object.error.empty())
+      return module.emitError() << object.error;
   codegenTimer.stop();
   TimingScope linkTimer = timer("link");
   llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
@@ -198,8 +284,10 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
     partial = (path + ".partial").str();
   }
   llvm::FileRemover removePartial(partial);
-  llvm::SmallVector<llvm::StringRef> args = {*cc,     "-shared",  "-o",
-                                             partial, objectPath, "-lm"};
+  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", partial};
+  for (const Compiled &object : objects)
+    args.push_back(object.path);
+  args.push_back("-lm");
   std::string message;
   int rc =
       llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
