@@ -18,6 +18,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -31,16 +32,16 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/Transforms/IPO/GlobalDCE.h"
 #include "llvm/Transforms/Utils/SplitModule.h"
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 
 using namespace mlir;
 
@@ -74,8 +75,31 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine,
   mpm.run(module, mam);
 }
 
+/// Deletes the functions and globals nothing reaches. Run before the
+/// module is split: a partition sees the internal symbols of the others as
+/// hidden external ones, which it may not delete.
+void removeDeadCode(llvm::Module &module) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder;
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm;
+  mpm.addPass(llvm::GlobalDCEPass());
+  mpm.run(module, mam);
+}
+
 /// A partition's object file, the machine compiling it and its failure.
+/// The remover deletes the file when the object goes: never copied.
 struct Compiled {
+  Compiled() = default;
+  Compiled(const Compiled &) = delete;
+  Compiled &operator=(const Compiled &) = delete;
   llvm::SmallString<128> path;
   llvm::FileRemover remover;
   std::unique_ptr<llvm::TargetMachine> machine;
@@ -91,8 +115,6 @@ constexpr unsigned kMaxPartitions = 8;
 /// recording a failure in `object.error`.
 void compile(llvm::Module &module, Compiled &object, unsigned optLevel) {
   llvm::TargetMachine &machine = *object.machine;
-  module.setDataLayout(machine.createDataLayout());
-  module.setTargetTriple(machine.getTargetTriple());
   optimize(module, machine, optLevel);
   std::error_code ec;
   llvm::raw_fd_ostream out(object.path, ec, llvm::sys::fs::OF_None);
@@ -201,23 +223,32 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
   translateTimer.stop();
 
   // Optimization and code generation take most of a large step's compile
-  // and see one function at a time: the module is cut into partitions,
-  // each optimized and compiled on a thread of its own. Their number
-  // depends on the module alone, so that an artifact does not depend on
-  // the cores of the machine compiling it.
+  // and see one function at a time: the module is cut into partitions of
+  // about equal numbers of functions, optimized and compiled in parallel,
+  // up to a thread per core. Their number depends on the module alone, so
+  // that an artifact does not depend on the cores of the machine compiling
+  // it. Each partition's internal symbols become hidden external ones:
+  // LLVM's whole-module passes no longer see all their uses, but the
+  // step's functions call its loop nests through the runtime's threads,
+  // by address, where those passes could do little anyway.
   TimingScope codegenTimer = timer("LLVM optimization and code generation");
-  std::vector<llvm::SmallString<0>> parts;
-  unsigned functions = 0;
-  for (llvm::Function &function : *llvmModule)
-    functions += function.isDeclaration() ? 0 : 1;
+  unsigned functions = llvm::count_if(
+      *llvmModule, [](llvm::Function &f) { return !f.isDeclaration(); });
   unsigned partCount =
       std::clamp(functions / kFunctionsPerPartition, 1u, kMaxPartitions);
-  if (partCount > 1)
-    llvm::SplitModule(*llvmModule, partCount,
-                      [&](std::unique_ptr<llvm::Module> part) {
-                        llvm::raw_svector_ostream os(parts.emplace_back());
-                        llvm::WriteBitcodeToFile(*part, os);
-                      });
+  // A module belongs to one LLVMContext, which one thread uses at a time:
+  // each partition travels to its thread as bitcode.
+  std::vector<llvm::SmallString<0>> parts;
+  if (partCount > 1) {
+    removeDeadCode(*llvmModule);
+    llvm::SplitModule(
+        *llvmModule, partCount,
+        [&](std::unique_ptr<llvm::Module> part) {
+          llvm::raw_svector_ostream os(parts.emplace_back());
+          llvm::WriteBitcodeToFile(*part, os);
+        },
+        /*PreserveLocals=*/false, /*RoundRobin=*/true);
+  }
   std::vector<Compiled> objects(std::max<size_t>(parts.size(), 1));
   for (Compiled &object : objects) {
     if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
@@ -225,9 +256,14 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
       return module.emitError()
              << "cannot create a temporary object file: " << ec.message();
     object.remover.setFile(object.path);
-    object.machine.reset(target->createTargetMachine(
-        triple, cpu, features.getString(), targetOptions, llvm::Reloc::PIC_,
-        std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+    // A TargetMachine serves one thread.
+    object.machine =
+        machine
+            ? std::move(machine)
+            : std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+                  triple, cpu, features.getString(), targetOptions,
+                  llvm::Reloc::PIC_, std::nullopt,
+                  llvm::CodeGenOptLevel::Aggressive));
     if (!object.machine)
       return module.emitError()
              << "cannot generate code for CPU '" << cpu << "'";
@@ -235,26 +271,21 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
   if (parts.empty()) {
     compile(*llvmModule, objects.front(), options.optLevel);
   } else {
-    unsigned threads = std::min<unsigned>(
-        parts.size(), llvm::hardware_concurrency().compute_thread_count());
-    std::vector<std::thread> workers;
-    std::atomic<size_t> next{0};
-    for (unsigned t = 0; t < threads; ++t)
-      workers.emplace_back([&] {
-        for (size_t i; (i = next++) < parts.size();) {
-          llvm::LLVMContext context;
-          llvm::Expected<std::unique_ptr<llvm::Module>> part =
-              llvm::parseBitcodeFile(
-                  llvm::MemoryBufferRef(parts[i].str(), "partition"), context);
-          if (!part) {
-            objects[i].error = llvm::toString(part.takeError());
-            continue;
-          }
-          compile(**part, objects[i], options.optLevel);
+    llvm::DefaultThreadPool pool(
+        llvm::heavyweight_hardware_concurrency(parts.size()));
+    for (size_t i = 0; i < parts.size(); ++i)
+      pool.async([&, i] {
+        llvm::LLVMContext context;
+        llvm::Expected<std::unique_ptr<llvm::Module>> part =
+            llvm::parseBitcodeFile(
+                llvm::MemoryBufferRef(parts[i].str(), "partition"), context);
+        if (!part) {
+          objects[i].error = llvm::toString(part.takeError());
+          return;
         }
+        compile(**part, objects[i], options.optLevel);
       });
-    for (std::thread &worker : workers)
-      worker.join();
+    pool.wait();
   }
   for (const Compiled &object : objects)
     if (!object.error.empty())
