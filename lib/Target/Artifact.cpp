@@ -46,12 +46,26 @@
 using namespace mlir;
 
 namespace {
-void optimize(llvm::Module &module, llvm::TargetMachine &machine,
-              unsigned optLevel) {
+/// Runs over `module` the passes `makePasses` returns, with `builder`'s
+/// analyses.
+template <typename MakePasses>
+void runPasses(llvm::Module &module, llvm::PassBuilder &builder,
+               MakePasses makePasses) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = makePasses();
+  mpm.run(module, mam);
+}
+
+void optimize(llvm::Module &module, llvm::TargetMachine &machine,
+              unsigned optLevel) {
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = optLevel > 1;
   tuning.SLPVectorization = optLevel > 1;
@@ -60,38 +74,26 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine,
   // quadratic: seconds per function. The vectorizer still interleaves.
   tuning.LoopUnrolling = false;
   llvm::PassBuilder builder(&machine, tuning);
-  builder.registerModuleAnalyses(mam);
-  builder.registerCGSCCAnalyses(cgam);
-  builder.registerFunctionAnalyses(fam);
-  builder.registerLoopAnalyses(lam);
-  builder.crossRegisterProxies(lam, fam, cgam, mam);
   llvm::OptimizationLevel level = optLevel == 0   ? llvm::OptimizationLevel::O0
                                   : optLevel == 1 ? llvm::OptimizationLevel::O1
                                   : optLevel == 2 ? llvm::OptimizationLevel::O2
                                                   : llvm::OptimizationLevel::O3;
-  llvm::ModulePassManager mpm =
-      optLevel == 0 ? builder.buildO0DefaultPipeline(level)
-                    : builder.buildPerModuleDefaultPipeline(level);
-  mpm.run(module, mam);
+  runPasses(module, builder, [&] {
+    return optLevel == 0 ? builder.buildO0DefaultPipeline(level)
+                         : builder.buildPerModuleDefaultPipeline(level);
+  });
 }
 
 /// Deletes the functions and globals nothing reaches. Run before the
 /// module is split: a partition sees the internal symbols of the others as
 /// hidden external ones, which it may not delete.
 void removeDeadCode(llvm::Module &module) {
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
   llvm::PassBuilder builder;
-  builder.registerModuleAnalyses(mam);
-  builder.registerCGSCCAnalyses(cgam);
-  builder.registerFunctionAnalyses(fam);
-  builder.registerLoopAnalyses(lam);
-  builder.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm;
-  mpm.addPass(llvm::GlobalDCEPass());
-  mpm.run(module, mam);
+  runPasses(module, builder, [] {
+    llvm::ModulePassManager mpm;
+    mpm.addPass(llvm::GlobalDCEPass());
+    return mpm;
+  });
 }
 
 /// A partition's object file, the machine compiling it and its failure.
