@@ -235,32 +235,32 @@ run() {
   check() {
     local name="$1" steps="$2" tolerance="$3" norms="$4" ranks="$5" from="$6"
     local collectives="$7" label="$1" detail status=0 joined=""
-    local label_collectives started=$SECONDS
+    local label_collectives host_per_rank=0
+    # What the ranks' collectives go through, for loom-run and NCCL.
+    local -x LOOM_COMM="${LOOM_COMM:-}"
     case "$collectives" in
-    mpi) label_collectives=" ($ranks ranks on ${gpus:-0} GPU, MPI's collectives)" ;;
+    mpi)
+      label_collectives=" ($ranks ranks on ${gpus:-0} GPU, MPI's collectives)"
+      LOOM_COMM=mpi
+      ;;
     nccl) label_collectives=" ($ranks ranks, NCCL)" ;;
     nccl-hosts)
       label="$name-nccl"
       label_collectives=" ($ranks ranks on ${gpus:-0} GPU, NCCL, each rank a host of its own)"
       rm -f "$dir/$label".nccl.*.log
-      ;;
-    *) label_collectives="" ;;
-    esac
-    if [ "$collectives" = nccl-hosts ]; then
       # NCCL tells machines apart by NCCL_HOSTID: ranks that are hosts of
       # their own to it may share a GPU, and its socket transport (over
       # loopback, unless NCCL_SOCKET_IFNAME says otherwise) carries their
       # collectives. Its log says which communicators it made.
-      host_per_rank=1 LOOM_COMM="" NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" \
-        NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
-        NCCL_DEBUG_FILE="$dir/$label.nccl.%h.%p.log" \
-        train "$label" "$name" "$steps" "$ranks" --val-every 5 \
-        ${from:+--load "$dir/$from.ckpt"} || status=$?
-    else
-      LOOM_COMM="$([ "$collectives" = mpi ] && echo mpi || echo "${LOOM_COMM:-}")" \
-        train "$label" "$name" "$steps" "$ranks" --val-every 5 \
-        ${from:+--load "$dir/$from.ckpt"} || status=$?
-    fi
+      host_per_rank=1 LOOM_COMM=""
+      local -x NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" NCCL_DEBUG=INFO \
+        NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE="$dir/$label.nccl.%h.%p.log"
+      ;;
+    *) label_collectives="" ;;
+    esac
+    local started=$SECONDS
+    train "$label" "$name" "$steps" "$ranks" --val-every 5 \
+      ${from:+--load "$dir/$from.ckpt"} || status=$?
     # timeout's status, or 137 where the ranks ignored its TERM; a rank
     # killed otherwise (out of memory) also ends with 137, early.
     if [ "$status" = 124 ] ||
