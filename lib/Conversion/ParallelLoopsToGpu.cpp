@@ -515,31 +515,49 @@ int64_t getCoarsening(scf::ParallelOp loop, int64_t threadBytes) {
   return factor;
 }
 
-/// Whether `value`, a view of memory the host computes from a buffer and
-/// constants alone (the static arena's buffers), can be computed again in a
-/// kernel from its buffer: the kernel then takes the buffer, which its
-/// other views share, rather than a descriptor of each view.
+/// Whether `value`, a view of memory the host computes from a buffer,
+/// constants and indices (the static arena's buffers, a layer's slice of
+/// them), can be computed again in a kernel from its buffer: the kernel
+/// then takes the buffer, which its other views share, and the indices,
+/// rather than a descriptor of each view.
 bool isSinkableView(Value value) {
   Operation *op = value.getDefiningOp();
   if (!isa_and_nonnull<memref::ViewOp, memref::SubViewOp, memref::ExpandShapeOp,
                        memref::CollapseShapeOp, memref::CastOp>(op))
     return false;
   return llvm::all_of(op->getOperands().drop_front(), [](Value operand) {
-    return matchPattern(operand, m_Constant());
+    return operand.getType().isIndex() || matchPattern(operand, m_Constant());
   });
 }
 
+/// Whether `value`, an index, is arithmetic on indices a kernel can compute
+/// again from the indices it uses (a view's offset from the layer loop's
+/// induction variable): LLVM then sees the offset's multiples, and the
+/// view's accesses keep the alignment its buffer's is assumed to have,
+/// where a parameter would be an offset of unknown alignment.
+bool isSinkableIndex(Value value) {
+  Operation *op = value.getDefiningOp();
+  return op && value.getType().isIndex() &&
+         isa<arith::ArithDialect>(op->getDialect()) && isPure(op) &&
+         llvm::all_of(op->getOperandTypes(),
+                      [](Type type) { return type.isIndex(); });
+}
+
 /// The values a kernel of `region` takes from the host, views it can compute
-/// again replaced by their buffers, into `arguments`. Constants go into the
-/// kernel (gpu-kernel-outlining).
+/// again replaced by their buffers and indices, into `arguments`. Constants
+/// go into the kernel (gpu-kernel-outlining).
 void collectKernelArguments(Region &region, SetVector<Value> &arguments) {
   SetVector<Value> used;
   getUsedValuesDefinedAbove(region, region, used);
-  for (Value value : used) {
+  SmallVector<Value> pending(used.begin(), used.end());
+  while (!pending.empty()) {
+    Value value = pending.pop_back_val();
     if (matchPattern(value, m_Constant()))
       continue;
-    while (isSinkableView(value))
-      value = value.getDefiningOp()->getOperand(0);
+    if (isSinkableView(value) || isSinkableIndex(value)) {
+      llvm::append_range(pending, value.getDefiningOp()->getOperands());
+      continue;
+    }
     arguments.insert(value);
   }
 }
@@ -556,24 +574,30 @@ int64_t getArgumentBytes(const SetVector<Value> &arguments) {
   return bytes;
 }
 
-/// Computes in `launchOp`'s kernel the views it uses that isSinkableView
-/// allows.
+/// Computes in `launchOp`'s kernel the views and indices it uses that
+/// isSinkableView and isSinkableIndex allow.
 void sinkViews(gpu::LaunchOp launchOp) {
   SetVector<Value> used;
   getUsedValuesDefinedAbove(launchOp.getBody(), launchOp.getBody(), used);
   OpBuilder b = OpBuilder::atBlockBegin(&launchOp.getBody().front());
   IRMapping mapping;
+  auto sinkable = [](Value value) {
+    return isSinkableView(value) || isSinkableIndex(value);
+  };
   std::function<Value(Value)> sink = [&](Value value) -> Value {
-    if (!isSinkableView(value))
+    if (!sinkable(value))
       return value;
     if (Value done = mapping.lookupOrNull(value))
       return done;
-    Operation *view = value.getDefiningOp();
-    mapping.map(view->getOperand(0), sink(view->getOperand(0)));
-    return b.clone(*view, mapping)->getResult(0);
+    Operation *op = value.getDefiningOp();
+    for (Value operand : op->getOperands())
+      mapping.map(operand, sink(operand));
+    Operation *clone = b.clone(*op, mapping);
+    mapping.map(op->getResults(), clone->getResults());
+    return mapping.lookup(value);
   };
   for (Value value : used) {
-    if (!isSinkableView(value))
+    if (!sinkable(value))
       continue;
     Value inside = sink(value);
     value.replaceUsesWithIf(inside, [&](OpOperand &use) {
@@ -582,20 +606,108 @@ void sinkViews(gpu::LaunchOp launchOp) {
   }
 }
 
+/// The alignment in bytes, a power of two, that the IR shows `buffer`'s
+/// aligned pointer has: an allocation's own, kept by the views that keep
+/// the pointer, the largest power of two known to divide a byte
+/// shift (memref.view, getKnownDivisor), and for a buffer a loop carries the
+/// least of what enters the loop and what each iteration passes on (the
+/// residual stream's two buffers). 1 for the step's arguments: the runtime
+/// packs its parameters one after the other. `carried` holds the loop-carried
+/// buffers being computed, assumed aligned to any power of two: with powers of
+/// two every step is a minimum, so the assumption yields the least fixed point.
+constexpr int64_t kAnyPowerOfTwo = int64_t(1) << 62;
+
+/// The largest power of two that the IR shows divides `index`, a value the
+/// host computes: a view's byte shift, such as the residual stream's
+/// (layer % 2) * bytes + start.
+int64_t getKnownDivisor(Value index) {
+  APInt constant;
+  if (matchPattern(index, m_ConstantInt(&constant))) {
+    if (constant.isZero())
+      return kAnyPowerOfTwo;
+    return int64_t(1) << std::min<unsigned>(constant.countr_zero(), 62);
+  }
+  Operation *op = index.getDefiningOp();
+  if (!op)
+    return 1;
+  if (isa<arith::MulIOp>(op)) {
+    int64_t a = getKnownDivisor(op->getOperand(0)),
+            b = getKnownDivisor(op->getOperand(1));
+    return int64_t(1) << std::min(llvm::Log2_64(a) + llvm::Log2_64(b), 62u);
+  }
+  // a mod b is a minus a multiple of b.
+  if (isa<arith::AddIOp, arith::SubIOp, arith::RemUIOp, arith::RemSIOp>(op))
+    return std::min(getKnownDivisor(op->getOperand(0)),
+                    getKnownDivisor(op->getOperand(1)));
+  if (auto select = dyn_cast<arith::SelectOp>(op))
+    return std::min(getKnownDivisor(select.getTrueValue()),
+                    getKnownDivisor(select.getFalseValue()));
+  if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op))
+    return getKnownDivisor(op->getOperand(0));
+  return 1;
+}
+
+int64_t getKnownAlignment(Value buffer, SmallPtrSetImpl<Value> &carried) {
+  Operation *op = buffer.getDefiningOp();
+  if (auto alloc = dyn_cast_or_null<memref::AllocOp>(op))
+    return alloc.getAlignment().value_or(1);
+  if (auto assume = dyn_cast_or_null<memref::AssumeAlignmentOp>(op))
+    return std::max<int64_t>(assume.getAlignment(),
+                             getKnownAlignment(assume.getMemref(), carried));
+  if (auto view = dyn_cast_or_null<memref::ViewOp>(op)) {
+    return std::min(getKnownAlignment(view.getSource(), carried),
+                    getKnownDivisor(view.getByteShift()));
+  }
+  if (isa_and_nonnull<memref::SubViewOp, memref::ExpandShapeOp,
+                      memref::CollapseShapeOp, memref::CastOp,
+                      memref::ReinterpretCastOp>(op))
+    return getKnownAlignment(op->getOperand(0), carried);
+  // A buffer the loop carries, inside it or as its result.
+  scf::ForOp loop;
+  unsigned carriedIndex = 0;
+  if (auto arg = dyn_cast<BlockArgument>(buffer)) {
+    loop = dyn_cast<scf::ForOp>(arg.getOwner()->getParentOp());
+    if (!loop || arg.getArgNumber() < loop.getNumInductionVars())
+      return 1;
+    carriedIndex = arg.getArgNumber() - loop.getNumInductionVars();
+  } else if ((loop = dyn_cast<scf::ForOp>(op))) {
+    carriedIndex = cast<OpResult>(buffer).getResultNumber();
+  } else {
+    return 1;
+  }
+  // Assumed aligned while computed: the argument and the result are the
+  // same buffers.
+  Value arg = loop.getRegionIterArgs()[carriedIndex];
+  if (!carried.insert(arg).second)
+    return kAnyPowerOfTwo;
+  int64_t alignment = std::min(
+      getKnownAlignment(loop.getInitArgs()[carriedIndex], carried),
+      getKnownAlignment(loop.getYieldedValues()[carriedIndex], carried));
+  carried.erase(arg);
+  return alignment;
+}
+int64_t getKnownAlignment(Value buffer) {
+  SmallPtrSet<Value, 4> carried;
+  return getKnownAlignment(buffer, carried);
+}
+
 /// Tells the kernel the alignment of each buffer it takes that the host
-/// allocated aligned (the static arena, its views computed in the kernel):
-/// a kernel's parameters are otherwise pointers of unknown alignment, and
-/// LLVM cannot join neighbouring accesses into one wide one.
+/// allocated aligned (the static arena, its views computed in the kernel,
+/// the buffers a layer loop carries): a kernel's parameters are otherwise
+/// pointers of unknown alignment, and LLVM cannot join neighbouring
+/// accesses into one wide one.
 void assumeAlignments(gpu::LaunchOp launchOp) {
   SetVector<Value> used;
   getUsedValuesDefinedAbove(launchOp.getBody(), launchOp.getBody(), used);
   OpBuilder b = OpBuilder::atBlockBegin(&launchOp.getBody().front());
   for (Value value : used) {
-    auto alloc = value.getDefiningOp<memref::AllocOp>();
-    if (!alloc || !alloc.getAlignment() || *alloc.getAlignment() < 2)
+    if (!isa<MemRefType>(value.getType()))
       continue;
-    Value aligned = memref::AssumeAlignmentOp::create(b, alloc.getLoc(), value,
-                                                      *alloc.getAlignment());
+    int64_t alignment = getKnownAlignment(value);
+    if (alignment < 2)
+      continue;
+    Value aligned =
+        memref::AssumeAlignmentOp::create(b, value.getLoc(), value, alignment);
     value.replaceUsesWithIf(aligned, [&](OpOperand &use) {
       return launchOp->isProperAncestor(use.getOwner()) &&
              use.getOwner() != aligned.getDefiningOp();
@@ -736,6 +848,55 @@ private:
   }
 };
 
+/// Whether every access of `loop`'s body that streams through memory along
+/// its innermost dimension is to a buffer aligned to the bytes `factor`
+/// consecutive iterations of it span, at most the 16 of the widest access:
+/// where one is not, LLVM keeps a contiguous thread's accesses one element
+/// wide, and each of a warp's loads touches 8 times the memory sectors its
+/// bytes fill (the optimizer's updates of the step's arguments, which the
+/// runtime packs one after the other). An access that walks the innermost
+/// dimension alone in a nest of several (a layer norm's weight, read again
+/// for each row) stays in the cache and does not count.
+bool widensAccesses(scf::ParallelOp loop, int64_t factor) {
+  ValueRange ivs = loop.getInductionVars();
+  auto sliceOf = [](ValueRange roots) {
+    SetVector<Operation *> slice;
+    for (Value root : roots)
+      getForwardSlice(root, &slice);
+    return slice;
+  };
+  SetVector<Operation *> walking = sliceOf(ivs.back()),
+                         outer = sliceOf(ivs.drop_back());
+  auto dependsOn = [](ValueRange indices, ValueRange roots,
+                      const SetVector<Operation *> &slice) {
+    return llvm::any_of(indices, [&](Value index) {
+      return llvm::is_contained(roots, index) ||
+             slice.contains(index.getDefiningOp());
+    });
+  };
+  auto walks = [&](ValueRange indices) {
+    return dependsOn(indices, ivs.back(), walking) &&
+           (ivs.size() == 1 || dependsOn(indices, ivs.drop_back(), outer));
+  };
+  auto aligned = [&](Value buffer, Type element) {
+    int64_t bytes =
+        factor * llvm::divideCeil(element.getIntOrFloatBitWidth(), 8);
+    return getKnownAlignment(buffer) >= std::min<int64_t>(bytes, 16);
+  };
+  WalkResult result = loop.getBody()->walk([&](Operation *op) {
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      if (walks(load.getIndices()) &&
+          !aligned(load.getMemRef(), load.getType()))
+        return WalkResult::interrupt();
+    if (auto store = dyn_cast<memref::StoreOp>(op))
+      if (walks(store.getIndices()) &&
+          !aligned(store.getMemRef(), store.getValueToStore().getType()))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return !result.wasInterrupted();
+}
+
 /// How one loop nest runs in a launch: the threads it takes, as values
 /// computed on the host before the launch, and how each runs its
 /// iterations.
@@ -760,12 +921,12 @@ Segment planSegment(OpBuilder &b, scf::ParallelOp loop, int64_t blockSize,
                     Value threads) {
   Segment s;
   s.loop = loop;
-  s.contiguous = contiguous;
   Location loc = loop.getLoc();
   // Before anything is built: they read the loop's bounds.
   s.perWarp =
       blockSize % kWarpSize == 0 && !warpReductions(*loop.getBody()).empty();
   s.factor = s.perWarp ? 1 : getCoarsening(loop, threadBytes);
+  s.contiguous = contiguous && s.factor > 1 && widensAccesses(loop, s.factor);
   auto constant = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
@@ -810,14 +971,24 @@ void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
     lane = arith::RemSIOp::create(body, loc, id, warp);
     rest = arith::DivSIOp::create(body, loc, id, warp);
   }
-  // The induction variables of flat iteration `flat`, into `into`.
-  auto mapIndices = [&](Value flat, IRMapping &into) {
-    for (int64_t d = s.trips.size() - 1; d >= 0; --d) {
+  // The induction variables of flat iteration `flat`, into `into`; with
+  // `chunk` > 1, of the innermost dimension's `chunk`th part `flat`, its
+  // index a multiple of `chunk`.
+  auto mapIndices = [&](Value flat, IRMapping &into, int64_t chunk = 1) {
+    int64_t last = s.trips.size() - 1;
+    for (int64_t d = last; d >= 0; --d) {
+      Value trip = s.trips[d];
+      if (d == last && chunk > 1)
+        trip = body.createOrFold<arith::DivSIOp>(
+            loc, trip, arith::ConstantIndexOp::create(body, loc, chunk));
       Value index = flat;
       if (d > 0) {
-        index = body.createOrFold<arith::RemSIOp>(loc, flat, s.trips[d]);
-        flat = body.createOrFold<arith::DivSIOp>(loc, flat, s.trips[d]);
+        index = body.createOrFold<arith::RemSIOp>(loc, flat, trip);
+        flat = body.createOrFold<arith::DivSIOp>(loc, flat, trip);
       }
+      if (d == last && chunk > 1)
+        index = body.createOrFold<arith::MulIOp>(
+            loc, index, arith::ConstantIndexOp::create(body, loc, chunk));
       Value iv = body.createOrFold<arith::AddIOp>(
           loc, loop.getLowerBound()[d],
           body.createOrFold<arith::MulIOp>(loc, index, loop.getStep()[d]));
@@ -836,17 +1007,13 @@ void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
       return arith::ConstantIndexOp::create(body, loc, v);
     };
     std::optional<int64_t> innerTrip = getConstantIntValue(s.trips.back());
-    // Consecutive iterations from factor * rest, or `stride` apart from
-    // rest.
-    Value first =
-        s.contiguous
-            ? body.createOrFold<arith::MulIOp>(loc, rest, constant(s.factor))
-            : rest;
     if (s.contiguous && innerTrip && *innerTrip % s.factor == 0) {
       // The innermost dimension holds them all: the same outer indices,
       // the innermost one counting up, so that their accesses are
-      // neighbours LLVM can make one.
-      mapIndices(first, iterations[0]);
+      // neighbours LLVM can make one. The thread's first index is computed
+      // as a multiple of the factor, not as a remainder of `first`, so that
+      // LLVM knows the accesses' alignment.
+      mapIndices(rest, iterations[0], s.factor);
       Value inner = loop.getInductionVars().back();
       Value at = iterations[0].lookup(inner);
       for (int64_t i = 1; i < s.factor; ++i) {
@@ -858,6 +1025,12 @@ void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
                                   loc, loop.getStep().back(), constant(i))));
       }
     } else {
+      // Consecutive iterations from factor * rest, or `stride` apart from
+      // rest.
+      Value first =
+          s.contiguous
+              ? body.createOrFold<arith::MulIOp>(loc, rest, constant(s.factor))
+              : rest;
       Value apart = s.contiguous ? constant(1) : s.stride;
       for (auto [i, iteration] : llvm::enumerate(iterations))
         mapIndices(

@@ -1,11 +1,11 @@
-// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu | FileCheck %s
+// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=contiguous-threads=0 | FileCheck %s
 // RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=block-size=128 | FileCheck %s --check-prefix=B128
 // RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=block-size=2048 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=thread-bytes=0 | FileCheck %s --check-prefix=ONE
 // RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=thread-bytes=-1 2>&1 | FileCheck %s --check-prefix=BADBYTES
-// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=nests-per-launch=1 | FileCheck %s --check-prefix=APART
+// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu="nests-per-launch=1 contiguous-threads=0" | FileCheck %s --check-prefix=APART
 // RUN: not loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=nests-per-launch=0 2>&1 | FileCheck %s --check-prefix=BADNESTS
-// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu=contiguous-threads=1 | FileCheck %s --check-prefix=CONTIG
+// RUN: loom-opt %s --split-input-file --loom-parallel-loops-to-gpu | FileCheck %s --check-prefix=CONTIG
 
 // A two-dimensional nest is one thread per iteration, 256 to a block: the
 // thread's number split into the indices, the last dimension fastest.
@@ -356,9 +356,11 @@ func.func @widen() {
 
 // The kernel is told the arena's alignment, which the host allocated it
 // with. With contiguous-threads, a thread's 8 iterations are consecutive:
-// its first is 8 times its number, and since a row's 128 columns hold all
-// 8, the other 7 are the same row's next columns, whose accesses LLVM
-// joins into one of 16 bytes. Without it, a grid's worth of threads apart.
+// since a row's 128 columns hold all 8, the thread takes one of the row's
+// 16 parts of 8 columns, its first column 8 times the part's number (a
+// multiple of 8 LLVM sees), the other 7 the same row's next columns, whose
+// accesses LLVM joins into one of 16 bytes. Without it, a grid's worth of
+// threads apart.
 // CHECK-LABEL: func.func @widen_aligned(
 // CHECK: gpu.launch
 // CHECK: %[[ARENA:.*]] = memref.assume_alignment %{{.*}}, 64 : memref<8192xi8>
@@ -370,9 +372,9 @@ func.func @widen() {
 // CONTIG: memref.assume_alignment %{{.*}}, 64
 // CONTIG: %[[ID:.*]] = arith.addi
 // CONTIG: arith.cmpi slt, %[[ID]], %[[THREADS]]
-// CONTIG: %[[FIRST:.*]] = arith.muli %[[ID]], %c8
-// CONTIG: %[[J:.*]] = arith.remsi %[[FIRST]], %c128
-// CONTIG: %[[I:.*]] = arith.divsi %[[FIRST]], %c128
+// CONTIG: %[[PART:.*]] = arith.remsi %[[ID]], %c16
+// CONTIG: %[[I:.*]] = arith.divsi %[[ID]], %c16
+// CONTIG: %[[J:.*]] = arith.muli %[[PART]], %c8
 // CONTIG-NOT: arith.divsi
 // CONTIG: %[[J1:.*]] = arith.addi %[[J]], %c1
 // CONTIG: %[[J7:.*]] = arith.addi %[[J]], %c7
@@ -408,9 +410,9 @@ func.func @widen_aligned() {
 // column is 4 + 2 x its index, the next ones 2 apart.
 // CONTIG-LABEL: func.func @strided_columns(
 // CONTIG: %[[ID:.*]] = arith.addi
-// CONTIG: %[[FIRST:.*]] = arith.muli %[[ID]], %c8
-// CONTIG: %[[K:.*]] = arith.remsi %[[FIRST]], %c128
-// CONTIG: %[[I:.*]] = arith.divsi %[[FIRST]], %c128
+// CONTIG: %[[PART:.*]] = arith.remsi %[[ID]], %c16
+// CONTIG: %[[I:.*]] = arith.divsi %[[ID]], %c16
+// CONTIG: %[[K:.*]] = arith.muli %[[PART]], %c8
 // CONTIG: %[[TWICE:.*]] = arith.muli %[[K]], %c2
 // CONTIG: %[[J:.*]] = arith.addi %[[TWICE]], %c4
 // CONTIG: %[[J1:.*]] = arith.addi %[[J]], %c2
@@ -420,7 +422,7 @@ func.func @widen_aligned() {
 // CONTIG-COUNT-5: memref.load
 // CONTIG: memref.load %{{.*}}[%[[I]], %[[J7]]]
 func.func @strided_columns() {
-  %arena = memref.alloc() : memref<10240xi8>
+  %arena = memref.alloc() {alignment = 64 : i64} : memref<10240xi8>
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -454,7 +456,7 @@ func.func @strided_columns() {
 // CONTIG-NEXT: arith.divsi %[[LAST]], %c10
 // CONTIG-COUNT-8: memref.load
 func.func @rows_too_short() {
-  %arena = memref.alloc() : memref<512xi8>
+  %arena = memref.alloc() {alignment = 64 : i64} : memref<512xi8>
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
@@ -853,6 +855,130 @@ func.func @gathered_rows(%logits: memref<256x100xf32>, %targets: memref<4x64xi32
       scf.yield %y : f32
     }
     memref.store %sum, %s[%p] : memref<4xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// The residual stream: a layer loop carries one of two buffers of the
+// arena, at (layer % 2) * 4096 bytes. The kernel computes that shift again
+// from the layer's number, so that LLVM sees its multiples, and is told
+// the carried buffer's alignment: the least of the arena's (64) and the
+// shifts' (4096 and its multiples). Its iterations can then be
+// consecutive.
+// CHECK-LABEL: func.func @carried_buffers(
+// CHECK: scf.for %[[LAYER:.*]] = %{{.*}} iter_args(%[[X:.*]] = %{{.*}})
+// CHECK: gpu.launch
+// CHECK-DAG: memref.assume_alignment %[[X]], 64
+// CHECK-DAG: %[[ARENA:.*]] = memref.assume_alignment %{{.*}}, 64 : memref<16384xi8>
+// CHECK-DAG: %[[PARITY:.*]] = arith.remui %[[LAYER]], %c2
+// CHECK-DAG: %[[SHIFT:.*]] = arith.muli %[[PARITY]], %c4096
+// CHECK-DAG: %[[AT:.*]] = arith.addi %[[SHIFT]], %c8192
+// CHECK: memref.view %[[ARENA]][%[[AT]]]
+// CHECK: gpu.terminator
+// CONTIG-LABEL: func.func @carried_buffers(
+// CONTIG: gpu.launch
+// CONTIG: arith.remsi %{{.*}}, %c16
+// CONTIG-COUNT-8: memref.load %{{.*}} : memref<4x128xbf16>
+// CONTIG: gpu.terminator
+func.func @carried_buffers() {
+  %arena = memref.alloc() {alignment = 64 : i64} : memref<16384xi8>
+  %out = memref.alloc() {alignment = 64 : i64} : memref<4x128xbf16>
+  %zero = arith.constant 0.0 : bf16
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c12 = arith.constant 12 : index
+  %c128 = arith.constant 128 : index
+  %c4096 = arith.constant 4096 : index
+  %c8192 = arith.constant 8192 : index
+  %first = memref.view %arena[%c0][] : memref<16384xi8> to memref<4x128xbf16>
+  %last = scf.for %layer = %c0 to %c12 step %c1 iter_args(%x = %first)
+      -> (memref<4x128xbf16>) {
+    %parity = arith.remui %layer, %c2 : index
+    %shift = arith.muli %parity, %c4096 : index
+    %at = arith.addi %shift, %c8192 : index
+    %y = memref.view %arena[%at][] : memref<16384xi8> to memref<4x128xbf16>
+    scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c128) step (%c1, %c1) {
+      %v = memref.load %x[%i, %j] : memref<4x128xbf16>
+      memref.store %v, %out[%i, %j] : memref<4x128xbf16>
+      scf.reduce
+    }
+    scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c128) step (%c1, %c1) {
+      memref.store %zero, %y[%i, %j] : memref<4x128xbf16>
+      scf.reduce
+    }
+    scf.yield %y : memref<4x128xbf16>
+  }
+  return
+}
+
+// -----
+
+// A buffer whose alignment the IR does not show (a step's argument: the
+// runtime packs its parameters one after the other) keeps its iterations
+// a grid apart even with contiguous-threads: LLVM would keep each of a
+// thread's consecutive accesses one element wide. So does a view at a
+// shift of 2 bytes. A weight read again for each row does not count.
+// CONTIG-LABEL: func.func @unaligned_streams(
+// CONTIG: gpu.launch
+// CONTIG: arith.addi %{{.*}}, %c128
+// CONTIG: gpu.terminator
+// CONTIG-LABEL: func.func @odd_shift(
+// CONTIG: gpu.launch
+// CONTIG: arith.addi %{{.*}}, %c64
+// CONTIG: gpu.terminator
+// CONTIG-LABEL: func.func @weight_per_row(
+// CONTIG: gpu.launch
+// CONTIG: arith.remsi %{{.*}}, %c16
+// CONTIG: gpu.terminator
+func.func @unaligned_streams(%p: memref<512xf32> {loom.param = "w"}) {
+  %arena = memref.alloc() {alignment = 64 : i64} : memref<1024xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c512 = arith.constant 512 : index
+  %b = memref.view %arena[%c0][] : memref<1024xi8> to memref<512xbf16>
+  scf.parallel (%i) = (%c0) to (%c512) step (%c1) {
+    %x = memref.load %p[%i] : memref<512xf32>
+    %y = arith.truncf %x : f32 to bf16
+    memref.store %y, %b[%i] : memref<512xbf16>
+    scf.reduce
+  }
+  return
+}
+func.func @odd_shift(%k: index) {
+  %arena = memref.alloc() {alignment = 64 : i64} : memref<4096xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c512 = arith.constant 512 : index
+  %shift = arith.muli %k, %c2 : index
+  %out = memref.alloc() {alignment = 64 : i64} : memref<512xbf16>
+  %a = memref.view %arena[%shift][] : memref<4096xi8> to memref<512xbf16>
+  scf.parallel (%i) = (%c0) to (%c512) step (%c1) {
+    %x = memref.load %a[%i] : memref<512xbf16>
+    memref.store %x, %out[%i] : memref<512xbf16>
+    scf.reduce
+  }
+  return
+}
+func.func @weight_per_row(%w: memref<128xbf16> {loom.param = "w"}) {
+  %arena = memref.alloc() {alignment = 64 : i64} : memref<4096xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c128 = arith.constant 128 : index
+  %c2048 = arith.constant 2048 : index
+  %a = memref.view %arena[%c0][] : memref<4096xi8> to memref<8x128xbf16>
+  %b = memref.view %arena[%c2048][] : memref<4096xi8> to memref<8x128xbf16>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c128) step (%c1, %c1) {
+    %x = memref.load %a[%i, %j] : memref<8x128xbf16>
+    %y = memref.load %w[%j] : memref<128xbf16>
+    %z = arith.mulf %x, %y : bf16
+    memref.store %z, %b[%i, %j] : memref<8x128xbf16>
     scf.reduce
   }
   return

@@ -84,8 +84,8 @@ static cl::opt<bool> cudaContiguousThreads(
     cl::desc("A thread of an elementwise kernel runs consecutive "
              "iterations, its accesses 16 bytes wide where they allow, "
              "instead of iterations a grid apart, with --target=cuda "
-             "(default off: not yet measured on a GPU)"),
-    cl::init(false), cl::cat(loomcCategory));
+             "(default on; =false for iterations a grid apart)"),
+    cl::init(true), cl::cat(loomcCategory));
 
 static cl::opt<int64_t> cudaNestsPerLaunch(
     "cuda-nests-per-launch",

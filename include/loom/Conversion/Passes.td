@@ -583,14 +583,21 @@ def LoomParallelLoopsToGpu
     reads (or the element the same iteration read, indexed by every
     induction variable) allows (`FillForwarding.h` tells buffers apart).
     `thread-bytes` 0 keeps a thread per element. With
-    `contiguous-threads` a thread's iterations are consecutive instead:
-    where the innermost dimension's trip count is a multiple of the
-    thread's, they share the outer indices and the innermost one counts
-    up, so that LLVM joins their neighbouring accesses into wide ones.
+    `contiguous-threads` (the default) a thread's iterations are
+    consecutive instead: where the innermost dimension's trip count is a
+    multiple of the thread's, they share the outer indices and the
+    innermost one counts up from a multiple of their count, so that LLVM
+    joins their neighbouring accesses into wide ones. A nest that streams
+    through a buffer of unknown alignment along its innermost dimension
+    (a step's argument) keeps its iterations a grid apart: LLVM could not
+    widen those accesses, and a warp's narrow ones a thread's width apart
+    touch several times the memory sectors their bytes fill.
 
-    A kernel is told the alignment of each buffer it takes that the host
-    allocated with one (`memref.assume_alignment`): its pointer parameters
-    are otherwise of unknown alignment.
+    A kernel is told the alignment of each buffer it takes that the IR
+    shows (`memref.assume_alignment`): an allocation's, through views at
+    byte shifts of known multiples, and through the buffers a loop carries
+    (the residual stream's); its pointer parameters are otherwise of
+    unknown alignment.
 
     Neighbouring nests share a launch, each on blocks of its own (the
     first nest's first; a block compares its number with where each
@@ -608,7 +615,8 @@ def LoomParallelLoopsToGpu
     4,096 bytes of parameters a kernel of PTX 8.0 may take (a buffer is
     passed as its descriptor: 8 bytes each for two pointers, the offset,
     the sizes and strides). A kernel computes again the views of the
-    static arena it uses, from the arena and constants, instead of taking
+    static arena it uses, from the arena, constants and the host's indices
+    (the index arithmetic of a layer's offset included), instead of taking
     each view's descriptor.
   }];
   let options = [
@@ -620,8 +628,9 @@ def LoomParallelLoopsToGpu
     Option<"nestsPerLaunch", "nests-per-launch", "int64_t", "32",
            "The most neighbouring independent loop nests one launch runs "
            "(1: a launch per nest)">,
-    Option<"contiguousThreads", "contiguous-threads", "bool", "false",
+    Option<"contiguousThreads", "contiguous-threads", "bool", "true",
            "A thread of an elementwise kernel runs consecutive iterations "
+           "where its buffers' alignment lets LLVM widen its accesses, "
            "instead of iterations a grid apart">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",

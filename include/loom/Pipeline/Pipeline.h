@@ -144,7 +144,7 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
                      "iterations, its accesses 16 bytes wide where they "
                      "allow, instead of iterations a grid apart, with "
                      "target=cuda"),
-      llvm::cl::init(false)};
+      llvm::cl::init(true)};
   PassOptions::Option<int64_t> cudaNestsPerLaunch{
       *this, "cuda-nests-per-launch",
       llvm::cl::desc("The most neighbouring independent loop nests one "
