@@ -3,7 +3,8 @@
 # a plain PyTorch GPT-2 of the same shape (scripts/bench/torch_gpt2.py, eager
 # and torch.compile), run one after the other on the same GPU. Each line:
 # tokens/s, ms/step (median of the steps after the warm-up ones), MFU
-# against the GPU's dense peak for the precision, peak memory and the last
+# against the GPU's dense peak for the precision (the cost model's FLOP
+# count: loom-run --peak-tflops, docs/loom-run.md), peak memory and the last
 # step's loss: both train on the same batches of the same text (the docs,
 # repeated), from their own initializations.
 #
@@ -120,7 +121,8 @@ fi
 # repeated.
 for _ in $(seq 40); do cat "$root"/docs/*.md; done > "$work/data.txt"
 "$loom_run" "$work/step.loom" --data "$work/data.txt" --steps "$steps" \
-  --val-fraction 0 > "$work/loom.log"
+  --val-fraction 0 --peak-tflops "$(awk -v p="$peak" 'BEGIN { print p / 1e12 }')" \
+  > "$work/loom.log"
 awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" \
   -v shape="$work/shape" '
   /^loom-run: .* parameters,/ {
@@ -132,6 +134,8 @@ awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" \
   /^step / {
     split($2, n, "/"); if (n[1] + 0 <= warmup) next
     ms[++count] = $10; loss = $5
+    # loom-run'"'"'s own MFU (--peak-tflops): the cost model'"'"'s FLOPs.
+    for (i = 1; i < NF; ++i) if ($i == "MFU") mfu[count] = $(i + 1) + 0
   }
   /^loom-run: .* steps, final loss/ {
     for (i = 1; i <= NF; ++i) {
@@ -142,15 +146,18 @@ awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" \
   END {
     print batch, seq > shape
     if (!count || !params) { print "bench-cuda.sh: no step lines from loom-run" > "/dev/stderr"; exit 1 }
-    # Median by insertion sort: a handful of steps.
+    # Median by insertion sort: a handful of steps; a step'"'"'s MFU goes with
+    # its time.
     for (i = 2; i <= count; ++i) for (j = i; j > 1 && ms[j - 1] > ms[j]; --j) {
       t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t
+      t = mfu[j]; mfu[j] = mfu[j - 1]; mfu[j - 1] = t
     }
-    median = count % 2 ? ms[(count + 1) / 2] : (ms[count / 2] + ms[count / 2 + 1]) / 2
+    mid = int((count + 1) / 2)
+    median = count % 2 ? ms[mid] : (ms[mid] + ms[mid + 1]) / 2
+    utilization = count % 2 ? mfu[mid] : (mfu[mid] + mfu[mid + 1]) / 2
     tokens = batch * seq
-    flops = tokens * (6 * params + 12 * 12 * 768 * seq)
     printf "loom  cuda-%-8s | %10.0f tok/s | %8.2f ms/step | MFU %5.1f%% of %.0f TFLOP/s | peak %.0f MiB of tensors (process %s MiB) | loss %.3f\n",
-      precision, tokens / median * 1e3, median, flops / (median * 1e-3) / peak * 100,
+      precision, tokens / median * 1e3, median, utilization,
       peak / 1e12, tensors, rss, loss
   }' "$work/loom.log"
 

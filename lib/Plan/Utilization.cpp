@@ -2,6 +2,8 @@
 
 #include "loom/Plan/Utilization.h"
 
+#include "loom/abi.h"
+
 using namespace mlir::loom;
 
 FlopsPerSequence mlir::loom::trainingFlopsPerSequence(int64_t params,
@@ -9,13 +11,13 @@ FlopsPerSequence mlir::loom::trainingFlopsPerSequence(int64_t params,
                                                       int64_t width,
                                                       int64_t sequence,
                                                       bool recompute) {
-  double perPass = 2.0 * static_cast<double>(params) * sequence;
-  double attentionPerPass =
-      2.0 * layers * static_cast<double>(width) * sequence * sequence;
   // Forward, backward (counted twice for parameters: input and weight
   // gradients) and, with recomputation, a second forward.
-  return {(recompute ? 4 : 3) * perPass,
-          (recompute ? 3 : 2) * attentionPerPass};
+  int passes = recompute ? 4 : 3;
+  return {loom_param_flops_per_token(static_cast<double>(params), passes) *
+              sequence,
+          loom_attention_flops_per_token(layers, width, sequence, passes) *
+              sequence};
 }
 
 double mlir::loom::flopsUtilization(const FlopsPerSequence &flops,

@@ -930,6 +930,11 @@ bool loom_model::layoutParams() {
   };
   int64_t localOffset = total(params, true), stateSize = total(states, true);
   info.num_params = total(params, false);
+  info.model_flops =
+      static_cast<double>(info.batch) * info.sequence *
+      (loom_param_flops_per_token(static_cast<double>(info.num_params), 3) +
+       loom_attention_flops_per_token(info.layers, info.width, info.sequence,
+                                      3));
   info.local_params = localOffset;
   info.state_floats = stateSize;
   info.num_state = total(states, false);

@@ -51,7 +51,7 @@ class GPT(nn.Module):
     def __init__(self, layers=12, width=768, heads=12, vocab=50257, positions=1024,
                  padded_vocab=None):
         super().__init__()
-        self.vocab = vocab
+        self.vocab, self.width = vocab, width
         self.wte = nn.Embedding(padded_vocab or vocab, width)
         self.wpe = nn.Embedding(positions, width)
         self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
@@ -133,7 +133,9 @@ def run(mode, args):
         times.append(start.elapsed_time(end))
     ms = statistics.median(times)
     tokens = args.batch * args.seq
-    flops = tokens * (6 * n_params + 12 * 12 * 768 * args.seq)
+    # Loom's count (loom/abi.h, docs/cost-model.md): 6 x parameters plus
+    # attention's 4 x layers x width x sequence per token.
+    flops = tokens * (6 * n_params + 4 * len(model.blocks) * model.width * args.seq)
     peak = args.peak_bf16 if dtype == "bf16" else args.peak_fp32
     print(f"torch {mode:13s} | {tokens / ms * 1e3:10.0f} tok/s | {ms:8.2f} ms/step | "
           f"MFU {flops / (ms * 1e-3) / peak * 100:5.1f}% of {peak / 1e12:.0f} TFLOP/s | "

@@ -3,10 +3,10 @@
 //   loom-bench [--steps N] [--warmup N] ARTIFACT...
 //
 // Measures, in one process, the GFLOP/s of a plain OpenBLAS SGEMM and, for
-// each artifact, the training step's tokens/s, its achieved GFLOP/s
-// (6 * params * tokens plus attention's 12 * layers * sequence * width *
-// tokens) and the process's peak memory, so the ratio of the two figures is
-// taken under the same conditions.
+// each artifact, the training step's tokens/s, its achieved GFLOP/s (the
+// model's FLOPs as MFU counts them: loom_model_info's model_flops, abi.h)
+// and the process's peak memory, so the ratio of the two figures is taken
+// under the same conditions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,9 +103,7 @@ int main(int argc, char **argv) {
     for (long s = 0; s < warmup; ++s)
       loom_model_train_step(model, tokens.data(), targets.data(), 1e-4f, &loss,
                             nullptr);
-    double flops =
-        6.0 * info.num_params * tokensPerStep +
-        12.0 * info.layers * info.sequence * info.width * tokensPerStep;
+    double flops = info.model_flops;
     std::vector<double> stepTimes, sgemmRates, ratios;
     for (long s = 0; s < steps; ++s) {
       auto start = std::chrono::steady_clock::now();

@@ -59,6 +59,11 @@ const char *const kUsage =
     "                      a row without overflow (default 2000)\n"
     "  --allow-nonfinite   go on training after a loss that is NaN or\n"
     "                      infinite (by default the run stops with exit 1)\n"
+    "  --peak-tflops X     the dense peak of one rank's device, in TFLOP/s,\n"
+    "                      for the step's precision (an H100 SXM's 989 for\n"
+    "                      bf16): each step line and the summary then give\n"
+    "                      the MFU, the model's FLOPs over all ranks' peak\n"
+    "                      (the cost model's count: docs/loom-run.md)\n"
     "  --quiet             print only the summary line\n"
     "  --verbose-ranks     under mpirun, every rank prints (prefixed with its\n"
     "                      rank), not only rank 0\n"
@@ -77,7 +82,7 @@ struct Options {
       saveState, trace;
   long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0,
             lossScaleWindow = 2000;
-  double lr = -1, valFraction = 0.1, lossScale = 65536;
+  double lr = -1, valFraction = 0.1, lossScale = 65536, peakTflops = 0;
   bool quiet = false, verboseRanks = false, lossScaleGiven = false,
        allowNonfinite = false;
 };
@@ -207,6 +212,7 @@ int parseArgs(int argc, char **argv, Options &o) {
       real("--lr", o.lr, 0.0, 1e3),
       real("--val-fraction", o.valFraction, 0.0, 0.9),
       real("--loss-scale", o.lossScale, 0x1p-24, 0x1p64),
+      real("--peak-tflops", o.peakTflops, 1e-6, 1e6),
       integer("--loss-scale-window", o.lossScaleWindow, 1),
   };
   for (int i = 1; i < argc; ++i) {
@@ -507,6 +513,17 @@ int main(int argc, char **argv) {
                            info.sequence, tokens.data(), targets.data()))
       return fail(loom_last_error());
   double totalMs = 0, lastLoss = 0;
+  // The model's FLOPs per second over the peak of every rank's device, with
+  // --peak-tflops: `prefix` and a percentage, or nothing.
+  auto mfu = [&](double ms, const char *prefix) -> std::string {
+    if (o.peakTflops <= 0 || ms <= 0)
+      return "";
+    double peak = o.peakTflops * 1e12 * std::max<int64_t>(dist.world_size, 1);
+    char text[64];
+    std::snprintf(text, sizeof(text), "%s%.1f%%", prefix,
+                  info.model_flops / (ms * 1e-3) / peak * 100.0);
+    return text;
+  };
   installStopHandlers();
   long long stoppedAfter = 0;
   for (long long step = first; step <= last; ++step) {
@@ -536,9 +553,9 @@ int main(int argc, char **argv) {
     }
     if (!o.quiet)
       report("step %5lld/%lld | loss %s | norm %s | %8.2f ms | "
-             "%9.0f tok/s%s\n",
+             "%9.0f tok/s%s%s\n",
              step, last, formatValue(loss).c_str(), formatValue(norm).c_str(),
-             ms, tokensPerStep / ms * 1e3, scaled);
+             ms, tokensPerStep / ms * 1e3, mfu(ms, " | MFU ").c_str(), scaled);
     if (!std::isfinite(loss) && !o.allowNonfinite) {
       std::string msg = "step " + std::to_string(step) + ": the loss is " +
                         (std::isnan(loss) ? "NaN" : "infinite") +
@@ -576,11 +593,18 @@ int main(int argc, char **argv) {
       std::snprintf(scaled, sizeof(scaled),
                     ", %lld skipped (overflow), loss scale %g",
                     static_cast<long long>(scale.skipped_steps), scale.scale);
+    std::string utilization = mfu(totalMs / o.steps, ", MFU ");
+    if (!utilization.empty()) {
+      char of[48];
+      std::snprintf(of, sizeof(of), " of %g TFLOP/s a rank", o.peakTflops);
+      utilization += of;
+    }
     report("loom-run: %lld steps%s, final loss %s, %.2f ms/step, %.0f "
-           "tok/s, peak memory %.1f MiB (tensors %lld B, the step's "
+           "tok/s%s, peak memory %.1f MiB (tensors %lld B, the step's "
            "buffers %lld B)%s\n",
            o.steps, scaled, formatValue(lastLoss).c_str(), totalMs / o.steps,
-           tokensPerStep * o.steps / totalMs * 1e3, loom_peak_memory_mib(),
+           tokensPerStep * o.steps / totalMs * 1e3, utilization.c_str(),
+           loom_peak_memory_mib(),
            static_cast<long long>(loom_heap_peak_bytes()),
            static_cast<long long>(loom_heap_step_peak_bytes()), comm);
   }

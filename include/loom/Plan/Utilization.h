@@ -5,7 +5,8 @@
 // Transformer Models"): every parameter does one multiply-add per token in
 // each of the forward pass, the input-gradient pass and the weight-gradient
 // pass, and attention adds 2 * layers * width * sequence^2 FLOPs per
-// sequence per pass. Norms, activations and residuals are not counted.
+// sequence per pass. Norms, activations and residuals are not counted. The
+// counts per token are abi.h's, which the runtime's tools share.
 //
 //===----------------------------------------------------------------------===//
 

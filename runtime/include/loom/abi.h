@@ -148,4 +148,24 @@ static inline uint64_t loom_checksum(uint64_t hash, const void *data,
   return hash;
 }
 
+/* FLOPs of training on one token as MFU and HFU count them: MosaicML's
+   throughput tables, after Korthikanti et al., "Reducing Activation
+   Recomputation in Large Transformer Models" (docs/cost-model.md). Each
+   parameter does a multiply-add in each of `passes` passes: 3 for MFU (the
+   forward pass, the input gradients and the weight gradients), 4 for HFU
+   where the forward pass runs again (recomputation). Attention's scores
+   and weighted sums add 2 x layers x width x sequence in the forward pass,
+   and as much in the backward pass (and the forward's again: `passes` - 1
+   of them). Norms, activations and residual adds are not counted. The
+   cost model, loom-run's MFU and the benchmarks all count with these. */
+static inline double loom_param_flops_per_token(double params, int passes) {
+  return 2.0 * passes * params;
+}
+static inline double loom_attention_flops_per_token(double layers,
+                                                    double width,
+                                                    double sequence,
+                                                    int passes) {
+  return 2.0 * (passes - 1) * layers * width * sequence;
+}
+
 #endif /* LOOM_ABI_H */

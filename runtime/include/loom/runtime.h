@@ -59,6 +59,10 @@ typedef struct loom_model_info {
   /* Whether loom_model_eval runs: the artifact has the forward pass alone
      (a pipeline artifact each rank's, eval_stage<r>). */
   int can_eval;
+  /* The FLOPs of one training step on the whole batch as MFU counts them
+     (abi.h's loom_param_flops_per_token and loom_attention_flops_per_token,
+     the cost model's count), over all ranks. */
+  double model_flops;
 } loom_model_info;
 
 /// Opens an artifact and allocates its parameters, optimizer state and

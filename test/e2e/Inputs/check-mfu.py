@@ -1,0 +1,27 @@
+"""Recomputes the MFU of each step line loom-run printed with --peak-tflops.
+
+The model's FLOPs of a step are MosaicML's count (abi.h, docs/cost-model.md):
+per token, 6 x parameters plus 4 x layers x width x sequence; the MFU is
+those FLOPs a second over `ranks` devices of the given peak. Usage:
+check-mfu.py OUTPUT PEAK_TFLOPS RANKS LAYERS WIDTH
+"""
+import re
+import sys
+
+text = open(sys.argv[1]).read()
+peak, ranks = float(sys.argv[2]) * 1e12, int(sys.argv[3])
+layers, width = int(sys.argv[4]), int(sys.argv[5])
+header = re.search(r"^loom-run: [^,]+, (\d+) parameters, (\d+) x (\d+) tokens", text, re.M)
+if not header:
+    sys.exit("no header line")
+params, batch, seq = (int(g) for g in header.groups())
+flops = batch * seq * (6 * params + 4 * layers * width * seq)
+steps = re.findall(r"^step +\d+/\d+ \|.*\| +([0-9.]+) ms \|.*\| MFU ([0-9.]+)%", text, re.M)
+if not steps:
+    sys.exit("no step line with an MFU")
+for ms, printed in steps:
+    expected = flops / (float(ms) * 1e-3) / (ranks * peak) * 100
+    # The line rounds the time to 0.01 ms and the MFU to 0.1%.
+    if abs(expected - float(printed)) > 0.05 + expected * 0.01 / float(ms):
+        sys.exit(f"step of {ms} ms: MFU {printed}%, expected {expected:.2f}%")
+print(f"{len(steps)} steps, MFU as counted: {flops:.6g} FLOPs a step")
