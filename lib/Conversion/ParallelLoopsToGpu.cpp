@@ -606,15 +606,6 @@ void sinkViews(gpu::LaunchOp launchOp) {
   }
 }
 
-/// The alignment in bytes, a power of two, that the IR shows `buffer`'s
-/// aligned pointer has: an allocation's own, kept by the views that keep
-/// the pointer, the largest power of two known to divide a byte
-/// shift (memref.view, getKnownDivisor), and for a buffer a loop carries the
-/// least of what enters the loop and what each iteration passes on (the
-/// residual stream's two buffers). 1 for the step's arguments: the runtime
-/// packs its parameters one after the other. `carried` holds the loop-carried
-/// buffers being computed, assumed aligned to any power of two: with powers of
-/// two every step is a minimum, so the assumption yields the least fixed point.
 constexpr int64_t kAnyPowerOfTwo = int64_t(1) << 62;
 
 /// The largest power of two that the IR shows divides `index`, a value the
@@ -647,13 +638,37 @@ int64_t getKnownDivisor(Value index) {
   return 1;
 }
 
+/// Whether `type`'s first element is at its aligned pointer (an offset of 0):
+/// memref.assume_alignment asserts the alignment of that element's address,
+/// the aligned pointer plus the offset.
+bool startsAtAlignedPointer(Type type) {
+  auto memref = dyn_cast<MemRefType>(type);
+  SmallVector<int64_t> strides;
+  int64_t offset = 0;
+  return memref && succeeded(memref.getStridesAndOffset(strides, offset)) &&
+         offset == 0;
+}
+
+/// The alignment in bytes, a power of two, that the IR shows `buffer`'s
+/// aligned pointer has: an allocation's own, kept by the views that keep
+/// the pointer, the largest power of two known to divide a byte shift
+/// (memref.view, getKnownDivisor), and for a buffer a loop carries the least
+/// of what enters the loop and what each iteration passes on (the residual
+/// stream's two buffers). 1 for the step's arguments: the runtime packs its
+/// parameters one after the other. `carried` holds the loop-carried buffers
+/// being computed, assumed aligned to any power of two while they are: with
+/// powers of two every step is a minimum, so the result is the least
+/// alignment of every buffer that can reach `buffer`.
 int64_t getKnownAlignment(Value buffer, SmallPtrSetImpl<Value> &carried) {
   Operation *op = buffer.getDefiningOp();
   if (auto alloc = dyn_cast_or_null<memref::AllocOp>(op))
     return alloc.getAlignment().value_or(1);
-  if (auto assume = dyn_cast_or_null<memref::AssumeAlignmentOp>(op))
-    return std::max<int64_t>(assume.getAlignment(),
-                             getKnownAlignment(assume.getMemref(), carried));
+  if (auto assume = dyn_cast_or_null<memref::AssumeAlignmentOp>(op)) {
+    int64_t source = getKnownAlignment(assume.getMemref(), carried);
+    return startsAtAlignedPointer(assume.getType())
+               ? std::max<int64_t>(assume.getAlignment(), source)
+               : source;
+  }
   if (auto view = dyn_cast_or_null<memref::ViewOp>(op)) {
     return std::min(getKnownAlignment(view.getSource(), carried),
                     getKnownDivisor(view.getByteShift()));
@@ -701,7 +716,9 @@ void assumeAlignments(gpu::LaunchOp launchOp) {
   getUsedValuesDefinedAbove(launchOp.getBody(), launchOp.getBody(), used);
   OpBuilder b = OpBuilder::atBlockBegin(&launchOp.getBody().front());
   for (Value value : used) {
-    if (!isa<MemRefType>(value.getType()))
+    // A view at an offset (a subview, a loop-carried one) is not told: its
+    // first element's alignment is not its aligned pointer's.
+    if (!startsAtAlignedPointer(value.getType()))
       continue;
     int64_t alignment = getKnownAlignment(value);
     if (alignment < 2)
@@ -879,6 +896,8 @@ bool widensAccesses(scf::ParallelOp loop, int64_t factor) {
            (ivs.size() == 1 || dependsOn(indices, ivs.drop_back(), outer));
   };
   auto aligned = [&](Value buffer, Type element) {
+    if (!element.isIntOrFloat())
+      return false;
     int64_t bytes =
         factor * llvm::divideCeil(element.getIntOrFloatBitWidth(), 8);
     return getKnownAlignment(buffer) >= std::min<int64_t>(bytes, 16);

@@ -983,3 +983,62 @@ func.func @weight_per_row(%w: memref<128xbf16> {loom.param = "w"}) {
   }
   return
 }
+
+// -----
+
+// memref.assume_alignment asserts the alignment of a buffer's first
+// element, its aligned pointer plus its offset: a view at an offset (a
+// subview the loop carries, a reinterpret_cast) shares its buffer's
+// aligned pointer but is not told that pointer's alignment.
+// CHECK-LABEL: func.func @offset_views(
+// CHECK: gpu.launch
+// CHECK-NOT: memref.assume_alignment {{.*}}offset
+// CHECK: gpu.terminator
+func.func @offset_views() {
+  %arena = memref.alloc() {alignment = 64 : i64} : memref<1024xf32>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c256 = arith.constant 256 : index
+  %first = memref.subview %arena[1] [256] [1] : memref<1024xf32> to memref<256xf32, strided<[1], offset: 1>>
+  %any = memref.cast %first : memref<256xf32, strided<[1], offset: 1>> to memref<256xf32, strided<[1], offset: ?>>
+  %shifted = memref.reinterpret_cast %arena to offset: [3], sizes: [256], strides: [1] : memref<1024xf32> to memref<256xf32, strided<[1], offset: 3>>
+  %last = scf.for %k = %c0 to %c4 step %c1 iter_args(%x = %any)
+      -> (memref<256xf32, strided<[1], offset: ?>>) {
+    scf.parallel (%i) = (%c0) to (%c256) step (%c1) {
+      %v = memref.load %x[%i] : memref<256xf32, strided<[1], offset: ?>>
+      memref.store %v, %shifted[%i] : memref<256xf32, strided<[1], offset: 3>>
+      scf.reduce
+    }
+    %next = memref.subview %arena[%k] [256] [1] : memref<1024xf32> to memref<256xf32, strided<[1], offset: ?>>
+    scf.yield %next : memref<256xf32, strided<[1], offset: ?>>
+  }
+  return
+}
+
+// -----
+
+// One dimension: a thread's 8 iterations start at 8 times its number.
+// CONTIG-LABEL: func.func @one_dimension(
+// CONTIG: gpu.launch
+// CONTIG: %[[ID:.*]] = arith.addi
+// CONTIG: arith.cmpi slt, %[[ID]], %c64
+// CONTIG: %[[FIRST:.*]] = arith.muli %[[ID]], %c8
+// CONTIG: %[[SECOND:.*]] = arith.addi %[[FIRST]], %c1
+// CONTIG: memref.load %{{.*}}[%[[FIRST]]] : memref<512xbf16>
+// CONTIG: memref.load %{{.*}}[%[[SECOND]]] : memref<512xbf16>
+// CONTIG-COUNT-6: memref.load
+// CONTIG: gpu.terminator
+func.func @one_dimension() {
+  %a = memref.alloc() {alignment = 64 : i64} : memref<512xbf16>
+  %b = memref.alloc() {alignment = 64 : i64} : memref<512xbf16>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c512 = arith.constant 512 : index
+  scf.parallel (%i) = (%c0) to (%c512) step (%c1) {
+    %x = memref.load %a[%i] : memref<512xbf16>
+    memref.store %x, %b[%i] : memref<512xbf16>
+    scf.reduce
+  }
+  return
+}
