@@ -146,6 +146,9 @@ awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" \
   END {
     print batch, seq > shape
     if (!count || !params) { print "bench-cuda.sh: no step lines from loom-run" > "/dev/stderr"; exit 1 }
+    for (i = 1; i <= count; ++i) if (!(i in mfu)) {
+      print "bench-cuda.sh: a step line of loom-run without its MFU (--peak-tflops)" > "/dev/stderr"; exit 1
+    }
     # Median by insertion sort: a handful of steps; a step'"'"'s MFU goes with
     # its time.
     for (i = 2; i <= count; ++i) for (j = i; j > 1 && ms[j - 1] > ms[j]; --j) {
