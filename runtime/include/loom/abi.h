@@ -161,8 +161,7 @@ static inline uint64_t loom_checksum(uint64_t hash, const void *data,
 static inline double loom_param_flops_per_token(double params, int passes) {
   return 2.0 * passes * params;
 }
-static inline double loom_attention_flops_per_token(double layers,
-                                                    double width,
+static inline double loom_attention_flops_per_token(double layers, double width,
                                                     double sequence,
                                                     int passes) {
   return 2.0 * (passes - 1) * layers * width * sequence;
