@@ -996,12 +996,12 @@ void buildSegment(OpBuilder &inner, const Segment &s, Value id) {
   auto mapIndices = [&](Value flat, IRMapping &into, int64_t chunk = 1) {
     int64_t last = s.trips.size() - 1;
     for (int64_t d = last; d >= 0; --d) {
-      Value trip = s.trips[d];
-      if (d == last && chunk > 1)
-        trip = body.createOrFold<arith::DivSIOp>(
-            loc, trip, arith::ConstantIndexOp::create(body, loc, chunk));
       Value index = flat;
       if (d > 0) {
+        Value trip = s.trips[d];
+        if (d == last && chunk > 1)
+          trip = body.createOrFold<arith::DivSIOp>(
+              loc, trip, arith::ConstantIndexOp::create(body, loc, chunk));
         index = body.createOrFold<arith::RemSIOp>(loc, flat, trip);
         flat = body.createOrFold<arith::DivSIOp>(loc, flat, trip);
       }
