@@ -596,8 +596,9 @@ def LoomParallelLoopsToGpu
     A kernel is told the alignment of each buffer it takes that the IR
     shows (`memref.assume_alignment`): an allocation's, through views at
     byte shifts of known multiples, and through the buffers a loop carries
-    (the residual stream's); its pointer parameters are otherwise of
-    unknown alignment.
+    (the residual stream's), for buffers whose first element is at the
+    aligned pointer (the element whose alignment the op asserts); its
+    pointer parameters are otherwise of unknown alignment.
 
     Neighbouring nests share a launch, each on blocks of its own (the
     first nest's first; a block compares its number with where each
