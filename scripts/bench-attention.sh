@@ -12,6 +12,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
+. "$root/scripts/lib/python.sh"
 seqs="512" batch=2 steps=4 threads=""
 usage() {
   echo "usage: scripts/bench-attention.sh [--seq \"256 512\"] [--batch N] [--steps N] [--threads N]" >&2
@@ -40,7 +41,7 @@ echo
 echo "| tokens | fused ms/step | materialized ms/step | fused arena | materialized arena | fused / materialized (time, arena) | final losses |"
 echo "|---|---|---|---|---|---|---|"
 for seq in $seqs; do
-  python3 - "$root/examples/gpt2-tiny.json" "$work/model.json" "$seq" "$batch" <<'PY'
+  "$LOOM_PYTHON" - "$root/examples/gpt2-tiny.json" "$work/model.json" "$seq" "$batch" <<'PY'
 import json, sys
 model = json.load(open(sys.argv[1]))
 seq, batch = int(sys.argv[3]), int(sys.argv[4])
@@ -59,7 +60,7 @@ PY
         > "$work/$mode.$round.log"
     done
   done
-  python3 - "$work" "$seq" <<'PY'
+  "$LOOM_PYTHON" - "$work" "$seq" <<'PY'
 import re, statistics, sys
 work, seq = sys.argv[1], sys.argv[2]
 def times(mode):

@@ -11,6 +11,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
+. "$root/scripts/lib/python.sh"
 runs=3
 if [ "${1:-}" = "--runs" ] && [ -n "${2:-}" ]; then
   runs="$2"
@@ -22,7 +23,7 @@ fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-python3 - "$root/examples/gpt3-175b.json" "$work/gpt3-175b-cpu.json" <<'PY'
+"$LOOM_PYTHON" - "$root/examples/gpt3-175b.json" "$work/gpt3-175b-cpu.json" <<'PY'
 import json, sys
 model = json.load(open(sys.argv[1]))
 model.pop("cluster", None)
@@ -30,7 +31,7 @@ model["training"]["batch_size"] = 1
 json.dump(model, open(sys.argv[2], "w"), indent=2)
 PY
 
-python3 - "$build_dir/bin/loomc" "$work" "$runs" \
+"$LOOM_PYTHON" - "$build_dir/bin/loomc" "$work" "$runs" \
   "gpt2-tiny=$root/examples/gpt2-tiny.json" \
   "gpt2-124m=$root/examples/gpt2-124m.json" \
   "gpt2-1.5b=$root/examples/gpt2-1.5b.json" \

@@ -32,6 +32,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
+. "$root/scripts/lib/python.sh"
 precision=bf16 batch=auto seq=1024 steps=10 warmup=3 arch=sm_90
 torch_modes=eager,compile memory_mib="" compile_only=0 artifact= pad_vocab=1
 usage() {
@@ -167,7 +168,7 @@ awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" \
 read -r batch seq < "$work/shape"
 modes=""
 for m in ${torch_modes//,/ }; do modes="$modes,$m-$precision"; done
-[ -z "$modes" ] || python3 "$root/scripts/bench/torch_gpt2.py" --batch "$batch" \
+[ -z "$modes" ] || "$LOOM_PYTHON" "$root/scripts/bench/torch_gpt2.py" --batch "$batch" \
   --seq "$seq" --steps "$((steps - warmup))" --warmup "$warmup" \
   --padded-vocab "$(( (50257 + pad_vocab - 1) / pad_vocab * pad_vocab ))" \
   --data "$work/data.txt" --modes "${modes#,}"

@@ -15,6 +15,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
+. "$root/scripts/lib/python.sh"
 pp=4 mbs="2 4 8" steps=2
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,7 +47,7 @@ for schedule in gpipe 1f1b; do
       "$loomc" "$root/examples/gpt2-tiny.json" --plan "$plan" -o "$work/step.loom"
       "${mpirun[@]}" -np "$pp" "$loom_run" "$work/step.loom" --data "$data" \
         --steps "$steps" --threads 1 --verbose-ranks > "$work/run.txt"
-      python3 - "$work/memory.txt" "$work/run.txt" "$pp" "$schedule" "$recompute" "$mb" <<'PY'
+      "$LOOM_PYTHON" - "$work/memory.txt" "$work/run.txt" "$pp" "$schedule" "$recompute" "$mb" <<'PY'
 import re, sys
 
 memory, run = open(sys.argv[1]).read(), open(sys.argv[2]).read()

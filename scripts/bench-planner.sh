@@ -8,6 +8,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
+. "$root/scripts/lib/python.sh"
 "$root/scripts/setup.sh" >&2
 
 report="$(mktemp)"
@@ -16,4 +17,4 @@ start=$(date +%s.%N)
 "$build_dir/bin/loomc" "$root/examples/gpt3-175b.json" --plan auto --emit=plan >"$report"
 end=$(date +%s.%N)
 grep -E '^(searched|chosen)' "$report"
-python3 -c "import sys; print(f'planning time: {float(sys.argv[2]) - float(sys.argv[1]):.3f} s')" "$start" "$end"
+"$LOOM_PYTHON" -c "import sys; print(f'planning time: {float(sys.argv[2]) - float(sys.argv[1]):.3f} s')" "$start" "$end"

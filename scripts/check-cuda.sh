@@ -63,6 +63,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
+. "$root/scripts/lib/python.sh"
 mpirun="${MPIRUN:-mpirun}"
 compare="$root/test/e2e/Inputs/compare-losses.py"
 usage() {
@@ -139,7 +140,7 @@ prepare() {
   local name args cpu_args steps tolerance norms ranks from count=0
   # The weights on which fp32 trains smoothly (make-checkpoint.py's), which
   # the fp16 checks and bf16-100 start from.
-  python3 "$root/test/e2e/Inputs/make-checkpoint.py" "$dir/tiny.ckpt" \
+  "$LOOM_PYTHON" "$root/test/e2e/Inputs/make-checkpoint.py" "$dir/tiny.ckpt" \
     4 128 4 256 256 64 --seed 3
   : >"$dir/checks.txt"
   while IFS='|' read -r name args steps tolerance norms ranks from; do
@@ -170,14 +171,14 @@ prepare() {
     --save "$dir/init.ckpt" --quiet >/dev/null </dev/null
   rm "$dir/init.cpu.loom"
   rm -f "$dir/init.jax-drift"
-  if python3 -c "import jax" 2>/dev/null; then
+  if "$LOOM_PYTHON" -c "import jax" 2>/dev/null; then
     local p
     for p in fp32 bf16; do
-      python3 "$root/scripts/jax-gpt2.py" "$root/examples/gpt2-tiny.json" \
+      "$LOOM_PYTHON" "$root/scripts/jax-gpt2.py" "$root/examples/gpt2-tiny.json" \
         --load "$dir/init.ckpt" --data "$dir/data.txt" --steps 100 \
         --precision "$p" >"$dir/init.jax-$p.log" </dev/null
     done
-    python3 "$compare" "$dir/init.jax-fp32.log" "$dir/init.jax-bf16.log" 1 \
+    "$LOOM_PYTHON" "$compare" "$dir/init.jax-fp32.log" "$dir/init.jax-bf16.log" 1 \
       --mean-over 10 | sed 's/.* //' >"$dir/init.jax-drift"
   else
     echo "check-cuda.sh: no JAX: bf16-100-init will show no reference" >&2
@@ -284,7 +285,7 @@ run() {
       joined=", NCCL's log: $made ranks' communicators${transport:+, $transport}"
     fi
     # shellcheck disable=SC2086
-    detail="$(python3 "$compare" "$dir/$name.cpu.log" "$dir/$label.gpu.log" \
+    detail="$("$LOOM_PYTHON" "$compare" "$dir/$name.cpu.log" "$dir/$label.gpu.log" \
       "$tolerance" $norms 2>&1)" || status=$?
     verdict "$label" "$status" "GPU against CPU$label_collectives${from:+ from $from.ckpt}, tolerance $tolerance$joined: $detail"
   }
@@ -334,7 +335,7 @@ run() {
         status=1 detail="no $dir/$from.ckpt: prepare DIR again"
       elif train "$from-bf16-100" tiny-bf16 100 1 --load "$dir/$from.ckpt" &&
         train "$from-fp32-100" tiny-fp32 100 1 --load "$dir/$from.ckpt"; then
-        detail="$(python3 "$compare" "$dir/$from-fp32-100.gpu.log" \
+        detail="$("$LOOM_PYTHON" "$compare" "$dir/$from-fp32-100.gpu.log" \
           "$dir/$from-bf16-100.gpu.log" 0.02 --mean-over 10 2>&1)" || status=$?
       else
         status=1 detail="loom-run failed"

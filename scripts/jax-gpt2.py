@@ -33,13 +33,15 @@ import math
 import struct
 import sys
 
-import numpy as np
-
 try:
+    import numpy as np
     import jax
     import jax.numpy as jnp
-except ImportError:
-    sys.exit('jax-gpt2.py: needs JAX: pip install "jax[cpu]"')
+except ImportError as err:
+    # Run it as build/bin/loom-python scripts/jax-gpt2.py (docs/python.md).
+    sys.exit(f"jax-gpt2.py: {sys.executable} has no {err.name}: run it with "
+             "the interpreter scripts/setup.sh installed JAX into, "
+             "build/bin/loom-python")
 
 jax.config.update("jax_platforms", "cpu")
 # XLA's CPU matrix products are f32 unless told otherwise; say so anyway,

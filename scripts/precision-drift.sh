@@ -21,6 +21,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
+. "$root/scripts/lib/python.sh"
 compare="$root/test/e2e/Inputs/compare-losses.py"
 reference="$root/scripts/jax-gpt2.py"
 model="$root/examples/gpt2-tiny.json"
@@ -47,8 +48,8 @@ loomc="$build_dir/bin/loomc" loom_run="$build_dir/bin/loom-run"
   echo "precision-drift.sh: no $loomc or $loom_run: build Loom first (README)" >&2
   exit 1
 }
-python3 -c "import jax" 2>/dev/null || {
-  echo 'precision-drift.sh: needs JAX in python3: pip install "jax[cpu]"' >&2
+"$LOOM_PYTHON" -c "import jax" 2>/dev/null || {
+  echo "precision-drift.sh: needs JAX in $LOOM_PYTHON (LOOM_PYTHON): scripts/setup.sh installs it" >&2
   exit 1
 }
 out="${out:-$(mktemp -d)}"
@@ -64,10 +65,10 @@ fi
 
 # drift A.log B.log: the largest relative difference of their 10-step means.
 drift() {
-  python3 "$compare" "$1" "$2" 1 --mean-over 10 | sed 's/.* //'
+  "$LOOM_PYTHON" "$compare" "$1" "$2" 1 --mean-over 10 | sed 's/.* //'
 }
 within() {
-  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 0.02 else 1)" "$1"
+  "$LOOM_PYTHON" -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 0.02 else 1)" "$1"
 }
 echo "precision-drift.sh: gpt2-tiny, $steps steps on $data, bf16 flags: ${*:-none}; largest difference of 10-step means"
 printf '%6s  %-22s  %-14s  %-14s\n' seed "fp32: Loom vs JAX" "bf16: Loom" "bf16: JAX"
@@ -79,7 +80,7 @@ for seed in $(seq 1 "$seeds"); do
   for p in fp32 bf16; do
     "$loom_run" "$out/$p.loom" --load "$s.ckpt" --data "$data" \
       --steps "$steps" >"$s.loom-$p.log"
-    python3 "$reference" "$model" --load "$s.ckpt" --data "$data" \
+    "$LOOM_PYTHON" "$reference" "$model" --load "$s.ckpt" --data "$data" \
       --steps "$steps" --precision "$p" >"$s.jax-$p.log"
   done
   fp32="$(drift "$s.jax-fp32.log" "$s.loom-fp32.log")"

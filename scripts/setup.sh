@@ -32,24 +32,40 @@ if [ "${#missing[@]}" -gt 0 ]; then
     --no-install-recommends "${missing[@]}"
 fi
 
-# The tests read safetensors exports back with the Python package, in the
-# interpreter lit runs them with (Debian's, which has no package for it).
-if ! /usr/bin/python3 -c "import numpy, safetensors" 2>/dev/null; then
-  echo "loom setup: installing the safetensors Python package"
-  /usr/bin/python3 -m pip install --quiet --break-system-packages safetensors
+# One Python interpreter for everything Loom runs (docs/python.md):
+# LOOM_PYTHON if set, else the one this build was configured with, else
+# Debian's. The tests' packages go into it, and the build records it.
+. "$root/scripts/lib/python.sh"
+pip_install() {
+  "$LOOM_PYTHON" -m pip --version >/dev/null 2>&1 || {
+    echo "loom setup: $LOOM_PYTHON (LOOM_PYTHON) has no pip to install $* with" >&2
+    exit 1
+  }
+  "$LOOM_PYTHON" -m pip install --quiet --break-system-packages "$@"
+}
+# The tests read safetensors exports back with the Python package (Debian
+# has no package for it).
+if ! "$LOOM_PYTHON" -c "import numpy, safetensors" 2>/dev/null; then
+  echo "loom setup: installing numpy and safetensors into $LOOM_PYTHON"
+  pip_install numpy safetensors
 fi
 # JAX on the CPU: the independent GPT-2 trainer that the fp32 and bf16
 # losses are checked against (scripts/jax-gpt2.py, test/e2e/jax-reference.test).
-if ! /usr/bin/python3 -c "import jax" 2>/dev/null; then
-  echo "loom setup: installing JAX (CPU) for the reference trainer"
-  /usr/bin/python3 -m pip install --quiet --break-system-packages "jax[cpu]"
+if ! "$LOOM_PYTHON" -c "import jax" 2>/dev/null; then
+  echo "loom setup: installing JAX (CPU) into $LOOM_PYTHON for the reference trainer"
+  pip_install "jax[cpu]"
 fi
 
+configured="$(sed -n 's/^LOOM_PYTHON:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null)" ||
+  configured=""
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S "$root" -B "$build_dir" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+    -DLOOM_PYTHON="$LOOM_PYTHON"
+elif [ "$configured" != "$LOOM_PYTHON" ]; then
+  cmake -S "$root" -B "$build_dir" -DLOOM_PYTHON="$LOOM_PYTHON" >/dev/null
 fi
 # Two jobs: the machines Loom is developed and tested on have two cores, and
 # more parallel MLIR compiles only trade time for memory.

@@ -9,6 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 "$root/scripts/setup.sh"
+. "$root/scripts/lib/python.sh"
 
 results="$build_dir/test-results.json"
 rm -f "$results"
@@ -16,7 +17,7 @@ status=0
 /usr/lib/llvm-22/bin/lit "$build_dir/test" "$build_dir/test/unit" -sv -o "$results" "$@" || status=$?
 
 summary=0
-python3 - "$results" "$status" <<'PY' || summary=$?
+"$LOOM_PYTHON" - "$results" "$status" <<'PY' || summary=$?
 import json, sys
 path, status = sys.argv[1], int(sys.argv[2])
 try:

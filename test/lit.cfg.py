@@ -17,9 +17,15 @@ config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
 config.substitutions.append(("%loom_src", config.loom_src_root))
 config.substitutions.append(("%loom_obj", config.loom_obj_root))
+# The interpreter the build was configured with (LOOM_PYTHON, docs/python.md),
+# which setup installed the tests' packages into: %python, the scripts the
+# tests run (through LOOM_PYTHON in their environment) and the features
+# below, never lit's own interpreter or the first python3 on PATH.
+loom_python = getattr(config, "loom_python", "") or sys.executable
+config.environment["LOOM_PYTHON"] = loom_python
 # "%expect-exit 1 loomc bad.json": the command must exit with exactly 1.
 config.substitutions.append(
-    ("%expect-exit", "%s %s" % (sys.executable, os.path.join(config.test_source_root, "lit", "expect-exit.py"))))
+    ("%expect-exit", "%s %s" % (loom_python, os.path.join(config.test_source_root, "lit", "expect-exit.py"))))
 
 # Several ranks on a machine with fewer cores, as root in containers.
 config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
@@ -44,9 +50,9 @@ except (OSError, subprocess.SubprocessError):
     pass
 config.substitutions.append(("%lit_helpers", os.path.join(config.test_source_root, "lit")))
 
-# "jax": JAX in lit's Python, for the independent GPT-2 trainer the numerics
+# "jax": JAX in LOOM_PYTHON, for the independent GPT-2 trainer the numerics
 # are checked against (scripts/jax-gpt2.py; scripts/setup.sh installs it).
-if subprocess.run([sys.executable, "-c", "import jax"],
+if subprocess.run([loom_python, "-c", "import jax"],
                   capture_output=True).returncode == 0:
     config.available_features.add("jax")
 
@@ -67,6 +73,8 @@ config.substitutions.append(
     ("%haswell-blas", "env OPENBLAS_CORETYPE=Haswell" if _has_avx2() else "env"))
 
 llvm_config.use_default_substitutions()
+config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
+config.substitutions.append(("%python", '"%s"' % loom_python))
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tools = [
