@@ -9,6 +9,7 @@
 
 #include "Loom/LoomDialect.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/Version.h"
 #include "loom/abi.h"
 
 #include "llvm/Support/raw_ostream.h"

@@ -3,6 +3,7 @@
 #include "Manifest.h"
 
 #include "Error.h"
+#include "loom/Version.h"
 #include "loom/abi.h"
 
 #include <cinttypes>

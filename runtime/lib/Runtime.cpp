@@ -1,5 +1,6 @@
 //===- Runtime.cpp - Artifacts, parameters and checkpoints ----------------===//
 
+#include "loom/Version.h"
 #include "loom/runtime.h"
 #include "loom/abi.h"
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/InitLoom.h"
+#include "loom/Version.h"
 
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"

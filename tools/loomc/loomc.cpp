@@ -11,6 +11,7 @@
 #include "loom/InitLoom.h"
 #include "loom/Pipeline/Pipeline.h"
 #include "loom/Target/Artifact.h"
+#include "loom/Version.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
