@@ -466,7 +466,7 @@ CausalAttentionOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
   // The log-sum-exp is a by-product that nothing differentiates.
   Value grad = CausalAttentionGradOp::create(
       b, getLoc(), getQkv().getType(), resultGrads[0], getQkv(), getResult(),
-      getLse(), getNumHeadsAttr());
+      getLse(), getNumHeadsAttr(), /*query_sums=*/nullptr);
   operandGrads.assign({grad});
   return success();
 }

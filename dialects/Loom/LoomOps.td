@@ -562,10 +562,17 @@ def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Loom_MixedPre
     probabilities are recomputed from `qkv` and `lse`; `out` gives each
     query's dot product of the result and its cotangent, which the
     softmax's gradient needs, without them.
+
+    `query_sums`, which `loom-lower-to-linalg` sets on the cuda target for
+    bf16 and f16 storage, says how the fused kernels compute it: the query
+    gradient summed in f32 scratch that each block of keys adds to, which
+    bufferization allocates (`loom_attention_grad_scratch`, abi.h). The
+    value is the same either way.
   }];
   let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$qkv,
                    Loom_FloatTensor:$out, Loom_F32Tensor:$lse,
-                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                   UnitAttr:$query_sums);
   let results = (outs Loom_FloatTensor:$qkv_grad);
   let assemblyFormat = [{
     $grad `,` $qkv `,` $out `,` $lse attr-dict `:`

@@ -4,8 +4,9 @@
 // kernels becomes calls on its buffers: the forward pass writes the output
 // and each query's log-sum-exp, the gradient reads the operand, the output,
 // the log-sum-exp and the output's gradient. The backward pass's scratch
-// (each query's dot product of the output and its gradient) is a buffer of
-// the step like any other, so the static arena counts it; none is [T, T].
+// (each query's dot product of the output and its gradient, then, for an op
+// marked query_sums, the query gradient's f32 sums) is a buffer of the step
+// like any other, so the static arena counts it; none is [T, T].
 //
 //===----------------------------------------------------------------------===//
 
@@ -145,7 +146,13 @@ struct AttentionGradModel
       return failure();
     auto [grad, qkv, out, lse] = std::make_tuple(
         (*operands)[0], (*operands)[1], (*operands)[2], (*operands)[3]);
-    FailureOr<Value> delta = allocateRows(rewriter, op, options, *shape);
+    // Each query's dot product, and the query gradient's f32 sums where
+    // the kernels take them.
+    FailureOr<Value> delta = allocate(
+        rewriter, op, options,
+        {loom_attention_grad_scratch(shape->batch, shape->seq, shape->heads,
+                                     shape->headDim, op.getQuerySums())},
+        rewriter.getF32Type());
     auto type = cast<RankedTensorType>(op.getType());
     FailureOr<Value> dqkv =
         allocate(rewriter, op, options, type.getShape(), type.getElementType());

@@ -79,6 +79,7 @@ namespace {
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleGetFunction)                                                       \
   X(cuFuncGetAttribute)                                                        \
+  X(cuFuncSetAttribute)                                                        \
   X(cuModuleUnload)                                                            \
   X(cuLaunchKernel)
 #define LOOM_CUBLASLT_FUNCTIONS(X)                                             \
@@ -257,11 +258,17 @@ struct Backend {
   struct Kernel {
     CUfunction function = nullptr;
     unsigned threads = 0;
+    /// Dynamic shared memory a launch gives each block.
+    unsigned sharedBytes = 0;
   };
   /// The attention kernels of a storage type (loom_dtype) and head
   /// bound, loaded at their first call.
   struct AttentionKernels {
     Kernel forward, delta, keyGrad, queryGrad;
+    /// Whether the gradient's kernels sum the query gradient in f32 scratch
+    /// (the tensor cores' kernels: loom_attention_grad_scratch's
+    /// query_sums).
+    bool querySums = false;
   };
   std::map<std::pair<int32_t, int32_t>, AttentionKernels> attention;
   /// The rows' scatter-add kernels (kernels/ScatterRows.cu), loaded at
@@ -959,15 +966,18 @@ Backend::Kernel kernelOf(Backend &be, CUmodule module,
 }
 
 /// The kernels for heads of `headDim` stored as `dtype`: those of the
-/// smallest bound that holds the head. Null, with the failure recorded,
-/// when none does.
+/// smallest bound that holds the head, built for the newest architecture
+/// the GPU runs. Null, with the failure recorded, when none does.
 const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
                                                   int64_t headDim) {
   const loom::KernelModule *best = nullptr;
   for (int i = 0; i < loom::kAttentionModuleCount; ++i) {
     const loom::KernelModule &m = loom::kAttentionModules[i];
-    if (m.dtype == dtype && m.headBound >= headDim &&
-        (!best || m.headBound < best->headBound))
+    if (m.dtype != dtype || m.headBound < headDim ||
+        m.arch > be.computeCapability)
+      continue;
+    if (!best || m.headBound < best->headBound ||
+        (m.headBound == best->headBound && m.arch > best->arch))
       best = &m;
   }
   if (!best) {
@@ -995,6 +1005,18 @@ const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
   kernels.delta = get("delta");
   kernels.keyGrad = get("key_grad");
   kernels.queryGrad = get("query_grad");
+  kernels.querySums = dtype != LOOM_DTYPE_F32;
+  // The tensor cores' key gradient takes more shared memory than a launch
+  // gets unless the kernel asks for it.
+  if (kernels.querySums && kernels.keyGrad.function) {
+    kernels.keyGrad.sharedBytes =
+        static_cast<unsigned>(loom::attentionGradSharedBytes(best->headBound));
+    be.check(be.api.cuFuncSetAttribute(
+                 kernels.keyGrad.function,
+                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                 static_cast<int>(kernels.keyGrad.sharedBytes)),
+             "cuFuncSetAttribute (the key gradient's shared memory)");
+  }
   if (!be.failure.empty())
     return nullptr;
   return &(be.attention[key] = kernels);
@@ -1010,7 +1032,7 @@ struct AttentionLaunch {
 
   void launch(Backend &be, const Backend::Kernel &kernel, void **params) const {
     be.launch(kernel.function, grid[0], grid[1], grid[2], kernel.threads, 1, 1,
-              0, params);
+              kernel.sharedBytes, params);
   }
 };
 
@@ -1066,10 +1088,17 @@ void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
       attentionLaunch(be, dtype, batch, seq, heads, headDim);
   if (!l)
     return;
-  void *deltaParams[] = {&out, &dout, &delta, &l->seq, &l->heads, &l->headDim};
+  // The scratch's query gradient sums, where the kernels take them
+  // (loom_attention_grad_scratch).
+  float *sums =
+      l->kernels->querySums
+          ? delta + loom_attention_query_sums_offset(batch * heads * seq)
+          : nullptr;
+  void *deltaParams[] = {&out,    &dout,     &delta,     &sums,
+                         &l->seq, &l->heads, &l->headDim};
   l->launch(be, l->kernels->delta, deltaParams);
-  void *gradParams[] = {&qkv,    &lse,      &dout,       &delta,   &dqkv,
-                        &l->seq, &l->heads, &l->headDim, &l->scale};
+  void *gradParams[] = {&qkv,  &lse,    &dout,     &delta,      &sums,
+                        &dqkv, &l->seq, &l->heads, &l->headDim, &l->scale};
   l->launch(be, l->kernels->keyGrad, gradParams);
   l->launch(be, l->kernels->queryGrad, gradParams);
 }

@@ -17,6 +17,8 @@ struct KernelModule {
   int32_t dtype;
   /// The largest head size the kernels take.
   int32_t headBound;
+  /// The oldest GPU architecture (compute capability x 10) the PTX is for.
+  int32_t arch;
   const char *ptx;
 };
 
@@ -24,6 +26,16 @@ struct KernelModule {
 /// head bound.
 extern const KernelModule kAttentionModules[];
 extern const int kAttentionModuleCount;
+
+/// The dynamic shared memory of the tensor-core attention's key gradient
+/// (kernels/AttentionMma.cu, which checks its layout against this) for
+/// heads up to `headBound`: five tiles of 64 rows of headBound + 8 16-bit
+/// elements (queries and output gradients, two each, and the block's
+/// keys), one of 64 rows of 72 (the scores' gradients) and 256 f32
+/// statistics.
+constexpr int attentionGradSharedBytes(int headBound) {
+  return 5 * 64 * (headBound + 8) * 2 + 64 * 72 * 2 + 256 * 4;
+}
 
 /// The scatter-add of rows (kernels/ScatterRows.cu): one module, f32.
 extern const char kScatterRowsPtx[];

@@ -3,6 +3,8 @@
 // RUN: loom-opt %s --loom-lower-to-linalg --split-input-file | FileCheck %s --check-prefix=LINALG
 // RUN: loom-opt %s --loom-lower-to-linalg="fused-attention-max-head-dim=2" --split-input-file | FileCheck %s --check-prefix=BOUND
 // RUN: loom-opt %s --loom-lower-to-linalg --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" --split-input-file | FileCheck %s --check-prefix=CALLS
+// RUN: loom-opt %s --loom-lower-to-linalg="attention-query-sums" --split-input-file | FileCheck %s --check-prefix=MARKED
+// RUN: loom-opt %s --loom-lower-to-linalg="attention-query-sums" --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" --split-input-file | FileCheck %s --check-prefix=SUMS
 
 // bf16 attention stays bf16, its log-sum-exp f32: no conversions around
 // it. A head bound below the heads' size (2 heads of 4 channels) gets the
@@ -47,9 +49,9 @@ func.func @forward(%qkv: tensor<2x3x24xbf16>) -> (tensor<2x3x8xbf16>, tensor<2x2
 // CALLS-LABEL: func.func @backward(
 // CALLS-SAME: %[[DY:.*]]: memref<2x3x8xf32>, %[[QKV:.*]]: memref<2x3x24xf32>, %[[OUT:.*]]: memref<2x3x8xf32>, %[[LSE:.*]]: memref<2x2x3xf32>
 // CALLS-NOT: call @loom_rt_attention(
-// CALLS-NOT: memref.alloc() {{.*}} : memref<2x2x3xf32>
-// CALLS: %[[DELTA:.*]] = memref.alloc() {{.*}} : memref<2x2x3xf32>
-// CALLS-NOT: memref.alloc() {{.*}} : memref<2x2x3xf32>
+// CALLS-NOT: memref.alloc() {{.*}} : memref<12xf32>
+// CALLS: %[[DELTA:.*]] = memref.alloc() {{.*}} : memref<12xf32>
+// CALLS-NOT: memref.alloc() {{.*}} : memref<12xf32>
 // CALLS: %[[DQKV:.*]] = memref.alloc() {{.*}} : memref<2x3x24xf32>
 // CALLS-NOT: memref.alloc
 // CALLS: memref.extract_aligned_pointer_as_index %[[QKV]]
@@ -69,6 +71,24 @@ func.func @forward(%qkv: tensor<2x3x24xbf16>) -> (tensor<2x3x8xbf16>, tensor<2x2
 func.func @backward(%dy: tensor<2x3x8xf32>, %qkv: tensor<2x3x24xf32>, %out: tensor<2x3x8xf32>, %lse: tensor<2x2x3xf32>) -> tensor<2x3x24xf32> {
   %g = loom.causal_attention_grad %dy, %qkv, %out, %lse {num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x24xf32>, tensor<2x3x8xf32>, tensor<2x2x3xf32>) -> tensor<2x3x24xf32>
   return %g : tensor<2x3x24xf32>
+}
+
+// -----
+
+// With attention-query-sums (the cuda target), a gradient stored in bf16 is
+// marked query_sums, and its scratch holds the query gradient's f32 sums
+// past the 12 queries' dot products: 12 + 12 x 4 channels. f32 storage
+// (above) is left unmarked, its scratch the dot products alone.
+// MARKED-LABEL: func.func @backward(
+// MARKED: loom.causal_attention_grad {{.*}} {num_heads = 2 : i64} : (tensor<2x3x8xf32>
+// MARKED-LABEL: func.func @backward_bf16(
+// MARKED: loom.causal_attention_grad {{.*}} {num_heads = 2 : i64, query_sums} : (tensor<2x3x8xbf16>
+// SUMS-LABEL: func.func @backward_bf16(
+// SUMS: memref.alloc() {{.*}} : memref<60xf32>
+// SUMS: call @loom_rt_attention_grad(
+func.func @backward_bf16(%dy: tensor<2x3x8xbf16>, %qkv: tensor<2x3x24xbf16>, %out: tensor<2x3x8xbf16>, %lse: tensor<2x2x3xf32>) -> tensor<2x3x24xbf16> {
+  %g = loom.causal_attention_grad %dy, %qkv, %out, %lse {num_heads = 2 : i64} : (tensor<2x3x8xbf16>, tensor<2x3x24xbf16>, tensor<2x3x8xbf16>, tensor<2x2x3xf32>) -> tensor<2x3x24xbf16>
+  return %g : tensor<2x3x24xbf16>
 }
 
 // -----

@@ -36,9 +36,9 @@ struct Problem {
 };
 
 /// Causal attention and its gradient by the textbook formulas, in f64.
-void reference(const Problem &p, const std::vector<double> &qkv,
-               const std::vector<double> &dout, std::vector<double> &out,
-               std::vector<double> &lse, std::vector<double> &dqkv) {
+inline void reference(const Problem &p, const std::vector<double> &qkv,
+                      const std::vector<double> &dout, std::vector<double> &out,
+                      std::vector<double> &lse, std::vector<double> &dqkv) {
   double scale = 1.0 / std::sqrt(static_cast<double>(p.dim));
   out.assign(p.outSize(), 0.0);
   lse.assign(p.batch * p.heads * p.seq, 0.0);
@@ -83,9 +83,9 @@ void reference(const Problem &p, const std::vector<double> &qkv,
 }
 
 /// Random values stored as `dtype`, and the stored values in f64.
-std::vector<uint8_t> randomTensor(std::mt19937 &rng, int32_t dtype,
-                                  int64_t size, double range,
-                                  std::vector<double> &values) {
+inline std::vector<uint8_t> randomTensor(std::mt19937 &rng, int32_t dtype,
+                                         int64_t size, double range,
+                                         std::vector<double> &values) {
   std::uniform_real_distribution<float> dist(-range, range);
   size_t bytes = dtype == LOOM_DTYPE_F32 ? 4 : 2;
   std::vector<uint8_t> data(size * bytes);
@@ -97,9 +97,9 @@ std::vector<uint8_t> randomTensor(std::mt19937 &rng, int32_t dtype,
   return data;
 }
 
-void expectClose(int32_t dtype, const std::vector<uint8_t> &actual,
-                 const std::vector<double> &expected, double tolerance,
-                 const char *what) {
+inline void expectClose(int32_t dtype, const std::vector<uint8_t> &actual,
+                        const std::vector<double> &expected, double tolerance,
+                        const char *what) {
   for (size_t i = 0; i < expected.size(); ++i)
     ASSERT_NEAR(loom::loadElement(dtype, actual.data(), i), expected[i],
                 tolerance * (1.0 + std::abs(expected[i])))

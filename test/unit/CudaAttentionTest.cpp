@@ -12,6 +12,7 @@
 
 #include "AttentionReference.h"
 #include "CudaManaged.h"
+#include "loom/abi.h"
 
 #include <cstring>
 
@@ -35,7 +36,12 @@ AttentionResult runOnGpu(const Problem &p, int32_t dtype,
                     std::vector<float>(rows, NAN)};
   ManagedCopy<uint8_t> qkvAt(qkv), doutAt(dout), out(r.out.size()),
       dqkv(r.dqkv.size());
-  ManagedCopy<float> lse(rows), delta(rows);
+  // The scratch the compiler allocates for the cuda target: the query
+  // gradient's f32 sums past the dot products, for the tensor cores'
+  // kernels.
+  ManagedCopy<float> lse(rows),
+      delta(loom_attention_grad_scratch(p.batch, p.seq, p.heads, p.dim,
+                                        dtype != LOOM_DTYPE_F32));
   if (!qkvAt.at || !doutAt.at || !out.at || !dqkv.at || !lse.at || !delta.at) {
     ADD_FAILURE() << "no managed memory: " << loom_last_error();
     return r;

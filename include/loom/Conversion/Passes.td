@@ -31,7 +31,12 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     memory. Heads of more than `fused-attention-max-head-dim` channels (0:
     no bound), and an op whose operands are of two element types, get the
     loops instead: the products per (batch, head) pair, the softmax and its
-    gradient, with the [T, T] scores and probabilities as tensors.
+    gradient, with the [T, T] scores and probabilities as tensors. With
+    `attention-query-sums` (the cuda target), a fused gradient stored in
+    bf16 or f16 is marked `query_sums`: the GPU's tensor-core kernels sum
+    the query gradient in f32 scratch that every block of keys adds its
+    share to, which bufferization allocates with the call's other scratch
+    (`loom_attention_grad_scratch`, abi.h).
 
     The token table's gradient is a scatter-add of the tokens' rows, each
     element's additions in token order, so that the result does not depend
@@ -56,6 +61,11 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     Option<"fusedAttentionMaxHeadDim", "fused-attention-max-head-dim",
            "int64_t", /*default=*/"0",
            "The largest head the fused kernels take (0: any)">,
+    Option<"attentionQuerySums", "attention-query-sums", "bool",
+           /*default=*/"false",
+           "Mark fused attention gradients stored in bf16 or f16 "
+           "query_sums: their kernels sum the query gradient in f32 "
+           "scratch">,
     Option<"sortedTokenGradient", "sorted-token-gradient", "bool",
            /*default=*/"true",
            "The token table's gradient as loom.scatter_add_rows, which the "

@@ -83,6 +83,17 @@ static void fillSplatConstants(ModuleOp module) {
   }
 }
 
+/// Marks the fused attention gradients stored in bf16 or f16 query_sums:
+/// the GPU's tensor-core kernels sum their query gradient in f32 scratch.
+static void markQuerySums(ModuleOp module) {
+  module.walk([](CausalAttentionGradOp op) {
+    Type element =
+        cast<RankedTensorType>(op.getQkv().getType()).getElementType();
+    if (element.isBF16() || element.isF16())
+      op.setQuerySums(true);
+  });
+}
+
 namespace {
 struct LowerToLinalgPass
     : public loom::impl::LoomLowerToLinalgBase<LowerToLinalgPass> {
@@ -118,6 +129,8 @@ struct LowerToLinalgPass
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       return signalPassFailure();
+    if (attentionQuerySums)
+      markQuerySums(getOperation());
     fillSplatConstants(getOperation());
   }
 };

@@ -70,6 +70,28 @@ static inline int loom_scatter_add_rows_fits(int64_t n, int64_t rows) {
   return n <= INT32_MAX && rows < INT32_MAX;
 }
 
+/* Where the query gradient's f32 sums begin in loom_rt_attention_grad's
+   scratch, past `rows` (batch x heads x seq) queries' dot products: on 16
+   bytes, for the kernels' vector additions. */
+static inline int64_t loom_attention_query_sums_offset(int64_t rows) {
+  return (rows + 3) / 4 * 4;
+}
+
+/* The f32 elements of scratch loom_rt_attention_grad takes, which the
+   compiler allocates with the step's other buffers: each query's dot
+   product of the output and its gradient [batch, heads, seq], then, where
+   `query_sums` (the GPU's tensor-core kernels: the cuda target, bf16 or
+   f16 storage), the f32 sums of the queries' gradient [batch, heads, seq,
+   head_dim] that each block of keys adds its share to. */
+static inline int64_t loom_attention_grad_scratch(int64_t batch, int64_t seq,
+                                                  int64_t heads,
+                                                  int64_t head_dim,
+                                                  int query_sums) {
+  int64_t rows = batch * heads * seq;
+  return query_sums ? loom_attention_query_sums_offset(rows) + rows * head_dim
+                    : rows;
+}
+
 /* The spans of a step's timeline generated code marks (loom_rt_trace_*). */
 #define LOOM_TRACE_FORWARD 0
 #define LOOM_TRACE_BACKWARD 1

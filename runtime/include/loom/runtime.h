@@ -393,8 +393,11 @@ void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
 /// The gradient of loom_rt_attention: from its operand `qkv`, its result
 /// `out` and log-sum-exp `lse`, and the result's gradient `dout` (of
 /// `out`'s shape), writes the gradient of `qkv` (of its shape) into
-/// `dqkv`. `delta` [batch, heads, seq] is scratch the call fills: each
-/// query's dot product of `out` and `dout`.
+/// `dqkv`. `delta` is scratch the call fills, of
+/// loom_attention_grad_scratch(batch, seq, heads, head_dim, query_sums)
+/// floats (abi.h): each query's dot product of `out` and `dout` [batch,
+/// heads, seq], then, on a GPU with bf16 or f16 storage (query_sums), the
+/// query gradient's f32 sums.
 void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
                             int64_t heads, int64_t head_dim, const void *qkv,
                             const void *out, const void *dout, const float *lse,

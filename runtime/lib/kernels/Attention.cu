@@ -122,8 +122,8 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
 
 template <typename T, int MaxD>
 __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
-                        const float *delta, T *dqkv, int seq, int heads,
-                        int headDim, float scale) {
+                        const float *delta, float *, T *dqkv, int seq,
+                        int heads, int headDim, float scale) {
   Pair p(seq, heads, headDim);
   // The block's own values, a row per thread: padded by one so that the
   // threads' rows fall in different banks. The queries come kQueries at a
@@ -178,8 +178,8 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
 
 template <typename T, int MaxD>
 __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
-                          const float *delta, T *dqkv, int seq, int heads,
-                          int headDim, float scale) {
+                          const float *delta, float *, T *dqkv, int seq,
+                          int heads, int headDim, float scale) {
   Pair p(seq, heads, headDim);
   __shared__ float keys[kRows][MaxD], values[kRows][MaxD];
   int first = blockIdx.x * kRows, i = first + threadIdx.x;
@@ -213,7 +213,14 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
   if (active)
     storeRow(dq, dqkv + p.qkv[0], p.qkvStride, i, p, scale);
 }
+
+/// Each query's dot product; the CUDA cores' kernels sum no query gradient.
+template <typename T, int MaxD>
+__device__ void gradDelta(const T *out, const T *dout, float *d, float *,
+                          int seq, int heads, int headDim) {
+  delta<T>(out, dout, d, seq, heads, headDim);
+}
 } // namespace
 
 LOOM_ATTENTION_MODULE(LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME,
-                      LOOM_ATTENTION_HEAD, kRows, 1)
+                      LOOM_ATTENTION_HEAD, kRows, 1, 1)

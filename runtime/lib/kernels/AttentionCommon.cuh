@@ -13,8 +13,12 @@
 #ifndef LOOM_RUNTIME_KERNELS_ATTENTIONCOMMON_CUH
 #define LOOM_RUNTIME_KERNELS_ATTENTIONCOMMON_CUH
 
+// The unit tests compile the kernels for the CPU, with types and built-ins
+// of their own (test/unit/EmulatedCuda.h).
+#ifndef LOOM_EMULATE_CUDA
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#endif
 
 namespace {
 /// Queries (or keys) per block, in every module: the backend's grid.
@@ -80,13 +84,27 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
 }
 } // namespace
 
+/// Shared memory whose size the launch gives (Type's), for more than a
+/// block's 48 KB of static shared memory; on the CPU, a static variable.
+#ifdef LOOM_EMULATE_CUDA
+#define LOOM_DYNAMIC_SHARED(Type, name) static Type name
+#else
+#define LOOM_DYNAMIC_SHARED(Type, name)                                        \
+  extern __shared__ __align__(16) unsigned char loomDynamicShared[];           \
+  Type &name = *reinterpret_cast<Type *>(loomDynamicShared)
+#endif
+
 /// The four kernels of a module, for storage type T and head bound MAXD,
-/// from the file's templates forward<T, MAXD>, keyGrad<T, MAXD> and
-/// queryGrad<T, MAXD>. Each declares its block size with __launch_bounds__,
-/// which the backend reads back to launch it: THREADS for those three, with
-/// at least BLOCKS of them resident on a multiprocessor, and kRows threads
-/// (a warp per query in turn) for the row dot products.
-#define LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS)                 \
+/// from the file's templates forward<T, MAXD>, gradDelta<T, MAXD>,
+/// keyGrad<T, MAXD> and queryGrad<T, MAXD>. The gradient's kernels share
+/// `sums`, the f32 scratch past each query's dot product in the call's
+/// scratch, which the tensor-core kernels sum the query gradient in and the
+/// CUDA cores' leave alone. Each declares its block size with
+/// __launch_bounds__, which the backend reads back to launch it: THREADS
+/// for forward, key_grad and query_grad, with at least BLOCKS (GRAD_BLOCKS
+/// for key_grad) of them resident on a multiprocessor, and kRows threads
+/// for delta.
+#define LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS, GRAD_BLOCKS)    \
   extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
       loom_attention_forward_##NAME##_##MAXD(const T *qkv, T *out, float *lse, \
                                              int seq, int heads, int headDim,  \
@@ -95,21 +113,25 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
   }                                                                            \
   extern "C" __global__ void __launch_bounds__(kRows)                          \
       loom_attention_delta_##NAME##_##MAXD(const T *out, const T *dout,        \
-                                           float *d, int seq, int heads,       \
-                                           int headDim) {                      \
-    delta<T>(out, dout, d, seq, heads, headDim);                               \
+                                           float *d, float *sums, int seq,     \
+                                           int heads, int headDim) {           \
+    gradDelta<T, MAXD>(out, dout, d, sums, seq, heads, headDim);               \
   }                                                                            \
-  extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
+  extern "C" __global__ void __launch_bounds__(THREADS, GRAD_BLOCKS)           \
       loom_attention_key_grad_##NAME##_##MAXD(                                 \
           const T *qkv, const float *lse, const T *dout, const float *d,       \
-          T *dqkv, int seq, int heads, int headDim, float scale) {             \
-    keyGrad<T, MAXD>(qkv, lse, dout, d, dqkv, seq, heads, headDim, scale);     \
+          float *sums, T *dqkv, int seq, int heads, int headDim,               \
+          float scale) {                                                       \
+    keyGrad<T, MAXD>(qkv, lse, dout, d, sums, dqkv, seq, heads, headDim,       \
+                     scale);                                                   \
   }                                                                            \
   extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
       loom_attention_query_grad_##NAME##_##MAXD(                               \
           const T *qkv, const float *lse, const T *dout, const float *d,       \
-          T *dqkv, int seq, int heads, int headDim, float scale) {             \
-    queryGrad<T, MAXD>(qkv, lse, dout, d, dqkv, seq, heads, headDim, scale);   \
+          float *sums, T *dqkv, int seq, int heads, int headDim,               \
+          float scale) {                                                       \
+    queryGrad<T, MAXD>(qkv, lse, dout, d, sums, dqkv, seq, heads, headDim,     \
+                       scale);                                                 \
   }
 
 // One module per storage type and head bound, which the build defines, so
@@ -118,7 +140,7 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
     !defined(LOOM_ATTENTION_HEAD)
 #error "define LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME and LOOM_ATTENTION_HEAD"
 #endif
-#define LOOM_ATTENTION_MODULE(T, NAME, MAXD, THREADS, BLOCKS)                  \
-  LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS)
+#define LOOM_ATTENTION_MODULE(T, NAME, MAXD, THREADS, BLOCKS, GRAD_BLOCKS)     \
+  LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS, GRAD_BLOCKS)
 
 #endif // LOOM_RUNTIME_KERNELS_ATTENTIONCOMMON_CUH

@@ -15,11 +15,14 @@
 //
 //   forward: S = Q K^T, an online softmax, O += P V, and each query's
 //     log-sum-exp, which the backward pass reads;
+//   delta: each query's dot product of O and dO, and zeros in the query
+//     gradient's f32 sums;
 //   key_grad: for the block's keys, over the queries that see them,
 //     P^T = exp(K Q^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - delta),
-//     dV += P^T dO and dK += dS^T Q;
-//   query_grad: for the block's queries, over the keys they see,
-//     dS = P (dO V^T - delta) and dQ += dS K.
+//     dV += P^T dO, dK += dS^T Q, and dS K added to the query gradient's
+//     sums (FlashAttention-2's backward pass: five products a tile);
+//   query_grad: the query gradient from its sums, scaled, in the storage
+//     type.
 //
 // Heads smaller than the bound (32 or 64) are padded with zeros in shared
 // memory, which leaves every product unchanged. When the head is a
@@ -31,6 +34,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionCommon.cuh"
+#include "KernelModules.h"
+// test/unit/AttentionMmaKernelsTest.cpp brings the same primitives, on the
+// CPU.
+#ifndef LOOM_EMULATE_CUDA
+#include "MmaPrimitives.cuh"
+#endif
 
 #include <cstdint>
 #include <type_traits>
@@ -59,36 +68,6 @@ __device__ __forceinline__ uint32_t word(const uint16_t *at) {
 }
 __device__ __forceinline__ uint32_t word(uint16_t low, uint16_t high) {
   return low | static_cast<uint32_t>(high) << 16;
-}
-
-/// Two f32 values rounded to T, the first in the low half.
-template <typename T> __device__ __forceinline__ uint32_t pack(float, float);
-template <>
-__device__ __forceinline__ uint32_t pack<__nv_bfloat16>(float low, float high) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(low, high);
-  return *reinterpret_cast<uint32_t *>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack<__half>(float low, float high) {
-  __half2 v = __floats2half2_rn(low, high);
-  return *reinterpret_cast<uint32_t *>(&v);
-}
-
-/// c += a b for a 16 x 16 fragment a (row-major) and a 16 x 8 fragment b
-/// (column-major), in f32.
-template <typename T>
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4],
-                                    uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 /// Whether rows of the pair's tensors can come 16 bytes at a time.
@@ -125,32 +104,6 @@ __device__ uint4 chunk(const uint16_t *base, long long stride, int row,
     element[k] = column + k < p.headDim ? src[k] : 0;
   return make_uint4(word(element[0], element[1]), word(element[2], element[3]),
                     word(element[4], element[5]), word(element[6], element[7]));
-}
-
-/// Copies `bytes` (4, 8 or 16) from global memory to shared memory without
-/// passing through registers, or zeros where `in` is false; the copy
-/// completes at waitCopies.
-template <int Bytes>
-__device__ __forceinline__ void copyAsync(void *to, const void *from, bool in) {
-  auto at = static_cast<uint32_t>(__cvta_generic_to_shared(to));
-  if constexpr (Bytes == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :
-                 : "r"(at), "l"(from), "r"(in ? 16 : 0)
-                 : "memory");
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
-                 :
-                 : "r"(at), "l"(from), "n"(Bytes), "r"(in ? Bytes : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void commitCopies() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-/// Waits for this thread's copies; a barrier then makes every thread's
-/// visible.
-__device__ __forceinline__ void waitCopies() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
 /// Rows [from, from + kRows) of a [seq, headDim] matrix, `stride` elements
@@ -192,28 +145,6 @@ __device__ void loadRows(uint32_t (&a)[MaxD / 16][4], const Tile<MaxD> &tile,
   }
 }
 
-/// Four 8 x 8 matrices of 16-bit elements from shared memory, `row` being
-/// the lane's row of matrix lane / 8. Lane t receives, in word m, elements
-/// 2 (t % 4) and 2 (t % 4) + 1 of matrix m's row t / 4; `Transposed`, of its
-/// column t / 4, which is the layout of an mma operand's fragment either
-/// way. One instruction where 32-bit (or, for a column, 16-bit) loads took
-/// four (sixteen).
-template <bool Transposed>
-__device__ __forceinline__ void loadMatrices(uint32_t (&m)[4],
-                                             const uint16_t *row) {
-  auto at = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  if constexpr (Transposed)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
-                 "{%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
-                 : "r"(at));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
-                 "{%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
-                 : "r"(at));
-}
-
 /// s = a tile^T: the warp's rows against the tile's 64 rows, a 16 x 64
 /// block of scores (fragment j holds columns 8j..8j+7).
 template <typename T, int MaxD>
@@ -237,13 +168,31 @@ __device__ void scores(float (&s)[kFragments][4],
   }
 }
 
+/// acc += a tile[16k..16k + 15]: a 16 x 16 operand a (mma's layout) times
+/// 16 rows of the tile from row 16k.
+template <typename T, int Width, int MaxD>
+__device__ __forceinline__ void
+accumulateRows(float (&acc)[MaxD / 8][4], const uint32_t (&a)[4],
+               const uint16_t (&tile)[kRows][Width], int k) {
+  int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < MaxD / 8; j += 2) {
+    // Rows 16k + 8 (lane / 8 % 2).., channels 8 (j + lane / 16)..,
+    // transposed: the right operands of channels 8j.. and 8(j + 1)...
+    uint32_t b[4];
+    loadMatrices<true>(
+        b, &tile[16 * k + lane % 8 + 8 * (lane / 8 % 2)][8 * (j + lane / 16)]);
+    mma<T>(acc[j], a, b[0], b[1]);
+    mma<T>(acc[j + 1], a, b[2], b[3]);
+  }
+}
+
 /// acc += p tile: a 16 x 64 block of f32 values, rounded to T, times the
 /// tile's 64 rows.
 template <typename T, int MaxD>
 __device__ void accumulate(float (&acc)[MaxD / 8][4],
                            const float (&p)[kFragments][4],
                            const Tile<MaxD> &tile) {
-  int lane = threadIdx.x % 32;
 #pragma unroll
   for (int k = 0; k < kTile / 16; ++k) {
     // The accumulator's fragments 2k and 2k + 1 are the operand's 16
@@ -252,17 +201,7 @@ __device__ void accumulate(float (&acc)[MaxD / 8][4],
                      pack<T>(p[2 * k][2], p[2 * k][3]),
                      pack<T>(p[2 * k + 1][0], p[2 * k + 1][1]),
                      pack<T>(p[2 * k + 1][2], p[2 * k + 1][3])};
-#pragma unroll
-    for (int j = 0; j < MaxD / 8; j += 2) {
-      // Rows 16k + 8 (lane / 8 % 2).., channels 8 (j + lane / 16)..,
-      // transposed: the right operands of channels 8j.. and 8(j + 1)...
-      uint32_t b[4];
-      loadMatrices<true>(
-          b,
-          &tile[16 * k + lane % 8 + 8 * (lane / 8 % 2)][8 * (j + lane / 16)]);
-      mma<T>(acc[j], a, b[0], b[1]);
-      mma<T>(acc[j + 1], a, b[2], b[3]);
-    }
+    accumulateRows<T, MaxD + kPad, MaxD>(acc, a, tile, k);
   }
 }
 
@@ -326,7 +265,9 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   // arrive in one while the block computes on the other.
   __shared__ __align__(16) Tile<MaxD> queries, keys[2], values[2];
   bool vectors = wholeVectors(p, qkv);
-  int first = blockIdx.x * kRows, row0 = 16 * l.warp;
+  // The blocks of the last queries, which see the most keys, first: the
+  // grid's last blocks then have the least to do.
+  int first = (gridDim.x - 1 - blockIdx.x) * kRows, row0 = 16 * l.warp;
   auto fetch = [&](int j0, int buffer) {
     copyTile<MaxD>(keys[buffer], bits(qkv) + p.qkv[1], p.qkvStride, j0, p,
                    vectors);
@@ -397,62 +338,169 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
     }
 }
 
+/// The key gradient's shared memory, more than a block's 48 KB of static
+/// shared memory for heads of 64: two tiles each of queries and of their
+/// output gradients and statistics (the next arriving while the block
+/// computes on the other), the block's keys, which the query gradient's
+/// products read, and the block's dS^T for the tile of queries, a row per
+/// key.
+template <int MaxD> struct GradTiles {
+  Tile<MaxD> queries[2], grads[2], keys;
+  uint16_t dscores[kRows][kTile + kPad];
+  float lse[2][kTile], delta[2][kTile];
+};
+static_assert(sizeof(GradTiles<32>) == loom::attentionGradSharedBytes(32) &&
+                  sizeof(GradTiles<64>) == loom::attentionGradSharedBytes(64),
+              "the backend launches the key gradient with this layout");
+
+/// The pair's rows of the query gradient's f32 sums [seq, headDim].
+__device__ float *pairSums(float *sums, const Pair &p) {
+  return sums + p.rows * p.headDim;
+}
+
+/// Each query's dot product of its output and the output's gradient, and
+/// zeros in the block's rows of the query gradient's sums, which the key
+/// gradient's blocks add to. Where rows are whole 16-byte vectors, 8 lanes
+/// take a row (8 channels a lane) and a warp 4 rows at once, each lane
+/// reading 16 bytes where a warp per row read 2 bytes a lane.
+template <typename T, int MaxD>
+__device__ void gradDelta(const T *out, const T *dout, float *d, float *sums,
+                          int seq, int heads, int headDim) {
+  static_assert(MaxD <= 64, "8 lanes of 8 channels hold a row");
+  Pair p(seq, heads, headDim);
+  int first = blockIdx.x * kRows, end = min(first + kRows, seq);
+  float *rows = pairSums(sums, p) + static_cast<long long>(first) * headDim;
+  long long count = static_cast<long long>(end - first) * headDim;
+  for (long long i = threadIdx.x; i < count; i += kRows)
+    rows[i] = 0.0f;
+  if (!wholeVectors(p, out) || !wholeVectors(p, dout))
+    return delta<T>(out, dout, d, seq, heads, headDim);
+  int chunk = threadIdx.x % 8, chunks = headDim / 8;
+  for (int pass = 0; pass < kRows / (kRows / 8); ++pass) {
+    int i = first + pass * (kRows / 8) + threadIdx.x / 8;
+    float sum = 0.0f;
+    if (i < end && chunk < chunks) {
+      long long at = p.out + i * p.outStride + 8 * chunk;
+      uint4 a = *reinterpret_cast<const uint4 *>(out + at);
+      uint4 b = *reinterpret_cast<const uint4 *>(dout + at);
+      const T *x = reinterpret_cast<const T *>(&a);
+      const T *y = reinterpret_cast<const T *>(&b);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        sum += widen(x[k]) * widen(y[k]);
+    }
+    // Every lane takes part: the 8 lanes of a row sum their parts.
+    for (int offset = 4; offset > 0; offset /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (i < end && chunk == 0)
+      d[p.rows + i] = sum;
+  }
+}
+
+/// Adds the warp's 16 x MaxD block `acc` to rows row0.. of the pair's
+/// query gradient sums. Lanes 2q and 2q + 1 swap halves first, so that
+/// each holds four neighbouring channels of one row: one 16-byte addition
+/// where four of 4 bytes went (one instruction from sm_90).
+template <int MaxD>
+__device__ void addSums(const float (&acc)[MaxD / 8][4], float *sums, int row0,
+                        const Pair &p, const Lane &l) {
+  bool odd = l.pair % 2;
+  int row = row0 + l.group + 8 * odd;
+  bool vectors =
+      p.headDim % 4 == 0 && reinterpret_cast<uintptr_t>(sums) % 16 == 0;
+#pragma unroll
+  for (int j = 0; j < MaxD / 8; ++j) {
+    // The even lane keeps row g's pair and takes its neighbour's; the odd
+    // one keeps row g + 8's.
+    float give0 = odd ? acc[j][0] : acc[j][2];
+    float give1 = odd ? acc[j][1] : acc[j][3];
+    float got0 = __shfl_xor_sync(0xffffffffu, give0, 1);
+    float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+    float four[4] = {odd ? got0 : acc[j][0], odd ? got1 : acc[j][1],
+                     odd ? acc[j][2] : got0, odd ? acc[j][3] : got1};
+    int d = 8 * j + 2 * (l.pair - odd);
+    if (row >= p.seq || d >= p.headDim)
+      continue;
+    float *at = sums + static_cast<long long>(row) * p.headDim + d;
+    if (vectors) {
+      addFour(at, four);
+      continue;
+    }
+    for (int c = 0; c < 4 && d + c < p.headDim; ++c)
+      atomicAdd(at + c, four[c]);
+  }
+}
+
+/// For the block's keys, over the queries that see them (FlashAttention-2's
+/// backward pass): P^T = exp(K Q^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T
+/// - delta), dV += P^T dO, dK += dS^T Q, and the query gradient's share of
+/// these keys, dS K, added to its f32 sums: five products a tile, where a
+/// kernel of its own for the query gradient recomputed S and dP.
 template <typename T, int MaxD>
 __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
-                        const float *delta, T *dqkv, int seq, int heads,
-                        int headDim, float scale) {
+                        const float *delta, float *sums, T *dqkv, int seq,
+                        int heads, int headDim, float scale) {
   Pair p(seq, heads, headDim);
   Lane l;
-  // Buffer b holds a tile of queries and their gradients (tiles 2b and
-  // 2b + 1) and their rows' statistics, the next tile's copies arriving in
-  // one while the block computes on the other. The block's keys and values
-  // arrive first in buffer 1's tiles.
-  __shared__ __align__(16) Tile<MaxD> tiles[4];
-  __shared__ __align__(16) float rowLse[2][kTile], rowDelta[2][kTile];
+  LOOM_DYNAMIC_SHARED(GradTiles<MaxD>, t);
   static_assert(kThreads == 2 * kTile, "a thread per row statistic");
   bool vectors = wholeVectors(p, qkv) && wholeVectors(p, dout);
   int first = blockIdx.x * kRows, row0 = 16 * l.warp;
+  float *pairQuerySums = pairSums(sums, p);
   auto fetch = [&](int i0, int buffer) {
-    copyTile<MaxD>(tiles[2 * buffer], bits(qkv) + p.qkv[0], p.qkvStride, i0, p,
+    copyTile<MaxD>(t.queries[buffer], bits(qkv) + p.qkv[0], p.qkvStride, i0, p,
                    vectors);
-    copyTile<MaxD>(tiles[2 * buffer + 1], bits(dout) + p.out, p.outStride, i0,
-                   p, vectors);
+    copyTile<MaxD>(t.grads[buffer], bits(dout) + p.out, p.outStride, i0, p,
+                   vectors);
     int r = threadIdx.x % kTile, i = i0 + r;
     const float *from = threadIdx.x < kTile ? lse : delta;
-    float *to = threadIdx.x < kTile ? rowLse[buffer] : rowDelta[buffer];
+    float *to = threadIdx.x < kTile ? t.lse[buffer] : t.delta[buffer];
     copyAsync<4>(&to[r], i < seq ? &from[p.rows + i] : from, i < seq);
     commitCopies();
   };
-  copyTile<MaxD>(tiles[2], bits(qkv) + p.qkv[1], p.qkvStride, first, p,
-                 vectors);
-  copyTile<MaxD>(tiles[3], bits(qkv) + p.qkv[2], p.qkvStride, first, p,
+  // The values pass through the second buffer of output gradients on
+  // their way to the warps' registers.
+  copyTile<MaxD>(t.keys, bits(qkv) + p.qkv[1], p.qkvStride, first, p, vectors);
+  copyTile<MaxD>(t.grads[1], bits(qkv) + p.qkv[2], p.qkvStride, first, p,
                  vectors);
   fetch(first, 0);
   waitCopies();
   __syncthreads();
-  uint32_t k[MaxD / 16][4], v[MaxD / 16][4];
-  loadRows<MaxD>(k, tiles[2], row0, l);
-  loadRows<MaxD>(v, tiles[3], row0, l);
+  // The values stay in registers; the keys, which stay in shared memory
+  // for the query gradient anyway, come again each tile, which leaves
+  // registers enough for two blocks a multiprocessor without spills.
+  uint32_t v[MaxD / 16][4];
+  loadRows<MaxD>(v, t.grads[1], row0, l);
   float dk[MaxD / 8][4] = {}, dv[MaxD / 8][4] = {};
   float scale2 = scale * kLog2e;
   for (int i0 = first, buffer = 0; i0 < seq; i0 += kTile, buffer ^= 1) {
     // Tile i0 has arrived, and every warp is done with the other buffer
-    // (at first, with the keys and values).
+    // (at first, with the values) and with the last tile's dS^T.
     waitCopies();
     __syncthreads();
     if (i0 + kTile < seq)
       fetch(i0 + kTile, buffer ^ 1);
-    const Tile<MaxD> &queries = tiles[2 * buffer],
-                     &grads = tiles[2 * buffer + 1];
-    const float *lseOf = rowLse[buffer], *deltaOf = rowDelta[buffer];
+    const Tile<MaxD> &queries = t.queries[buffer], &grads = t.grads[buffer];
+    const float *lseOf = t.lse[buffer], *deltaOf = t.delta[buffer];
     // Transposed: rows are the warp's keys, columns the tile's queries.
     float probs[kFragments][4], dprobs[kFragments][4];
-    scores<T, MaxD>(probs, k, queries);
+    {
+      uint32_t k[MaxD / 16][4];
+      loadRows<MaxD>(k, t.keys, row0, l);
+      scores<T, MaxD>(probs, k, queries);
+    }
     scores<T, MaxD>(dprobs, v, grads);
-    forEach(probs, l, [&](float &x, int r, int c) {
-      int j = first + row0 + r, i = i0 + c;
-      x = i >= j && i < seq ? exp2f(x * scale2 - lseOf[c] * kLog2e) : 0.0f;
-    });
+    // Only the tile on the diagonal, or past the sequence's end, has
+    // queries that some key does not see; the others skip the comparisons.
+    if (i0 == first || i0 + kTile > seq)
+      forEach(probs, l, [&](float &x, int r, int c) {
+        int j = first + row0 + r, i = i0 + c;
+        x = i >= j && i < seq ? exp2f(x * scale2 - lseOf[c] * kLog2e) : 0.0f;
+      });
+    else
+      forEach(probs, l, [&](float &x, int, int c) {
+        x = exp2f(x * scale2 - lseOf[c] * kLog2e);
+      });
 #pragma unroll
     for (int f = 0; f < kFragments; ++f)
 #pragma unroll
@@ -461,6 +509,28 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
             probs[f][e] * (dprobs[f][e] - deltaOf[8 * f + 2 * l.pair + e % 2]);
     accumulate<T, MaxD>(dv, probs, grads);
     accumulate<T, MaxD>(dk, dprobs, queries);
+    // dS^T as the storage type, a row per key, for the query gradient.
+#pragma unroll
+    for (int f = 0; f < kFragments; ++f)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t *>(
+            &t.dscores[row0 + l.group + 8 * h][8 * f + 2 * l.pair]) =
+            pack<T>(dprobs[f][2 * h], dprobs[f][2 * h + 1]);
+    __syncthreads();
+    // The warp's 16 queries of the tile against the block's 64 keys: dS's
+    // rows come transposed from dS^T's columns (matrix m of the operand:
+    // keys 8 (m / 2).., queries 8 (m % 2)..).
+    float dq[MaxD / 8][4] = {};
+    int lane = threadIdx.x % 32, matrix = lane / 8;
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      uint32_t a[4];
+      loadMatrices<true>(a, &t.dscores[16 * kk + 8 * (matrix / 2) + lane % 8]
+                                      [row0 + 8 * (matrix % 2)]);
+      accumulateRows<T, MaxD + kPad, MaxD>(dq, a, t.keys, kk);
+    }
+    addSums<MaxD>(dq, pairQuerySums, i0 + row0, p, l);
   }
   float keyScale[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
   storeRows<T, MaxD>(dk, dqkv + p.qkv[1], p.qkvStride, first + row0, keyScale,
@@ -468,75 +538,27 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
   storeRows<T, MaxD>(dv, dqkv + p.qkv[2], p.qkvStride, first + row0, one, p, l);
 }
 
+/// The block's queries' gradient from its f32 sums, scaled, as the storage
+/// type.
 template <typename T, int MaxD>
-__device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
-                          const float *delta, T *dqkv, int seq, int heads,
-                          int headDim, float scale) {
+__device__ void queryGrad(const T *, const float *, const T *, const float *,
+                          float *sums, T *dqkv, int seq, int heads, int headDim,
+                          float scale) {
   Pair p(seq, heads, headDim);
-  Lane l;
-  // Buffer b holds a tile of keys and their values (tiles 2b and 2b + 1),
-  // the next tile's copies arriving in one while the block computes on the
-  // other. The block's queries and their gradients arrive first in buffer
-  // 1's tiles.
-  __shared__ __align__(16) Tile<MaxD> tiles[4];
-  bool vectors = wholeVectors(p, qkv) && wholeVectors(p, dout);
-  int first = blockIdx.x * kRows, row0 = 16 * l.warp;
-  auto fetch = [&](int j0, int buffer) {
-    copyTile<MaxD>(tiles[2 * buffer], bits(qkv) + p.qkv[1], p.qkvStride, j0, p,
-                   vectors);
-    copyTile<MaxD>(tiles[2 * buffer + 1], bits(qkv) + p.qkv[2], p.qkvStride, j0,
-                   p, vectors);
-    commitCopies();
-  };
-  copyTile<MaxD>(tiles[2], bits(qkv) + p.qkv[0], p.qkvStride, first, p,
-                 vectors);
-  copyTile<MaxD>(tiles[3], bits(dout) + p.out, p.outStride, first, p, vectors);
-  fetch(0, 0);
-  float rowLse[2], rowDelta[2];
-  for (int h = 0; h < 2; ++h) {
-    int i = first + row0 + l.group + 8 * h;
-    rowLse[h] = i < seq ? lse[p.rows + i] * kLog2e : 0.0f;
-    rowDelta[h] = i < seq ? delta[p.rows + i] : 0.0f;
+  int first = blockIdx.x * kRows, end = min(first + kRows, seq);
+  const float *rows =
+      pairSums(sums, p) + static_cast<long long>(first) * headDim;
+  int count = (end - first) * headDim;
+  for (int i = threadIdx.x; i < count; i += kThreads) {
+    int row = first + i / headDim, d = i % headDim;
+    dqkv[p.qkv[0] + row * p.qkvStride + d] = narrow<T>(scale * rows[i]);
   }
-  waitCopies();
-  __syncthreads();
-  uint32_t q[MaxD / 16][4], g[MaxD / 16][4];
-  loadRows<MaxD>(q, tiles[2], row0, l);
-  loadRows<MaxD>(g, tiles[3], row0, l);
-  float dq[MaxD / 8][4] = {};
-  float scale2 = scale * kLog2e;
-  int end = min(first + kRows, seq);
-  for (int j0 = 0, buffer = 0; j0 < end; j0 += kTile, buffer ^= 1) {
-    // Tile j0 has arrived, and every warp is done with the other buffer
-    // (at first, with the queries and their gradients).
-    waitCopies();
-    __syncthreads();
-    if (j0 + kTile < end)
-      fetch(j0 + kTile, buffer ^ 1);
-    const Tile<MaxD> &keys = tiles[2 * buffer], &values = tiles[2 * buffer + 1];
-    float dprobs[kFragments][4], dscores[kFragments][4];
-    scores<T, MaxD>(dscores, q, keys);
-    scores<T, MaxD>(dprobs, g, values);
-#pragma unroll
-    for (int f = 0; f < kFragments; ++f)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int h = e / 2, i = first + row0 + l.group + 8 * h,
-            j = j0 + 8 * f + 2 * l.pair + e % 2;
-        float prob = j <= i && i < seq
-                         ? exp2f(dscores[f][e] * scale2 - rowLse[h])
-                         : 0.0f;
-        dscores[f][e] = prob * (dprobs[f][e] - rowDelta[h]);
-      }
-    accumulate<T, MaxD>(dq, dscores, keys);
-  }
-  float queryScale[2] = {scale, scale};
-  storeRows<T, MaxD>(dq, dqkv + p.qkv[0], p.qkvStride, first + row0, queryScale,
-                     p, l);
 }
 } // namespace
 
-// Three blocks a multiprocessor (at most 170 registers a thread): a block
-// waits on its barriers, and the others compute meanwhile.
+// Three blocks a multiprocessor (at most 170 registers a thread) for the
+// forward pass: a block waits on its barriers, and the others compute
+// meanwhile. Two for the key gradient, whose shared memory (56 KB for heads
+// of 64) and registers hold more.
 LOOM_ATTENTION_MODULE(LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME,
-                      LOOM_ATTENTION_HEAD, kThreads, 3)
+                      LOOM_ATTENTION_HEAD, kThreads, 3, 2)
