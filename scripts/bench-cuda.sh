@@ -1,33 +1,38 @@
 #!/usr/bin/env bash
-# GPT-2 124M training throughput on one NVIDIA GPU: Loom's CUDA step next to
-# a plain PyTorch GPT-2 of the same shape (scripts/bench/torch_gpt2.py, eager
-# and torch.compile), run one after the other on the same GPU. Each line:
+# A GPT-2's training throughput on one NVIDIA GPU: Loom's CUDA step next to
+# PyTorch's (scripts/bench/torch_gpt2.py: nanoGPT's recipe, eager and
+# torch.compile), run one after the other on the same GPU. Each line:
 # tokens/s, ms/step (median of the steps after the warm-up ones), MFU
 # against the GPU's dense peak for the precision (the cost model's FLOP
 # count: loom-run --peak-tflops, docs/loom-run.md), peak memory and the last
 # step's loss: both train on the same batches of the same text (the docs,
 # repeated), from their own initializations.
 #
-#   scripts/bench-cuda.sh [--precision bf16|fp32] [--batch N|auto]
-#                         [--seq N] [--steps N] [--warmup N]
+#   scripts/bench-cuda.sh [--model FILE] [--precision bf16|fp32]
+#                         [--batch N|auto] [--seq N] [--steps N] [--warmup N]
 #                         [--cuda-arch sm_90] [--torch-modes eager,compile|'']
 #                         [--memory-mib N] [--compile-only]
-#                         [--artifact FILE] [--pad-vocab N]
+#                         [--artifact FILE] [--pad-vocab N] [--trace]
 #
-# --batch auto (the default) takes the largest power of two whose compiled
-# step (parameters, optimizer state and arena, loomc --emit=memory) fits in
-# the GPU's free memory (nvidia-smi, or --memory-mib) less 10%: the CUDA
-# context, cuBLASLt's workspace, and managed memory never asked past what
-# the GPU has. --compile-only stops after choosing the
-# batch and compiling, for machines without a GPU; --artifact runs a step
-# compiled elsewhere (loomc --target=cuda) with the --precision given
-# here, which names the line and picks the peak, where only the runtime is
-# (BUILD_DIR/bin/loom-run and its libraries), and takes its batch and
-# sequence for PyTorch's. --pad-vocab N pads the token table to a multiple
-# of N rows on both sides (loomc --pad-vocab; llm.c and nanoGPT use 50,304),
-# which aligns the vocabulary's GEMMs; with --artifact, say the N the
-# artifact was compiled with. Needs a build with the CUDA backend
-# (docs/cuda.md) and, for the PyTorch lines, torch with CUDA.
+# --model is a model description (examples/gpt2-124m.json by default), whose
+# shape PyTorch's model takes too. --batch auto (the default) takes the
+# largest power of two whose compiled step (parameters, optimizer state and
+# arena, loomc --emit=memory) fits in the GPU's free memory (nvidia-smi, or
+# --memory-mib) less 10%: the CUDA context, cuBLASLt's workspace, and
+# managed memory never asked past what the GPU has. --compile-only stops
+# after choosing the batch and compiling, for machines without a GPU;
+# --artifact runs a step compiled elsewhere (loomc --target=cuda) from
+# --model with the --precision given here, which names the line and picks
+# the peak, where only the runtime is (BUILD_DIR/bin/loom-run and its
+# libraries), and takes its batch and sequence for PyTorch's. --pad-vocab N
+# pads the token table to a multiple of N rows on both sides (loomc
+# --pad-vocab; llm.c and nanoGPT use 50,304), which aligns the vocabulary's
+# GEMMs; with --artifact, say the N the artifact was compiled with.
+# --trace runs Loom's step again for 4 steps under loom-run --trace and
+# prints where its GPU time goes (scripts/trace-summary.py: by kind, and
+# the busiest kernels). Needs a build with the CUDA backend (docs/cuda.md)
+# and, for the PyTorch lines, torch with CUDA in LOOM_PYTHON
+# (docs/python.md).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,8 +40,9 @@ build_dir="${BUILD_DIR:-$root/build}"
 . "$root/scripts/lib/python.sh"
 precision=bf16 batch=auto seq=1024 steps=10 warmup=3 arch=sm_90
 torch_modes=eager,compile memory_mib="" compile_only=0 artifact= pad_vocab=1
+model="$root/examples/gpt2-124m.json" trace=0
 usage() {
-  sed -n '8,12p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
+  sed -n '11,15p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
   exit 1
 }
 number() {
@@ -46,8 +52,10 @@ number() {
   }
 }
 while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || [ "$1" = --compile-only ] || usage
+  [ $# -ge 2 ] || [ "$1" = --compile-only ] || [ "$1" = --trace ] || usage
   case "$1" in
+    --model) model="$2"; shift 2 ;;
+    --trace) trace=1; shift ;;
     --precision) precision="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
     --seq) number "$1" "$2"; seq="$2"; shift 2 ;;
@@ -68,6 +76,19 @@ case "$precision" in
   *) echo "bench-cuda.sh: --precision is bf16 or fp32, got '$precision'" >&2; exit 1 ;;
 esac
 [ "$batch" = auto ] || number --batch "$batch"
+[ -f "$model" ] || { echo "bench-cuda.sh: --model $model: no such file" >&2; exit 1; }
+# The model's name and shape, for the lines and PyTorch's model.
+read -r name layers width heads < <("$LOOM_PYTHON" - "$model" <<'PY'
+import json, sys
+try:
+    with open(sys.argv[1]) as f:
+        description = json.load(f)
+    m = description["model"]
+    print(description.get("name", "model"), m["n_layer"], m["n_embd"], m["n_head"])
+except (OSError, ValueError, KeyError, TypeError) as err:
+    sys.exit(f"bench-cuda.sh: --model {sys.argv[1]}: not a model description ({err})")
+PY
+) || exit 1
 [ "$steps" -gt "$warmup" ] || {
   echo "bench-cuda.sh: --steps ($steps) must exceed --warmup ($warmup)" >&2
   exit 1
@@ -90,7 +111,7 @@ else
   fi
 
   compile() { # batch, output
-    "$loomc" "$root/examples/gpt2-124m.json" --target=cuda --cuda-arch="$arch" \
+    "$loomc" "$model" --target=cuda --cuda-arch="$arch" \
       --batch-size "$1" --seq-len "$seq" --plan "precision=$precision" \
       --pad-vocab "$pad_vocab" "${@:2}"
   }
@@ -113,7 +134,7 @@ else
     fi
   fi
   bytes="$(planned_bytes "$batch")"
-  echo "GPT-2 124M, $precision, batch $batch x $seq: planned peak $((bytes / 1048576)) MiB of $memory_mib MiB free"
+  echo "$name, $precision, batch $batch x $seq: planned peak $((bytes / 1048576)) MiB of $memory_mib MiB free"
   compile "$batch" -o "$work/step.loom"
   [ "$compile_only" = 0 ] || exit 0
 fi
@@ -165,10 +186,19 @@ awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" \
       peak / 1e12, tensors, rss, loss
   }' "$work/loom.log"
 
+if [ "$trace" = 1 ]; then
+  # A timeline's events cost time of their own: a run apart from the timed
+  # one, its first step left out of the summary.
+  "$loom_run" "$work/step.loom" --data "$work/data.txt" --steps 4 \
+    --val-fraction 0 --trace "$work/trace.json" > /dev/null
+  "$LOOM_PYTHON" "$root/scripts/trace-summary.py" "$work/trace.json" --top 12
+fi
+
 read -r batch seq < "$work/shape"
 modes=""
 for m in ${torch_modes//,/ }; do modes="$modes,$m-$precision"; done
 [ -z "$modes" ] || "$LOOM_PYTHON" "$root/scripts/bench/torch_gpt2.py" --batch "$batch" \
   --seq "$seq" --steps "$((steps - warmup))" --warmup "$warmup" \
+  --layers "$layers" --width "$width" --heads "$heads" \
   --padded-vocab "$(( (50257 + pad_vocab - 1) / pad_vocab * pad_vocab ))" \
   --data "$work/data.txt" --modes "${modes#,}"

@@ -1,16 +1,22 @@
-"""A plain PyTorch GPT-2 training step, to put Loom's CUDA figures next to.
+"""PyTorch's GPT-2 training step as its users write it, to put Loom's CUDA
+figures next to: nanoGPT's recipe, the best configuration a user would
+pick without writing kernels.
 
-The same model shape as examples/gpt2-124m.json (tied embeddings, GELU with
-tanh, pre-layer-norm), AdamW with fused=False. Prints one line per mode:
-tokens/s, ms/step (median of the timed steps, CUDA events), MFU against
-the given peak, peak memory (every step's batch included) and the last
-step's loss.
+The same model shape as examples/gpt2-124m.json (or --layers, --width,
+--heads): pre-layer-norm blocks with biases, F.scaled_dot_product_attention
+(is_causal=True), GELU with tanh, the head tied to the token table and the
+loss over the padded logits; torch.optim.AdamW(fused=True) with weight
+decay on the matrices alone; TF32 on; bf16 under autocast; gradient
+clipping at 1.0. Prints one line per mode (eager or compile, fp32 or bf16:
+"compile-bf16" is torch.compile(model)): tokens/s, ms/step (median of the
+timed steps, CUDA events), MFU against the given peak, peak memory (every
+step's batch included) and the last step's loss.
 
     python3 torch_gpt2.py --batch 8 --seq 1024 --modes eager-fp32,compile-fp32
 
 --padded-vocab N gives the token table N rows (llm.c's and nanoGPT's
-50,304), as `loomc --pad-vocab` does; the loss still covers the 50,257
-tokens of the vocabulary.
+50,304), as `loomc --pad-vocab` does; the loss covers them all, as
+nanoGPT's does (slicing the logits to the vocabulary first copies them).
 
 --data FILE trains on FILE's bytes as tokens, in the batches loom-run takes
 from it with --val-fraction 0 (consecutive windows of sequence + 1 tokens,
@@ -66,8 +72,8 @@ class GPT(nn.Module):
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for block in self.blocks:
             x = block(x)
-        logits = (self.ln_f(x) @ self.wte.weight.t())[..., :self.vocab]
-        return F.cross_entropy(logits.reshape(-1, self.vocab), targets.view(-1))
+        logits = F.linear(self.ln_f(x), self.wte.weight)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
 
 
 def make_batches(args):
@@ -102,9 +108,16 @@ def run(mode, args):
     torch.manual_seed(0)
     if args.padded_vocab < 50257:
         raise SystemExit(f"torch_gpt2.py: --padded-vocab {args.padded_vocab} is under the vocabulary's 50257")
-    model = GPT(padded_vocab=args.padded_vocab).cuda()
+    model = GPT(layers=args.layers, width=args.width, heads=args.heads,
+                padded_vocab=args.padded_vocab).cuda()
     n_params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    # nanoGPT's groups: weight decay on the matrices, none on biases and
+    # the layer norms' vectors.
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
+                             {"params": vectors, "weight_decay": 0.0}],
+                            lr=6e-4, betas=(0.9, 0.95), fused=True)
     compiled, dtype = mode.split("-")
     step_model = torch.compile(model) if compiled == "compile" else model
     batches = make_batches(args)
@@ -144,6 +157,9 @@ def run(mode, args):
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch", type=int, default=8)
+parser.add_argument("--layers", type=int, default=12)
+parser.add_argument("--width", type=int, default=768)
+parser.add_argument("--heads", type=int, default=12)
 parser.add_argument("--seq", type=int, default=1024)
 parser.add_argument("--steps", type=int, default=10)
 parser.add_argument("--warmup", type=int, default=3)
@@ -154,6 +170,8 @@ parser.add_argument("--data", help="train on this file's bytes, as loom-run does
 parser.add_argument("--peak-fp32", type=float, default=67e12)
 parser.add_argument("--peak-bf16", type=float, default=989e12)
 args = parser.parse_args()
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.allow_tf32 = True
 for mode in args.modes.split(","):
     try:
         run(mode, args)

@@ -30,5 +30,10 @@ cuda = types.SimpleNamespace(OutOfMemoryError=_OutOfMemoryError,
                              empty_cache=lambda: None)
 
 
+backends = types.SimpleNamespace(
+    cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=False)),
+    cudnn=types.SimpleNamespace(allow_tf32=False))
+
+
 def manual_seed(seed):
     pass
