@@ -113,6 +113,15 @@ struct AttentionResult {
   std::vector<float> lse;
 };
 
+/// A result of NaNs, in `dtype`, until a run writes it: an element it
+/// misses fails the comparisons.
+inline AttentionResult poisonedResult(const Problem &p, int32_t dtype) {
+  size_t bytes = dtype == LOOM_DTYPE_F32 ? 4 : 2;
+  return AttentionResult{std::vector<uint8_t>(p.outSize() * bytes, 0xff),
+                         std::vector<uint8_t>(p.qkvSize() * bytes, 0xff),
+                         std::vector<float>(p.batch * p.heads * p.seq, NAN)};
+}
+
 /// Runs loom_rt_attention and loom_rt_attention_grad on a problem's
 /// stored inputs, wherever the runtime computes, the backward pass on the
 /// forward's log-sum-exp plus `lseShift`.
@@ -125,6 +134,11 @@ using AttentionRunner = std::function<AttentionResult(
 struct Tolerances {
   double values, lse;
 };
+
+/// The tensor cores' kernels (the GPU's, and the CPU's emulation of them):
+/// products of the stored values summed in f32, the probabilities and the
+/// scores' gradients rounded to the storage type before their products.
+constexpr Tolerances kTensorCoreBf16{2e-2, 1e-5}, kTensorCoreF16{3e-3, 1e-5};
 
 /// Forward and backward against the reference, for each problem. Then the
 /// backward pass again on a log-sum-exp ln 2 larger: every probability it

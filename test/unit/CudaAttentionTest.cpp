@@ -28,12 +28,9 @@ class CudaAttention : public CudaTest {};
 AttentionResult runOnGpu(const Problem &p, int32_t dtype,
                          const std::vector<uint8_t> &qkv,
                          const std::vector<uint8_t> &dout, float lseShift) {
-  size_t bytes = elementBytes(dtype), rows = p.batch * p.heads * p.seq;
-  // NaN until the GPU's results are copied in: a failed run fails the
-  // comparisons.
-  AttentionResult r{std::vector<uint8_t>(p.outSize() * bytes, 0xff),
-                    std::vector<uint8_t>(p.qkvSize() * bytes, 0xff),
-                    std::vector<float>(rows, NAN)};
+  size_t rows = p.batch * p.heads * p.seq;
+  // NaN until the GPU's results are copied in.
+  AttentionResult r = poisonedResult(p, dtype);
   ManagedCopy<uint8_t> qkvAt(qkv), doutAt(dout), out(r.out.size()),
       dqkv(r.dqkv.size());
   // The scratch the compiler allocates for the cuda target: the query
@@ -72,12 +69,10 @@ TEST_F(CudaAttention, F32MatchesReference) {
   checkAttention(LOOM_DTYPE_F32, {2e-5, 1e-5}, kProblems, runOnGpu);
 }
 
-// bf16 and f16 storage: the tensor cores' products of the stored values,
-// summed in f32, with the probabilities and the scores' gradients rounded
-// to the storage type before their products.
+// bf16 and f16 storage: the tensor cores' kernels.
 TEST_F(CudaAttention, Bf16MatchesReference) {
-  checkAttention(LOOM_DTYPE_BF16, {2e-2, 1e-5}, kProblems, runOnGpu);
+  checkAttention(LOOM_DTYPE_BF16, kTensorCoreBf16, kProblems, runOnGpu);
 }
 TEST_F(CudaAttention, F16MatchesReference) {
-  checkAttention(LOOM_DTYPE_F16, {3e-3, 1e-5}, kProblems, runOnGpu);
+  checkAttention(LOOM_DTYPE_F16, kTensorCoreF16, kProblems, runOnGpu);
 }
