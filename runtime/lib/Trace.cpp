@@ -10,6 +10,9 @@
 
 #include "Trace.h"
 
+#include "Dist.h"
+#include "JobFiles.h"
+
 #include "Device.h"
 #include "Error.h"
 #include "loom/abi.h"
@@ -196,3 +199,26 @@ void loom_rt_trace_end(int32_t kind) {
 }
 
 } // extern "C"
+
+extern "C" int loom_trace_write(const char *path) {
+  const loom_dist_info *dist = loom_dist_get_info();
+  int64_t rank = dist ? dist->rank : 0;
+  std::string label = "rank " + std::to_string(rank);
+  if (dist && dist->pp > 0)
+    label += " (pp " + std::to_string(dist->pp_rank) + ", dp " +
+             std::to_string(dist->dp_rank) + ", tp " +
+             std::to_string(dist->tp_rank) + ")";
+  std::vector<std::string> ranks;
+  if (!loom::gatherToFirst(loom::traceEvents(rank, label), ranks))
+    return 1;
+  int failed = 0;
+  if (loom::isFirstRank())
+    failed = loom::writeFile(path, [&](FILE *file) {
+      std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+      for (size_t r = 0; r < ranks.size(); ++r)
+        text += (r ? ",\n" : "") + ranks[r];
+      text += "\n]}\n";
+      return std::fwrite(text.data(), 1, text.size(), file) == text.size();
+    });
+  return loom::shareOutcome(failed, "write", path);
+}

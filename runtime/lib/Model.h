@@ -1,0 +1,359 @@
+//===- Model.h - An opened artifact: the runtime's model -------*- C++ -*-===//
+//
+// What the runtime keeps of an artifact (loom_model, runtime.h's opaque
+// handle) and the types its parts share: the entry points and their
+// arguments as the manifest lists them (ModelManifest.cpp), the parameters'
+// and optimizer state's places in the whole and in this rank's buffers
+// (ParameterStore.cpp), the calls of the step (Step.cpp), and the files a
+// model reads and writes (Checkpoint.cpp, Safetensors.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_MODEL_H
+#define LOOM_RUNTIME_MODEL_H
+
+#include "Device.h"
+#include "Error.h"
+#include "loom/abi.h"
+#include "loom/runtime.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <dlfcn.h>
+#include <functional>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom {
+using EntryFn = void (*)(void **);
+
+/// Storage from the step's heap (loom_rt's, which is managed memory under
+/// the CUDA backend), for the buffers generated code reads and writes.
+template <typename T> struct StepAllocator {
+  using value_type = T;
+  StepAllocator() = default;
+  template <typename U> StepAllocator(const StepAllocator<U> &) {}
+  T *allocate(size_t n) {
+    void *p = heapAllocate(64, n * sizeof(T));
+    if (!p)
+      throw std::bad_alloc();
+    return static_cast<T *>(p);
+  }
+  void deallocate(T *p, size_t) { heapFree(p); }
+  template <typename U> bool operator==(const StepAllocator<U> &) const {
+    return true;
+  }
+  template <typename U> bool operator!=(const StepAllocator<U> &) const {
+    return false;
+  }
+};
+template <typename T> using StepVector = std::vector<T, StepAllocator<T>>;
+
+/// The entry points' scalar arguments, where generated code reads and
+/// writes them.
+struct Scalars {
+  float lr, step, loss, gradNorm, lossScale;
+};
+
+/// fp16's dynamic loss scaling, between steps (the step scales and skips).
+struct LossScaler {
+  bool enabled = false;
+  float initial = 65536.0f, scale = 65536.0f;
+  int64_t growthInterval = 2000, cleanSteps = 0, skippedSteps = 0;
+  bool lastSkipped = false;
+
+  void reset() {
+    scale = initial;
+    cleanSteps = skippedSteps = 0;
+    lastSkipped = false;
+  }
+  /// After a step with gradient norm `norm`: whether it was skipped.
+  bool update(float norm) {
+    lastSkipped = !std::isfinite(norm);
+    if (lastSkipped) {
+      scale *= 0.5f;
+      cleanSteps = 0;
+      ++skippedSteps;
+    } else if (++cleanSteps >= growthInterval) {
+      scale *= 2.0f;
+      cleanSteps = 0;
+    }
+    return lastSkipped;
+  }
+};
+
+/// One argument of an entry point, as the manifest describes it.
+struct Arg {
+  std::string kind, name, dtype;
+  std::vector<int64_t> shape;
+  /// The dimension of the whole tensor this argument holds 1/dp of (this
+  /// replica's slice of it, ZeRO-3), or -1 for the whole tensor.
+  int64_t shard = -1;
+  /// A parameter tensor parallelism divides: the dimension of the whole
+  /// made of `tpBlocks` blocks that each tp rank holds its part of, or -1.
+  int64_t tpDim = -1, tpBlocks = 1;
+  /// A pipeline stage's stacked parameter: the runs of the whole's layers
+  /// it holds, (first, count) each, in its order; empty for all of them.
+  std::vector<std::pair<int64_t, int64_t>> layerRuns;
+  int64_t size() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+struct Entry {
+  EntryFn fn = nullptr;
+  std::string symbolName;
+  std::vector<Arg> args;
+  /// The entry's own memory line (a pipeline rank's), if it has one:
+  /// parameters, gradients, optimizer state and activations, in bytes.
+  std::vector<int64_t> memory;
+  /// The arguments its entry line announces.
+  int64_t declaredArgs = 0;
+  /// The bytes of its static arena (its arena line), or -1 without one.
+  int64_t arena = -1;
+  /// The argument array the entry receives, bound once at load: every
+  /// buffer is the model's but the tokens and targets of each call.
+  std::vector<void *> buffers;
+  int64_t tokensSlot = -1, targetsSlot = -1;
+  /// It returns gradients (forward_grad) into the runtime's own, which do
+  /// not exist yet: allocateGradients binds them.
+  bool unboundGradients = false;
+  /// Where the GPU reads the tokens and targets from, under the CUDA
+  /// backend: the caller's arrays are host memory.
+  StepVector<int32_t> tokens, targets;
+};
+
+inline int64_t product(const std::vector<int64_t> &shape, size_t begin,
+                       size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end && d < shape.size(); ++d)
+    n *= shape[d];
+  return n;
+}
+
+/// A parameter, or a tensor of optimizer state: its place in the whole
+/// (the model in llm.c's order, as checkpoints hold it; the state in the
+/// step's order) and in this rank's buffer. Two levels divide it. Tensor
+/// parallelism gives the rank its `part`: dimension `tpDim` of the whole is
+/// `tpBlocks` blocks, each divided among the tp ranks. ZeRO then keeps the
+/// replica's 1/dp of the part along dimension `shard` of `dpShape` (the
+/// part's shape, or the part flattened for ZeRO-1/2's optimizer state).
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape; ///< The whole tensor's.
+  int64_t offset = 0, size = 0;
+  int64_t tpDim = -1, tpBlocks = 1;
+  std::vector<int64_t> part, dpShape;
+  int64_t shard = -1;
+  int64_t localOffset = 0, localSize = 0;
+  /// Pipelines: whether this rank holds the tensor, the first stage's rank
+  /// that does (which alone gives it to a gathered whole), and the layers a
+  /// stacked one holds (Arg::layerRuns).
+  bool held = true;
+  int64_t firstHolder = 0;
+  std::vector<std::pair<int64_t, int64_t>> layerRuns;
+
+  /// forEachRun, with the elements a pipeline stage holds placed among the
+  /// whole's layers.
+  template <typename Fn>
+  void forEachWholeRun(int64_t dp, int64_t dpRank, int64_t tp, int64_t tpRank,
+                       Fn copy) const {
+    if (layerRuns.empty())
+      return forEachRun(dp, dpRank, tp, tpRank, copy);
+    int64_t layerSize = size / shape[0];
+    forEachRun(dp, dpRank, tp, tpRank,
+               [&](int64_t local, int64_t at, int64_t count) {
+                 while (count > 0) {
+                   int64_t layer = at / layerSize, within = at % layerSize;
+                   for (const auto &[first, held] : layerRuns) {
+                     if (layer < held) {
+                       layer += first;
+                       break;
+                     }
+                     layer -= held;
+                   }
+                   int64_t n = std::min(count, layerSize - within);
+                   copy(local, layer * layerSize + within, n);
+                   local += n;
+                   at += n;
+                   count -= n;
+                 }
+               });
+  }
+
+  /// Calls `copy(local, whole, count)` for each run of elements contiguous
+  /// in both this rank's buffer and the whole, local offsets ascending.
+  template <typename Fn>
+  void forEachRun(int64_t dp, int64_t dpRank, int64_t tp, int64_t tpRank,
+                  Fn copy) const {
+    // ZeRO: the rank's chunk of each outer slice of dpShape.
+    int64_t chunk = shard < 0 ? localSize
+                              : product(dpShape, shard + 1, dpShape.size()) *
+                                    (dpShape[shard] / dp);
+    // Tensor parallelism: rows of `part` along tpDim, each `inner` long.
+    int64_t inner = tpDim < 0 ? product(part, 0, part.size())
+                              : product(part, tpDim + 1, part.size());
+    int64_t rows = tpDim < 0 ? 1 : part[tpDim], perBlock = rows / tpBlocks;
+    for (int64_t i = 0; i < localSize;) {
+      int64_t o = i / chunk, r = i % chunk;
+      int64_t j = shard < 0 ? i : (o * dp + dpRank) * chunk + r;
+      int64_t a = j / (rows * inner), row = j / inner % rows, col = j % inner;
+      int64_t wholeRow = tpDim < 0 ? row
+                                   : (row / perBlock * tp + tpRank) * perBlock +
+                                         row % perBlock;
+      int64_t k = (a * rows * (tpDim < 0 ? 1 : tp) + wholeRow) * inner + col;
+      int64_t count = std::min(chunk - r, inner - col);
+      copy(i, k, count);
+      i += count;
+    }
+  }
+};
+
+/// llm.c's checkpoint tensors, in its order; those of the blocks stacked
+/// over the layers ("h.*.<name>", slice l being GPT-2's "h.<l>.<name>"),
+/// which is how artifacts take them.
+// clang-format off
+inline const char *const kLlmcTensors[] = {
+    "wte",
+    "wpe",
+#define LOOM_STACKED_TENSOR(id, name) LOOM_STACKED_PREFIX name,
+    LOOM_LLMC_BLOCK_TENSORS(LOOM_STACKED_TENSOR)
+#undef LOOM_STACKED_TENSOR
+    "ln_f.weight",
+    "ln_f.bias"};
+// clang-format on
+inline constexpr size_t kNumLlmcTensors =
+    sizeof(kLlmcTensors) / sizeof(*kLlmcTensors);
+
+/// The entry point pipeline rank `r` runs.
+inline std::string stageEntry(int64_t r) {
+  return LOOM_STAGE_STEP_PREFIX + std::to_string(r);
+}
+/// The forward pass alone (validation) pipeline rank `r` runs.
+inline std::string stageEvalEntry(int64_t r) {
+  return LOOM_STAGE_EVAL_PREFIX + std::to_string(r);
+}
+
+} // namespace loom
+
+/// An opened artifact: its code, its manifest's entry points, and this
+/// rank's parameters, gradients, optimizer state and scalars.
+struct loom_model {
+  std::string path;
+  void *handle = nullptr;
+  loom_model_info info{};
+  std::string name, optimizer;
+  std::map<std::string, loom::Entry> entries;
+  std::vector<loom::Param> params;
+  std::map<std::string, size_t> paramIndex;
+  /// This rank's parameters and gradients (Param::localOffset), and its
+  /// optimizer state, each tensor as the step's argument has it (a shard
+  /// under ZeRO).
+  loom::StepVector<float> values, grads, state;
+  /// The optimizer state's tensors, as the step lists them.
+  std::vector<loom::Param> states;
+  std::map<std::string, size_t> stateIndex;
+  float lr = 0, step = 0, loss = 0, gradNorm = 0;
+  loom::LossScaler lossScaler;
+  /// lr, step and the loss scale on their way in, loss and gradNorm on
+  /// their way out.
+  loom::StepVector<loom::Scalars> scalars;
+  bool llmcLayout = false;
+  int64_t planMicroBatches = 0, stackedLayers = 0;
+  std::string schedule;
+  /// The entry point train steps run: "train_step", or the pipeline rank's
+  /// own program.
+  std::string stepEntry = "train_step";
+  /// The forward pass alone a pipeline rank runs (loom_model_eval).
+  std::string evalEntry;
+  /// Micro-batches in the whole batch: forward and forward_grad run on
+  /// every one of them, on every rank, without communicating.
+  int64_t forwardChunks = 1;
+
+  ~loom_model() {
+    if (handle)
+      dlclose(handle);
+  }
+
+  /// Sets "<path>: bad manifest: <why>"; returns false.
+  bool badManifest(const std::string &why) const {
+    return loom::setError("%s: bad manifest: %s", path.c_str(), why.c_str());
+  }
+  bool parseManifest(const char *text);
+  static bool parseLayerRuns(const std::string &text, loom::Arg &arg);
+  void setMemory(const std::vector<int64_t> &bytes) {
+    info.param_bytes = bytes[0];
+    info.grad_bytes = bytes[1];
+    info.state_bytes = bytes[2];
+    info.activation_bytes = bytes[3];
+  }
+  /// Checks every parameter's whole shape against the model line, which
+  /// checkpoints' headers are written from.
+  bool checkModelShapes();
+  /// A pipeline artifact's entries: one step per pipeline rank, which
+  /// together hold every layer once.
+  bool checkPipelineEntries();
+  /// Joins the job of a pipeline artifact, whose rank's stage decides what
+  /// it holds, and keeps that rank's step only.
+  bool joinPipeline();
+  bool layoutParams();
+  /// Calls a per-micro-batch entry on each micro-batch of a whole batch.
+  bool callMicroBatches(const char *entryName, const int32_t *tokens,
+                        const int32_t *targets, float *lossOut,
+                        float *gradsOut);
+  float *paramFor(const std::string &name, float *base) {
+    auto it = paramIndex.find(name);
+    return it == paramIndex.end() || !params[it->second].held
+               ? nullptr
+               : base + params[it->second].localOffset;
+  }
+  /// Copies this rank's part of each of `tensors` from `whole` into
+  /// `local`.
+  void scatter(const std::vector<loom::Param> &tensors, const float *whole,
+               float *local) const;
+  /// The whole of `tensors` into `whole` from every replica's `local`
+  /// part: a collective of the replicas when the plan shards them.
+  bool gather(const std::vector<loom::Param> &tensors, const float *local,
+              std::vector<float> &whole) const;
+  void scatter(const float *whole) { scatter(params, whole, values.data()); }
+  bool gather(std::vector<float> &whole) const {
+    return gather(params, values.data(), whole);
+  }
+  /// Resets the optimizer and the step count.
+  void resetOptimizer() {
+    std::fill(state.begin(), state.end(), 0.0f);
+    step = 0;
+    lossScaler.reset();
+  }
+  /// This rank's replica (0 for an artifact of one); false, with the error
+  /// set, when a data parallel artifact's process has not joined its grid.
+  bool replica(int64_t &index) const;
+  /// The model's buffer for argument `arg`; null for one it does not have.
+  void *bufferFor(const loom::Arg &arg);
+  bool bindEntries();
+  /// Allocates the gradients an entry returns, and binds them.
+  bool allocateGradients();
+  /// Runs an entry point; false, with the error set, when the GPU failed.
+  bool call(const char *entryName, const int32_t *tokens,
+            const int32_t *targets);
+  /// Under the CUDA backend: whether the GPU has room for the step.
+  bool checkDeviceMemory();
+};
+
+namespace loom {
+/// Whether `model` has llm.c's layout, which checkpoints and GPT-2's
+/// tensors (`format`) need; sets the error naming `path` when not.
+bool checkLlmcLayout(const loom_model *model, const char *path,
+                     const char *format = "llm.c checkpoint");
+} // namespace loom
+
+#endif // LOOM_RUNTIME_MODEL_H

@@ -1,0 +1,615 @@
+//===- ModelManifest.cpp - The model an artifact's manifest describes ----===//
+//
+// Reads an artifact's manifest (docs/artifact.md) into its model: the
+// header lines, each entry point and its arguments, then the checks of the
+// whole against the model line (every parameter's whole shape) and, for a
+// pipeline, of the ranks' steps against each other. Manifest.h reads the
+// fields of a line; this decides what they mean.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Manifest.h"
+#include "Model.h"
+#include "loom/Version.h"
+
+#include <set>
+#include <sstream>
+
+using namespace loom;
+
+bool loom_model::parseLayerRuns(const std::string &text, Arg &arg) {
+  // "first:count,first:count...", adding up to the argument's leading
+  // dimension.
+  std::stringstream ss(text);
+  std::string run;
+  int64_t held = 0;
+  while (std::getline(ss, run, ',')) {
+    // Plain digits, bounded like the model's layers, so that the runs' ends
+    // and their sum stay far from overflowing.
+    size_t colon = run.find(':');
+    int64_t first = 0, count = 0;
+    if (colon == std::string::npos ||
+        !parseInteger(run.substr(0, colon), 0, kMaxManifestLayers - 1, first) ||
+        !parseInteger(run.substr(colon + 1), 1, kMaxManifestLayers, count))
+      return false;
+    arg.layerRuns.push_back({first, count});
+    held += count;
+  }
+  return !arg.layerRuns.empty() && !arg.shape.empty() && held == arg.shape[0] &&
+         arg.kind != LOOM_ARG_INPUT && arg.kind != LOOM_ARG_OUTPUT;
+}
+
+bool loom_model::checkPipelineEntries() {
+  auto fail = [&](const std::string &why) { return badManifest(why); };
+  for (int64_t r = 0; r < info.pp; ++r)
+    if (!entries.count(stageEntry(r)))
+      return fail("no '" + stageEntry(r) + "' entry point for pipeline rank " +
+                  std::to_string(r) + " of " + std::to_string(info.pp));
+  // With every rank's step there, and every rank's forward pass alone or
+  // none, any other entry is one too many.
+  int64_t evals = 0;
+  for (int64_t r = 0; r < info.pp; ++r)
+    evals += entries.count(stageEvalEntry(r));
+  if (evals != 0 && evals != info.pp)
+    return fail("pipeline ranks' " LOOM_STAGE_EVAL_PREFIX "<rank> entry "
+                "points: " +
+                std::to_string(evals) + " of " + std::to_string(info.pp));
+  info.can_eval = evals == info.pp;
+  for (const auto &[entryName, entry] : entries) {
+    bool own = false;
+    for (int64_t r = 0; r < info.pp && !own; ++r)
+      own = entryName == stageEntry(r) || entryName == stageEvalEntry(r);
+    if (!own)
+      return fail("entry point '" + entryName + "' in a pipeline artifact of " +
+                  std::to_string(info.pp) +
+                  " ranks, which run " LOOM_STAGE_STEP_PREFIX
+                  "<rank> and " LOOM_STAGE_EVAL_PREFIX "<rank>");
+  }
+  // Every rank takes the replica's whole share of the batch and cuts it
+  // into the plan's micro-batches.
+  for (const auto &[entryName, entry] : entries)
+    for (const Arg &arg : entry.args)
+      if (arg.kind == LOOM_ARG_INPUT &&
+          (arg.name == LOOM_INPUT_TOKENS || arg.name == LOOM_INPUT_TARGETS) &&
+          (arg.shape.size() != 2 || info.batch % info.dp ||
+           arg.shape[0] != info.batch / info.dp ||
+           arg.shape[1] != info.sequence))
+        return fail("the " + arg.name + " of '" + entryName +
+                    "' do not match the training batch of " +
+                    std::to_string(info.batch) +
+                    " over dp = " + std::to_string(info.dp) + " replicas");
+  if (planMicroBatches < 1 || (info.batch / info.dp) % planMicroBatches)
+    return fail("a pipeline's plan line must give micro-batches that divide "
+                "the batch");
+  info.micro_batches = planMicroBatches;
+  // A rank's forward pass alone takes parameters its step holds, as the
+  // step holds them.
+  if (info.can_eval)
+    for (int64_t r = 0; r < info.pp; ++r) {
+      const Entry &step = entries[stageEntry(r)];
+      for (const Arg &arg : entries[stageEvalEntry(r)].args) {
+        if (arg.kind != LOOM_ARG_PARAM)
+          continue;
+        bool held = std::any_of(
+            step.args.begin(), step.args.end(), [&](const Arg &own) {
+              return own.kind == arg.kind && own.name == arg.name &&
+                     own.shape == arg.shape && own.shard == arg.shard &&
+                     own.tpDim == arg.tpDim && own.tpBlocks == arg.tpBlocks &&
+                     own.layerRuns == arg.layerRuns;
+            });
+        if (!held)
+          return fail(arg.name + " of '" + stageEvalEntry(r) +
+                      "' is not the parameter '" + stageEntry(r) + "' holds");
+      }
+    }
+  // Each layer of each stacked parameter on exactly one stage's step.
+  std::map<std::string, std::vector<int>> holders;
+  for (int64_t r = 0; r < info.pp; ++r) {
+    const std::string entryName = stageEntry(r);
+    for (const Arg &arg : entries[entryName].args) {
+      // Optimizer state takes its layers from its parameter (flattened by
+      // ZeRO, it has none of its own).
+      if (arg.kind != LOOM_ARG_PARAM)
+        continue;
+      bool stacked = arg.name.rfind(LOOM_STACKED_PREFIX, 0) == 0;
+      if (stacked != !arg.layerRuns.empty())
+        return fail(
+            arg.name + " of '" + entryName + "' " +
+            (stacked ? "gives no layers" : "is not stacked and gives layers"));
+      if (!stacked)
+        continue;
+      std::vector<int> &count = holders[arg.name];
+      count.resize(info.layers);
+      for (const auto &[first, n] : arg.layerRuns)
+        for (int64_t l = first; l < first + n; ++l) {
+          if (l >= info.layers)
+            return fail(arg.name + " of '" + entryName + "' holds layer " +
+                        std::to_string(l) + " of a model of " +
+                        std::to_string(info.layers));
+          ++count[l];
+        }
+    }
+  }
+  for (const auto &[tensor, count] : holders)
+    for (int64_t l = 0; l < static_cast<int64_t>(count.size()); ++l)
+      if (count[l] != 1)
+        return fail("layer " + std::to_string(l) + " of " + tensor + " is " +
+                    (count[l] ? "held by " + std::to_string(count[l]) +
+                                    " pipeline stages"
+                              : "held by no pipeline stage"));
+  if (stackedLayers != info.layers)
+    return fail("parameters are stacked over " + std::to_string(stackedLayers) +
+                " layers, the model has " + std::to_string(info.layers));
+  info.name = name.c_str();
+  info.optimizer = optimizer.c_str();
+  info.schedule = schedule.c_str();
+  return true;
+}
+
+bool loom_model::joinPipeline() {
+  if (info.pp == 1)
+    return true;
+  if (loom_dist_init(info.pp, info.dp, info.tp))
+    return setError("%s: %s", path.c_str(),
+                    std::string(loom_last_error()).c_str());
+  stepEntry = stageEntry(loom_dist_get_info()->pp_rank);
+  evalEntry = stageEvalEntry(loom_dist_get_info()->pp_rank);
+  const Entry &own = entries[stepEntry];
+  if (!own.memory.empty())
+    setMemory(own.memory);
+  return true;
+}
+
+namespace {
+/// Reads a manifest's lines into `model`, one function per kind of line.
+/// Each field is read in its range: a field nobody reads, or one out of
+/// range, is an error, not a default.
+class ManifestReader {
+public:
+  explicit ManifestReader(loom_model &model) : m(model) {}
+
+  bool read(const char *text);
+
+private:
+  bool fail(const std::string &why) { return m.badManifest(why); }
+  bool badLine(const std::string &lineName, const ManifestFields &fields) {
+    return fail("the " + lineName + " line '" + lineText +
+                "': " + fields.problem());
+  }
+  bool readVersion(std::istringstream &in);
+  bool readLine(const std::string &key, std::istringstream &line);
+  bool readChecksum(std::istringstream &line);
+  bool readModel(std::istringstream &line);
+  bool readTraining(std::istringstream &line);
+  bool readPlan(std::istringstream &line);
+  bool readMemory(std::istringstream &line);
+  bool readArena(std::istringstream &line);
+  bool readTarget(std::istringstream &line);
+  bool readStacked(std::istringstream &line);
+  bool readEntry(std::istringstream &line);
+  bool readArg(std::istringstream &line);
+  /// Whether the current entry lists the arguments its entry line
+  /// announced.
+  bool argsComplete();
+  /// The checks of the whole, once every line is read.
+  bool finish();
+
+  loom_model &m;
+  std::string lineText;
+  std::set<std::string> seen;
+  Entry *current = nullptr;
+};
+
+bool ManifestReader::read(const char *text) {
+  std::istringstream in(text);
+  if (!readVersion(in))
+    return false;
+  bool ended = false;
+  while (!ended && std::getline(in, lineText)) {
+    std::istringstream line(lineText);
+    std::string key;
+    line >> key;
+    // Lines of the header come once each.
+    if (key != "arg" && key != "entry" && key != "memory" && key != "arena" &&
+        !seen.insert(key).second)
+      return fail("a second '" + key + "' line");
+    if (key == "end")
+      ended = true;
+    else if (!readLine(key, line))
+      return false;
+  }
+  if (!ended)
+    return fail("no 'end' line: the manifest is cut short");
+  return finish();
+}
+
+bool ManifestReader::readVersion(std::istringstream &in) {
+  if (!std::getline(in, lineText) || lineText != "loom-artifact 1")
+    return fail("expected 'loom-artifact 1' first, the only format this "
+                "runtime reads");
+  if (!std::getline(in, lineText) ||
+      lineText != std::string("loom-version ") + LOOM_VERSION)
+    return setError("%s: compiled by another Loom version (%s); this runtime "
+                    "is %s: recompile it with this version's loomc",
+                    m.path.c_str(), lineText.c_str(), LOOM_VERSION);
+  return true;
+}
+
+bool ManifestReader::readLine(const std::string &key,
+                              std::istringstream &line) {
+  using Reader = bool (ManifestReader::*)(std::istringstream &);
+  static const std::map<std::string, Reader> readers = {
+      {"checksum", &ManifestReader::readChecksum},
+      {"model", &ManifestReader::readModel},
+      {"training", &ManifestReader::readTraining},
+      {"plan", &ManifestReader::readPlan},
+      {"memory", &ManifestReader::readMemory},
+      {"arena", &ManifestReader::readArena},
+      {"target", &ManifestReader::readTarget},
+      {"stacked", &ManifestReader::readStacked},
+      {"entry", &ManifestReader::readEntry},
+      {"arg", &ManifestReader::readArg}};
+  auto reader = readers.find(key);
+  if (reader == readers.end())
+    return fail("unknown line '" + lineText + "'");
+  return (this->*reader->second)(line);
+}
+
+bool ManifestReader::readChecksum(std::istringstream &line) {
+  // Its value was checked against the file's bytes before loading.
+  std::string digits, rest;
+  line >> digits;
+  if (digits.size() != LOOM_CHECKSUM_DIGITS || line >> rest)
+    return fail("bad checksum line '" + lineText + "'");
+  return true;
+}
+
+bool ManifestReader::readModel(std::istringstream &line) {
+  loom_model_info &info = m.info;
+  line >> m.name;
+  ManifestFields f(line);
+  int64_t tied = 0;
+  if (m.name.empty() ||
+      !f.integer("layers", info.layers, 1, kMaxManifestLayers) ||
+      !f.integer("width", info.width, 1, kMaxManifestSize) ||
+      !f.integer("heads", info.heads, 1, kMaxManifestSize) ||
+      !f.integer("hidden", info.hidden, 1, kMaxManifestSize) ||
+      !f.integer("vocab", info.vocab, 1, kMaxManifestSize) ||
+      !f.integer("padded_vocab", info.padded_vocab, 1, kMaxManifestSize) ||
+      !f.integer("positions", info.positions, 1, kMaxManifestSize) ||
+      !f.integer("tied", tied, 0, 1) || !f.allRead())
+    return badLine("model", f);
+  info.tied = static_cast<int>(tied);
+  if (info.width % info.heads || info.padded_vocab < info.vocab)
+    return fail("the model line '" + lineText +
+                "' contradicts itself: heads must divide width, "
+                "padded_vocab be at least vocab");
+  return true;
+}
+
+bool ManifestReader::readTraining(std::istringstream &line) {
+  loom_model_info &info = m.info;
+  ManifestFields f(line);
+  double ignored;
+  if (!f.integer("batch", info.batch, 1, kMaxManifestSize) ||
+      !f.integer("sequence", info.sequence, 1, kMaxManifestSize) ||
+      !f.text("optimizer", m.optimizer) ||
+      !f.number("lr", info.lr, 1e-300, 1e300) ||
+      !f.number("beta1", ignored, 0, 1) || !f.number("beta2", ignored, 0, 1) ||
+      !f.number("eps", ignored, 0, 1e300) ||
+      !f.number("weight_decay", ignored, 0, 1e300) ||
+      !f.number("momentum", ignored, 0, 1) ||
+      !f.number("grad_clip", ignored, 0, 1e300) || !f.allRead())
+    return badLine("training", f);
+  if (m.optimizer != "adamw" && m.optimizer != "sgd")
+    return fail("the training line '" + lineText + "': unknown optimizer '" +
+                m.optimizer + "'");
+  return true;
+}
+
+bool ManifestReader::readPlan(std::istringstream &line) {
+  loom_model_info &info = m.info;
+  ManifestFields f(line);
+  if (!f.integer("dp", info.dp, 1, kMaxManifestRanks) ||
+      !f.integer("tp", info.tp, 1, kMaxManifestRanks) ||
+      !f.integer("pp", info.pp, 1, kMaxManifestRanks) ||
+      !f.integer("zero", info.zero, 0, 3) ||
+      !f.integer("micro_batches", m.planMicroBatches, 1, kMaxManifestSize))
+    return badLine("plan", f);
+  if (info.pp > 1) {
+    if (!f.text("schedule", m.schedule) ||
+        !f.integer("virtual_stages", info.virtual_stages, 1,
+                   kMaxManifestLayers))
+      return badLine("plan", f);
+    if (m.schedule != "gpipe" && m.schedule != "1f1b" &&
+        m.schedule != "interleaved")
+      return fail("bad pipeline schedule in the plan line '" + lineText + "'");
+  }
+  if (!f.allRead())
+    return badLine("plan", f);
+  return true;
+}
+
+bool ManifestReader::readMemory(std::istringstream &line) {
+  // After an entry line, that entry's figures (a pipeline rank's).
+  ManifestFields f(line);
+  std::vector<int64_t> bytes(4);
+  if (!f.integer("parameters", bytes[0], 0, INT64_MAX / 8) ||
+      !f.integer("gradients", bytes[1], 0, INT64_MAX / 8) ||
+      !f.integer("optimizer", bytes[2], 0, INT64_MAX / 8) ||
+      !f.integer("activations", bytes[3], 0, INT64_MAX / 8) || !f.allRead())
+    return badLine("memory", f);
+  if (current && !current->memory.empty())
+    return fail("a second 'memory' line for entry point '" +
+                current->symbolName + "'");
+  if (current)
+    current->memory = bytes;
+  else if (!seen.insert("memory").second)
+    return fail("a second 'memory' line");
+  else
+    m.setMemory(bytes);
+  return true;
+}
+
+bool ManifestReader::readArena(std::istringstream &line) {
+  // After an entry line: its arena, and how much of it is live at once,
+  // communicated, kept for the backward pass and gradients (for reports).
+  ManifestFields f(line);
+  int64_t bytes = 0, live = 0, communication = 0, kept = 0, gradients = 0;
+  if (!f.integer("bytes", bytes, 0, INT64_MAX / 8) ||
+      !f.integer("live", live, 0, bytes) ||
+      !f.integer("communication", communication, 0, live) ||
+      !f.integer("kept", kept, 0, live - communication) ||
+      !f.integer("gradients", gradients, 0, live - communication - kept) ||
+      !f.allRead())
+    return badLine("arena", f);
+  if (!current)
+    return fail("an 'arena' line before any entry line");
+  if (current->arena >= 0)
+    return fail("a second 'arena' line for entry point '" +
+                current->symbolName + "'");
+  current->arena = bytes;
+  return true;
+}
+
+bool ManifestReader::readTarget(std::istringstream &line) {
+  std::string target, arch;
+  line >> target;
+  ManifestFields f(line);
+  if (target != "cuda")
+    return fail("unknown target '" + target + "'");
+  if (!f.text("arch", arch) || !f.allRead())
+    return badLine("target", f);
+  if (!useCuda(arch))
+    return setError("%s: %s", m.path.c_str(),
+                    std::string(loom_last_error()).c_str());
+  // Blocks the heap kept from a CPU artifact are host memory.
+  loom_release_cached_memory();
+  return true;
+}
+
+bool ManifestReader::readStacked(std::istringstream &line) {
+  std::string prefix, count, rest;
+  line >> prefix >> count;
+  if (prefix + "." != LOOM_STACKED_PREFIX ||
+      !parseInteger(count, 1, kMaxManifestLayers, m.stackedLayers) ||
+      line >> rest)
+    return fail("bad stacked line '" + lineText + "'");
+  return true;
+}
+
+bool ManifestReader::readEntry(std::istringstream &line) {
+  if (!argsComplete())
+    return false;
+  std::string entryName, symbol, count, rest;
+  line >> entryName >> symbol >> count;
+  if (entryName.empty() || m.entries.count(entryName) ||
+      symbol != LOOM_ENTRY_PREFIX + entryName || line >> rest)
+    return fail("bad entry line '" + lineText + "'");
+  current = &m.entries[entryName];
+  current->symbolName = symbol;
+  if (!parseInteger(count, 1, 1 << 20, current->declaredArgs))
+    return fail("bad entry line '" + lineText + "'");
+  // A model read from its manifest alone (openManifest) has no code.
+  current->fn =
+      m.handle ? reinterpret_cast<EntryFn>(dlsym(m.handle, symbol.c_str()))
+               : nullptr;
+  if (m.handle && !current->fn)
+    return fail("entry point '" + symbol + "' is missing");
+  return true;
+}
+
+bool ManifestReader::readArg(std::istringstream &line) {
+  if (!current)
+    return fail("argument before any entry");
+  Arg arg;
+  std::string shape;
+  line >> arg.kind >> arg.name >> arg.dtype >> shape;
+  if (arg.kind != LOOM_ARG_PARAM && arg.kind != LOOM_ARG_STATE &&
+      arg.kind != LOOM_ARG_INPUT && arg.kind != LOOM_ARG_OUTPUT)
+    return fail("argument of unknown kind '" + arg.kind + "': '" + lineText +
+                "'");
+  // Every buffer the runtime binds holds floats, but the tokens.
+  bool tokens = arg.kind == LOOM_ARG_INPUT && (arg.name == LOOM_INPUT_TOKENS ||
+                                               arg.name == LOOM_INPUT_TARGETS);
+  if (arg.dtype != (tokens ? "i32" : "f32"))
+    return fail("argument " + arg.name + " of type '" + arg.dtype +
+                "', expected " + (tokens ? "i32" : "f32"));
+  if (!parseShape(shape, arg.shape))
+    return fail("bad shape '" + shape + "' of " + arg.name);
+  ManifestFields f(line);
+  int64_t rank = static_cast<int64_t>(arg.shape.size());
+  bool divisible = arg.kind == LOOM_ARG_PARAM || arg.kind == LOOM_ARG_STATE;
+  // Dimensions of the argument's shape (`shard`), and of the whole tensor,
+  // of the same rank (`tp_dim`).
+  if (f.has("shard") &&
+      (!divisible || !f.integer("shard", arg.shard, 0, rank - 1)))
+    return fail("bad shard dimension of " + arg.name + ": '" + lineText + "'");
+  if (f.has("tp_dim") && (arg.kind != LOOM_ARG_PARAM ||
+                          !f.integer("tp_dim", arg.tpDim, 0, rank - 1)))
+    return fail("bad tp_dim of " + arg.name + ": '" + lineText + "'");
+  if (arg.tpDim >= 0 || f.has("tp_blocks")) {
+    if (arg.tpDim < 0 ||
+        !f.integer("tp_blocks", arg.tpBlocks, 1, kMaxManifestSize) ||
+        arg.shape[arg.tpDim] % arg.tpBlocks)
+      return fail("bad tp_blocks of " + arg.name + ": '" + lineText + "'");
+  }
+  std::string layers;
+  if (f.has("layers") &&
+      (!f.text("layers", layers) || !loom_model::parseLayerRuns(layers, arg)))
+    return fail("bad layers of " + arg.name + ": '" + lineText + "'");
+  if (!f.allRead())
+    return badLine("arg", f);
+  current->args.push_back(arg);
+  return true;
+}
+
+bool ManifestReader::argsComplete() {
+  if (!current ||
+      static_cast<int64_t>(current->args.size()) == current->declaredArgs)
+    return true;
+  return fail("entry point '" + current->symbolName + "' announces " +
+              std::to_string(current->declaredArgs) + " arguments and lists " +
+              std::to_string(current->args.size()));
+}
+
+bool ManifestReader::finish() {
+  loom_model_info &info = m.info;
+  if (!argsComplete())
+    return false;
+  for (const char *line : {"checksum", "model", "training", "stacked"})
+    if (!seen.count(line))
+      return fail(std::string("no '") + line + "' line");
+  if (!m.checkModelShapes())
+    return false;
+  if (info.pp > 1)
+    return m.checkPipelineEntries();
+  for (const char *needed : {"train_step", "forward", "forward_grad"})
+    if (!m.entries.count(needed))
+      return fail(std::string("no '") + needed + "' entry point");
+  // The step takes one replica's share of the batch, forward and
+  // forward_grad one micro-batch of it.
+  auto tokenRows = [&](const char *entryName) -> int64_t {
+    for (const Arg &arg : m.entries[entryName].args)
+      if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TOKENS &&
+          arg.shape.size() == 2)
+        return arg.shape[0];
+    return 0;
+  };
+  int64_t stepRows = tokenRows("train_step"), microRows = tokenRows("forward");
+  if (info.batch % info.dp || stepRows != info.batch / info.dp ||
+      microRows <= 0 || stepRows % microRows ||
+      tokenRows("forward_grad") != microRows)
+    return fail("the entry points' token shapes do not match the training "
+                "batch of " +
+                std::to_string(info.batch) +
+                " over dp = " + std::to_string(info.dp) + " replicas");
+  info.micro_batches = stepRows / microRows;
+  m.forwardChunks = info.batch / microRows;
+  if (m.planMicroBatches && m.planMicroBatches != info.micro_batches)
+    return fail("the plan's " + std::to_string(m.planMicroBatches) +
+                " micro-batches do not match the entry points' shapes");
+  if (m.stackedLayers != info.layers)
+    return fail("parameters are stacked over " +
+                std::to_string(m.stackedLayers) + " layers, the model has " +
+                std::to_string(info.layers));
+  info.name = m.name.c_str();
+  info.optimizer = m.optimizer.c_str();
+  return true;
+}
+} // namespace
+
+bool loom_model::parseManifest(const char *text) {
+  // One rank unless the plan says otherwise.
+  info.pp = info.dp = info.tp = 1;
+  info.virtual_stages = 1;
+  info.schedule = "";
+  // A pipeline artifact may lack its ranks' forward passes alone; one rank's
+  // always has @forward.
+  info.can_eval = 1;
+  return ManifestReader(*this).read(text);
+}
+
+bool loom_model::checkModelShapes() {
+  auto fail = [&](const std::string &why) { return badManifest(why); };
+  auto format = [](const std::vector<int64_t> &shape) {
+    std::string text;
+    for (int64_t d : shape)
+      text += (text.empty() ? "" : "x") + std::to_string(d);
+    return text.empty() ? std::string("a scalar") : text;
+  };
+  if (info.sequence > info.positions)
+    return fail("the training line's sequence of " +
+                std::to_string(info.sequence) +
+                " exceeds the model line's positions (" +
+                std::to_string(info.positions) + ")");
+  ModelShape model{info.layers,       info.width,     info.hidden,
+                   info.padded_vocab, info.positions, info.tied != 0};
+  for (const auto &[entryName, entry] : entries) {
+    std::map<std::string, int64_t> paramSizes;
+    for (const Arg &arg : entry.args)
+      if (arg.kind == LOOM_ARG_PARAM)
+        paramSizes[arg.name] = arg.size();
+    for (const Arg &arg : entry.args) {
+      std::string where = arg.kind + " " + arg.name + " of '" + entryName + "'";
+      bool tokens =
+          arg.name == LOOM_INPUT_TOKENS || arg.name == LOOM_INPUT_TARGETS;
+      static const std::string gradPrefix = LOOM_OUTPUT_GRAD_PREFIX;
+      if (arg.kind == LOOM_ARG_INPUT && tokens) {
+        if (arg.shape.size() != 2 || arg.shape[1] != info.sequence)
+          return fail(where + " is " + format(arg.shape) +
+                      ", not sequences of the training line's " +
+                      std::to_string(info.sequence) + " tokens");
+      } else if (arg.kind == LOOM_ARG_OUTPUT &&
+                 arg.name.rfind(gradPrefix, 0) == 0) {
+        auto param = paramSizes.find(arg.name.substr(gradPrefix.size()));
+        if (param == paramSizes.end() || param->second != arg.size())
+          return fail(where + " is not the size of a parameter of the entry");
+      } else if (arg.kind == LOOM_ARG_INPUT || arg.kind == LOOM_ARG_OUTPUT) {
+        // The scalars: lr, step, the loss scale, the loss and the norm.
+        if (!arg.shape.empty())
+          return fail(where + " is " + format(arg.shape) +
+                      ", expected a scalar");
+      } else if (arg.kind == LOOM_ARG_PARAM) {
+        // The whole tensor: the argument's shape with the plan's parts
+        // multiplied back, and a pipeline stage's layers the model's.
+        std::vector<int64_t> expected, whole = arg.shape;
+        if (!model.expectedShape(arg.name, expected))
+          return fail(where + ": the model line's GPT-2 has no such "
+                              "parameter");
+        if (arg.shard >= 0)
+          whole[arg.shard] *= info.dp;
+        if (arg.tpDim >= 0)
+          whole[arg.tpDim] *= info.tp;
+        if (!arg.layerRuns.empty())
+          whole[0] = info.layers;
+        if (whole != expected)
+          return fail(where + " makes a whole tensor of " + format(whole) +
+                      ", but the model line '" + name +
+                      " layers=" + std::to_string(info.layers) +
+                      " width=" + std::to_string(info.width) +
+                      " hidden=" + std::to_string(info.hidden) +
+                      " padded_vocab=" + std::to_string(info.padded_vocab) +
+                      " positions=" + std::to_string(info.positions) +
+                      "...' makes it " + format(expected));
+      }
+    }
+  }
+  return true;
+}
+
+loom_model *loom::openManifest(const char *text, bool layout) {
+  auto model = std::make_unique<loom_model>();
+  model->path = "manifest";
+  if (!model->parseManifest(text))
+    return nullptr;
+  // A pipeline's layout depends on the rank, which needs the job.
+  if (layout && model->info.pp > 1) {
+    setError("manifest: a pipeline artifact's tensors are laid out by rank, "
+             "on open");
+    return nullptr;
+  }
+  if (layout && !model->layoutParams())
+    return nullptr;
+  return model.release();
+}
