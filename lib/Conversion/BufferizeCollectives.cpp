@@ -18,7 +18,6 @@
 
 #include "loom/Conversion/Collectives.h"
 #include "loom/abi.h"
-#include "loom/runtime.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"

@@ -3,7 +3,7 @@
 #ifndef LOOM_LIB_CONVERSION_DATAPOINTER_H
 #define LOOM_LIB_CONVERSION_DATAPOINTER_H
 
-#include "loom/runtime.h"
+#include "loom/abi.h"
 
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"

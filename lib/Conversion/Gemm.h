@@ -10,7 +10,7 @@
 #ifndef LOOM_LIB_CONVERSION_GEMM_H
 #define LOOM_LIB_CONVERSION_GEMM_H
 
-#include "loom/runtime.h"
+#include "loom/abi.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 

@@ -44,6 +44,7 @@ namespace mlir {
 namespace loom {
 #define GEN_PASS_DEF_LOOMGEMMEPILOGUES
 #include "loom/Conversion/Passes.h.inc"
+#include "loom/rt.h"
 } // namespace loom
 } // namespace mlir
 

@@ -17,6 +17,7 @@
 #include "Float.h"
 #include "Parallel.h"
 #include "VectorMath.h"
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -28,7 +29,7 @@ namespace {
 /// Queries per block: their scores are a block of 64 x T floats.
 constexpr int64_t kQueryBlock = 64;
 
-/// One call's tensors, in the layouts of runtime.h.
+/// One call's tensors, in the layouts of rt.h.
 struct Attention {
   int32_t dtype;
   int64_t batch, seq, heads, headDim;

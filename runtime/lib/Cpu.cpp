@@ -4,6 +4,7 @@
 #include "Float.h"
 #include "Parallel.h"
 #include "VectorMath.h"
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include <algorithm>

@@ -25,6 +25,7 @@
 #include "ScatterRowsPlan.h"
 #include "Trace.h"
 #include "loom/abi.h"
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include <algorithm>

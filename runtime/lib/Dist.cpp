@@ -14,6 +14,7 @@
 #include "Error.h"
 #include "Nccl.h"
 #include "Trace.h"
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include <algorithm>

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include <algorithm>

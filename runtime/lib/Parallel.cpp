@@ -16,6 +16,7 @@
 
 #include "Parallel.h"
 
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include <algorithm>

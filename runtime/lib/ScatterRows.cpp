@@ -15,6 +15,7 @@
 #include "Parallel.h"
 
 #include "loom/abi.h"
+#include "loom/rt.h"
 
 #include <algorithm>
 

@@ -3,6 +3,7 @@
 #include "Device.h"
 #include "Float.h"
 #include "Parallel.h"
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include <algorithm>

@@ -16,6 +16,7 @@
 #include "Device.h"
 #include "Error.h"
 #include "loom/abi.h"
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include <cinttypes>

@@ -1,6 +1,7 @@
 //===- AttentionTest.cpp - The runtime's fused attention on the CPU -------===//
 
 #include "AttentionReference.h"
+#include "loom/rt.h"
 
 #include <cstring>
 

@@ -13,6 +13,7 @@
 #include "AttentionReference.h"
 #include "CudaManaged.h"
 #include "loom/abi.h"
+#include "loom/rt.h"
 
 #include <cstring>
 

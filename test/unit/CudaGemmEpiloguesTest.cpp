@@ -15,6 +15,7 @@
 #include "Float.h"
 #include "GeluReference.h"
 
+#include "loom/rt.h"
 #include "gtest/gtest.h"
 
 #include <cmath>

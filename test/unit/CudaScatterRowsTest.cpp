@@ -9,6 +9,7 @@
 #include "CudaManaged.h"
 #include "Device.h"
 #include "ScatterRowsReference.h"
+#include "loom/rt.h"
 
 using namespace loom_test;
 

@@ -8,6 +8,7 @@
 
 #include "CudaManaged.h"
 #include "SoftmaxStatsReference.h"
+#include "loom/rt.h"
 
 using namespace loom_test;
 

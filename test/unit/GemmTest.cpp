@@ -1,6 +1,7 @@
 //===- GemmTest.cpp - The runtime's GEMMs of bf16 and f16 matrices --------===//
 
 #include "GeluReference.h"
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include "gtest/gtest.h"

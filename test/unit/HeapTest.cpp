@@ -1,5 +1,6 @@
 //===- HeapTest.cpp - The generated code's heap ---------------------------===//
 
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include "gtest/gtest.h"

@@ -1,6 +1,7 @@
 //===- ScatterRowsTest.cpp - The rows' scatter-add on the CPU -------------===//
 
 #include "ScatterRowsReference.h"
+#include "loom/rt.h"
 
 using namespace loom_test;
 

@@ -1,6 +1,7 @@
 //===- SoftmaxStatsTest.cpp - The loss's softmax statistics on the CPU ----===//
 
 #include "SoftmaxStatsReference.h"
+#include "loom/rt.h"
 
 using namespace loom_test;
 

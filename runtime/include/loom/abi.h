@@ -23,7 +23,7 @@
    followed by r: every rank calls its own, and each gets the loss. */
 #define LOOM_STAGE_EVAL_PREFIX "eval_stage"
 
-/* Functions of the runtime that generated code calls (runtime.h). */
+/* Functions of the runtime that generated code calls (rt.h). */
 #define LOOM_RT_SGEMM "loom_rt_sgemm"
 #define LOOM_RT_GEMM "loom_rt_gemm"
 #define LOOM_RT_GEMM_BATCHED "loom_rt_gemm_batched"
@@ -188,5 +188,27 @@ static inline double loom_attention_flops_per_token(double layers, double width,
                                                     int passes) {
   return 2.0 * (passes - 1) * layers * width * sequence;
 }
+
+/* Element types of communicated buffers and of the runtime's kernels'
+   operands, which generated code passes as int32 (rt.h) and the host API
+   takes as this enum (runtime.h). Sums of communicated buffers are
+   computed in f32 only; bf16 and f16 buffers can be gathered, broadcast,
+   sent and received. */
+typedef enum loom_dtype {
+  LOOM_DTYPE_F32 = 0,
+  LOOM_DTYPE_BF16 = 1,
+  LOOM_DTYPE_F16 = 2
+} loom_dtype;
+
+/* The groups of a rank on the grid pp x dp x tp: the ranks that share its
+   pipeline stage and tensor-parallel rank (dp), its stage and replica
+   (tp), its replica and tensor-parallel rank (pp), or all of them. */
+typedef enum loom_group {
+  LOOM_GROUP_WORLD = 0,
+  LOOM_GROUP_DP = 1,
+  LOOM_GROUP_TP = 2,
+  LOOM_GROUP_PP = 3,
+  LOOM_GROUP_COUNT = 4
+} loom_group;
 
 #endif /* LOOM_ABI_H */

@@ -41,7 +41,7 @@ template <> __device__ __forceinline__ __half narrow(float x) {
   return __float2half_rn(x);
 }
 
-/// Where one call's tensors are (runtime.h's layouts), for the block's
+/// Where one call's tensors are (rt.h's layouts), for the block's
 /// (batch, head) pair.
 struct Pair {
   int seq, heads, headDim;
