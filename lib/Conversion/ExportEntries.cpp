@@ -11,6 +11,7 @@
 #include "loom/Conversion/Passes.h"
 #include "loom/Version.h"
 #include "loom/abi.h"
+#include "loom/manifest.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -23,6 +24,13 @@ namespace loom {
 
 using namespace mlir;
 using namespace mlir::loom;
+namespace M = ::loom::manifest;
+
+/// Writes ` <key>=<value>`, a field of a manifest line.
+template <typename T>
+static void field(raw_ostream &os, StringRef key, const T &value) {
+  os << " " << key << "=" << value;
+}
 
 namespace {
 constexpr llvm::StringLiteral kManifestSymbol = LOOM_MANIFEST_SYMBOL;
@@ -73,7 +81,7 @@ LogicalResult dropArgumentResults(func::FuncOp func) {
 }
 
 struct ExportEntriesPass
-    : public loom::impl::LoomExportEntriesBase<ExportEntriesPass> {
+    : public mlir::loom::impl::LoomExportEntriesBase<ExportEntriesPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -101,7 +109,7 @@ struct ExportEntriesPass
     for (func::FuncOp func : entries)
       if (failed(exportEntry(func, os)))
         return signalPassFailure();
-    os << "end\n";
+    os << M::kEndLine << "\n";
 
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
@@ -123,70 +131,92 @@ struct ExportEntriesPass
              << LoomDialect::getModelAttrName() << "' and '"
              << LoomDialect::getTrainingAttrName()
              << "' attributes for the manifest";
-    os << "loom-artifact 1\n";
-    os << "loom-version " << LOOM_VERSION << "\n";
+    os << M::kFormatLine << "\n";
+    os << M::kVersionLine << " " << LOOM_VERSION << "\n";
     // Zeros until the artifact is linked (writeArtifact fills them in).
     os << LOOM_CHECKSUM_KEY << std::string(LOOM_CHECKSUM_DIGITS, '0') << "\n";
-    os << "model " << model.getName() << " layers=" << model.getLayers()
-       << " width=" << model.getWidth() << " heads=" << model.getHeads()
-       << " hidden=" << model.getHidden() << " vocab=" << model.getVocab()
-       << " padded_vocab=" << model.getPaddedVocab()
-       << " positions=" << model.getPositions()
-       << " tied=" << (model.getTied() ? 1 : 0) << "\n";
+    os << M::kModelLine << " " << model.getName();
+    field(os, M::model::kLayers, model.getLayers());
+    field(os, M::model::kWidth, model.getWidth());
+    field(os, M::model::kHeads, model.getHeads());
+    field(os, M::model::kHidden, model.getHidden());
+    field(os, M::model::kVocab, model.getVocab());
+    field(os, M::model::kPaddedVocab, model.getPaddedVocab());
+    field(os, M::model::kPositions, model.getPositions());
+    field(os, M::model::kTied, model.getTied() ? 1 : 0);
+    os << "\n";
     auto f = [](const llvm::APFloat &v) {
       return formatF64(v.convertToDouble());
     };
     FailureOr<PlanConfig> plan = getResolvedPlan(module);
     if (failed(plan))
       return failure();
-    os << "training batch=" << training.getBatch()
-       << " sequence=" << training.getSequence()
-       << " optimizer=" << stringifyOptimizerKind(training.getOptimizer())
-       << " lr=" << f(training.getLr()) << " beta1=" << f(training.getBeta1())
-       << " beta2=" << f(training.getBeta2()) << " eps=" << f(training.getEps())
-       << " weight_decay=" << f(training.getWeightDecay())
-       << " momentum=" << f(training.getMomentum())
-       << " grad_clip=" << f(training.getGradClip()) << "\n";
+    os << M::kTrainingLine;
+    field(os, M::training::kBatch, training.getBatch());
+    field(os, M::training::kSequence, training.getSequence());
+    field(os, M::training::kOptimizer,
+          stringifyOptimizerKind(training.getOptimizer()));
+    field(os, M::training::kLr, f(training.getLr()));
+    field(os, M::training::kBeta1, f(training.getBeta1()));
+    field(os, M::training::kBeta2, f(training.getBeta2()));
+    field(os, M::training::kEps, f(training.getEps()));
+    field(os, M::training::kWeightDecay, f(training.getWeightDecay()));
+    field(os, M::training::kMomentum, f(training.getMomentum()));
+    field(os, M::training::kGradClip, f(training.getGradClip()));
+    os << "\n";
     if (module->hasAttr(LoomDialect::getPlanAttrName())) {
-      os << "plan dp=" << plan->dp << " tp=" << plan->tp << " pp=" << plan->pp
-         << " zero=" << plan->zero << " micro_batches=" << plan->microBatches;
-      if (plan->pp > 1)
-        os << " schedule=" << getScheduleName(plan->schedule)
-           << " virtual_stages=" << plan->virtualStages;
+      os << M::kPlanLine;
+      field(os, M::plan::kDp, plan->dp);
+      field(os, M::plan::kTp, plan->tp);
+      field(os, M::plan::kPp, plan->pp);
+      field(os, M::plan::kZero, plan->zero);
+      field(os, M::plan::kMicroBatches, plan->microBatches);
+      if (plan->pp > 1) {
+        field(os, M::plan::kSchedule, getScheduleName(plan->schedule));
+        field(os, M::plan::kVirtualStages, plan->virtualStages);
+      }
       os << "\n";
     }
     printMemory(module, os);
     if (target != "cpu" && target != "cuda")
       return module.emitError() << "loom-export-entries: unknown target '"
                                 << target << "' (cpu or cuda)";
-    if (target == "cuda")
-      os << "target cuda arch=" << cudaArch << "\n";
+    if (target == "cuda") {
+      os << M::kTargetLine << " cuda";
+      field(os, M::target::kArch, cudaArch);
+      os << "\n";
+    }
     FailureOr<int64_t> layers = stackedLayers(entries);
     if (failed(layers))
       return failure();
-    os << "stacked " << StringRef(LOOM_STACKED_PREFIX).drop_back() << " "
-       << *layers << "\n";
+    os << M::kStackedLine << " " << StringRef(LOOM_STACKED_PREFIX).drop_back()
+       << " " << *layers << "\n";
     return success();
   }
 
   /// A dictionary of byte counts on `op`, if it has one, as the manifest
-  /// line `<line> <key>=<bytes>...`.
+  /// line `<line> <field>=<bytes>...`: the count of `keys[i]` under
+  /// `fields[i]`.
   static void printCounts(Operation *op, StringRef attrName, StringRef line,
-                          ArrayRef<StringLiteral> keys, raw_ostream &os) {
+                          ArrayRef<StringLiteral> keys,
+                          ArrayRef<const char *> fields, raw_ostream &os) {
     auto counts = op->getAttrOfType<DictionaryAttr>(attrName);
     if (!counts)
       return;
     os << line;
-    for (StringRef key : keys)
-      os << " " << key << "=" << counts.getAs<IntegerAttr>(key).getInt();
+    for (auto [key, name] : llvm::zip_equal(keys, fields))
+      field(os, name, counts.getAs<IntegerAttr>(key).getInt());
     os << "\n";
   }
 
   /// `loom.memory`'s figures as a manifest line: the module's, or an entry
   /// point's own (a pipeline rank's), which follows its entry line.
   static void printMemory(Operation *op, raw_ostream &os) {
-    printCounts(op, LoomDialect::getMemoryAttrName(), "memory",
-                LoomDialect::getMemoryKeys(), os);
+    printCounts(op, LoomDialect::getMemoryAttrName(), M::kMemoryLine,
+                LoomDialect::getMemoryKeys(),
+                {M::memory::kParameters, M::memory::kGradients,
+                 M::memory::kOptimizer, M::memory::kActivations},
+                os);
   }
 
   /// The layers of the whole model the parameters stacked over them hold,
@@ -229,11 +259,14 @@ struct ExportEntriesPass
     if (failed(dropArgumentResults(func)))
       return failure();
     std::string symbol = (kEntryPrefix + func.getName()).str();
-    os << "entry " << func.getName() << " " << symbol << " "
+    os << M::kEntryLine << " " << func.getName() << " " << symbol << " "
        << func.getNumArguments() << "\n";
     printMemory(func, os);
-    printCounts(func, LoomDialect::getArenaAttrName(), "arena",
-                LoomDialect::getArenaKeys(), os);
+    printCounts(func, LoomDialect::getArenaAttrName(), M::kArenaLine,
+                LoomDialect::getArenaKeys(),
+                {M::arena::kBytes, M::arena::kLive, M::arena::kCommunication,
+                 M::arena::kKept, M::arena::kGradients},
+                os);
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
       auto desc = describeArg(func, i);
@@ -242,19 +275,21 @@ struct ExportEntriesPass
         return func.emitOpError() << "argument #" << i
                                   << " is not a named, statically shaped "
                                      "memref with the identity layout";
-      os << "arg " << desc->first << " " << desc->second << " "
+      os << M::kArgLine << " " << desc->first << " " << desc->second << " "
          << type.getElementType() << " ";
       printShape(os, type);
       if (auto shard = func.getArgAttrOfType<IntegerAttr>(
               i, LoomDialect::getShardAttrName()))
-        os << " shard=" << shard.getInt();
+        field(os, M::arg::kShard, shard.getInt());
       if (auto split = func.getArgAttrOfType<DenseI64ArrayAttr>(
-              i, LoomDialect::getTensorSplitAttrName()))
-        os << " tp_dim=" << split[0] << " tp_blocks=" << split[1];
+              i, LoomDialect::getTensorSplitAttrName())) {
+        field(os, M::arg::kTpDim, split[0]);
+        field(os, M::arg::kTpBlocks, split[1]);
+      }
       // A pipeline stage's layers: runs of the whole's, first:count each.
       if (auto runs = func.getArgAttrOfType<DenseI64ArrayAttr>(
               i, LoomDialect::getLayersAttrName())) {
-        os << " layers=";
+        os << " " << M::arg::kLayers << "=";
         for (int64_t r = 0; r + 1 < runs.size(); r += 2)
           os << (r ? "," : "") << runs[r] << ":" << runs[r + 1];
       }

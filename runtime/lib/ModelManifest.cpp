@@ -11,6 +11,7 @@
 #include "Manifest.h"
 #include "Model.h"
 #include "loom/Version.h"
+#include "loom/manifest.h"
 
 #include <set>
 #include <sstream>
@@ -161,6 +162,8 @@ bool loom_model::joinPipeline() {
 }
 
 namespace {
+namespace M = loom::manifest;
+
 /// Reads a manifest's lines into `model`, one function per kind of line.
 /// Each field is read in its range: a field nobody reads, or one out of
 /// range, is an error, not a default.
@@ -210,10 +213,10 @@ bool ManifestReader::read(const char *text) {
     std::string key;
     line >> key;
     // Lines of the header come once each.
-    if (key != "arg" && key != "entry" && key != "memory" && key != "arena" &&
-        !seen.insert(key).second)
+    if (key != M::kArgLine && key != M::kEntryLine && key != M::kMemoryLine &&
+        key != M::kArenaLine && !seen.insert(key).second)
       return fail("a second '" + key + "' line");
-    if (key == "end")
+    if (key == M::kEndLine)
       ended = true;
     else if (!readLine(key, line))
       return false;
@@ -224,11 +227,11 @@ bool ManifestReader::read(const char *text) {
 }
 
 bool ManifestReader::readVersion(std::istringstream &in) {
-  if (!std::getline(in, lineText) || lineText != "loom-artifact 1")
-    return fail("expected 'loom-artifact 1' first, the only format this "
-                "runtime reads");
+  if (!std::getline(in, lineText) || lineText != M::kFormatLine)
+    return fail(std::string("expected '") + M::kFormatLine +
+                "' first, the only format this runtime reads");
   if (!std::getline(in, lineText) ||
-      lineText != std::string("loom-version ") + LOOM_VERSION)
+      lineText != std::string(M::kVersionLine) + " " + LOOM_VERSION)
     return setError("%s: compiled by another Loom version (%s); this runtime "
                     "is %s: recompile it with this version's loomc",
                     m.path.c_str(), lineText.c_str(), LOOM_VERSION);
@@ -239,16 +242,16 @@ bool ManifestReader::readLine(const std::string &key,
                               std::istringstream &line) {
   using Reader = bool (ManifestReader::*)(std::istringstream &);
   static const std::map<std::string, Reader> readers = {
-      {"checksum", &ManifestReader::readChecksum},
-      {"model", &ManifestReader::readModel},
-      {"training", &ManifestReader::readTraining},
-      {"plan", &ManifestReader::readPlan},
-      {"memory", &ManifestReader::readMemory},
-      {"arena", &ManifestReader::readArena},
-      {"target", &ManifestReader::readTarget},
-      {"stacked", &ManifestReader::readStacked},
-      {"entry", &ManifestReader::readEntry},
-      {"arg", &ManifestReader::readArg}};
+      {M::kChecksumLine, &ManifestReader::readChecksum},
+      {M::kModelLine, &ManifestReader::readModel},
+      {M::kTrainingLine, &ManifestReader::readTraining},
+      {M::kPlanLine, &ManifestReader::readPlan},
+      {M::kMemoryLine, &ManifestReader::readMemory},
+      {M::kArenaLine, &ManifestReader::readArena},
+      {M::kTargetLine, &ManifestReader::readTarget},
+      {M::kStackedLine, &ManifestReader::readStacked},
+      {M::kEntryLine, &ManifestReader::readEntry},
+      {M::kArgLine, &ManifestReader::readArg}};
   auto reader = readers.find(key);
   if (reader == readers.end())
     return fail("unknown line '" + lineText + "'");
@@ -270,15 +273,16 @@ bool ManifestReader::readModel(std::istringstream &line) {
   ManifestFields f(line);
   int64_t tied = 0;
   if (m.name.empty() ||
-      !f.integer("layers", info.layers, 1, kMaxManifestLayers) ||
-      !f.integer("width", info.width, 1, kMaxManifestSize) ||
-      !f.integer("heads", info.heads, 1, kMaxManifestSize) ||
-      !f.integer("hidden", info.hidden, 1, kMaxManifestSize) ||
-      !f.integer("vocab", info.vocab, 1, kMaxManifestSize) ||
-      !f.integer("padded_vocab", info.padded_vocab, 1, kMaxManifestSize) ||
-      !f.integer("positions", info.positions, 1, kMaxManifestSize) ||
-      !f.integer("tied", tied, 0, 1) || !f.allRead())
-    return badLine("model", f);
+      !f.integer(M::model::kLayers, info.layers, 1, kMaxManifestLayers) ||
+      !f.integer(M::model::kWidth, info.width, 1, kMaxManifestSize) ||
+      !f.integer(M::model::kHeads, info.heads, 1, kMaxManifestSize) ||
+      !f.integer(M::model::kHidden, info.hidden, 1, kMaxManifestSize) ||
+      !f.integer(M::model::kVocab, info.vocab, 1, kMaxManifestSize) ||
+      !f.integer(M::model::kPaddedVocab, info.padded_vocab, 1,
+                 kMaxManifestSize) ||
+      !f.integer(M::model::kPositions, info.positions, 1, kMaxManifestSize) ||
+      !f.integer(M::model::kTied, tied, 0, 1) || !f.allRead())
+    return badLine(M::kModelLine, f);
   info.tied = static_cast<int>(tied);
   if (info.width % info.heads || info.padded_vocab < info.vocab)
     return fail("the model line '" + lineText +
@@ -291,16 +295,17 @@ bool ManifestReader::readTraining(std::istringstream &line) {
   loom_model_info &info = m.info;
   ManifestFields f(line);
   double ignored;
-  if (!f.integer("batch", info.batch, 1, kMaxManifestSize) ||
-      !f.integer("sequence", info.sequence, 1, kMaxManifestSize) ||
-      !f.text("optimizer", m.optimizer) ||
-      !f.number("lr", info.lr, 1e-300, 1e300) ||
-      !f.number("beta1", ignored, 0, 1) || !f.number("beta2", ignored, 0, 1) ||
-      !f.number("eps", ignored, 0, 1e300) ||
-      !f.number("weight_decay", ignored, 0, 1e300) ||
-      !f.number("momentum", ignored, 0, 1) ||
-      !f.number("grad_clip", ignored, 0, 1e300) || !f.allRead())
-    return badLine("training", f);
+  if (!f.integer(M::training::kBatch, info.batch, 1, kMaxManifestSize) ||
+      !f.integer(M::training::kSequence, info.sequence, 1, kMaxManifestSize) ||
+      !f.text(M::training::kOptimizer, m.optimizer) ||
+      !f.number(M::training::kLr, info.lr, 1e-300, 1e300) ||
+      !f.number(M::training::kBeta1, ignored, 0, 1) ||
+      !f.number(M::training::kBeta2, ignored, 0, 1) ||
+      !f.number(M::training::kEps, ignored, 0, 1e300) ||
+      !f.number(M::training::kWeightDecay, ignored, 0, 1e300) ||
+      !f.number(M::training::kMomentum, ignored, 0, 1) ||
+      !f.number(M::training::kGradClip, ignored, 0, 1e300) || !f.allRead())
+    return badLine(M::kTrainingLine, f);
   if (m.optimizer != "adamw" && m.optimizer != "sgd")
     return fail("the training line '" + lineText + "': unknown optimizer '" +
                 m.optimizer + "'");
@@ -310,23 +315,24 @@ bool ManifestReader::readTraining(std::istringstream &line) {
 bool ManifestReader::readPlan(std::istringstream &line) {
   loom_model_info &info = m.info;
   ManifestFields f(line);
-  if (!f.integer("dp", info.dp, 1, kMaxManifestRanks) ||
-      !f.integer("tp", info.tp, 1, kMaxManifestRanks) ||
-      !f.integer("pp", info.pp, 1, kMaxManifestRanks) ||
-      !f.integer("zero", info.zero, 0, 3) ||
-      !f.integer("micro_batches", m.planMicroBatches, 1, kMaxManifestSize))
-    return badLine("plan", f);
+  if (!f.integer(M::plan::kDp, info.dp, 1, kMaxManifestRanks) ||
+      !f.integer(M::plan::kTp, info.tp, 1, kMaxManifestRanks) ||
+      !f.integer(M::plan::kPp, info.pp, 1, kMaxManifestRanks) ||
+      !f.integer(M::plan::kZero, info.zero, 0, 3) ||
+      !f.integer(M::plan::kMicroBatches, m.planMicroBatches, 1,
+                 kMaxManifestSize))
+    return badLine(M::kPlanLine, f);
   if (info.pp > 1) {
-    if (!f.text("schedule", m.schedule) ||
-        !f.integer("virtual_stages", info.virtual_stages, 1,
+    if (!f.text(M::plan::kSchedule, m.schedule) ||
+        !f.integer(M::plan::kVirtualStages, info.virtual_stages, 1,
                    kMaxManifestLayers))
-      return badLine("plan", f);
+      return badLine(M::kPlanLine, f);
     if (m.schedule != "gpipe" && m.schedule != "1f1b" &&
         m.schedule != "interleaved")
       return fail("bad pipeline schedule in the plan line '" + lineText + "'");
   }
   if (!f.allRead())
-    return badLine("plan", f);
+    return badLine(M::kPlanLine, f);
   return true;
 }
 
@@ -334,17 +340,18 @@ bool ManifestReader::readMemory(std::istringstream &line) {
   // After an entry line, that entry's figures (a pipeline rank's).
   ManifestFields f(line);
   std::vector<int64_t> bytes(4);
-  if (!f.integer("parameters", bytes[0], 0, INT64_MAX / 8) ||
-      !f.integer("gradients", bytes[1], 0, INT64_MAX / 8) ||
-      !f.integer("optimizer", bytes[2], 0, INT64_MAX / 8) ||
-      !f.integer("activations", bytes[3], 0, INT64_MAX / 8) || !f.allRead())
-    return badLine("memory", f);
+  if (!f.integer(M::memory::kParameters, bytes[0], 0, INT64_MAX / 8) ||
+      !f.integer(M::memory::kGradients, bytes[1], 0, INT64_MAX / 8) ||
+      !f.integer(M::memory::kOptimizer, bytes[2], 0, INT64_MAX / 8) ||
+      !f.integer(M::memory::kActivations, bytes[3], 0, INT64_MAX / 8) ||
+      !f.allRead())
+    return badLine(M::kMemoryLine, f);
   if (current && !current->memory.empty())
     return fail("a second 'memory' line for entry point '" +
                 current->symbolName + "'");
   if (current)
     current->memory = bytes;
-  else if (!seen.insert("memory").second)
+  else if (!seen.insert(M::kMemoryLine).second)
     return fail("a second 'memory' line");
   else
     m.setMemory(bytes);
@@ -356,13 +363,14 @@ bool ManifestReader::readArena(std::istringstream &line) {
   // communicated, kept for the backward pass and gradients (for reports).
   ManifestFields f(line);
   int64_t bytes = 0, live = 0, communication = 0, kept = 0, gradients = 0;
-  if (!f.integer("bytes", bytes, 0, INT64_MAX / 8) ||
-      !f.integer("live", live, 0, bytes) ||
-      !f.integer("communication", communication, 0, live) ||
-      !f.integer("kept", kept, 0, live - communication) ||
-      !f.integer("gradients", gradients, 0, live - communication - kept) ||
+  if (!f.integer(M::arena::kBytes, bytes, 0, INT64_MAX / 8) ||
+      !f.integer(M::arena::kLive, live, 0, bytes) ||
+      !f.integer(M::arena::kCommunication, communication, 0, live) ||
+      !f.integer(M::arena::kKept, kept, 0, live - communication) ||
+      !f.integer(M::arena::kGradients, gradients, 0,
+                 live - communication - kept) ||
       !f.allRead())
-    return badLine("arena", f);
+    return badLine(M::kArenaLine, f);
   if (!current)
     return fail("an 'arena' line before any entry line");
   if (current->arena >= 0)
@@ -378,8 +386,8 @@ bool ManifestReader::readTarget(std::istringstream &line) {
   ManifestFields f(line);
   if (target != "cuda")
     return fail("unknown target '" + target + "'");
-  if (!f.text("arch", arch) || !f.allRead())
-    return badLine("target", f);
+  if (!f.text(M::target::kArch, arch) || !f.allRead())
+    return badLine(M::kTargetLine, f);
   if (!useCuda(arch))
     return setError("%s: %s", m.path.c_str(),
                     std::string(loom_last_error()).c_str());
@@ -411,9 +419,9 @@ bool ManifestReader::readEntry(std::istringstream &line) {
   if (!parseInteger(count, 1, 1 << 20, current->declaredArgs))
     return fail("bad entry line '" + lineText + "'");
   // A model read from its manifest alone (openManifest) has no code.
-  current->fn =
-      m.handle ? reinterpret_cast<EntryFn>(dlsym(m.handle, symbol.c_str()))
-               : nullptr;
+  current->fn = m.handle
+                    ? reinterpret_cast<EntryFn>(dlsym(m.handle, symbol.c_str()))
+                    : nullptr;
   if (m.handle && !current->fn)
     return fail("entry point '" + symbol + "' is missing");
   return true;
@@ -442,24 +450,25 @@ bool ManifestReader::readArg(std::istringstream &line) {
   bool divisible = arg.kind == LOOM_ARG_PARAM || arg.kind == LOOM_ARG_STATE;
   // Dimensions of the argument's shape (`shard`), and of the whole tensor,
   // of the same rank (`tp_dim`).
-  if (f.has("shard") &&
-      (!divisible || !f.integer("shard", arg.shard, 0, rank - 1)))
+  if (f.has(M::arg::kShard) &&
+      (!divisible || !f.integer(M::arg::kShard, arg.shard, 0, rank - 1)))
     return fail("bad shard dimension of " + arg.name + ": '" + lineText + "'");
-  if (f.has("tp_dim") && (arg.kind != LOOM_ARG_PARAM ||
-                          !f.integer("tp_dim", arg.tpDim, 0, rank - 1)))
+  if (f.has(M::arg::kTpDim) &&
+      (arg.kind != LOOM_ARG_PARAM ||
+       !f.integer(M::arg::kTpDim, arg.tpDim, 0, rank - 1)))
     return fail("bad tp_dim of " + arg.name + ": '" + lineText + "'");
-  if (arg.tpDim >= 0 || f.has("tp_blocks")) {
+  if (arg.tpDim >= 0 || f.has(M::arg::kTpBlocks)) {
     if (arg.tpDim < 0 ||
-        !f.integer("tp_blocks", arg.tpBlocks, 1, kMaxManifestSize) ||
+        !f.integer(M::arg::kTpBlocks, arg.tpBlocks, 1, kMaxManifestSize) ||
         arg.shape[arg.tpDim] % arg.tpBlocks)
       return fail("bad tp_blocks of " + arg.name + ": '" + lineText + "'");
   }
   std::string layers;
-  if (f.has("layers") &&
-      (!f.text("layers", layers) || !loom_model::parseLayerRuns(layers, arg)))
+  if (f.has(M::arg::kLayers) && (!f.text(M::arg::kLayers, layers) ||
+                                 !loom_model::parseLayerRuns(layers, arg)))
     return fail("bad layers of " + arg.name + ": '" + lineText + "'");
   if (!f.allRead())
-    return badLine("arg", f);
+    return badLine(M::kArgLine, f);
   current->args.push_back(arg);
   return true;
 }
@@ -477,7 +486,8 @@ bool ManifestReader::finish() {
   loom_model_info &info = m.info;
   if (!argsComplete())
     return false;
-  for (const char *line : {"checksum", "model", "training", "stacked"})
+  for (const char *line :
+       {M::kChecksumLine, M::kModelLine, M::kTrainingLine, M::kStackedLine})
     if (!seen.count(line))
       return fail(std::string("no '") + line + "' line");
   if (!m.checkModelShapes())
