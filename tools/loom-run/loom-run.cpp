@@ -357,46 +357,88 @@ bool stopAgreed(const loom_dist_info &dist) {
     stopSignal = static_cast<int>(stop);
   return stop > 0;
 }
-} // namespace
 
-int main(int argc, char **argv) {
-  Options o;
-  if (int rc = parseArgs(argc, argv, o))
-    return rc;
+/// One run of loom-run: its artifact, data and batch, through the steps,
+/// each phase returning 0 or the exit status of a failure it reported.
+class Run {
+public:
+  explicit Run(Options &o) : o(o) {}
+  ~Run();
 
+  int openModel();
+  int openData();
+  int startWeights();
+  void describe() const;
+  int train();
+  void summarize() const;
+  int writeOutputs();
+  /// The exit status of a run that ended well: a run cut short by a signal
+  /// says so to whoever started it.
+  int status() const { return stoppedAfter ? 128 + stopSignal : 0; }
+
+private:
+  int trainStep(long long step);
+  int validate(long long step);
+  /// The model's FLOPs per second over the peak of every rank's device,
+  /// with --peak-tflops: `prefix` and a percentage, or nothing.
+  std::string mfu(double ms, const char *prefix) const;
+  /// Fills tokens and targets with the next training batch.
+  int nextBatch();
+
+  Options &o;
+  loom_model *model = nullptr;
+  const loom_model_info *info = nullptr;
+  const loom_dist_info *dist = nullptr;
+  loom_dataset *data = nullptr;
+  int64_t size = 0, valBegin = 0, cursor = 0, tokensPerStep = 0;
+  std::vector<int32_t> tokens, targets;
+  long long first = 1, last = 0, stoppedAfter = 0;
+  float lr = 0;
+  double totalMs = 0, lastLoss = 0;
+};
+
+Run::~Run() {
+  loom_dataset_close(data);
+  loom_model_close(model);
+}
+
+int Run::openModel() {
   if (o.threads > 0)
     loom_set_num_threads(o.threads);
-  loom_model *model = loom_model_open(o.artifact.c_str());
+  model = loom_model_open(o.artifact.c_str());
   if (!model)
     return fail(loom_last_error());
-  const loom_model_info &info = *loom_model_get_info(model);
-  if (loom_dist_init(info.pp, info.dp, info.tp)) {
+  info = loom_model_get_info(model);
+  if (loom_dist_init(info->pp, info->dp, info->tp)) {
     std::string msg = o.artifact + ": " + loom_last_error();
     return fail(msg.c_str());
   }
-  const loom_dist_info &dist = *loom_dist_get_info();
+  dist = loom_dist_get_info();
   // Ranks allowed on the same cores share them: without --threads, each
   // takes its part rather than all of them.
-  if (o.threads == 0 && dist.core_sharers > 1)
+  if (o.threads == 0 && dist->core_sharers > 1)
     loom_set_num_threads(
-        std::max<int64_t>(1, loom_get_num_threads() / dist.core_sharers));
-  printing = dist.rank == 0 || o.verboseRanks;
-  if (o.verboseRanks && dist.world_size > 1)
-    rankPrefix = "[rank " + std::to_string(dist.rank) + "] ";
-  if (o.valEvery > 0 && !info.can_eval) {
+        std::max<int64_t>(1, loom_get_num_threads() / dist->core_sharers));
+  printing = dist->rank == 0 || o.verboseRanks;
+  if (o.verboseRanks && dist->world_size > 1)
+    rankPrefix = "[rank " + std::to_string(dist->rank) + "] ";
+  if (o.valEvery > 0 && !info->can_eval) {
     std::string msg = o.artifact +
                       ": --val-every: validation runs the forward pass "
                       "alone, which this pipeline artifact (pp = " +
-                      std::to_string(info.pp) + ") does not have";
+                      std::to_string(info->pp) + ") does not have";
     return fail(msg.c_str());
   }
-  loom_dataset *data = loom_dataset_open(o.data.c_str(), info.vocab);
+  return 0;
+}
+
+int Run::openData() {
+  data = loom_dataset_open(o.data.c_str(), info->vocab);
   if (!data)
     return fail(loom_last_error());
-
-  int64_t size = loom_dataset_size(data);
-  int64_t valBegin = size - static_cast<int64_t>(size * o.valFraction);
-  int64_t need = info.sequence + 1;
+  size = loom_dataset_size(data);
+  valBegin = size - static_cast<int64_t>(size * o.valFraction);
+  int64_t need = info->sequence + 1;
   if (valBegin < need || (o.valEvery > 0 && size - valBegin < need)) {
     std::string msg = o.data + ": " + std::to_string(size) +
                       " tokens are too few: training and validation each "
@@ -404,7 +446,21 @@ int main(int argc, char **argv) {
                       std::to_string(need) + " (sequence + 1)";
     return fail(msg.c_str());
   }
+  tokensPerStep = info->batch * info->sequence;
+  try {
+    tokens.resize(tokensPerStep);
+    targets.resize(tokensPerStep);
+  } catch (const std::bad_alloc &) {
+    std::string msg = o.artifact +
+                      ": cannot allocate the batch's tokens and "
+                      "targets (" +
+                      std::to_string(2 * 4 * tokensPerStep) + " bytes)";
+    return fail(msg.c_str());
+  }
+  return 0;
+}
 
+int Run::startWeights() {
   loom_loss_scale scale;
   if (!loom_model_get_loss_scale(model, &scale) && o.lossScaleGiven) {
     std::string msg = o.artifact +
@@ -429,145 +485,147 @@ int main(int argc, char **argv) {
     return fail(loom_last_error());
   // Resumed, the run takes the batches that follow those already trained
   // on, and counts its steps on from theirs.
-  long long first = loom_model_get_step(model) + 1, last = first + o.steps - 1;
-  float lr = o.lr >= 0 ? static_cast<float>(o.lr) : static_cast<float>(info.lr);
-  int64_t tokensPerStep = info.batch * info.sequence;
-  std::vector<int32_t> tokens, targets;
-  try {
-    tokens.resize(tokensPerStep);
-    targets.resize(tokensPerStep);
-  } catch (const std::bad_alloc &) {
-    std::string msg = o.artifact +
-                      ": cannot allocate the batch's tokens and "
-                      "targets (" +
-                      std::to_string(2 * 4 * tokensPerStep) + " bytes)";
-    return fail(msg.c_str());
-  }
+  first = loom_model_get_step(model) + 1;
+  last = first + o.steps - 1;
+  lr = o.lr >= 0 ? static_cast<float>(o.lr) : static_cast<float>(info->lr);
+  for (long long skipped = 1; skipped < first; ++skipped)
+    if (int rc = nextBatch())
+      return rc;
+  return 0;
+}
 
+void Run::describe() const {
+  if (o.quiet)
+    return;
   // How the step's batch is split: over replicas, then micro-batches.
   std::string split;
-  if (info.dp > 1) {
+  if (info->dp > 1) {
     int64_t threads = loom_get_num_threads();
-    split = ", " + std::to_string(info.batch / info.dp) +
-            " sequences on each of " + std::to_string(info.dp) +
+    split = ", " + std::to_string(info->batch / info->dp) +
+            " sequences on each of " + std::to_string(info->dp) +
             " replicas of " + std::to_string(threads) +
             (threads == 1 ? " thread" : " threads");
-    if (info.zero > 0)
-      split += " (ZeRO-" + std::to_string(info.zero) + ")";
+    if (info->zero > 0)
+      split += " (ZeRO-" + std::to_string(info->zero) + ")";
   }
-  if (info.tp > 1)
-    split += ", each layer split over " + std::to_string(info.tp) +
+  if (info->tp > 1)
+    split += ", each layer split over " + std::to_string(info->tp) +
              " tensor-parallel ranks";
-  if (info.pp > 1) {
-    split += ", the layers in " + std::to_string(info.pp) +
-             " pipeline stages (" + info.schedule;
-    if (info.virtual_stages > 1)
-      split += ", " + std::to_string(info.virtual_stages) + " chunks each";
+  if (info->pp > 1) {
+    split += ", the layers in " + std::to_string(info->pp) +
+             " pipeline stages (" + info->schedule;
+    if (info->virtual_stages > 1)
+      split += ", " + std::to_string(info->virtual_stages) + " chunks each";
     split += ")";
   }
-  if (info.micro_batches > 1)
-    split += " in " + std::to_string(info.micro_batches) + " micro-batches";
-  if (!o.quiet)
-    report("loom-run: %s, %lld parameters, %lld x %lld tokens a step%s, "
-           "%lld %s tokens (%lld held out)\n",
-           info.name, static_cast<long long>(info.num_params),
-           static_cast<long long>(info.batch),
-           static_cast<long long>(info.sequence), split.c_str(),
-           static_cast<long long>(size),
-           loom_dataset_is_shard(data) ? "shard" : "text",
-           static_cast<long long>(size - valBegin));
-  if (!o.quiet && info.param_bytes > 0)
+  if (info->micro_batches > 1)
+    split += " in " + std::to_string(info->micro_batches) + " micro-batches";
+  report("loom-run: %s, %lld parameters, %lld x %lld tokens a step%s, "
+         "%lld %s tokens (%lld held out)\n",
+         info->name, static_cast<long long>(info->num_params),
+         static_cast<long long>(info->batch),
+         static_cast<long long>(info->sequence), split.c_str(),
+         static_cast<long long>(size),
+         loom_dataset_is_shard(data) ? "shard" : "text",
+         static_cast<long long>(size - valBegin));
+  if (info->param_bytes > 0)
     report("loom-run: per rank: parameters %lld B, gradients %lld B, "
            "optimizer state %lld B (%.2f MiB), activations %lld B per "
            "micro-batch, as compiled\n",
-           static_cast<long long>(info.param_bytes),
-           static_cast<long long>(info.grad_bytes),
-           static_cast<long long>(info.state_bytes),
-           (info.param_bytes + info.grad_bytes + info.state_bytes) / 1048576.0,
-           static_cast<long long>(info.activation_bytes));
-  if (!o.quiet && info.arena_bytes > 0)
+           static_cast<long long>(info->param_bytes),
+           static_cast<long long>(info->grad_bytes),
+           static_cast<long long>(info->state_bytes),
+           (info->param_bytes + info->grad_bytes + info->state_bytes) /
+               1048576.0,
+           static_cast<long long>(info->activation_bytes));
+  if (info->arena_bytes > 0)
     report("loom-run: the step's buffers: an arena of %lld B, as compiled\n",
-           static_cast<long long>(info.arena_bytes));
+           static_cast<long long>(info->arena_bytes));
+}
 
-  auto validate = [&](long long step) -> bool {
-    int64_t cursor = valBegin;
-    double sum = 0;
-    for (long long i = 0; i < o.valBatches; ++i) {
-      float loss = 0;
-      if (loom_dataset_batch(data, valBegin, size, &cursor, info.batch,
-                             info.sequence, tokens.data(), targets.data()) ||
-          loom_model_eval(model, tokens.data(), targets.data(), &loss))
-        return false;
-      sum += loss;
-    }
-    report("step %5lld | val loss %s\n", step,
-           formatValue(sum / o.valBatches).c_str());
-    return true;
-  };
+int Run::nextBatch() {
+  if (loom_dataset_batch(data, 0, valBegin, &cursor, info->batch,
+                         info->sequence, tokens.data(), targets.data()))
+    return fail(loom_last_error());
+  return 0;
+}
 
+int Run::validate(long long step) {
+  int64_t at = valBegin;
+  double sum = 0;
+  for (long long i = 0; i < o.valBatches; ++i) {
+    float loss = 0;
+    if (loom_dataset_batch(data, valBegin, size, &at, info->batch,
+                           info->sequence, tokens.data(), targets.data()) ||
+        loom_model_eval(model, tokens.data(), targets.data(), &loss))
+      return fail(loom_last_error());
+    sum += loss;
+  }
+  report("step %5lld | val loss %s\n", step,
+         formatValue(sum / o.valBatches).c_str());
+  return 0;
+}
+
+std::string Run::mfu(double ms, const char *prefix) const {
+  if (o.peakTflops <= 0 || ms <= 0)
+    return "";
+  double peak = o.peakTflops * 1e12 * std::max<int64_t>(dist->world_size, 1);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%s%.1f%%", prefix,
+                info->model_flops / (ms * 1e-3) / peak * 100.0);
+  return text;
+}
+
+int Run::trainStep(long long step) {
+  if (int rc = nextBatch())
+    return rc;
+  auto start = std::chrono::steady_clock::now();
+  float loss = 0, norm = 0;
+  loom_loss_scale before{};
+  bool scaling = loom_model_get_loss_scale(model, &before);
+  if (loom_model_train_step(model, tokens.data(), targets.data(), lr, &loss,
+                            &norm))
+    return fail(loom_last_error());
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  totalMs += ms;
+  lastLoss = loss;
+  // fp16: the scale the step ran with, and whether its gradients
+  // overflowed, which left the parameters as they were.
+  char scaled[64] = "";
+  if (scaling) {
+    loom_loss_scale after{};
+    loom_model_get_loss_scale(model, &after);
+    std::snprintf(scaled, sizeof(scaled), " | scale %g%s", before.scale,
+                  after.last_skipped ? " | skipped (overflow)" : "");
+  }
+  if (!o.quiet)
+    report("step %5lld/%lld | loss %s | norm %s | %8.2f ms | "
+           "%9.0f tok/s%s%s\n",
+           step, last, formatValue(loss).c_str(), formatValue(norm).c_str(), ms,
+           tokensPerStep / ms * 1e3, mfu(ms, " | MFU ").c_str(), scaled);
+  if (!std::isfinite(loss) && !o.allowNonfinite) {
+    std::string msg = "step " + std::to_string(step) + ": the loss is " +
+                      (std::isnan(loss) ? "NaN" : "infinite") +
+                      ": training has diverged, or the data or the "
+                      "starting checkpoint is bad; stopping without "
+                      "saving (--allow-nonfinite trains on)";
+    return fail(msg.c_str());
+  }
+  if (o.valEvery > 0 && (step % o.valEvery == 0 || step == last))
+    return validate(step);
+  return 0;
+}
+
+int Run::train() {
   if (!o.trace.empty() && loom_trace_start())
     return fail(loom_last_error());
-  int64_t cursor = 0;
-  for (long long skipped = 1; skipped < first; ++skipped)
-    if (loom_dataset_batch(data, 0, valBegin, &cursor, info.batch,
-                           info.sequence, tokens.data(), targets.data()))
-      return fail(loom_last_error());
-  double totalMs = 0, lastLoss = 0;
-  // The model's FLOPs per second over the peak of every rank's device, with
-  // --peak-tflops: `prefix` and a percentage, or nothing.
-  auto mfu = [&](double ms, const char *prefix) -> std::string {
-    if (o.peakTflops <= 0 || ms <= 0)
-      return "";
-    double peak = o.peakTflops * 1e12 * std::max<int64_t>(dist.world_size, 1);
-    char text[64];
-    std::snprintf(text, sizeof(text), "%s%.1f%%", prefix,
-                  info.model_flops / (ms * 1e-3) / peak * 100.0);
-    return text;
-  };
   installStopHandlers();
-  long long stoppedAfter = 0;
   for (long long step = first; step <= last; ++step) {
-    if (loom_dataset_batch(data, 0, valBegin, &cursor, info.batch,
-                           info.sequence, tokens.data(), targets.data()))
-      return fail(loom_last_error());
-    auto start = std::chrono::steady_clock::now();
-    float loss = 0, norm = 0;
-    loom_loss_scale before{};
-    bool scaling = loom_model_get_loss_scale(model, &before);
-    if (loom_model_train_step(model, tokens.data(), targets.data(), lr, &loss,
-                              &norm))
-      return fail(loom_last_error());
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-    totalMs += ms;
-    lastLoss = loss;
-    // fp16: the scale the step ran with, and whether its gradients
-    // overflowed, which left the parameters as they were.
-    char scaled[64] = "";
-    if (scaling) {
-      loom_loss_scale after{};
-      loom_model_get_loss_scale(model, &after);
-      std::snprintf(scaled, sizeof(scaled), " | scale %g%s", before.scale,
-                    after.last_skipped ? " | skipped (overflow)" : "");
-    }
-    if (!o.quiet)
-      report("step %5lld/%lld | loss %s | norm %s | %8.2f ms | "
-             "%9.0f tok/s%s%s\n",
-             step, last, formatValue(loss).c_str(), formatValue(norm).c_str(),
-             ms, tokensPerStep / ms * 1e3, mfu(ms, " | MFU ").c_str(), scaled);
-    if (!std::isfinite(loss) && !o.allowNonfinite) {
-      std::string msg = "step " + std::to_string(step) + ": the loss is " +
-                        (std::isnan(loss) ? "NaN" : "infinite") +
-                        ": training has diverged, or the data or the "
-                        "starting checkpoint is bad; stopping without "
-                        "saving (--allow-nonfinite trains on)";
-      return fail(msg.c_str());
-    }
-    if (o.valEvery > 0 && (step % o.valEvery == 0 || step == last) &&
-        !validate(step))
-      return fail(loom_last_error());
-    if (step < last && stopAgreed(dist)) {
+    if (int rc = trainStep(step))
+      return rc;
+    if (step < last && stopAgreed(*dist)) {
       stoppedAfter = step;
       o.steps = step - first + 1;
       report("loom-run: %s after step %lld of %lld: stopping%s\n",
@@ -580,38 +638,43 @@ int main(int argc, char **argv) {
       break;
     }
   }
-  if (o.steps > 0) {
-    // Under several ranks, the part of the step spent in its collectives
-    // (waiting for the slowest rank included).
-    char comm[64] = "";
-    if (dist.world_size > 1)
-      std::snprintf(comm, sizeof(comm), ", communication %.2f ms/step",
-                    loom_dist_comm_seconds() * 1e3 / o.steps);
-    char scaled[96] = "";
-    loom_loss_scale scale;
-    if (loom_model_get_loss_scale(model, &scale))
-      std::snprintf(scaled, sizeof(scaled),
-                    ", %lld skipped (overflow), loss scale %g",
-                    static_cast<long long>(scale.skipped_steps), scale.scale);
-    std::string utilization = mfu(totalMs / o.steps, ", MFU ");
-    if (!utilization.empty()) {
-      char of[48];
-      std::snprintf(of, sizeof(of), " of %g TFLOP/s a rank", o.peakTflops);
-      utilization += of;
-    }
-    report("loom-run: %lld steps%s, final loss %s, %.2f ms/step, %.0f "
-           "tok/s%s, peak memory %.1f MiB (tensors %lld B, the step's "
-           "buffers %lld B)%s\n",
-           o.steps, scaled, formatValue(lastLoss).c_str(), totalMs / o.steps,
-           tokensPerStep * o.steps / totalMs * 1e3, utilization.c_str(),
-           loom_peak_memory_mib(),
-           static_cast<long long>(loom_heap_peak_bytes()),
-           static_cast<long long>(loom_heap_step_peak_bytes()), comm);
+  return 0;
+}
+
+void Run::summarize() const {
+  if (o.steps <= 0)
+    return;
+  // Under several ranks, the part of the step spent in its collectives
+  // (waiting for the slowest rank included).
+  char comm[64] = "";
+  if (dist->world_size > 1)
+    std::snprintf(comm, sizeof(comm), ", communication %.2f ms/step",
+                  loom_dist_comm_seconds() * 1e3 / o.steps);
+  char scaled[96] = "";
+  loom_loss_scale scale;
+  if (loom_model_get_loss_scale(model, &scale))
+    std::snprintf(scaled, sizeof(scaled),
+                  ", %lld skipped (overflow), loss scale %g",
+                  static_cast<long long>(scale.skipped_steps), scale.scale);
+  std::string utilization = mfu(totalMs / o.steps, ", MFU ");
+  if (!utilization.empty()) {
+    char of[48];
+    std::snprintf(of, sizeof(of), " of %g TFLOP/s a rank", o.peakTflops);
+    utilization += of;
   }
+  report("loom-run: %lld steps%s, final loss %s, %.2f ms/step, %.0f "
+         "tok/s%s, peak memory %.1f MiB (tensors %lld B, the step's "
+         "buffers %lld B)%s\n",
+         o.steps, scaled, formatValue(lastLoss).c_str(), totalMs / o.steps,
+         tokensPerStep * o.steps / totalMs * 1e3, utilization.c_str(),
+         loom_peak_memory_mib(), static_cast<long long>(loom_heap_peak_bytes()),
+         static_cast<long long>(loom_heap_step_peak_bytes()), comm);
+}
+
+int Run::writeOutputs() {
   std::fflush(stdout);
   if (!o.trace.empty() && loom_trace_write(o.trace.c_str()))
     return fail(loom_last_error());
-
   // The ranks gather the whole model (under ZeRO-3, each holds a part of
   // it) and rank 0 writes it, once, for each file.
   if (!o.save.empty() && loom_model_save_checkpoint(model, o.save.c_str()))
@@ -622,9 +685,31 @@ int main(int argc, char **argv) {
   if (!o.exportSafetensors.empty() &&
       loom_model_export_safetensors(model, o.exportSafetensors.c_str()))
     return fail(loom_last_error());
-  loom_dataset_close(data);
-  loom_model_close(model);
+  return 0;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  if (int rc = parseArgs(argc, argv, o))
+    return rc;
+  int status;
+  {
+    Run run(o);
+    if (int rc = run.openModel())
+      return rc;
+    if (int rc = run.openData())
+      return rc;
+    if (int rc = run.startWeights())
+      return rc;
+    run.describe();
+    if (int rc = run.train())
+      return rc;
+    run.summarize();
+    if (int rc = run.writeOutputs())
+      return rc;
+    status = run.status();
+  }
   loom_dist_finalize();
-  // A run cut short by a signal says so to whoever started it.
-  return stoppedAfter ? 128 + stopSignal : 0;
+  return status;
 }
