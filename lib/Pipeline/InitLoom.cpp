@@ -3,11 +3,16 @@
 #include "loom/InitLoom.h"
 
 #include "Loom/LoomDialect.h"
-#include "loom/Conversion/Attention.h"
-#include "loom/Conversion/Collectives.h"
+#include "loom/Bufferization/Attention.h"
+#include "loom/Bufferization/Collectives.h"
+#include "loom/Bufferization/Passes.h"
+#include "loom/Bufferization/ScatterAddRows.h"
+#include "loom/Bufferization/SoftmaxStats.h"
 #include "loom/Conversion/Passes.h"
-#include "loom/Conversion/ScatterAddRows.h"
-#include "loom/Conversion/SoftmaxStats.h"
+#include "loom/Export/Passes.h"
+#include "loom/Fusion/Passes.h"
+#include "loom/GPU/Passes.h"
+#include "loom/Lowering/Passes.h"
 #include "loom/Pipeline/Pipeline.h"
 #include "loom/Transforms/Passes.h"
 
@@ -42,5 +47,10 @@ void mlir::loom::registerLoomDialects(DialectRegistry &registry) {
 void mlir::loom::registerLoomPasses() {
   registerLoomTransformsPasses();
   registerLoomConversionPasses();
+  registerLoomFusionPasses();
+  registerLoomBufferizationPasses();
+  registerLoomExportPasses();
+  registerLoomLoweringPasses();
+  registerLoomGPUPasses();
   registerLoomPipeline();
 }

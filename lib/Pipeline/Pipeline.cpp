@@ -2,7 +2,12 @@
 
 #include "loom/Pipeline/Pipeline.h"
 
+#include "loom/Bufferization/Passes.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/Export/Passes.h"
+#include "loom/Fusion/Passes.h"
+#include "loom/GPU/Passes.h"
+#include "loom/Lowering/Passes.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"

@@ -1,4 +1,4 @@
-//===- Passes.h - Loom's lowering passes ------------------------*- C++ -*-===//
+//===- Passes.h - Loom's lowering to linalg ---------------------*- C++ -*-===//
 
 #ifndef LOOM_CONVERSION_PASSES_H
 #define LOOM_CONVERSION_PASSES_H

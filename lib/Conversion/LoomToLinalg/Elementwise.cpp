@@ -2,7 +2,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Gelu.h"
+#include "loom/Conversion/LoomToLinalg/Gelu.h"
 #include "Lowering.h"
 
 #include "mlir/IR/Matchers.h"

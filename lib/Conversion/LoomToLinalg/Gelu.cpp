@@ -1,6 +1,6 @@
 //===- Gelu.cpp - GPT-2's GELU on scalars ---------------------------------===//
 
-#include "Gelu.h"
+#include "loom/Conversion/LoomToLinalg/Gelu.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
