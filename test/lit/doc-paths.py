@@ -1,0 +1,34 @@
+"""Checks that every path a document names is in the tree.
+
+usage: doc-paths.py ROOT DOC...
+A path is a word with a slash that starts at one of the tree's top-level
+directories (lib/, test/, runtime/, ...); "<Library>" placeholders and
+globs are skipped. Prints "<doc>: N paths, all present", or each missing
+path and exits 1.
+"""
+
+import os
+import re
+import sys
+
+root, docs = sys.argv[1], sys.argv[2:]
+tops = {entry + "/" for entry in os.listdir(root)
+        if os.path.isdir(os.path.join(root, entry)) and not entry.startswith(".")}
+missing = 0
+for doc in docs:
+    text = open(doc).read()
+    paths = set()
+    for word in re.findall(r"[A-Za-z0-9_.\-/<>*]+", text):
+        word = word.rstrip(".,")
+        if "/" not in word or "<" in word or "*" in word:
+            continue
+        if not any(word.startswith(top) for top in tops):
+            continue
+        paths.add(word)
+    absent = sorted(p for p in paths if not os.path.exists(os.path.join(root, p)))
+    for p in absent:
+        print(f"{os.path.basename(doc)}: no {p}")
+    missing += len(absent)
+    if not absent:
+        print(f"{os.path.basename(doc)}: {len(paths)} paths, all present")
+sys.exit(1 if missing else 0)
