@@ -382,245 +382,262 @@ SmallVector<int64_t> balance(ArrayRef<double> costs, int64_t parts) {
 }
 } // namespace
 
-PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
-  PlanEstimate est;
-  est.plan = plan;
-  est.precision = precision;
-  est.capacity = cluster.gpu->memoryBytes;
-  est.usable = est.capacity * (1 - cluster.memoryMargin);
-  est.illegal = checkPlan(plan);
-  if (!est.illegal.empty())
-    return est;
-  const EfficiencyAssumptions &eff = cluster.efficiency;
-  const FrameworkAssumptions &fw = framework;
-  int64_t dp = plan.dp, tp = plan.tp, pp = plan.pp, m = plan.microBatches;
-  Recompute recomputation =
-      plan.recompute == Recompute::selective && fw.selectiveIsNone
-          ? Recompute::none
-          : plan.recompute;
-  est.microBatchSize = training.batchSize / (dp * m);
-  PricingKey key{est.microBatchSize, tp, plan.sequenceParallel, precision};
+namespace {
+/// What one pipeline stage's groups (embedding, layers, head) add up to per
+/// micro-batch: times, and the bytes its rank holds.
+struct StageWork {
+  double compute = 0, recompute = 0, comm = 0, forward = 0, backward = 0;
+  /// ZeRO-3's gathers and reduce-scatters, one per group and pass.
+  double zeroForward = 0, zeroBackward = 0;
+  double params = 0, kept = 0, transient = 0, largestLayer = 0;
+  double keptOutside = 0, keptStatistics = 0;
+};
 
-  // Per micro-batch time of each layer, with the embedding and the head
-  // folded into the first and last layer for balancing.
-  int64_t layers = numLayers;
-  auto layerTime = [&](const GroupCost &g) {
-    return g.tFwd + g.tBwd + g.tCommFwd + g.tCommBwd;
-  };
-  ArrayRef<GroupCost> groupCosts = priceGroups(key);
-  // The model's pp * v stages (chunk c of rank r is stage c * pp + r), as
-  // the plan gives them or balanced by time.
-  int64_t chunks = pp * plan.virtualStages;
-  SmallVector<int64_t> stageLayers = plan.stageLayers;
-  if (stageLayers.empty()) {
-    auto [it, inserted] = balanced.try_emplace({key, chunks});
-    if (inserted) {
-      SmallVector<double> costs;
-      for (int64_t l = 0; l < layers; ++l)
-        costs.push_back(layerTime(groupCosts[l + 1]));
-      costs.front() += layerTime(groupCosts.front());
-      costs.back() += layerTime(groupCosts.back());
-      it->second = balance(costs, chunks);
-    }
-    stageLayers = it->second;
-  }
-  if (pp > 1)
-    est.plan.stageLayers = stageLayers;
-  SmallVector<int64_t> stageStarts = est.plan.getStageStarts();
-  est.layersPerStage.assign(pp, 0);
-  for (int64_t c = 0; c < chunks; ++c)
-    est.layersPerStage[c % pp] += stageLayers[c];
+/// The pricing of one plan (CostModel::estimate): the stages' layers, then
+/// each stage's work, memory and time; the plan's estimate is its slowest
+/// stage's time and its fullest stage's memory.
+class PlanPricer {
+public:
+  PlanPricer(const CostModel &model, const PlanConfig &plan,
+             Precision precision, llvm::ArrayRef<GroupCost> groups,
+             PlanEstimate &est);
 
-  double elementBytes = getElementBytes(precision);
+  void priceStages(llvm::ArrayRef<int64_t> stageLayers);
+  void finish();
+
+private:
+  StageWork sumStage(int64_t stage, llvm::ArrayRef<int64_t> stageLayers,
+                     llvm::ArrayRef<int64_t> stageStarts) const;
+  /// The micro-batches a stage's rank holds at once, by the schedule.
+  double inFlight(int64_t stage) const;
+  RankMemory rankMemory(const StageWork &w, double inFlight) const;
+  /// The data-parallel traffic of a stage's parameters, on a stream of its
+  /// own beside the compute.
+  double dataParallelTime(const StageWork &w) const;
+
+  const CostModel &model;
+  const PlanConfig &plan;
+  const TrainingConfig &training;
+  const ClusterModel &cluster;
+  const FrameworkAssumptions &fw;
+  Precision precision;
+  llvm::ArrayRef<GroupCost> groups;
+  PlanEstimate &est;
+  Recompute recomputation;
+  int64_t dp, tp, pp, m;
+  double elementBytes, gradBytes, masterGradBytes, optimizerBytes;
+  double sendBytes, sendTime;
+  PipelineSchedule schedule;
+};
+
+PlanPricer::PlanPricer(const CostModel &model, const PlanConfig &plan,
+                       Precision precision, llvm::ArrayRef<GroupCost> groups,
+                       PlanEstimate &est)
+    : model(model), plan(plan), training(model.getTraining()),
+      cluster(model.getCluster()), fw(model.getFramework()),
+      precision(precision), groups(groups), est(est), dp(plan.dp), tp(plan.tp),
+      pp(plan.pp), m(plan.microBatches) {
+  recomputation = plan.recompute == Recompute::selective && fw.selectiveIsNone
+                      ? Recompute::none
+                      : plan.recompute;
+  elementBytes = getElementBytes(precision);
   bool mixed = precision != Precision::fp32;
-  double gradBytes = elementBytes;
+  gradBytes = elementBytes;
   // The fp32 gradients mixed precision keeps next to those of the compute
   // precision, for the optimizer.
-  double masterGradBytes = mixed && fw.fp32Gradients ? 4 : 0;
-  double optimizerBytes =
-      training.optimizer == OptimizerKind::adamw
-          ? (mixed ? 12 : 8)
-          : (training.momentum != 0 ? 4 : 0) + (mixed ? 4 : 0);
-  double activationBytesPerToken =
-      elementBytes * arch.width / (plan.sequenceParallel ? tp : 1);
-  double sendBytes =
+  masterGradBytes = mixed && fw.fp32Gradients ? 4 : 0;
+  optimizerBytes = training.optimizer == OptimizerKind::adamw
+                       ? (mixed ? 12 : 8)
+                       : (training.momentum != 0 ? 4 : 0) + (mixed ? 4 : 0);
+  double activationBytesPerToken = elementBytes *
+                                   model.getArchitecture().width /
+                                   (plan.sequenceParallel ? tp : 1);
+  sendBytes =
       est.microBatchSize * training.sequenceLength * activationBytesPerToken;
-  double sendTime = pp > 1 ? cluster.sendTime(sendBytes, tp * dp) : 0;
-
+  sendTime = pp > 1 ? cluster.sendTime(sendBytes, tp * dp) : 0;
   // Interleaving's memory is read off its order; the others have formulas.
-  PipelineSchedule schedule;
   if (pp > 1 && plan.schedule == Schedule::interleaved)
     schedule = buildPipelineSchedule(plan);
+}
+
+StageWork PlanPricer::sumStage(int64_t stage,
+                               llvm::ArrayRef<int64_t> stageLayers,
+                               llvm::ArrayRef<int64_t> stageStarts) const {
+  int64_t layers = model.getNumLayers(), chunks = pp * plan.virtualStages;
+  // The rank's groups (embedding, layers, head) and the chunk of each.
+  SmallVector<std::pair<size_t, int64_t>> members;
+  if (stage == 0)
+    members.push_back({0, 0});
+  for (int64_t c = stage, chunk = 0; c < chunks; c += pp, ++chunk)
+    for (int64_t l = 0; l < stageLayers[c]; ++l)
+      members.push_back({stageStarts[c] + l + 1, chunk});
+  if (stage == pp - 1)
+    members.push_back({layers + 1, plan.virtualStages - 1});
+
+  StageWork w;
+  // Stage recomputation keeps each chunk's input and reruns its forward
+  // pass whole before its backward pass, when all of the chunk's
+  // activations exist at once.
+  bool wholeStage = recomputation == Recompute::stage;
+  SmallVector<double> chunkActivations(plan.virtualStages, 0);
+  for (auto [index, chunk] : members) {
+    const GroupCost &g = groups[index];
+    bool isLayer = index != 0 && index != static_cast<size_t>(layers) + 1;
+    w.compute += g.tFwd + g.tBwd;
+    w.forward += g.tFwd + g.tCommFwd;
+    w.backward += g.tBwd + g.tCommBwd;
+    if (plan.zero >= 3) {
+      double gather = cluster.collectiveTime(
+          CollectiveKind::allGather, g.parameters * elementBytes, dp, tp);
+      w.zeroForward += gather;
+      w.zeroBackward +=
+          gather + cluster.collectiveTime(CollectiveKind::reduceScatter,
+                                          g.parameters * gradBytes, dp, tp);
+    }
+    w.comm += g.tCommFwd + g.tCommBwd;
+    w.params += g.parameters;
+    w.transient = std::max(w.transient, g.largestGradient);
+    if (fw.fp32InputCopies)
+      w.transient = std::max(w.transient, g.largestFp32Copy);
+    if (isLayer)
+      w.largestLayer = std::max(w.largestLayer, g.parameters);
+    if (wholeStage) {
+      chunkActivations[chunk] += g.activations;
+      w.recompute += g.tFwd;
+      w.comm += g.tCommFwd;
+      continue;
+    }
+    if (!isLayer) {
+      w.keptOutside += g.activations;
+      continue;
+    }
+    switch (recomputation) {
+    case Recompute::none:
+      w.kept += g.activations;
+      w.keptStatistics += g.activationStatistics;
+      break;
+    case Recompute::selective:
+      w.kept += g.activationsSelective;
+      w.recompute += g.tAttentionCoreFwd;
+      break;
+    case Recompute::full:
+      w.kept += g.inputBytes;
+      // The layer being recomputed holds all its activations at once.
+      w.transient = std::max(w.transient, g.activations + g.largestGradient);
+      w.recompute += g.tFwd;
+      w.comm += g.tCommFwd;
+      break;
+    case Recompute::stage:
+      llvm_unreachable("priced above");
+    }
+  }
+  if (wholeStage) {
+    // Every chunk but the model's first receives its input.
+    int64_t inputs = stage == 0 ? plan.virtualStages - 1 : plan.virtualStages;
+    w.keptOutside = inputs * sendBytes;
+    w.transient += *llvm::max_element(chunkActivations);
+  }
+  // A stage shared with the embedding keeps its own copy of a tied table.
+  if (pp == 1)
+    w.params -= model.getTiedParameters() / tp;
+  return w;
+}
+
+double PlanPricer::inFlight(int64_t stage) const {
+  // Without a pipeline, micro-batches run one after the other (gradient
+  // accumulation). GPipe runs every forward before the first backward;
+  // 1F1B holds at most as many as there are stages ahead. Interleaved, a
+  // rank holds forward passes of its chunks, each 1/v of its layers, as
+  // the schedule's order says.
+  if (pp > 1 && plan.schedule == Schedule::interleaved)
+    return static_cast<double>(schedule.peakInFlight[stage]) /
+           plan.virtualStages;
+  return pp == 1                            ? 1
+         : plan.schedule == Schedule::gpipe ? m
+                                            : std::min<int64_t>(m, pp - stage);
+}
+
+RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
+  double shard = static_cast<double>(dp);
+  double params = w.params;
+  double weights = params * elementBytes / (plan.zero >= 3 ? shard : 1);
+  double gradients = params * gradBytes / (plan.zero >= 2 ? shard : 1) +
+                     params * masterGradBytes / (plan.zero >= 1 ? shard : 1);
+  double optimizer = params * optimizerBytes / (plan.zero >= 1 ? shard : 1);
+  double temporary = w.transient;
+  // The gathered layer and what is prefetched after it, or the bucket
+  // that gradients are reduced through.
+  if (dp > 1 && plan.zero >= 3)
+    temporary +=
+        (w.largestLayer +
+         std::min(params, std::max(w.largestLayer, fw.prefetchElements))) *
+        elementBytes;
+  else if (dp > 1)
+    temporary += std::min(params, fw.reduceBucketElements) * gradBytes;
+  RankMemory rank{weights,  gradients, optimizer, w.kept + w.keptOutside,
+                  inFlight, temporary};
+  rank.reserve = rank.live() * fw.allocatorReserve;
+  int64_t communicators = (dp > 1) + (tp > 1) + (pp > 1);
+  rank.runtime = fw.contextBytes + communicators * fw.communicatorBytes;
+  return rank;
+}
+
+double PlanPricer::dataParallelTime(const StageWork &w) const {
+  // A collective overlapping compute costs what the compute does not hide,
+  // and the share of the rest that the streams' contention adds.
+  auto overlapped = [&](double collective, double hiding) {
+    return std::max(0.0, collective - hiding) +
+           fw.overlapContention * std::min(collective, hiding);
+  };
+  double buckets = fw.reduceBucketElements > 0
+                       ? std::ceil(w.params / fw.reduceBucketElements)
+                       : 1;
+  auto bucketed = [&](CollectiveKind kind, double bytes) {
+    if (bytes <= 0)
+      return 0.0;
+    return buckets * cluster.collectiveTime(kind, bytes / buckets, dp, tp);
+  };
+  double gradientBytes = w.params * gradBytes;
+  double weightBytes = w.params * elementBytes;
+  switch (plan.zero) {
+  case 0: // One all-reduce behind the last micro-batch's backward pass.
+    return overlapped(bucketed(CollectiveKind::allReduce, gradientBytes),
+                      w.backward);
+  case 1: // Reduced to the shards' owners behind the last backward pass;
+          // the updated parameters gathered after the optimizer.
+    return overlapped(bucketed(CollectiveKind::reduceScatter, gradientBytes),
+                      w.backward) +
+           bucketed(CollectiveKind::allGather, weightBytes);
+  case 2: // The gradients leave every micro-batch's backward pass.
+    return m * overlapped(
+                   bucketed(CollectiveKind::reduceScatter, gradientBytes),
+                   w.backward) +
+           bucketed(CollectiveKind::allGather, weightBytes);
+  default: // Every layer gathered in both passes of every micro-batch.
+    return m * (overlapped(w.zeroForward, w.forward) +
+                overlapped(w.zeroBackward, w.backward));
+  }
+}
+
+void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
+  SmallVector<int64_t> stageStarts = est.plan.getStageStarts();
   double worstTime = -1, worstMemory = -1;
   for (int64_t stage = 0; stage < pp; ++stage) {
-    // The rank's groups (embedding, layers, head) and the chunk of each.
-    SmallVector<std::pair<size_t, int64_t>> members;
-    if (stage == 0)
-      members.push_back({0, 0});
-    for (int64_t c = stage, chunk = 0; c < chunks; c += pp, ++chunk)
-      for (int64_t l = 0; l < stageLayers[c]; ++l)
-        members.push_back({stageStarts[c] + l + 1, chunk});
-    if (stage == pp - 1)
-      members.push_back({layers + 1, plan.virtualStages - 1});
-
-    double compute = 0, recompute = 0, comm = 0, forward = 0, backward = 0;
-    // ZeRO-3's gathers and reduce-scatters, one per group and pass.
-    double zeroForward = 0, zeroBackward = 0;
-    double params = 0, kept = 0, transient = 0, largestLayer = 0;
-    double keptOutside = 0, keptStatistics = 0;
-    // Stage recomputation keeps each chunk's input and reruns its forward
-    // pass whole before its backward pass, when all of the chunk's
-    // activations exist at once.
-    bool wholeStage = recomputation == Recompute::stage;
-    SmallVector<double> chunkActivations(plan.virtualStages, 0);
-    for (auto [index, chunk] : members) {
-      const GroupCost &g = groupCosts[index];
-      bool isLayer = index != 0 && index != static_cast<size_t>(layers) + 1;
-      compute += g.tFwd + g.tBwd;
-      forward += g.tFwd + g.tCommFwd;
-      backward += g.tBwd + g.tCommBwd;
-      if (plan.zero >= 3) {
-        double gather = cluster.collectiveTime(
-            CollectiveKind::allGather, g.parameters * elementBytes, dp, tp);
-        zeroForward += gather;
-        zeroBackward +=
-            gather + cluster.collectiveTime(CollectiveKind::reduceScatter,
-                                            g.parameters * gradBytes, dp, tp);
-      }
-      comm += g.tCommFwd + g.tCommBwd;
-      params += g.parameters;
-      transient = std::max(transient, g.largestGradient);
-      if (fw.fp32InputCopies)
-        transient = std::max(transient, g.largestFp32Copy);
-      if (isLayer)
-        largestLayer = std::max(largestLayer, g.parameters);
-      if (wholeStage) {
-        chunkActivations[chunk] += g.activations;
-        recompute += g.tFwd;
-        comm += g.tCommFwd;
-        continue;
-      }
-      if (!isLayer) {
-        keptOutside += g.activations;
-        continue;
-      }
-      switch (recomputation) {
-      case Recompute::none:
-        kept += g.activations;
-        keptStatistics += g.activationStatistics;
-        break;
-      case Recompute::selective:
-        kept += g.activationsSelective;
-        recompute += g.tAttentionCoreFwd;
-        break;
-      case Recompute::full:
-        kept += g.inputBytes;
-        // The layer being recomputed holds all its activations at once.
-        transient = std::max(transient, g.activations + g.largestGradient);
-        recompute += g.tFwd;
-        comm += g.tCommFwd;
-        break;
-      case Recompute::stage:
-        llvm_unreachable("priced above");
-      }
-    }
-    if (wholeStage) {
-      // Every chunk but the model's first receives its input.
-      int64_t inputs = stage == 0 ? plan.virtualStages - 1 : plan.virtualStages;
-      keptOutside = inputs * sendBytes;
-      transient += *llvm::max_element(chunkActivations);
-    }
-    // A stage shared with the embedding keeps its own copy of a tied table.
-    if (pp == 1)
-      params -= tiedParameters / tp;
+    StageWork w = sumStage(stage, stageLayers, stageStarts);
     double perMicroBatch =
-        compute + recompute + comm + (pp > 1 ? 2 * sendTime : 0);
-    // Without a pipeline, micro-batches run one after the other (gradient
-    // accumulation). GPipe runs every forward before the first backward;
-    // 1F1B holds at most as many as there are stages ahead. Interleaved, a
-    // rank holds forward passes of its chunks, each 1/v of its layers, as
-    // the schedule's order says.
-    double inFlight = pp == 1 ? 1
-                      : plan.schedule == Schedule::gpipe
-                          ? m
-                          : std::min<int64_t>(m, pp - stage);
-    if (pp > 1 && plan.schedule == Schedule::interleaved)
-      inFlight = static_cast<double>(schedule.peakInFlight[stage]) /
-                 plan.virtualStages;
-
-    // Memory of one rank of this stage.
-    double shard = static_cast<double>(dp);
-    double weights = params * elementBytes / (plan.zero >= 3 ? shard : 1);
-    double gradients = params * gradBytes / (plan.zero >= 2 ? shard : 1) +
-                       params * masterGradBytes / (plan.zero >= 1 ? shard : 1);
-    double optimizer = params * optimizerBytes / (plan.zero >= 1 ? shard : 1);
-    double temporary = transient;
-    // The gathered layer and what is prefetched after it, or the bucket
-    // that gradients are reduced through.
-    if (dp > 1 && plan.zero >= 3)
-      temporary +=
-          (largestLayer +
-           std::min(params, std::max(largestLayer, fw.prefetchElements))) *
-          elementBytes;
-    else if (dp > 1)
-      temporary += std::min(params, fw.reduceBucketElements) * gradBytes;
-    double keptPerLayer = kept / est.layersPerStage[stage];
-    kept += keptOutside;
-    RankMemory rank{weights, gradients, optimizer, kept, inFlight, temporary};
-    double live = rank.live();
-    rank.reserve = live * fw.allocatorReserve;
-    int64_t communicators = (dp > 1) + (tp > 1) + (pp > 1);
-    rank.runtime = fw.contextBytes + communicators * fw.communicatorBytes;
+        w.compute + w.recompute + w.comm + (pp > 1 ? 2 * sendTime : 0);
+    double held = inFlight(stage);
+    RankMemory rank = rankMemory(w, held);
     double memory = rank.total();
     est.stageMemory.push_back(rank);
 
-    // Data-parallel traffic of this stage's parameters, on a stream of its
-    // own: a collective overlapping compute costs what the compute does not
-    // hide, and the share of the rest that the streams' contention adds.
-    auto overlapped = [&](double collective, double hiding) {
-      return std::max(0.0, collective - hiding) +
-             fw.overlapContention * std::min(collective, hiding);
-    };
-    double buckets = fw.reduceBucketElements > 0
-                         ? std::ceil(params / fw.reduceBucketElements)
-                         : 1;
-    auto bucketed = [&](CollectiveKind kind, double bytes) {
-      if (bytes <= 0)
-        return 0.0;
-      return buckets * cluster.collectiveTime(kind, bytes / buckets, dp, tp);
-    };
-    double gradientBytes = params * gradBytes;
-    double weightBytes = params * elementBytes;
-    double dpComm = 0;
-    switch (plan.zero) {
-    case 0: // One all-reduce behind the last micro-batch's backward pass.
-      dpComm = overlapped(bucketed(CollectiveKind::allReduce, gradientBytes),
-                          backward);
-      break;
-    case 1: // Reduced to the shards' owners behind the last backward pass;
-            // the updated parameters gathered after the optimizer.
-      dpComm =
-          overlapped(bucketed(CollectiveKind::reduceScatter, gradientBytes),
-                     backward) +
-          bucketed(CollectiveKind::allGather, weightBytes);
-      break;
-    case 2: // The gradients leave every micro-batch's backward pass.
-      dpComm =
-          m * overlapped(bucketed(CollectiveKind::reduceScatter, gradientBytes),
-                         backward) +
-          bucketed(CollectiveKind::allGather, weightBytes);
-      break;
-    default: // Every layer gathered in both passes of every micro-batch.
-      dpComm = m * (overlapped(zeroForward, forward) +
-                    overlapped(zeroBackward, backward));
-      break;
-    }
-    double optimizerParams = params / (plan.zero >= 1 ? shard : 1);
+    double dpComm = dataParallelTime(w);
+    double optimizerParams = w.params / (plan.zero >= 1 ? dp : 1);
     double optimizerTraffic =
         training.optimizer == OptimizerKind::adamw ? 28 : 16;
-    double optimizerTime = optimizerParams * (optimizerTraffic + gradBytes) /
-                           (cluster.gpu->hbmBandwidth * eff.memory);
-
+    double optimizerTime =
+        optimizerParams * (optimizerTraffic + gradBytes) /
+        (cluster.gpu->hbmBandwidth * cluster.efficiency.memory);
     // Fill and drain: pp - 1 micro-batches' time, of one chunk's when
     // interleaved (Narayanan et al. 2021).
     double bubble =
@@ -630,9 +647,9 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
         m * perMicroBatch + bubble + dpComm + optimizerTime + fw.stepOverhead;
     if (stageTime > worstTime) {
       worstTime = stageTime;
-      est.computeTime = m * (compute + recompute);
-      est.recomputeTime = m * recompute;
-      est.tpCommTime = m * comm;
+      est.computeTime = m * (w.compute + w.recompute);
+      est.recomputeTime = m * w.recompute;
+      est.tpCommTime = m * w.comm;
       est.ppCommTime = pp > 1 ? m * 2 * sendTime : 0;
       est.bubbleTime = bubble;
       est.dpCommTime = dpComm;
@@ -643,34 +660,85 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
     if (memory > worstMemory) {
       worstMemory = memory;
       est.worstStage = stage;
-      est.weights = weights;
-      est.gradients = gradients;
-      est.optimizerState = optimizer;
-      est.activations = inFlight * kept;
-      est.keptPerLayer = keptPerLayer;
-      est.keptStatisticsPerLayer = keptStatistics / est.layersPerStage[stage];
-      est.keptOutsideLayers = keptOutside;
+      est.weights = rank.weights;
+      est.gradients = rank.gradients;
+      est.optimizerState = rank.optimizerState;
+      est.activations = held * (w.kept + w.keptOutside);
+      est.keptPerLayer = w.kept / est.layersPerStage[stage];
+      est.keptStatisticsPerLayer = w.keptStatistics / est.layersPerStage[stage];
+      est.keptOutsideLayers = w.keptOutside;
       est.stageLayers = est.layersPerStage[stage];
-      est.temporary = temporary;
+      est.temporary = rank.temporary;
       est.reserve = rank.reserve;
       est.runtime = rank.runtime;
     }
   }
+}
 
+void PlanPricer::finish() {
   double sequencesPerSecond = training.batchSize / est.stepTime;
   est.tokensPerSecond = sequencesPerSecond * training.sequenceLength;
   double peak = cluster.gpu->matrixPeak(precision);
-  int64_t world = dp * tp * pp;
-  FlopsPerSequence model = trainingFlopsPerSequence(
-      parameterCount, numLayers, arch.width, training.sequenceLength,
+  int64_t world = dp * tp * pp, layers = model.getNumLayers();
+  int64_t width = model.getArchitecture().width;
+  FlopsPerSequence flops = trainingFlopsPerSequence(
+      model.getParameterCount(), layers, width, training.sequenceLength,
       /*recompute=*/false);
-  est.mfu = flopsUtilization(model, true, sequencesPerSecond, world, peak);
-  FlopsPerSequence hardware = model;
+  est.mfu = flopsUtilization(flops, true, sequencesPerSecond, world, peak);
+  FlopsPerSequence hardware = flops;
   if (recomputation == Recompute::full || recomputation == Recompute::stage)
-    hardware = trainingFlopsPerSequence(parameterCount, numLayers, arch.width,
-                                        training.sequenceLength, true);
+    hardware = trainingFlopsPerSequence(model.getParameterCount(), layers,
+                                        width, training.sequenceLength, true);
   else if (recomputation == Recompute::selective)
     hardware.attention *= 1.5;
   est.hfu = flopsUtilization(hardware, true, sequencesPerSecond, world, peak);
+}
+} // namespace
+
+SmallVector<int64_t>
+CostModel::stageLayersOf(const PlanConfig &plan, const PricingKey &key,
+                         llvm::ArrayRef<GroupCost> groupCosts) {
+  // The model's pp * v stages (chunk c of rank r is stage c * pp + r), as
+  // the plan gives them or balanced by time, with the embedding and the
+  // head folded into the first and last layer.
+  if (!plan.stageLayers.empty())
+    return plan.stageLayers;
+  int64_t chunks = plan.pp * plan.virtualStages;
+  auto [it, inserted] = balanced.try_emplace({key, chunks});
+  if (inserted) {
+    auto layerTime = [&](const GroupCost &g) {
+      return g.tFwd + g.tBwd + g.tCommFwd + g.tCommBwd;
+    };
+    SmallVector<double> costs;
+    for (int64_t l = 0; l < numLayers; ++l)
+      costs.push_back(layerTime(groupCosts[l + 1]));
+    costs.front() += layerTime(groupCosts.front());
+    costs.back() += layerTime(groupCosts.back());
+    it->second = balance(costs, chunks);
+  }
+  return it->second;
+}
+
+PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
+  PlanEstimate est;
+  est.plan = plan;
+  est.precision = precision;
+  est.capacity = cluster.gpu->memoryBytes;
+  est.usable = est.capacity * (1 - cluster.memoryMargin);
+  est.illegal = checkPlan(plan);
+  if (!est.illegal.empty())
+    return est;
+  est.microBatchSize = training.batchSize / (plan.dp * plan.microBatches);
+  PricingKey key{est.microBatchSize, plan.tp, plan.sequenceParallel, precision};
+  ArrayRef<GroupCost> groupCosts = priceGroups(key);
+  SmallVector<int64_t> stageLayers = stageLayersOf(plan, key, groupCosts);
+  if (plan.pp > 1)
+    est.plan.stageLayers = stageLayers;
+  est.layersPerStage.assign(plan.pp, 0);
+  for (int64_t c = 0, chunks = plan.pp * plan.virtualStages; c < chunks; ++c)
+    est.layersPerStage[c % plan.pp] += stageLayers[c];
+  PlanPricer pricer(*this, plan, precision, groupCosts, est);
+  pricer.priceStages(stageLayers);
+  pricer.finish();
   return est;
 }

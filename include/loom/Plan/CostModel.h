@@ -344,6 +344,9 @@ public:
   int64_t getNumLayers() const { return numLayers; }
   /// Parameters of the whole model, each counted once.
   int64_t getParameterCount() const { return parameterCount; }
+  /// The parameters a tied head shares with the token table, which a step
+  /// of one stage holds once.
+  double getTiedParameters() const { return tiedParameters; }
 
   /// The op-level context of `key`.
   CostContext getContext(const PricingKey &key) const;
@@ -356,6 +359,11 @@ private:
   /// The cost of the embedding, of each of the layers (all the layer
   /// body's) and of the head under `key`, computed once per key.
   llvm::ArrayRef<GroupCost> priceGroups(const PricingKey &key);
+  /// The layers of each of the plan's pp x v stages: the plan's, or
+  /// balanced by the groups' times (cached per key and stage count).
+  llvm::SmallVector<int64_t>
+  stageLayersOf(const PlanConfig &plan, const PricingKey &key,
+                llvm::ArrayRef<GroupCost> groupCosts);
 
   std::string name;
   ArchitectureConfig arch;
