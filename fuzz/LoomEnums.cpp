@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomEnums.h"
+#include "loom/Dialect/LoomEnums.h"
 
 #include "llvm/ADT/StringSwitch.h"
 
-#include "Loom/LoomEnums.cpp.inc"
+#include "loom/Dialect/LoomEnums.cpp.inc"

@@ -2,7 +2,7 @@
 
 #include "loom/Analysis/ModelSummary.h"
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/abi.h"
 
 #include "llvm/Support/FormatVariadic.h"

@@ -12,7 +12,7 @@
 
 #include "loom/Buffers/DataPointer.h"
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 
 #include "loom/Bufferization/Attention.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"

@@ -14,7 +14,7 @@
 
 #include "loom/Buffers/DataPointer.h"
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 
 #include "loom/Bufferization/Collectives.h"
 #include "loom/abi.h"

@@ -9,7 +9,7 @@
 
 #include "loom/Buffers/DataPointer.h"
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 
 #include "loom/Bufferization/SoftmaxStats.h"
 #include "loom/abi.h"

@@ -1,7 +1,7 @@
 //===- DestinationOutputs.cpp - The loom-destination-outputs pass ---------===//
 
-#include "Loom/LoomDialect.h"
 #include "loom/Bufferization/Passes.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/abi.h"
 
 namespace mlir {

@@ -20,8 +20,8 @@
 
 #include "loom/Bufferization/Passes.h"
 
-#include "Loom/LoomAutodiff.h"
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomAutodiff.h"
+#include "loom/Dialect/LoomDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

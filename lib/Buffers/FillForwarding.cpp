@@ -3,7 +3,7 @@
 #include "loom/Buffers/FillForwarding.h"
 #include "loom/Buffers/DataPointer.h"
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

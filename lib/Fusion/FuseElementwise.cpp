@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Fusion/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"

@@ -7,7 +7,7 @@
 
 #include "loom/Import/Importer.h"
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/abi.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -8,7 +8,7 @@
 
 #include "loom/Import/ModelConfig.h"
 
-#include "Loom/LoomHardware.h"
+#include "loom/Dialect/LoomHardware.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Lowering/Passes.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"

@@ -2,13 +2,13 @@
 
 #include "loom/InitLoom.h"
 
-#include "Loom/LoomDialect.h"
 #include "loom/Bufferization/Attention.h"
 #include "loom/Bufferization/Collectives.h"
 #include "loom/Bufferization/Passes.h"
 #include "loom/Bufferization/ScatterAddRows.h"
 #include "loom/Bufferization/SoftmaxStats.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Export/Passes.h"
 #include "loom/Fusion/Passes.h"
 #include "loom/GPU/Passes.h"

@@ -10,8 +10,8 @@
 #include "Replicas.h"
 #include "TrainStep.h"
 
-#include "Loom/LoomAutodiff.h"
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomAutodiff.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
 
 namespace mlir {

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomAutodiff.h"
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomAutodiff.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
 #include "loom/abi.h"
 

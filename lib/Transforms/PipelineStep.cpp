@@ -15,7 +15,7 @@
 #include "Replicas.h"
 #include "TrainStep.h"
 
-#include "Loom/LoomAutodiff.h"
+#include "loom/Dialect/LoomAutodiff.h"
 #include "loom/Plan/Schedule.h"
 #include "loom/abi.h"
 

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Plan/Planner.h"
 #include "loom/Plan/Schedule.h"
 #include "loom/Transforms/Passes.h"

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -9,7 +9,7 @@
 
 #include "Replicas.h"
 
-#include "Loom/LoomAutodiff.h"
+#include "loom/Dialect/LoomAutodiff.h"
 #include "loom/abi.h"
 
 #include "mlir/IR/IRMapping.h"

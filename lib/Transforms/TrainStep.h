@@ -10,7 +10,7 @@
 #ifndef LOOM_LIB_TRANSFORMS_TRAINSTEP_H
 #define LOOM_LIB_TRANSFORMS_TRAINSTEP_H
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
 
 #include <optional>

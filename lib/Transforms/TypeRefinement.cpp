@@ -2,7 +2,7 @@
 
 #include "loom/Transforms/TypeRefinement.h"
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 

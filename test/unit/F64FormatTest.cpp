@@ -1,6 +1,6 @@
 //===- F64FormatTest.cpp - Hyperparameters print without loss -------------===//
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 
 #include "gtest/gtest.h"
 

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomDialect.h"
 #include "Manifest.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Import/Importer.h"
 #include "loom/Import/ModelConfig.h"
 #include "loom/InitLoom.h"

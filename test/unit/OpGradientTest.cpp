@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomDialect.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/InitLoom.h"
 #include "loom/Pipeline/Pipeline.h"
 #include "loom/runtime.h"

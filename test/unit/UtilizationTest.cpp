@@ -8,9 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Plan/Utilization.h"
-#include "Loom/LoomDialect.h"
-#include "Loom/LoomHardware.h"
 #include "loom/Analysis/ModelSummary.h"
+#include "loom/Dialect/LoomDialect.h"
+#include "loom/Dialect/LoomHardware.h"
 #include "loom/Import/Importer.h"
 
 #include "SeedTables.h"

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Import/Importer.h"
 #include "loom/InitLoom.h"
 #include "loom/Pipeline/Pipeline.h"

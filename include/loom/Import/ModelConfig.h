@@ -10,7 +10,7 @@
 #ifndef LOOM_IMPORT_MODELCONFIG_H
 #define LOOM_IMPORT_MODELCONFIG_H
 
-#include "Loom/LoomConfig.h"
+#include "loom/Dialect/LoomConfig.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/raw_ostream.h"

@@ -10,8 +10,8 @@
 #ifndef LOOM_PLAN_COSTMODEL_H
 #define LOOM_PLAN_COSTMODEL_H
 
-#include "Loom/LoomDialect.h"
-#include "Loom/LoomHardware.h"
+#include "loom/Dialect/LoomDialect.h"
+#include "loom/Dialect/LoomHardware.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -324,7 +324,7 @@ public:
                                     const CostModelOptions &options = {});
 
   /// Checks that `plan` can run the model on the cluster (checkPlan of
-  /// Loom/LoomConfig.h); returns why not, or an empty string.
+  /// loom/Dialect/LoomConfig.h); returns why not, or an empty string.
   std::string checkPlan(const PlanConfig &plan) const;
 
   /// Prices `plan` in `precision` (bf16/fp16 mean mixed precision: fp32

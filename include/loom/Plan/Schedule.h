@@ -12,7 +12,7 @@
 #ifndef LOOM_PLAN_SCHEDULE_H
 #define LOOM_PLAN_SCHEDULE_H
 
-#include "Loom/LoomConfig.h"
+#include "loom/Dialect/LoomConfig.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"

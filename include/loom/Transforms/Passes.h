@@ -3,7 +3,7 @@
 #ifndef LOOM_TRANSFORMS_PASSES_H
 #define LOOM_TRANSFORMS_PASSES_H
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Plan/CostModel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

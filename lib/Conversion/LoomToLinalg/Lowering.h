@@ -10,8 +10,8 @@
 #ifndef LOOM_CONVERSION_LOOMTOLINALG_LOWERING_H
 #define LOOM_CONVERSION_LOOMTOLINALG_LOWERING_H
 
-#include "Loom/LoomDialect.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
+#include "loom/Dialect/LoomDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

@@ -1,6 +1,6 @@
 //===- LoomConfig.cpp - Model, training, plan and cluster values ----------===//
 
-#include "Loom/LoomConfig.h"
+#include "loom/Dialect/LoomConfig.h"
 
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -1,8 +1,8 @@
 //===- LoomOps.cpp - Operations of the loom dialect -----------------------===//
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 
-#include "Loom/LoomAutodiff.h"
+#include "loom/Dialect/LoomAutodiff.h"
 
 #include "mlir/IR/IRMapping.h"
 
@@ -96,10 +96,10 @@ RankedTensorType tensorOf(ArrayRef<int64_t> shape, Value like) {
 }
 } // namespace
 
-#include "Loom/LoomInterfaces.cpp.inc"
+#include "loom/Dialect/LoomInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
-#include "Loom/LoomOps.cpp.inc"
+#include "loom/Dialect/LoomOps.cpp.inc"
 
 //===----------------------------------------------------------------------===//
 // Forward ops: result types from operands

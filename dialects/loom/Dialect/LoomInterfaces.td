@@ -43,8 +43,8 @@ def Loom_CostOpInterface : OpInterface<"CostOpInterface"> {
   let cppNamespace = "::mlir::loom";
   let description = [{
     An op the cost model can price: it reports, as rows of the seed
-    performance model (Loom/LoomCost.h), its FLOPs, the bytes its forward
-    and backward passes move, the activations it keeps for the backward
+    performance model (loom/Dialect/LoomCost.h), its FLOPs, the bytes its
+    forward and backward passes move, the activations it keeps for the backward
     pass, its weights and its tensor-parallel collectives, for one
     micro-batch on one rank of a plan. Ops that the model prices as several
     kernels (attention: scores, softmax, weighted sum) append several rows.
@@ -114,7 +114,7 @@ def Loom_TensorParallelOpInterface : OpInterface<"TensorParallelOpInterface"> {
   let cppNamespace = "::mlir::loom";
   let description = [{
     How an op divides among the ranks of a tensor-parallel group (Megatron-
-    LM): given the layouts of its operands (Loom/LoomParallel.h), the op
+    LM): given the layouts of its operands (loom/Dialect/LoomParallel.h), the op
     asks the partitioning pass for its operands in the layouts it needs,
     rewrites itself into this rank's part and records its results'
     layouts. A column-parallel linear splits its weight's rows and yields

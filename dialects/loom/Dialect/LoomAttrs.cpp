@@ -1,7 +1,7 @@
 //===- LoomAttrs.cpp - Attributes of the loom dialect ---------------------===//
 
-#include "Loom/LoomDialect.h"
-#include "Loom/LoomHardware.h"
+#include "loom/Dialect/LoomDialect.h"
+#include "loom/Dialect/LoomHardware.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -10,15 +10,15 @@
 using namespace mlir;
 using namespace mlir::loom;
 
-#include "Loom/LoomEnums.cpp.inc"
+#include "loom/Dialect/LoomEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
-#include "Loom/LoomAttrs.cpp.inc"
+#include "loom/Dialect/LoomAttrs.cpp.inc"
 
 void LoomDialect::registerAttributes() {
   addAttributes<
 #define GET_ATTRDEF_LIST
-#include "Loom/LoomAttrs.cpp.inc"
+#include "loom/Dialect/LoomAttrs.cpp.inc"
       >();
 }
 
@@ -167,7 +167,7 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
-// Conversions to and from the plain values of Loom/LoomConfig.h
+// Conversions to and from the plain values of loom/Dialect/LoomConfig.h
 //===----------------------------------------------------------------------===//
 
 ArchitectureConfig ModelAttr::getConfig() const {

@@ -1,8 +1,8 @@
 //===- LoomAutodiff.cpp - Reverse-mode differentiation of a block ---------===//
 
-#include "Loom/LoomAutodiff.h"
+#include "loom/Dialect/LoomAutodiff.h"
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 

@@ -1,6 +1,6 @@
 //===- LoomDialect.cpp - The loom dialect ---------------------------------===//
 
-#include "Loom/LoomDialect.h"
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/abi.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -15,7 +15,7 @@
 using namespace mlir;
 using namespace mlir::loom;
 
-#include "Loom/LoomDialect.cpp.inc"
+#include "loom/Dialect/LoomDialect.cpp.inc"
 
 namespace {
 /// Loom ops are pure functions of their operands, so calls to functions
@@ -32,7 +32,7 @@ void LoomDialect::initialize() {
   registerAttributes();
   addOperations<
 #define GET_OP_LIST
-#include "Loom/LoomOps.cpp.inc"
+#include "loom/Dialect/LoomOps.cpp.inc"
       >();
   addInterfaces<LoomInlinerInterface>();
 }

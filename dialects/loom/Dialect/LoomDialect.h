@@ -42,20 +42,20 @@ class MixedPrecision : public OpTrait::TraitBase<ConcreteType, MixedPrecision> {
 } // namespace loom
 } // namespace mlir
 
-#include "Loom/LoomConfig.h"
-#include "Loom/LoomCost.h"
-#include "Loom/LoomDialect.h.inc"
-#include "Loom/LoomEnums.h"
-#include "Loom/LoomParallel.h"
+#include "loom/Dialect/LoomConfig.h"
+#include "loom/Dialect/LoomCost.h"
+#include "loom/Dialect/LoomDialect.h.inc"
+#include "loom/Dialect/LoomEnums.h"
+#include "loom/Dialect/LoomParallel.h"
 
 // The interfaces' methods take the types declared above.
-#include "Loom/LoomInterfaces.h.inc"
+#include "loom/Dialect/LoomInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
-#include "Loom/LoomAttrs.h.inc"
+#include "loom/Dialect/LoomAttrs.h.inc"
 
 #define GET_OP_CLASSES
-#include "Loom/LoomOps.h.inc"
+#include "loom/Dialect/LoomOps.h.inc"
 
 namespace mlir {
 class ModuleOp;

@@ -172,7 +172,7 @@ def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
     plan does not give them. On a module, `loom.plan` may instead be the string
     "auto", which `loom-plan` replaces by the cost model's choice; whether a
     plan fits the module's model, batch and cluster is checked by
-    `checkPlan` (Loom/LoomConfig.h) when the module is verified.
+    `checkPlan` (loom/Dialect/LoomConfig.h) when the module is verified.
   }];
   let parameters = (ins
     "int64_t":$dp,
@@ -198,8 +198,8 @@ def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
 def Loom_ClusterAttr : Loom_Attr<"Cluster", "cluster"> {
   let summary = "machines a plan runs on";
   let description = [{
-    GPU kind by name (one of the catalogue's, Loom/LoomHardware.h), GPUs per
-    node and node count. Link bandwidths in GB/s
+    GPU kind by name (one of the catalogue's, loom/Dialect/LoomHardware.h),
+    GPUs per node and node count. Link bandwidths in GB/s
     per direction; 0 means the catalogue's figure for the GPU kind. The
     memory margin is the share of each GPU's memory a plan leaves free.
   }];

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomCost.h"
+#include "loom/Dialect/LoomCost.h"
 
 #include "llvm/Support/ErrorHandling.h"
 

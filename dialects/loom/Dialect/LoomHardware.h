@@ -8,7 +8,7 @@
 #ifndef LOOM_DIALECT_LOOMHARDWARE_H
 #define LOOM_DIALECT_LOOMHARDWARE_H
 
-#include "Loom/LoomEnums.h"
+#include "loom/Dialect/LoomEnums.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"

@@ -17,6 +17,6 @@
 #include <cstdint>
 #include <optional>
 
-#include "Loom/LoomEnums.h.inc"
+#include "loom/Dialect/LoomEnums.h.inc"
 
 #endif // LOOM_DIALECT_LOOMENUMS_H

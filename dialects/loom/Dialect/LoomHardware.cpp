@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Loom/LoomHardware.h"
+#include "loom/Dialect/LoomHardware.h"
 
 #include "llvm/ADT/STLExtras.h"
 

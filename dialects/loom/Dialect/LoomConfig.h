@@ -10,7 +10,7 @@
 #ifndef LOOM_DIALECT_LOOMCONFIG_H
 #define LOOM_DIALECT_LOOMCONFIG_H
 
-#include "Loom/LoomEnums.h"
+#include "loom/Dialect/LoomEnums.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
