@@ -59,6 +59,67 @@ int64_t partsFor(int64_t size, int64_t rows) {
   return 1;
 }
 
+/// In the first op of a split reduction, the index of the reduced
+/// dimension, where the body asks for it: the part's first row plus the row
+/// within it; the others' indices shifted past the parts' dimension.
+static void reindexSlices(PatternRewriter &rewriter, linalg::GenericOp split,
+                          unsigned reduced, int64_t slice) {
+  SmallVector<linalg::IndexOp> indices;
+  split.getRegion().walk(
+      [&](linalg::IndexOp index) { indices.push_back(index); });
+  for (linalg::IndexOp index : indices) {
+    rewriter.setInsertionPoint(index);
+    unsigned dim = index.getDim();
+    Value shiftedIndex =
+        linalg::IndexOp::create(rewriter, index.getLoc(), dim + 1);
+    if (dim != reduced) {
+      rewriter.replaceOp(index, shiftedIndex);
+      continue;
+    }
+    Value part = linalg::IndexOp::create(rewriter, index.getLoc(), 0);
+    Value first = arith::MulIOp::create(
+        rewriter, index.getLoc(), part,
+        arith::ConstantIndexOp::create(rewriter, index.getLoc(), slice));
+    rewriter.replaceOp(index, arith::AddIOp::create(rewriter, index.getLoc(),
+                                                    first, shiftedIndex));
+  }
+}
+
+/// The second op of a split reduction: `split`'s parts folded into `op`'s
+/// outputs, each by its combiner (`folds`).
+static linalg::GenericOp foldParts(PatternRewriter &rewriter, Location loc,
+                                   linalg::GenericOp op,
+                                   linalg::GenericOp split,
+                                   ArrayRef<Operation *> folds) {
+  unsigned outputRank =
+      cast<RankedTensorType>(op.getDpsInits().front().getType()).getRank();
+  SmallVector<AffineMap> foldMaps;
+  for (unsigned i = 0, e = folds.size(); i < e; ++i)
+    foldMaps.push_back(rewriter.getMultiDimIdentityMap(outputRank + 1));
+  for (unsigned i = 0, e = folds.size(); i < e; ++i)
+    foldMaps.push_back(
+        rewriter.getMultiDimIdentityMap(outputRank + 1).dropResult(0));
+  SmallVector<utils::IteratorType> foldIterators(outputRank + 1,
+                                                 utils::IteratorType::parallel);
+  foldIterators.front() = utils::IteratorType::reduction;
+  auto combined = linalg::GenericOp::create(
+      rewriter, loc, op.getResultTypes(), split.getResults(), op.getDpsInits(),
+      foldMaps, foldIterators,
+      [&](OpBuilder &b, Location nested, ValueRange args) {
+        SmallVector<Value> results;
+        for (auto [i, fold] : llvm::enumerate(folds)) {
+          Value accumulator = split.getRegionOutputArgs()[i];
+          IRMapping mapping;
+          for (Value operand : fold->getOperands())
+            mapping.map(operand, operand == accumulator ? args[folds.size() + i]
+                                                        : args[i]);
+          results.push_back(b.clone(*fold, mapping)->getResult(0));
+        }
+        linalg::YieldOp::create(b, nested, results);
+      });
+  return combined;
+}
+
 /// A linalg.generic on tensors with one reduction dimension becomes two
 /// (a column's sum; a row's only when it is very long): the first reduces
 /// `parts` consecutive slices of that dimension side by side into a tensor
@@ -179,58 +240,9 @@ struct SplitReduction : public OpRewritePattern<linalg::GenericOp> {
                                            inputs, partials, maps, iterators);
     rewriter.inlineRegionBefore(op.getRegion(), split.getRegion(),
                                 split.getRegion().begin());
-    // The slice's index, where the body asks for the reduced one: the
-    // part's first row plus the row within it.
-    SmallVector<linalg::IndexOp> indices;
-    split.getRegion().walk(
-        [&](linalg::IndexOp index) { indices.push_back(index); });
-    for (linalg::IndexOp index : indices) {
-      rewriter.setInsertionPoint(index);
-      unsigned dim = index.getDim();
-      Value shiftedIndex =
-          linalg::IndexOp::create(rewriter, index.getLoc(), dim + 1);
-      if (dim != reduced) {
-        rewriter.replaceOp(index, shiftedIndex);
-        continue;
-      }
-      Value part = linalg::IndexOp::create(rewriter, index.getLoc(), 0);
-      Value first = arith::MulIOp::create(
-          rewriter, index.getLoc(), part,
-          arith::ConstantIndexOp::create(rewriter, index.getLoc(), slice));
-      rewriter.replaceOp(index, arith::AddIOp::create(rewriter, index.getLoc(),
-                                                      first, shiftedIndex));
-    }
-
-    // The second op: the parts folded into the original outputs, each by
-    // its combiner.
+    reindexSlices(rewriter, split, reduced, slice);
     rewriter.setInsertionPointAfter(split);
-    unsigned outputRank =
-        cast<RankedTensorType>(op.getDpsInits().front().getType()).getRank();
-    SmallVector<AffineMap> foldMaps;
-    for (unsigned i = 0, e = folds.size(); i < e; ++i)
-      foldMaps.push_back(rewriter.getMultiDimIdentityMap(outputRank + 1));
-    for (unsigned i = 0, e = folds.size(); i < e; ++i)
-      foldMaps.push_back(
-          rewriter.getMultiDimIdentityMap(outputRank + 1).dropResult(0));
-    SmallVector<utils::IteratorType> foldIterators(
-        outputRank + 1, utils::IteratorType::parallel);
-    foldIterators.front() = utils::IteratorType::reduction;
-    auto combined = linalg::GenericOp::create(
-        rewriter, loc, op.getResultTypes(), split.getResults(),
-        op.getDpsInits(), foldMaps, foldIterators,
-        [&](OpBuilder &b, Location nested, ValueRange args) {
-          SmallVector<Value> results;
-          for (auto [i, fold] : llvm::enumerate(folds)) {
-            Value accumulator = split.getRegionOutputArgs()[i];
-            IRMapping mapping;
-            for (Value operand : fold->getOperands())
-              mapping.map(operand, operand == accumulator
-                                       ? args[folds.size() + i]
-                                       : args[i]);
-            results.push_back(b.clone(*fold, mapping)->getResult(0));
-          }
-          linalg::YieldOp::create(b, nested, results);
-        });
+    linalg::GenericOp combined = foldParts(rewriter, loc, op, split, folds);
     rewriter.replaceOp(op, combined.getResults());
     return success();
   }

@@ -177,6 +177,54 @@ static LogicalResult fillChecksum(ModuleOp module, llvm::StringRef path) {
   return success();
 }
 
+/// Links `objects` into the shared object at `path`, and fills in its
+/// checksum.
+static LogicalResult linkArtifact(ModuleOp module, ArrayRef<Compiled> objects,
+                                  llvm::StringRef path) {
+  llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
+  if (!cc)
+    return module.emitError("no C compiler driver 'cc' on PATH to link the "
+                            "artifact (install gcc or clang)");
+  // Link to a temporary name and rename, so that a failed link never leaves
+  // a half-written artifact where the old one was. Renaming over anything
+  // but a regular file would replace it (`-o /dev/null` would delete the
+  // device node): such a target gets the linked bytes written into it, and
+  // the link goes to the temporary directory, not next to it.
+  llvm::sys::fs::file_status status;
+  bool direct = !llvm::sys::fs::status(path, status) &&
+                llvm::sys::fs::exists(status) &&
+                !llvm::sys::fs::is_regular_file(status);
+  llvm::SmallString<128> partial;
+  if (direct) {
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("loom-artifact", "so", partial))
+      return module.emitError()
+             << "cannot create a temporary file: " << ec.message();
+  } else {
+    partial = (path + ".partial").str();
+  }
+  llvm::FileRemover removePartial(partial);
+  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", partial};
+  for (const Compiled &object : objects)
+    args.push_back(object.path);
+  args.push_back("-lm");
+  std::string message;
+  int rc =
+      llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
+  if (rc != 0)
+    return module.emitError()
+           << "linking the artifact with " << *cc << " failed"
+           << (message.empty() ? "" : ": " + message);
+  if (failed(fillChecksum(module, partial)))
+    return failure();
+  std::error_code ec = direct ? llvm::sys::fs::copy_file(partial, path)
+                              : llvm::sys::fs::rename(partial, path);
+  if (ec)
+    return module.emitError()
+           << "cannot write " << path << ": " << ec.message();
+  return success();
+}
+
 LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
                                         const ArtifactOptions &options,
                                         TimingScope *timing) {
@@ -294,48 +342,7 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
       return module.emitError() << object.error;
   codegenTimer.stop();
   TimingScope linkTimer = timer("link");
-  llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
-  if (!cc)
-    return module.emitError("no C compiler driver 'cc' on PATH to link the "
-                            "artifact (install gcc or clang)");
-  // Link to a temporary name and rename, so that a failed link never leaves
-  // a half-written artifact where the old one was. Renaming over anything
-  // but a regular file would replace it (`-o /dev/null` would delete the
-  // device node): such a target gets the linked bytes written into it, and
-  // the link goes to the temporary directory, not next to it.
-  llvm::sys::fs::file_status status;
-  bool direct = !llvm::sys::fs::status(path, status) &&
-                llvm::sys::fs::exists(status) &&
-                !llvm::sys::fs::is_regular_file(status);
-  llvm::SmallString<128> partial;
-  if (direct) {
-    if (std::error_code ec =
-            llvm::sys::fs::createTemporaryFile("loom-artifact", "so", partial))
-      return module.emitError()
-             << "cannot create a temporary file: " << ec.message();
-  } else {
-    partial = (path + ".partial").str();
-  }
-  llvm::FileRemover removePartial(partial);
-  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", partial};
-  for (const Compiled &object : objects)
-    args.push_back(object.path);
-  args.push_back("-lm");
-  std::string message;
-  int rc =
-      llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
-  if (rc != 0)
-    return module.emitError()
-           << "linking the artifact with " << *cc << " failed"
-           << (message.empty() ? "" : ": " + message);
-  if (failed(fillChecksum(module, partial)))
-    return failure();
-  std::error_code ec = direct ? llvm::sys::fs::copy_file(partial, path)
-                              : llvm::sys::fs::rename(partial, path);
-  if (ec)
-    return module.emitError()
-           << "cannot write " << path << ": " << ec.message();
-  return success();
+  return linkArtifact(module, objects, path);
 }
 
 LogicalResult mlir::loom::writePtx(ModuleOp module, llvm::StringRef path) {

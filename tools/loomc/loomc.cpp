@@ -307,6 +307,22 @@ static void printDiagnostic(Diagnostic &diag) {
 /// loomc's exit status when the plan does not fit in the GPUs' memory.
 constexpr int kExitDoesNotFit = 2;
 
+/// Prints `module` to -o (standard output by default); the exit status.
+static int printModule(ModuleOp module) {
+  std::string errorMessage;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename.empty() ? std::string("-") : outputFilename,
+                     &errorMessage);
+  if (!output) {
+    llvm::WithColor::error(llvm::errs(), "loomc") << errorMessage << "\n";
+    return 1;
+  }
+  module.print(output->os());
+  output->os() << "\n";
+  output->keep();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
@@ -445,16 +461,5 @@ int main(int argc, char **argv) {
   }
 
   TimingScope printTimer = rootTimer.nest("print the IR");
-  std::string errorMessage;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename.empty() ? std::string("-") : outputFilename,
-                     &errorMessage);
-  if (!output) {
-    llvm::WithColor::error(llvm::errs(), "loomc") << errorMessage << "\n";
-    return 1;
-  }
-  module->print(output->os());
-  output->os() << "\n";
-  output->keep();
-  return 0;
+  return printModule(*module);
 }

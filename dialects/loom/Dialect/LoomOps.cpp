@@ -615,6 +615,59 @@ LogicalResult ScanOp::verifyRegions() {
 /// scan carries the cotangents of the carried values and returns, stacked,
 /// the cotangent of each float stacked operand (the layers' weight
 /// gradients).
+namespace {
+/// A value the backward body of a scan reads from the forward pass: the
+/// block argument standing for it there, and the forward value to save.
+struct ScanSaved {
+  BlockArgument argument;
+  Value forwardValue;
+};
+} // namespace
+
+/// Decides what the backward body of a scan recomputes and what its
+/// forward pass saves: of the copies of the forward ops at the start of
+/// `body` (`forwardOps`), constants and ops marked for recomputation stay,
+/// each other op's used results become block arguments saved from the
+/// forward values they copy (`original`), and the op goes. Forward carried
+/// values (the first `numCarries` of `saved`) the VJP does not read are not
+/// saved.
+static LogicalResult saveForwardValues(RewriterBase &rewriter, Location loc,
+                                       Block &body,
+                                       ArrayRef<Operation *> forwardOps,
+                                       const DenseMap<Value, Value> &original,
+                                       SmallVectorImpl<ScanSaved> &saved,
+                                       unsigned numCarries) {
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    if (op->use_empty()) {
+      rewriter.eraseOp(op);
+      continue;
+    }
+    if (op->hasTrait<OpTrait::ConstantLike>() ||
+        op->hasAttr(LoomDialect::getRecomputeAttrName()))
+      continue;
+    for (OpResult result : op->getResults()) {
+      if (result.use_empty())
+        continue;
+      BlockArgument argument = body.addArgument(result.getType(), loc);
+      rewriter.replaceAllUsesWith(result, argument);
+      Value from = original.lookup(result);
+      if (!from)
+        return op->emitOpError("is not a copy of a forward op of the scan");
+      saved.push_back({argument, from});
+    }
+    rewriter.eraseOp(op);
+  }
+  // Forward carried values the VJP does not read need not be saved.
+  for (int i = numCarries - 1; i >= 0; --i) {
+    if (!saved[i].argument.use_empty())
+      continue;
+    body.eraseArgument(saved[i].argument.getArgNumber());
+    saved.erase(saved.begin() + i);
+  }
+
+  return success();
+}
+
 LogicalResult ScanOp::buildVJP(RewriterBase &rewriter, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();
@@ -623,13 +676,7 @@ LogicalResult ScanOp::buildVJP(RewriterBase &rewriter, ValueRange resultGrads,
   YieldOp forwardYield = getYield();
   OpBuilder::InsertPoint backwardPoint = rewriter.saveInsertionPoint();
 
-  // A value the backward body reads from the forward pass: the block
-  // argument standing for it there, and the forward value to save.
-  struct Saved {
-    BlockArgument argument;
-    Value forwardValue;
-  };
-  SmallVector<Saved> saved;
+  SmallVector<ScanSaved> saved;
 
   // Arguments: carried cotangents, the stacked operands' slices, the
   // cotangents of stacked results, then the saved values; the forward
@@ -694,7 +741,7 @@ LogicalResult ScanOp::buildVJP(RewriterBase &rewriter, ValueRange resultGrads,
     Value g = cotangents.lookup(value);
     return g ? g : buildZeros(rewriter, loc, value.getType());
   };
-  for (const Saved &carry : saved)
+  for (const ScanSaved &carry : saved)
     yielded.push_back(gradOrZeros(carry.argument));
   SmallVector<unsigned> floatStacked;
   for (auto [i, stacked] : llvm::enumerate(getStacked())) {
@@ -705,39 +752,14 @@ LogicalResult ScanOp::buildVJP(RewriterBase &rewriter, ValueRange resultGrads,
   }
   YieldOp::create(rewriter, loc, yielded);
 
-  // Decide what the backward body recomputes and what the forward saves.
-  for (Operation *op : llvm::reverse(forwardOps)) {
-    if (op->use_empty()) {
-      rewriter.eraseOp(op);
-      continue;
-    }
-    if (op->hasTrait<OpTrait::ConstantLike>() ||
-        op->hasAttr(LoomDialect::getRecomputeAttrName()))
-      continue;
-    for (OpResult result : op->getResults()) {
-      if (result.use_empty())
-        continue;
-      BlockArgument argument = body->addArgument(result.getType(), loc);
-      rewriter.replaceAllUsesWith(result, argument);
-      Value from = original.lookup(result);
-      if (!from)
-        return op->emitOpError("is not a copy of a forward op of the scan");
-      saved.push_back({argument, from});
-    }
-    rewriter.eraseOp(op);
-  }
-  // Forward carried values the VJP does not read need not be saved.
-  for (int i = numCarries - 1; i >= 0; --i) {
-    if (!saved[i].argument.use_empty())
-      continue;
-    body->eraseArgument(saved[i].argument.getArgNumber());
-    saved.erase(saved.begin() + i);
-  }
+  if (failed(saveForwardValues(rewriter, loc, *body, forwardOps, original,
+                               saved, numCarries)))
+    return failure();
 
   // The forward scan, also returning the saved values.
   rewriter.setInsertionPoint(*this);
   SmallVector<Type> forwardTypes(getResultTypes());
-  for (const Saved &value : saved)
+  for (const ScanSaved &value : saved)
     forwardTypes.push_back(
         getStackedType(value.forwardValue.getType(), getLength()));
   auto newForward = ScanOp::create(rewriter, loc, forwardTypes, getInits(),
@@ -746,7 +768,7 @@ LogicalResult ScanOp::buildVJP(RewriterBase &rewriter, ValueRange resultGrads,
                               newForward.getBody().end());
   YieldOp newYield = newForward.getYield();
   rewriter.modifyOpInPlace(newYield, [&] {
-    for (const Saved &value : saved)
+    for (const ScanSaved &value : saved)
       newYield->insertOperands(newYield->getNumOperands(), value.forwardValue);
   });
   ValueRange savedStacks = newForward.getResults().drop_front(getNumResults());
