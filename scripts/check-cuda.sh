@@ -210,10 +210,12 @@ run() {
       failed=$((failed + 1))
     fi
   }
-  # why LOG: the first of Loom's errors in LOG, else its last line (a
+  # why LOG: rank 0's error in LOG, else the first of Loom's errors (one
+  # rank's, as the ranks' lines interleave), else its last line (a
   # launcher's warnings may say "error" too).
   why() {
-    grep -m 1 -E '^loom(-run)?: error' "$1" || tail -n 1 "$1"
+    grep -m 1 -E '^loom(-run)?: error: rank 0[: ]' "$1" ||
+      grep -m 1 -E '^loom(-run)?: error' "$1" || tail -n 1 "$1"
   }
   # train NAME ARTIFACT STEPS [RANKS [LOOM-RUN ARGS...]]: the GPU's log
   # into DIR/NAME.gpu.log. With host_per_rank=1, each rank is given an

@@ -2,8 +2,8 @@
 
 usage: doc-paths.py ROOT DOC...
 A path is a word with a slash that starts at one of the tree's top-level
-directories (lib/, test/, runtime/, ...); "<Library>" placeholders and
-globs are skipped. Prints "<doc>: N paths, all present", or each missing
+directories (lib/, test/, runtime/, ...); a path with <...> in it stands
+for many (lib/<Library>/) and is skipped, as are globs. Prints "<doc>: N paths, all present", or each missing
 path and exits 1.
 """
 

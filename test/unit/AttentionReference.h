@@ -113,10 +113,15 @@ struct AttentionResult {
   std::vector<float> lse;
 };
 
+/// The bytes of one stored element of `dtype`.
+inline size_t elementBytes(int32_t dtype) {
+  return dtype == LOOM_DTYPE_F32 ? 4 : 2;
+}
+
 /// A result of NaNs, in `dtype`, until a run writes it: an element it
 /// misses fails the comparisons.
 inline AttentionResult poisonedResult(const Problem &p, int32_t dtype) {
-  size_t bytes = dtype == LOOM_DTYPE_F32 ? 4 : 2;
+  size_t bytes = elementBytes(dtype);
   return AttentionResult{std::vector<uint8_t>(p.outSize() * bytes, 0xff),
                          std::vector<uint8_t>(p.qkvSize() * bytes, 0xff),
                          std::vector<float>(p.batch * p.heads * p.seq, NAN)};
@@ -171,9 +176,6 @@ inline void checkAttention(int32_t dtype, Tolerances tolerance,
   }
 }
 
-inline size_t elementBytes(int32_t dtype) {
-  return dtype == LOOM_DTYPE_F32 ? 4 : 2;
-}
 } // namespace loom_test
 
 #endif // LOOM_TEST_UNIT_ATTENTIONREFERENCE_H

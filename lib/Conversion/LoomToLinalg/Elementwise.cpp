@@ -2,8 +2,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Conversion/LoomToLinalg/Gelu.h"
 #include "Lowering.h"
+#include "loom/Conversion/LoomToLinalg/Gelu.h"
 
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"

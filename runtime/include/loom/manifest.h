@@ -1,4 +1,4 @@
-//===- manifest.h - The artifact's manifest: its lines and fields -*- C++ -*-===//
+//===- manifest.h - The artifact's manifest: lines and fields --*- C++ -*-===//
 //
 // Every artifact carries a manifest (docs/artifact.md): text that
 // loom-export-entries writes and the runtime reads (ModelManifest.cpp), a
