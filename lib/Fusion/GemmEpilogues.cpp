@@ -26,8 +26,7 @@
 #include "loom/Buffers/DataPointer.h"
 #include "loom/Buffers/FillForwarding.h"
 #include "loom/Buffers/Gemm.h"
-#include "loom/Conversion/LoomToLinalg/Gelu.h"
-
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/Fusion/Passes.h"
 #include "loom/abi.h"
 
@@ -670,35 +669,69 @@ void replaceByCall(RoundedGemm &g, ProductReader &r, OpBuilder &b,
   eraseDeadDefinitions(operands);
 }
 
+/// A scalar function a GEMM's epilogue computes, as a loop's body holds it:
+/// the epilogue, and the loop's input each operand of the function reads.
+struct EpilogueFunction {
+  GemmEpilogue epilogue;
+  SmallVector<unsigned> inputs;
+};
+
+/// The function `loop` stores, if that is all its body computes: one
+/// rounding to `narrow` of a scalar function that has a GEMM epilogue, each
+/// of whose operands is another input of the loop widened from `narrow`.
+std::optional<EpilogueFunction> matchEpilogueFunction(linalg::GenericOp loop,
+                                                      Type narrow) {
+  auto yield = cast<linalg::YieldOp>(loop.getBody()->getTerminator());
+  auto round = yield.getNumOperands() == 1
+                   ? yield.getOperand(0).getDefiningOp<arith::TruncFOp>()
+                   : nullptr;
+  auto function =
+      round && round.getType() == narrow && !round.getRoundingmodeAttr()
+          ? round.getIn().getDefiningOp<ScalarFunctionOpInterface>()
+          : nullptr;
+  std::optional<GemmEpilogue> epilogue =
+      function ? function.getGemmEpilogue() : std::nullopt;
+  if (!epilogue)
+    return std::nullopt;
+  EpilogueFunction f{*epilogue, {}};
+  for (Value operand : function->getOperands()) {
+    auto widen = operand.getDefiningOp<arith::ExtFOp>();
+    auto input = widen ? dyn_cast<BlockArgument>(widen.getIn()) : nullptr;
+    if (!input || input.getOwner() != loop.getBody() ||
+        input.getType() != narrow ||
+        input.getArgNumber() >= loop.getNumDpsInputs() ||
+        llvm::is_contained(f.inputs, input.getArgNumber()))
+      return std::nullopt;
+    f.inputs.push_back(input.getArgNumber());
+  }
+  return f;
+}
+
 /// The GELU loop after `g`'s call, which reads its product and nothing
 /// between touches, moved into the call as loom_rt_gemm_gelu's epilogue
 /// at the loop's place, if there is one:
 ///  - forward, a loop that stores the GELU of the product: the call writes
 ///    the product as before, as the GELU's input (AUX), and the GELU into
 ///    the loop's output;
-///  - backward, a loop that stores the product times the GELU's derivative
-///    at a second input, whose product nothing else reads: the call reads
-///    that input as AUX and writes the loop's output; the product's buffer
-///    goes.
+///  - backward, a loop that stores the gradient through the GELU of the
+///    product at a second input, whose product nothing else reads: the
+///    call reads that input as AUX and writes the loop's output; the
+///    product's buffer goes.
+/// The loop says which by its scalar function (ScalarFunctionOpInterface).
 /// Whether it moved; fails only where a matrix it checked is refused when
 /// built.
 FailureOr<bool> fuseGelu(RoundedGemm &g) {
   std::optional<ProductReader> r = findProductReader(g);
   if (!r)
     return false;
-  bool backward = r->other.has_value();
-  // Backward, H is another buffer, which the call reads as AUX.
-  if (backward && g.bias)
+  std::optional<EpilogueFunction> f = matchEpilogueFunction(
+      r->loop, cast<MemRefType>(g.d.getType()).getElementType());
+  if (!f || f->inputs[f->epilogue.product] != r->read ||
+      f->inputs.size() != r->loop.getNumDpsInputs())
     return false;
-  SmallVector<unsigned> order = backward
-                                    ? SmallVector<unsigned>{*r->other, r->read}
-                                    : SmallVector<unsigned>{r->read};
-  auto gelu = [&](OpBuilder &b, Location loc, ArrayRef<Value> wide) {
-    return backward ? buildGeluGrad(b, loc, wide[0], wide[1])
-                    : buildGelu(b, loc, wide[0]);
-  };
-  if (!computesReference(r->loop, order, gelu) ||
-      (backward && !readsProductAlone(g, *r)))
+  bool backward = f->epilogue.kind == GemmEpilogueKind::GeluGrad;
+  // Backward, H is another buffer, which the call reads as AUX.
+  if (backward && (g.bias || !readsProductAlone(g, *r)))
     return false;
   // What the call reads stays unwritten until the loop, and the product
   // unread: the call moves there.

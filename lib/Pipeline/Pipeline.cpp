@@ -122,6 +122,8 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena,
   // While the product's f32 buffer is its own allocation, whose uses say
   // when it dies; the arena then holds the narrow result instead.
   pm.addPass(createLoomGemmEpilogues(epilogues));
+  // The GELU that stayed in loops, once the epilogues have taken theirs.
+  pm.addPass(createLoomExpandScalarFunctions());
   // Before deallocation, which then has one buffer per function to free.
   LoomStaticArenaOptions arena;
   arena.print = printArena;

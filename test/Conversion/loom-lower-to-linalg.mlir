@@ -336,13 +336,31 @@ func.func @half(%x: tensor<4xf16>) -> tensor<f32> {
 // CHECK: %[[WIDE:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<2x4xbf16>) outs(%{{.*}} : tensor<2x4xf32>)
 // CHECK: arith.extf %{{.*}} : bf16 to f32
 // CHECK: %[[G:.*]] = linalg.generic {{.*}} ins(%[[WIDE]] : tensor<2x4xf32>) outs(%{{.*}} : tensor<2x4xf32>)
-// CHECK: math.tanh
+// CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[Y:.*]] = loom.scalar.gelu %[[IN]] : f32
+// CHECK-NEXT: linalg.yield %[[Y]] : f32
 // CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[G]] : tensor<2x4xf32>) outs(%{{.*}} : tensor<2x4xbf16>)
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: return %[[OUT]]
 func.func @narrow(%x: tensor<2x4xbf16>) -> tensor<2x4xbf16> {
   %y = loom.gelu %x : tensor<2x4xbf16>
   return %y : tensor<2x4xbf16>
+}
+
+// -----
+
+// The GELU and the gradient through it stay one op each in the loop's body
+// (loom-expand-scalar-functions builds their arithmetic), the gradient's
+// operands in loom.gelu_grad's order.
+// CHECK-LABEL: func.func @gelu_grad
+// CHECK-SAME: %[[G:[^:]*]]: tensor<2x4xf32>, %[[X:[^:]*]]: tensor<2x4xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[G]], %[[X]] : tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK-NEXT: ^bb0(%[[GE:[^:]*]]: f32, %[[XE:[^:]*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[D:.*]] = loom.scalar.gelu_grad %[[GE]], %[[XE]] : f32
+// CHECK-NEXT: linalg.yield %[[D]] : f32
+func.func @gelu_grad(%g: tensor<2x4xf32>, %x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %d = loom.gelu_grad %g, %x : tensor<2x4xf32>
+  return %d : tensor<2x4xf32>
 }
 
 // -----

@@ -241,19 +241,15 @@ func.func @output_read_by_product(%a: memref<4x4xbf16>, %w: memref<4x4xbf16>) {
 // CHECK: %[[FORWARD:.*]] = arith.constant 0 : i32
 // CHECK-NEXT: call @loom_rt_gemm_gelu(%{{[^,]*}}, %[[FORWARD]], %{{.*}}) : (i32, i32, i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64) -> ()
 // CHECK-NOT: linalg.generic
-// CHECK-NOT: math.tanh
+// CHECK-NOT: loom.scalar
 // CHECK: return
 // CHECK: func.func private @loom_rt_gemm_gelu(
 // NOGELU-LABEL: func.func @gelu_forward(
 // NOGELU: call @loom_rt_gemm_rounded(
-// NOGELU: math.tanh
+// NOGELU: loom.scalar.gelu
 // NOGELU-NOT: loom_rt_gemm_gelu
 func.func @gelu_forward(%a: memref<8x4xbf16>, %w: memref<8x4xbf16>, %bias: memref<8xbf16>, %i: index) -> (memref<3x2x4x8xbf16>, memref<3x2x4x8xbf16>) {
   %zero = arith.constant 0.0 : f32
-  %half = arith.constant 5.000000e-01 : f32
-  %s = arith.constant 0.797884583 : f32
-  %c = arith.constant 4.471500e-02 : f32
-  %one = arith.constant 1.000000e+00 : f32
   %pre = memref.alloc() : memref<3x2x4x8xbf16>
   %act = memref.alloc() : memref<3x2x4x8xbf16>
   %p = memref.alloc() : memref<8x8xf32>
@@ -275,15 +271,7 @@ func.func @gelu_forward(%a: memref<8x4xbf16>, %w: memref<8x4xbf16>, %bias: memre
       ins(%h : memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>>) outs(%g : memref<2x4x8xbf16, strided<[32, 8, 1], offset: ?>>) {
   ^bb0(%in: bf16, %o: bf16):
     %x = arith.extf %in : bf16 to f32
-    %x2 = arith.mulf %x, %x : f32
-    %x3 = arith.mulf %x, %x2 : f32
-    %cx3 = arith.mulf %x3, %c : f32
-    %u = arith.addf %x, %cx3 : f32
-    %su = arith.mulf %u, %s : f32
-    %t = math.tanh %su : f32
-    %hx = arith.mulf %x, %half : f32
-    %t1 = arith.addf %t, %one : f32
-    %y = arith.mulf %hx, %t1 : f32
+    %y = loom.scalar.gelu %x : f32
     %r = arith.truncf %y : f32 to bf16
     linalg.yield %r : bf16
   }
@@ -312,14 +300,9 @@ func.func @gelu_forward(%a: memref<8x4xbf16>, %w: memref<8x4xbf16>, %bias: memre
 // CHECK: return %[[OUT]]
 // NOGELU-LABEL: func.func @gelu_backward(
 // NOGELU: call @loom_rt_gemm_rounded(
-// NOGELU: math.tanh
+// NOGELU: loom.scalar.gelu
 func.func @gelu_backward(%grad: memref<8x4xbf16>, %w: memref<4x8xbf16>, %pre: memref<8x8xbf16>) -> memref<8x8xbf16> {
   %zero = arith.constant 0.0 : f32
-  %half = arith.constant 5.000000e-01 : f32
-  %s = arith.constant 0.797884583 : f32
-  %c = arith.constant 4.471500e-02 : f32
-  %c3 = arith.constant 1.341450e-01 : f32
-  %one = arith.constant 1.000000e+00 : f32
   %out = memref.alloc() : memref<8x8xbf16>
   %p = memref.alloc() : memref<8x8xf32>
   linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
@@ -336,24 +319,7 @@ func.func @gelu_backward(%grad: memref<8x4xbf16>, %w: memref<4x8xbf16>, %pre: me
   ^bb0(%gin: bf16, %hin: bf16, %o: bf16):
     %x = arith.extf %hin : bf16 to f32
     %dy = arith.extf %gin : bf16 to f32
-    %x2 = arith.mulf %x, %x : f32
-    %x3 = arith.mulf %x, %x2 : f32
-    %cx3 = arith.mulf %x3, %c : f32
-    %u = arith.addf %x, %cx3 : f32
-    %su = arith.mulf %u, %s : f32
-    %t = math.tanh %su : f32
-    %a1 = arith.mulf %x2, %c3 : f32
-    %a2 = arith.addf %a1, %one : f32
-    %du = arith.mulf %a2, %s : f32
-    %tt = arith.mulf %t, %t : f32
-    %sech2 = arith.subf %one, %tt : f32
-    %t1 = arith.addf %t, %one : f32
-    %left = arith.mulf %t1, %half : f32
-    %hx = arith.mulf %x, %half : f32
-    %sd = arith.mulf %sech2, %du : f32
-    %right = arith.mulf %hx, %sd : f32
-    %local = arith.addf %left, %right : f32
-    %r = arith.mulf %local, %dy : f32
+    %r = loom.scalar.gelu_grad %dy, %x : f32
     %rr = arith.truncf %r : f32 to bf16
     linalg.yield %rr : bf16
   }
@@ -369,14 +335,10 @@ func.func @gelu_backward(%grad: memref<8x4xbf16>, %w: memref<4x8xbf16>, %pre: me
 // CHECK-LABEL: func.func @gelu_after_a_read(
 // CHECK: call @loom_rt_gemm_rounded(
 // CHECK: memref.copy
-// CHECK: math.tanh
+// CHECK: loom.scalar.gelu
 // CHECK-NOT: loom_rt_gemm_gelu
 func.func @gelu_after_a_read(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>, %copy: memref<8x8xbf16>) -> memref<8x8xbf16> {
   %zero = arith.constant 0.0 : f32
-  %half = arith.constant 5.000000e-01 : f32
-  %s = arith.constant 0.797884583 : f32
-  %c = arith.constant 4.471500e-02 : f32
-  %one = arith.constant 1.000000e+00 : f32
   %act = memref.alloc() : memref<8x8xbf16>
   %p = memref.alloc() : memref<8x8xf32>
   linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
@@ -393,15 +355,7 @@ func.func @gelu_after_a_read(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>, %copy: 
       ins(%h : memref<8x8xbf16>) outs(%act : memref<8x8xbf16>) {
   ^bb0(%in: bf16, %o: bf16):
     %x = arith.extf %in : bf16 to f32
-    %x2 = arith.mulf %x, %x : f32
-    %x3 = arith.mulf %x, %x2 : f32
-    %cx3 = arith.mulf %x3, %c : f32
-    %u = arith.addf %x, %cx3 : f32
-    %su = arith.mulf %u, %s : f32
-    %t = math.tanh %su : f32
-    %hx = arith.mulf %x, %half : f32
-    %t1 = arith.addf %t, %one : f32
-    %y = arith.mulf %hx, %t1 : f32
+    %y = loom.scalar.gelu %x : f32
     %r = arith.truncf %y : f32 to bf16
     linalg.yield %r : bf16
   }
@@ -412,18 +366,15 @@ func.func @gelu_after_a_read(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>, %copy: 
 
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 
-// A loop like the GELU's but for one constant (0.25 x for 0.5 x) is some
-// other function: it stays.
+// A loop that scales the GELU of the product computes more than the
+// epilogue does: it stays.
 // CHECK-LABEL: func.func @not_gelu(
 // CHECK: call @loom_rt_gemm_rounded(
-// CHECK: math.tanh
+// CHECK: loom.scalar.gelu
 // CHECK-NOT: loom_rt_gemm_gelu
 func.func @not_gelu(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>) -> memref<8x8xbf16> {
   %zero = arith.constant 0.0 : f32
   %quarter = arith.constant 2.500000e-01 : f32
-  %s = arith.constant 0.797884583 : f32
-  %c = arith.constant 4.471500e-02 : f32
-  %one = arith.constant 1.000000e+00 : f32
   %act = memref.alloc() : memref<8x8xbf16>
   %p = memref.alloc() : memref<8x8xf32>
   linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
@@ -439,15 +390,8 @@ func.func @not_gelu(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>) -> memref<8x8xbf
       ins(%h : memref<8x8xbf16>) outs(%act : memref<8x8xbf16>) {
   ^bb0(%in: bf16, %o: bf16):
     %x = arith.extf %in : bf16 to f32
-    %x2 = arith.mulf %x, %x : f32
-    %x3 = arith.mulf %x, %x2 : f32
-    %cx3 = arith.mulf %x3, %c : f32
-    %u = arith.addf %x, %cx3 : f32
-    %su = arith.mulf %u, %s : f32
-    %t = math.tanh %su : f32
-    %hx = arith.mulf %x, %quarter : f32
-    %t1 = arith.addf %t, %one : f32
-    %y = arith.mulf %hx, %t1 : f32
+    %g = loom.scalar.gelu %x : f32
+    %y = arith.mulf %g, %quarter : f32
     %r = arith.truncf %y : f32 to bf16
     linalg.yield %r : bf16
   }
@@ -463,15 +407,10 @@ func.func @not_gelu(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>) -> memref<8x8xbf
 // must still write it, so the loop stays.
 // CHECK-LABEL: func.func @gelu_backward_product_kept(
 // CHECK: call @loom_rt_gemm_rounded(
-// CHECK: math.tanh
+// CHECK: loom.scalar.gelu
 // CHECK-NOT: loom_rt_gemm_gelu
 func.func @gelu_backward_product_kept(%grad: memref<8x4xbf16>, %w: memref<4x8xbf16>, %pre: memref<8x8xbf16>, %keep: memref<8x8xbf16>) -> memref<8x8xbf16> {
   %zero = arith.constant 0.0 : f32
-  %half = arith.constant 5.000000e-01 : f32
-  %s = arith.constant 0.797884583 : f32
-  %c = arith.constant 4.471500e-02 : f32
-  %c3 = arith.constant 1.341450e-01 : f32
-  %one = arith.constant 1.000000e+00 : f32
   %out = memref.alloc() : memref<8x8xbf16>
   %p = memref.alloc() : memref<8x8xf32>
   linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
@@ -488,24 +427,7 @@ func.func @gelu_backward_product_kept(%grad: memref<8x4xbf16>, %w: memref<4x8xbf
   ^bb0(%gin: bf16, %hin: bf16, %o: bf16):
     %x = arith.extf %hin : bf16 to f32
     %dy = arith.extf %gin : bf16 to f32
-    %x2 = arith.mulf %x, %x : f32
-    %x3 = arith.mulf %x, %x2 : f32
-    %cx3 = arith.mulf %x3, %c : f32
-    %u = arith.addf %x, %cx3 : f32
-    %su = arith.mulf %u, %s : f32
-    %t = math.tanh %su : f32
-    %a1 = arith.mulf %x2, %c3 : f32
-    %a2 = arith.addf %a1, %one : f32
-    %du = arith.mulf %a2, %s : f32
-    %tt = arith.mulf %t, %t : f32
-    %sech2 = arith.subf %one, %tt : f32
-    %t1 = arith.addf %t, %one : f32
-    %left = arith.mulf %t1, %half : f32
-    %hx = arith.mulf %x, %half : f32
-    %sd = arith.mulf %sech2, %du : f32
-    %right = arith.mulf %hx, %sd : f32
-    %local = arith.addf %left, %right : f32
-    %r = arith.mulf %local, %dy : f32
+    %r = loom.scalar.gelu_grad %dy, %x : f32
     %rr = arith.truncf %r : f32 to bf16
     linalg.yield %rr : bf16
   }
@@ -522,16 +444,11 @@ func.func @gelu_backward_product_kept(%grad: memref<8x4xbf16>, %w: memref<4x8xbf
 // must still be written, so the gradient's loop stays.
 // CHECK-LABEL: func.func @gelu_backward_product_multiplied(
 // CHECK: call @loom_rt_gemm_rounded(
-// CHECK: math.tanh
+// CHECK: loom.scalar.gelu
 // CHECK: call @loom_rt_gemm_rounded(
 // CHECK-NOT: loom_rt_gemm_gelu
 func.func @gelu_backward_product_multiplied(%grad: memref<8x4xbf16>, %w: memref<4x8xbf16>, %pre: memref<8x8xbf16>, %w2: memref<8x8xbf16>, %keep: memref<8x8xbf16>) -> memref<8x8xbf16> {
   %zero = arith.constant 0.0 : f32
-  %half = arith.constant 5.000000e-01 : f32
-  %s = arith.constant 0.797884583 : f32
-  %c = arith.constant 4.471500e-02 : f32
-  %c3 = arith.constant 1.341450e-01 : f32
-  %one = arith.constant 1.000000e+00 : f32
   %out = memref.alloc() : memref<8x8xbf16>
   %p = memref.alloc() : memref<8x8xf32>
   linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
@@ -548,24 +465,7 @@ func.func @gelu_backward_product_multiplied(%grad: memref<8x4xbf16>, %w: memref<
   ^bb0(%gin: bf16, %hin: bf16, %o: bf16):
     %x = arith.extf %hin : bf16 to f32
     %dy = arith.extf %gin : bf16 to f32
-    %x2 = arith.mulf %x, %x : f32
-    %x3 = arith.mulf %x, %x2 : f32
-    %cx3 = arith.mulf %x3, %c : f32
-    %u = arith.addf %x, %cx3 : f32
-    %su = arith.mulf %u, %s : f32
-    %t = math.tanh %su : f32
-    %a1 = arith.mulf %x2, %c3 : f32
-    %a2 = arith.addf %a1, %one : f32
-    %du = arith.mulf %a2, %s : f32
-    %tt = arith.mulf %t, %t : f32
-    %sech2 = arith.subf %one, %tt : f32
-    %t1 = arith.addf %t, %one : f32
-    %left = arith.mulf %t1, %half : f32
-    %hx = arith.mulf %x, %half : f32
-    %sd = arith.mulf %sech2, %du : f32
-    %right = arith.mulf %hx, %sd : f32
-    %local = arith.addf %left, %right : f32
-    %r = arith.mulf %local, %dy : f32
+    %r = loom.scalar.gelu_grad %dy, %x : f32
     %rr = arith.truncf %r : f32 to bf16
     linalg.yield %rr : bf16
   }
@@ -658,4 +558,39 @@ func.func @not_an_add(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>, %other: memref
     linalg.yield %t : bf16
   }
   return
+}
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+// The product is where the gradient through the GELU is taken, not the
+// gradient it multiplies, which is what DGELU multiplies: the loop stays.
+// CHECK-LABEL: func.func @gelu_grad_at_product(
+// CHECK: call @loom_rt_gemm_rounded(
+// CHECK: loom.scalar.gelu_grad
+// CHECK-NOT: loom_rt_gemm_gelu
+func.func @gelu_grad_at_product(%a: memref<8x4xbf16>, %w: memref<4x8xbf16>, %dy: memref<8x8xbf16>) -> memref<8x8xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %out = memref.alloc() : memref<8x8xbf16>
+  %p = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<8x8xf32>)
+  linalg.matmul ins(%a, %w : memref<8x4xbf16>, memref<4x8xbf16>) outs(%p : memref<8x8xf32>)
+  %h = memref.alloc() : memref<8x8xbf16>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%p : memref<8x8xf32>) outs(%h : memref<8x8xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %round = arith.truncf %x : f32 to bf16
+    linalg.yield %round : bf16
+  }
+  linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%dy, %h : memref<8x8xbf16>, memref<8x8xbf16>) outs(%out : memref<8x8xbf16>) {
+  ^bb0(%gin: bf16, %hin: bf16, %o: bf16):
+    %x = arith.extf %hin : bf16 to f32
+    %g = arith.extf %gin : bf16 to f32
+    %r = loom.scalar.gelu_grad %g, %x : f32
+    %rr = arith.truncf %r : f32 to bf16
+    linalg.yield %rr : bf16
+  }
+  return %out : memref<8x8xbf16>
 }

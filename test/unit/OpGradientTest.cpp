@@ -13,6 +13,7 @@
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/LoomDialect.h"
 #include "loom/InitLoom.h"
+#include "loom/Lowering/Passes.h"
 #include "loom/Pipeline/Pipeline.h"
 #include "loom/runtime.h"
 
@@ -135,6 +136,7 @@ public:
     PassManager pm(&context);
     pm.addPass(createLoomLowerToLinalg());
     pm.addPass(createCanonicalizerPass());
+    pm.addPass(createLoomExpandScalarFunctions());
     bufferization::OneShotBufferizePassOptions bufferize;
     bufferize.bufferizeFunctionBoundaries = true;
     bufferize.functionBoundaryTypeConversion =

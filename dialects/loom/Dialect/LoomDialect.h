@@ -34,6 +34,18 @@ int64_t getStaticBytes(ShapedType type);
 
 namespace mlir {
 namespace loom {
+/// What a GEMM's epilogue can apply to its product (cuBLASLt's GELU_AUX
+/// and DGELU): the GELU, and the gradient through it, which multiplies the
+/// product by the GELU's derivative at another matrix.
+enum class GemmEpilogueKind { Gelu, GeluGrad };
+
+/// A scalar function a GEMM's epilogue computes, and which of the function's
+/// operands is the product (ScalarFunctionOpInterface).
+struct GemmEpilogue {
+  GemmEpilogueKind kind;
+  unsigned product;
+};
+
 /// The trait of ops whose tensors mixed precision stores in bf16 or f16
 /// (see Loom_MixedPrecision in LoomOps.td).
 template <typename ConcreteType>

@@ -142,4 +142,31 @@ def Loom_TensorParallelOpInterface : OpInterface<"TensorParallelOpInterface"> {
   ];
 }
 
+def Loom_ScalarFunctionOpInterface
+    : OpInterface<"ScalarFunctionOpInterface"> {
+  let cppNamespace = "::mlir::loom";
+  let description = [{
+    A function of f32 scalars that the lowering to linalg puts in a loop's
+    body as one op (the GELU of `loom.gelu`), so that the passes on loops
+    see what a loop computes by the op itself rather than by its
+    arithmetic: loom-gemm-epilogues moves a GELU into the epilogue of the
+    GEMM before it. loom-expand-scalar-functions then replaces each such op
+    by its arithmetic.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds the function's arithmetic (arith and math ops on f32) on the
+        op's operands at `builder`'s insertion point; returns its value.
+      }],
+      "::mlir::Value", "expand", (ins "::mlir::OpBuilder &":$builder)>,
+    InterfaceMethod<[{
+        The GEMM epilogue that computes this function of a GEMM's product,
+        if one does: its kind, and which operand is the product (any other
+        is the epilogue's auxiliary matrix).
+      }],
+      "std::optional<::mlir::loom::GemmEpilogue>", "getGemmEpilogue", (ins),
+      "", "return std::nullopt;">
+  ];
+}
+
 #endif // LOOM_INTERFACES_TD

@@ -623,6 +623,48 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Loom_MixedPrecision
 }
 
 //===----------------------------------------------------------------------===//
+// Scalar functions in the bodies of lowered loops
+//===----------------------------------------------------------------------===//
+
+def Loom_ScalarFunction
+    : DeclareOpInterfaceMethods<Loom_ScalarFunctionOpInterface,
+                                ["getGemmEpilogue"]>;
+
+def Loom_ScalarGeluOp : Loom_Op<"scalar.gelu", [Pure, Loom_ScalarFunction,
+    SameOperandsAndResultType]> {
+  let summary = "GELU of one f32 value, in a lowered loop's body";
+  let description = [{
+    `loom.gelu`'s function of one element, which the lowering to linalg
+    builds as one op: loom-gemm-epilogues can move it into a GEMM's
+    epilogue, and loom-expand-scalar-functions replaces it by its
+    arithmetic.
+
+    ```mlir
+    %y = loom.scalar.gelu %x : f32
+    ```
+  }];
+  let arguments = (ins F32:$input);
+  let results = (outs F32:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Loom_ScalarGeluGradOp : Loom_Op<"scalar.gelu_grad", [Pure,
+    Loom_ScalarFunction, SameOperandsAndResultType]> {
+  let summary = "gradient through the GELU of one f32 value";
+  let description = [{
+    `grad` times the derivative of `loom.scalar.gelu` at `input`: what
+    `loom.gelu_grad` computes of one element, its operands in its order.
+
+    ```mlir
+    %dx = loom.scalar.gelu_grad %dy, %x : f32
+    ```
+  }];
+  let arguments = (ins F32:$grad, F32:$input);
+  let results = (outs F32:$input_grad);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($input_grad)";
+}
+
+//===----------------------------------------------------------------------===//
 // Mixed precision
 //===----------------------------------------------------------------------===//
 

@@ -23,6 +23,20 @@ def LoomMatmulToBlas : Pass<"loom-matmul-to-blas", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def LoomExpandScalarFunctions : Pass<"loom-expand-scalar-functions"> {
+  let summary = "Replace each scalar function op by its arithmetic";
+  let description = [{
+    The lowering to linalg keeps a loop's scalar functions (GPT-2's GELU,
+    `loom.scalar.gelu`, and the gradient through it,
+    `loom.scalar.gelu_grad`) as ops of the `ScalarFunctionOpInterface`, so
+    that passes on loops can recognize them (loom-gemm-epilogues). Once
+    those have run, each becomes the arith and math ops its interface
+    builds (`expand`), where it stood.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
   let summary = "Move each loop nest into a function of its own";
   let description = [{

@@ -3,7 +3,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "Lowering.h"
-#include "loom/Conversion/LoomToLinalg/Gelu.h"
 
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
@@ -17,10 +16,11 @@ struct GeluLowering : LoomPattern<GeluOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(GeluOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
-    return {L.elementwise(
-        adaptor.getInput(), [&](OpBuilder &nb, Location l, ValueRange a) {
-          linalg::YieldOp::create(nb, l, buildGelu(nb, l, a[0]));
-        })};
+    return {L.elementwise(adaptor.getInput(), [&](OpBuilder &nb, Location l,
+                                                  ValueRange a) {
+      linalg::YieldOp::create(nb, l,
+                              ScalarGeluOp::create(nb, l, a[0]).getResult());
+    })};
   }
 };
 
@@ -28,11 +28,12 @@ struct GeluGradLowering : LoomPattern<GeluGradOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(GeluGradOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
-    return {L.elementwise({adaptor.getGrad(), adaptor.getInput()},
-                          [&](OpBuilder &nb, Location l, ValueRange a) {
-                            linalg::YieldOp::create(
-                                nb, l, buildGeluGrad(nb, l, a[1], a[0]));
-                          })};
+    return {L.elementwise(
+        {adaptor.getGrad(), adaptor.getInput()},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          linalg::YieldOp::create(
+              nb, l, ScalarGeluGradOp::create(nb, l, a[0], a[1]).getResult());
+        })};
   }
 };
 

@@ -38,7 +38,10 @@ void mlir::loom::populateLoomToLinalgPatterns(
 }
 
 void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
-  target.addIllegalDialect<LoomDialect>();
+  // A loop's scalar functions stay ops until the passes on loops have seen
+  // them (loom-expand-scalar-functions); the rest of the dialect goes.
+  target.addDynamicallyLegalDialect<LoomDialect>(
+      [](Operation *op) { return isa<ScalarFunctionOpInterface>(op); });
   // Point-to-point messages stay ops on tensors until bufferization makes
   // them calls of the runtime on their buffers, as the collectives.
   target.addLegalOp<SendOp, RecvOp>();

@@ -692,3 +692,11 @@ func.func @scatter_add_rows_bf16(%u: tensor<6x4xf32>, %ids: tensor<6xi32>, %init
   %a = loom.scatter_add_rows %u, %ids into %init : tensor<6x4xf32>, tensor<6xi32> -> tensor<8x4xbf16>
   return
 }
+
+// -----
+
+func.func @scalar_gelu_f16(%x: f16) -> f16 {
+  // expected-error@+1 {{operand #0 must be 32-bit float}}
+  %y = loom.scalar.gelu %x : f16
+  return %y : f16
+}

@@ -130,4 +130,13 @@ module attributes {
     loom.trace_end optimizer
     return
   }
+
+  // CHECK-LABEL: func.func @scalar_functions
+  // CHECK: %[[Y:.*]] = loom.scalar.gelu %{{.*}} : f32
+  // CHECK: loom.scalar.gelu_grad %{{.*}}, %[[Y]] : f32
+  func.func @scalar_functions(%x: f32, %g: f32) -> f32 {
+    %y = loom.scalar.gelu %x : f32
+    %d = loom.scalar.gelu_grad %g, %y : f32
+    return %d : f32
+  }
 }
