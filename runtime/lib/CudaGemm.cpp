@@ -1,5 +1,4 @@
-//===- CudaGemm.cpp - The CUDA backend's GEMMs
-//------------------------------===//
+//===- CudaGemm.cpp - The CUDA backend's GEMMs ----------------------------===//
 //
 // loom_rt_gemm and its variants on the GPU: cuBLASLt matmuls with the
 // plans Backend::plan makes once per shape, and their epilogues (bias,
@@ -13,6 +12,175 @@
 #if LOOM_HAVE_CUDA
 
 using namespace loom::cuda;
+
+//===----------------------------------------------------------------------===//
+// Plans
+//===----------------------------------------------------------------------===//
+
+GemmPlan *Backend::plan(const GemmKey &key, const void *biasPointer,
+                        void *auxPointer) {
+  auto it = plans.find(key);
+  if (it != plans.end())
+    return &it->second;
+  GemmPlan p;
+  bool kept = false;
+  // The descriptors outlive this call only in a plan that is kept.
+  AtExit release([&] {
+    if (kept)
+      return;
+    if (p.desc)
+      api.cublasLtMatmulDescDestroy(p.desc);
+    for (cublasLtMatrixLayout_t layout : {p.a, p.b, p.c, p.addend})
+      if (layout)
+        api.cublasLtMatrixLayoutDestroy(layout);
+  });
+  if (!describeGemm(p, key, biasPointer, auxPointer) || !pickAlgorithm(p, key))
+    return nullptr;
+  kept = true;
+  return &(plans[key] = p);
+}
+
+bool Backend::describeGemm(GemmPlan &p, const GemmKey &key,
+                           const void *biasPointer, void *auxPointer) {
+  auto [dtype, transA, transB, m, n, k, lda, ldb, ldc, alignA, alignB, alignC,
+        count, strideA, strideB, strideC, cDtype, bias, gelu, ldaux, alignAux,
+        ldaddend, alignAddend] = key;
+  cudaDataType_t operands = operandType(dtype), product = operandType(cDtype);
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B's
+  // buffer is cuBLASLt's first operand, A's the second. A row-major
+  // buffer read column-major is its transpose.
+  cublasOperation_t opFirst = transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  auto setDesc = [&](cublasLtMatmulDescAttributes_t attribute,
+                     const void *value, size_t bytes) {
+    return check(
+        api.cublasLtMatmulDescSetAttribute(p.desc, attribute, value, bytes),
+        "cublasLtMatmulDescSetAttribute");
+  };
+  auto layout = [&](cublasLtMatrixLayout_t &l, cudaDataType_t type,
+                    int64_t rows, int64_t columns, int64_t ld) {
+    return check(api.cublasLtMatrixLayoutCreate(&l, type, rows, columns, ld),
+                 "cublasLtMatrixLayoutCreate");
+  };
+  if (!check(
+          api.cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+          "cublasLtMatmulDescCreate") ||
+      !setDesc(CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst)) ||
+      !setDesc(CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond)) ||
+      !layout(p.a, operands, transB ? k : n, transB ? n : k, ldb) ||
+      !layout(p.b, operands, transA ? m : k, transA ? k : m, lda) ||
+      !layout(p.c, product, n, m, ldc))
+    return false;
+  // loom_rt_gemm_add's C: D's type, its own leading dimension.
+  if (alignAddend && !layout(p.addend, product, n, m, ldaddend))
+    return false;
+  // The bias of C's rows is, column-major, a bias of C^T's columns: the
+  // epilogue's vector, one element per row of C^T (n of them), of the
+  // operands' type.
+  if (bias && (!setDesc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &operands,
+                        sizeof(operands)) ||
+               !setDesc(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer,
+                        sizeof(biasPointer))))
+    return false;
+  // The GELU's input, AUX, is a matrix like D, of D's type: written by
+  // the forward epilogue, read by the backward one. Column-major it is
+  // AUX^T, as D is D^T.
+  cublasLtEpilogue_t epilogue =
+      gelu == LOOM_GELU_FORWARD    ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                           : CUBLASLT_EPILOGUE_GELU_AUX)
+      : gelu == LOOM_GELU_BACKWARD ? CUBLASLT_EPILOGUE_DGELU
+      : bias                       ? CUBLASLT_EPILOGUE_BIAS
+                                   : CUBLASLT_EPILOGUE_DEFAULT;
+  if (!setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)))
+    return false;
+  if (gelu != kNoGelu &&
+      (!setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldaux, sizeof(ldaux)) ||
+       !setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &auxPointer,
+                sizeof(auxPointer))))
+    return false;
+  if (count <= 1)
+    return true;
+  auto batch = static_cast<int32_t>(count);
+  std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+      {p.a, strideB}, {p.b, strideA}, {p.c, strideC}};
+  for (auto &[matrix, stride] : layouts)
+    if (!check(api.cublasLtMatrixLayoutSetAttribute(
+                   matrix, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                   sizeof(batch)),
+               "cublasLtMatrixLayoutSetAttribute") ||
+        !check(api.cublasLtMatrixLayoutSetAttribute(
+                   matrix, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                   sizeof(stride)),
+               "cublasLtMatrixLayoutSetAttribute"))
+      return false;
+  return true;
+}
+
+bool Backend::pickAlgorithm(GemmPlan &p, const GemmKey &key) {
+  auto [dtype, transA, transB, m, n, k, lda, ldb, ldc, alignA, alignB, alignC,
+        count, strideA, strideB, strideC, cDtype, bias, gelu, ldaux, alignAux,
+        ldaddend, alignAddend] = key;
+  cublasLtMatmulPreference_t preference = nullptr;
+  AtExit release([&] {
+    if (preference)
+      api.cublasLtMatmulPreferenceDestroy(preference);
+  });
+  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attribute,
+                    const void *value, size_t bytes) {
+    return check(api.cublasLtMatmulPreferenceSetAttribute(preference, attribute,
+                                                          value, bytes),
+                 "cublasLtMatmulPreferenceSetAttribute");
+  };
+  size_t workspaceBytes = kWorkspaceBytes;
+  if (!check(api.cublasLtMatmulPreferenceCreate(&preference),
+             "cublasLtMatmulPreferenceCreate") ||
+      !prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+              sizeof(workspaceBytes)))
+    return false;
+  // cuBLASLt's first operand is B's buffer, its second A's.
+  std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignB},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignA},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+       alignAddend ? alignAddend : alignC},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}};
+  // A split-K sum's parts add up in f32, in the workspace: the in-place
+  // and output-type schemes would round each part to D's type (bf16),
+  // and a rounded GEMM rounds once.
+  uint32_t reductions =
+      CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  if (!prefer(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+              sizeof(reductions)))
+    return false;
+  for (auto &[attribute, bytes] : alignments)
+    if (!prefer(attribute, &bytes, sizeof(bytes)))
+      return false;
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (!check(api.cublasLtMatmulAlgoGetHeuristic(blas, p.desc, p.a, p.b,
+                                                p.addend ? p.addend : p.c, p.c,
+                                                preference, 1, &result, &found),
+             "cublasLtMatmulAlgoGetHeuristic"))
+    return false;
+  if (found == 0) {
+    fail("cuBLASLt has no algorithm for a " + std::to_string(m) + "x" +
+         std::to_string(n) + "x" + std::to_string(k) + " GEMM of " +
+         dtypeName(dtype) + " matrices into " + dtypeName(cDtype) +
+         (bias ? " with a bias" : "") +
+         (gelu == LOOM_GELU_FORWARD    ? " and a GELU"
+          : gelu == LOOM_GELU_BACKWARD ? " through a GELU's derivative"
+                                       : "") +
+         (alignAddend ? " and a matrix to add" : "") +
+         (gelu != kNoGelu ? " (compile with --gelu=loops to keep the GELU "
+                            "out of the GEMM)"
+          : alignAddend   ? " (compile with --residual-add=loops to keep "
+                            "the add out of the GEMM)"
+                          : ""));
+    return false;
+  }
+  p.algo = result.algo;
+  return true;
+}
 
 namespace {
 /// A GEMM's operands beyond loom_rt_gemm_batched's: C's element type, the
