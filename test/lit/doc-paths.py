@@ -1,6 +1,6 @@
 """Checks that every path a document names is in the tree.
 
-usage: doc-paths.py ROOT DOC...
+usage: doc-paths.py ROOT DOC...   (a directory DOC: each of its *.md)
 A path is a word with a slash that starts at one of the tree's top-level
 directories (lib/, test/, runtime/, ...); a path with <...> in it stands
 for many (lib/<Library>/) and is skipped, as are globs. Prints "<doc>: N paths, all present", or each missing
@@ -11,7 +11,13 @@ import os
 import re
 import sys
 
-root, docs = sys.argv[1], sys.argv[2:]
+root, docs = sys.argv[1], []
+for arg in sys.argv[2:]:
+    if os.path.isdir(arg):
+        docs += sorted(os.path.join(arg, name) for name in os.listdir(arg)
+                       if name.endswith(".md"))
+    else:
+        docs.append(arg)
 tops = {entry + "/" for entry in os.listdir(root)
         if os.path.isdir(os.path.join(root, entry)) and not entry.startswith(".")}
 missing = 0
