@@ -13,6 +13,7 @@
 #include "loom/abi.h"
 #include "loom/manifest.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir {
@@ -191,6 +192,52 @@ struct ExportEntriesPass
       return failure();
     os << M::kStackedLine << " " << StringRef(LOOM_STACKED_PREFIX).drop_back()
        << " " << *layers << "\n";
+    return printTensors(module, entries, os);
+  }
+
+  /// The module's `loom.tensors` as `tensor` lines, then `checkpoint llmc`
+  /// where the module says its tensors are llm.c's. Every parameter an entry
+  /// point takes must be one of them: the runtime initializes and names
+  /// each from its line.
+  LogicalResult printTensors(ModuleOp module, ArrayRef<func::FuncOp> entries,
+                             raw_ostream &os) {
+    auto tensors =
+        module->getAttrOfType<ArrayAttr>(LoomDialect::getTensorsAttrName());
+    if (!tensors)
+      return module.emitError("expected the module's '")
+             << LoomDialect::getTensorsAttrName()
+             << "' (each parameter's initialization and checkpoint name) for "
+                "the manifest";
+    llvm::StringSet<> listed;
+    for (Attribute tensor : tensors) {
+      FailureOr<TensorSpec> spec =
+          parseTensorSpecAttr(tensor, [&] { return module.emitError(); });
+      if (failed(spec))
+        return failure();
+      listed.insert(spec->name);
+      os << M::kTensorLine << " " << spec->name;
+      field(os, M::tensor::kInit, stringifyTensorInit(spec->init));
+      if (spec->init == TensorInit::Normal)
+        field(os, M::tensor::kStd, formatF64(spec->std));
+      if (spec->rows)
+        field(os, M::tensor::kRows, spec->rows);
+      if (!spec->hfName.empty())
+        field(os, M::tensor::kHf, spec->hfName);
+      if (spec->hfTranspose)
+        field(os, M::tensor::kHfTranspose, 1);
+      os << "\n";
+    }
+    for (func::FuncOp func : entries)
+      for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+        if (auto name = func.getArgAttrOfType<StringAttr>(
+                i, LoomDialect::getParamAttrName());
+            name && !listed.contains(name.getValue()))
+          return func.emitOpError()
+                 << "takes parameter '" << name.getValue()
+                 << "', which the module's '"
+                 << LoomDialect::getTensorsAttrName() << "' does not list";
+    if (module->hasAttr(LoomDialect::getLlmcCheckpointAttrName()))
+      os << M::kCheckpointLine << " " << M::kLlmcCheckpoint << "\n";
     return success();
   }
 

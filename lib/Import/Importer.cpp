@@ -12,6 +12,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::loom;
 
@@ -27,8 +29,11 @@ public:
   func::FuncOp build(ModuleOp module);
 
 private:
-  /// Declares a parameter `name` of `shape` and returns its index.
-  unsigned param(StringRef name, ArrayRef<int64_t> shape) {
+  /// Declares a parameter `name` of `shape` that starts as `spec` says (its
+  /// name set here) and returns its index.
+  unsigned param(StringRef name, ArrayRef<int64_t> shape, TensorSpec spec) {
+    spec.name = name.str();
+    tensors.push_back(getTensorSpecAttr(builder.getContext(), spec));
     argTypes.push_back(RankedTensorType::get(shape, builder.getF32Type()));
     argAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
         LoomDialect::getParamAttrName(), builder.getStringAttr(name))));
@@ -55,19 +60,33 @@ private:
   OpBuilder builder;
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
+  /// The parameters' TensorSpecs, in their order (loom.tensors).
+  SmallVector<Attribute> tensors;
 };
 
-/// GPT-2's per-layer tensors in llm.c's checkpoint order (abi.h), each
-/// stacked over the layers as `h.*.<name>` (slice l is GPT-2's
-/// `h.<l>.<name>`).
-// clang-format off
+/// GPT-2's per-layer tensors in llm.c's checkpoint order, each stacked over
+/// the layers as `h.*.<name>` (slice l is GPT-2's `h.<l>.<name>`).
 enum LayerTensor {
-#define LOOM_LAYER_TENSOR(id, name) k##id,
-  LOOM_LLMC_BLOCK_TENSORS(LOOM_LAYER_TENSOR)
-#undef LOOM_LAYER_TENSOR
+  kLn1Weight,
+  kLn1Bias,
+  kQkvWeight,
+  kQkvBias,
+  kAttnProjWeight,
+  kAttnProjBias,
+  kLn2Weight,
+  kLn2Bias,
+  kFcWeight,
+  kFcBias,
+  kFcProjWeight,
+  kFcProjBias,
   kNumLayerTensors
 };
-// clang-format on
+
+constexpr const char *kLayerTensorNames[kNumLayerTensors] = {
+    "ln_1.weight",      "ln_1.bias",          "attn.c_attn.weight",
+    "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+    "ln_2.weight",      "ln_2.bias",          "mlp.c_fc.weight",
+    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
 
 /// The shape of one layer's tensor `t`, for width C and MLP width H.
 SmallVector<int64_t, 2> layerTensorShape(LayerTensor t, int64_t C, int64_t H) {
@@ -97,6 +116,52 @@ SmallVector<int64_t, 2> layerTensorShape(LayerTensor t, int64_t C, int64_t H) {
   llvm_unreachable("not a layer tensor");
 }
 
+/// A tensor drawn from N(0, `std`), `rows` of its first dimension real (0:
+/// all), named `hf` in Hugging Face's checkpoints.
+TensorSpec normalTensor(double std, StringRef hf, int64_t rows = 0) {
+  TensorSpec spec;
+  spec.init = TensorInit::Normal;
+  spec.std = std;
+  spec.rows = rows;
+  spec.hfName = hf.str();
+  return spec;
+}
+
+/// A tensor of `init`'s constant, named `hf` in Hugging Face's checkpoints.
+TensorSpec constantTensor(TensorInit init, StringRef hf) {
+  TensorSpec spec;
+  spec.init = init;
+  spec.hfName = hf.str();
+  return spec;
+}
+
+/// Loom's initialization of one layer's tensor `t`: weight matrices from
+/// N(0, 0.02), the projections into the residual stream scaled by
+/// 1 / sqrt(2 L) (GPT-2's), layer norms' weights ones. The biases are drawn
+/// from N(0, 0.02) too, where GPT-2's recipe zeroes them: the losses every
+/// test and figure was measured with start from these. Hugging Face keeps
+/// the blocks' matrices as Conv1D's (in, out) transposes.
+TensorSpec gpt2LayerTensorSpec(LayerTensor t, int64_t layers) {
+  std::string hf = (Twine("transformer.h.*.") + kLayerTensorNames[t]).str();
+  switch (t) {
+  case kLn1Weight:
+  case kLn2Weight:
+    return constantTensor(TensorInit::Ones, hf);
+  case kQkvWeight:
+  case kFcWeight:
+  case kAttnProjWeight:
+  case kFcProjWeight: {
+    bool residual = t == kAttnProjWeight || t == kFcProjWeight;
+    TensorSpec spec =
+        normalTensor(residual ? 0.02 / std::sqrt(2.0 * layers) : 0.02, hf);
+    spec.hfTranspose = true;
+    return spec;
+  }
+  default:
+    return normalTensor(0.02, hf);
+  }
+}
+
 func::FuncOp ForwardBuilder::build(ModuleOp module) {
   const ArchitectureConfig &arch = config.arch;
   // The global batch: loom-micro-batches gives @forward the plan's
@@ -105,28 +170,32 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   int64_t T = config.training.sequenceLength;
   int64_t C = arch.width, H = arch.hidden, L = arch.layers;
 
-  // Parameters in the order of llm.c checkpoints' tensors.
-  unsigned wte = param("wte", {arch.paddedVocab, C});
-  unsigned wpe = param("wpe", {arch.positions, C});
-  const char *const layerTensorNames[] = {
-#define LOOM_LAYER_TENSOR(id, name) name,
-      LOOM_LLMC_BLOCK_TENSORS(LOOM_LAYER_TENSOR)
-#undef LOOM_LAYER_TENSOR
-  };
+  // Parameters in the order of llm.c checkpoints' tensors. The token table's
+  // rows past the vocabulary (--pad-vocab) are zeros.
+  int64_t vocabRows = arch.paddedVocab > arch.vocab ? arch.vocab : 0;
+  unsigned wte = param("wte", {arch.paddedVocab, C},
+                       normalTensor(0.02, "transformer.wte.weight", vocabRows));
+  unsigned wpe = param("wpe", {arch.positions, C},
+                       normalTensor(0.02, "transformer.wpe.weight"));
   SmallVector<unsigned> stacked;
   for (int t = 0; t < kNumLayerTensors; ++t) {
+    auto tensor = static_cast<LayerTensor>(t);
     SmallVector<int64_t> stackedShape = {L};
-    llvm::append_range(stackedShape,
-                       layerTensorShape(static_cast<LayerTensor>(t), C, H));
+    llvm::append_range(stackedShape, layerTensorShape(tensor, C, H));
     stacked.push_back(
-        param((Twine(LOOM_STACKED_PREFIX) + layerTensorNames[t]).str(),
-              stackedShape));
+        param((Twine(LOOM_STACKED_PREFIX) + kLayerTensorNames[t]).str(),
+              stackedShape, gpt2LayerTensorSpec(tensor, L)));
   }
-  unsigned lnfw = param("ln_f.weight", {C});
-  unsigned lnfb = param("ln_f.bias", {C});
+  unsigned lnfw =
+      param("ln_f.weight", {C},
+            constantTensor(TensorInit::Ones, "transformer.ln_f.weight"));
+  unsigned lnfb =
+      param("ln_f.bias", {C},
+            constantTensor(TensorInit::Zeros, "transformer.ln_f.bias"));
   unsigned head = arch.tiedEmbeddings
                       ? wte
-                      : param("lm_head.weight", {arch.paddedVocab, C});
+                      : param("lm_head.weight", {arch.paddedVocab, C},
+                              normalTensor(0.02, "lm_head.weight", vocabRows));
   unsigned tokens = input(LOOM_INPUT_TOKENS, {B, T});
   unsigned targets = input(LOOM_INPUT_TARGETS, {B, T});
 
@@ -136,6 +205,13 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
       builder, fileLoc, LoomDialect::getForwardFunctionName(),
       builder.getFunctionType(argTypes, {scalarLoss}));
   func.setAllArgAttrs(argAttrs);
+  module->setAttr(LoomDialect::getTensorsAttrName(),
+                  builder.getArrayAttr(tensors));
+  // llm.c's checkpoints hold GPT-2 with a tied head and a 4C MLP: their
+  // header has no MLP width.
+  if (arch.tiedEmbeddings && arch.hidden == 4 * arch.width)
+    module->setAttr(LoomDialect::getLlmcCheckpointAttrName(),
+                    builder.getUnitAttr());
   func.setResultAttr(0, LoomDialect::getOutputAttrName(),
                      builder.getStringAttr(LOOM_OUTPUT_LOSS));
   Block *body = func.addEntryBlock();

@@ -147,13 +147,13 @@ int readOnFirstRank(const loom_model_info &info, const char *path,
 }
 } // namespace
 
-bool loom::checkLlmcLayout(const loom_model *model, const char *path,
-                           const char *format) {
+bool loom::checkLlmcLayout(const loom_model *model, const char *path) {
   if (model->llmcLayout)
     return true;
-  return setError("%s: this model (%s) has no %s layout, which needs a tied "
-                  "head and hidden = 4 * width",
-                  path, model->info.name, format);
+  return setError("%s: this model (%s) has no llm.c checkpoint layout (its "
+                  "manifest has no 'checkpoint llmc': llm.c's files hold "
+                  "GPT-2 with a tied head and hidden = 4 * width)",
+                  path, model->info.name);
 }
 
 extern "C" {

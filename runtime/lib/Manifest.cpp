@@ -120,8 +120,8 @@ bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
 
 bool checkArtifactChecksum(const char *path, const std::vector<char> &bytes) {
   // The manifest is the one NUL-terminated string starting with its first
-  // line; its checksum line follows the version.
-  static const char kStart[] = "loom-artifact 1\n";
+  // line, whatever its format; its checksum line follows the version.
+  static const char kStart[] = "loom-artifact ";
   static const char kKey[] = "\n" LOOM_CHECKSUM_KEY;
   const char *data = bytes.data(), *end = data + bytes.size();
   const char *manifest = static_cast<const char *>(
@@ -134,7 +134,9 @@ bool checkArtifactChecksum(const char *path, const std::vector<char> &bytes) {
     manifestEnd = end;
   // Another version may checksum otherwise: say which version it is.
   static const char kVersion[] = "loom-version " LOOM_VERSION "\n";
-  const char *version = manifest + sizeof(kStart) - 1;
+  const char *firstEnd = static_cast<const char *>(
+      std::memchr(manifest, '\n', manifestEnd - manifest));
+  const char *version = firstEnd ? firstEnd + 1 : manifestEnd;
   if (manifestEnd - version < static_cast<ptrdiff_t>(sizeof(kVersion) - 1) ||
       std::memcmp(version, kVersion, sizeof(kVersion) - 1) != 0) {
     const char *eol = static_cast<const char *>(

@@ -147,8 +147,25 @@ inline int64_t product(const std::vector<int64_t> &shape, size_t begin,
 /// `tpBlocks` blocks, each divided among the tp ranks. ZeRO then keeps the
 /// replica's 1/dp of the part along dimension `shard` of `dpShape` (the
 /// part's shape, or the part flattened for ZeRO-1/2's optimizer state).
+/// How a parameter starts and where Hugging Face's checkpoints keep it: its
+/// manifest `tensor` line (manifest.h), which the compiler derived from the
+/// model's description.
+struct TensorSpec {
+  enum class Init { Normal, Zeros, Ones };
+  Init init = Init::Zeros;
+  double std = 0;
+  /// The real rows of the first dimension; 0: all of them.
+  int64_t rows = 0;
+  /// The name in Hugging Face's checkpoints, `*` for a stacked tensor's
+  /// layer; empty: none.
+  std::string hfName;
+  bool hfTranspose = false;
+};
+
 struct Param {
   std::string name;
+  /// A parameter's (an optimizer state tensor's is its parameter's).
+  TensorSpec spec;
   std::vector<int64_t> shape; ///< The whole tensor's.
   int64_t offset = 0, size = 0;
   int64_t tpDim = -1, tpBlocks = 1;
@@ -218,22 +235,6 @@ struct Param {
   }
 };
 
-/// llm.c's checkpoint tensors, in its order; those of the blocks stacked
-/// over the layers ("h.*.<name>", slice l being GPT-2's "h.<l>.<name>"),
-/// which is how artifacts take them.
-// clang-format off
-inline const char *const kLlmcTensors[] = {
-    "wte",
-    "wpe",
-#define LOOM_STACKED_TENSOR(id, name) LOOM_STACKED_PREFIX name,
-    LOOM_LLMC_BLOCK_TENSORS(LOOM_STACKED_TENSOR)
-#undef LOOM_STACKED_TENSOR
-    "ln_f.weight",
-    "ln_f.bias"};
-// clang-format on
-inline constexpr size_t kNumLlmcTensors =
-    sizeof(kLlmcTensors) / sizeof(*kLlmcTensors);
-
 /// The entry point pipeline rank `r` runs.
 inline std::string stageEntry(int64_t r) {
   return LOOM_STAGE_STEP_PREFIX + std::to_string(r);
@@ -267,6 +268,9 @@ struct loom_model {
   /// lr, step and the loss scale on their way in, loss and gradNorm on
   /// their way out.
   loom::StepVector<loom::Scalars> scalars;
+  /// The manifest's tensor lines, in its order, and whether they are
+  /// llm.c's GPT-2 checkpoint's (`checkpoint llmc`).
+  std::vector<std::pair<std::string, loom::TensorSpec>> tensorSpecs;
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
   std::string schedule;
@@ -306,6 +310,9 @@ struct loom_model {
   /// it holds, and keeps that rank's step only.
   bool joinPipeline();
   bool layoutParams();
+  /// Gives each parameter and optimizer state tensor its manifest tensor
+  /// line; fails where a parameter has none.
+  bool attachTensorSpecs();
   /// Calls a per-micro-batch entry on each micro-batch of a whole batch.
   bool callMicroBatches(const char *entryName, const int32_t *tokens,
                         const int32_t *targets, float *lossOut,
@@ -350,10 +357,9 @@ struct loom_model {
 };
 
 namespace loom {
-/// Whether `model` has llm.c's layout, which checkpoints and GPT-2's
-/// tensors (`format`) need; sets the error naming `path` when not.
-bool checkLlmcLayout(const loom_model *model, const char *path,
-                     const char *format = "llm.c checkpoint");
+/// Whether `model` has llm.c's layout (its manifest's `checkpoint llmc`),
+/// which llm.c's checkpoints need; sets the error naming `path` when not.
+bool checkLlmcLayout(const loom_model *model, const char *path);
 } // namespace loom
 
 #endif // LOOM_RUNTIME_MODEL_H

@@ -189,6 +189,8 @@ private:
   bool readArena(std::istringstream &line);
   bool readTarget(std::istringstream &line);
   bool readStacked(std::istringstream &line);
+  bool readTensor(std::istringstream &line);
+  bool readCheckpoint(std::istringstream &line);
   bool readEntry(std::istringstream &line);
   bool readArg(std::istringstream &line);
   /// Whether the current entry lists the arguments its entry line
@@ -214,7 +216,8 @@ bool ManifestReader::read(const char *text) {
     line >> key;
     // Lines of the header come once each.
     if (key != M::kArgLine && key != M::kEntryLine && key != M::kMemoryLine &&
-        key != M::kArenaLine && !seen.insert(key).second)
+        key != M::kArenaLine && key != M::kTensorLine &&
+        !seen.insert(key).second)
       return fail("a second '" + key + "' line");
     if (key == M::kEndLine)
       ended = true;
@@ -227,9 +230,15 @@ bool ManifestReader::read(const char *text) {
 }
 
 bool ManifestReader::readVersion(std::istringstream &in) {
-  if (!std::getline(in, lineText) || lineText != M::kFormatLine)
+  if (!std::getline(in, lineText) || lineText != M::kFormatLine) {
+    if (lineText.rfind("loom-artifact ", 0) == 0)
+      return setError("%s: a manifest of another format ('%s'; this "
+                      "runtime reads '%s'): recompile it with this "
+                      "version's loomc",
+                      m.path.c_str(), lineText.c_str(), M::kFormatLine);
     return fail(std::string("expected '") + M::kFormatLine +
                 "' first, the only format this runtime reads");
+  }
   if (!std::getline(in, lineText) ||
       lineText != std::string(M::kVersionLine) + " " + LOOM_VERSION)
     return setError("%s: compiled by another Loom version (%s); this runtime "
@@ -250,6 +259,8 @@ bool ManifestReader::readLine(const std::string &key,
       {M::kArenaLine, &ManifestReader::readArena},
       {M::kTargetLine, &ManifestReader::readTarget},
       {M::kStackedLine, &ManifestReader::readStacked},
+      {M::kTensorLine, &ManifestReader::readTensor},
+      {M::kCheckpointLine, &ManifestReader::readCheckpoint},
       {M::kEntryLine, &ManifestReader::readEntry},
       {M::kArgLine, &ManifestReader::readArg}};
   auto reader = readers.find(key);
@@ -403,6 +414,51 @@ bool ManifestReader::readStacked(std::istringstream &line) {
       !parseInteger(count, 1, kMaxManifestLayers, m.stackedLayers) ||
       line >> rest)
     return fail("bad stacked line '" + lineText + "'");
+  return true;
+}
+
+bool ManifestReader::readTensor(std::istringstream &line) {
+  std::string name, init;
+  line >> name;
+  ManifestFields f(line);
+  TensorSpec spec;
+  int64_t transpose = 0;
+  if (name.empty() || !f.text(M::tensor::kInit, init))
+    return badLine(M::kTensorLine, f);
+  if (init == M::tensor::kNormal)
+    spec.init = TensorSpec::Init::Normal;
+  else if (init == M::tensor::kOnes)
+    spec.init = TensorSpec::Init::Ones;
+  else if (init != M::tensor::kZeros)
+    return fail("the tensor line '" + lineText + "': unknown init '" + init +
+                "' (normal, zeros or ones)");
+  if ((spec.init == TensorSpec::Init::Normal) != f.has(M::tensor::kStd))
+    return fail("the tensor line '" + lineText +
+                "': std goes with init=normal, and only with it");
+  if ((f.has(M::tensor::kStd) &&
+       !f.number(M::tensor::kStd, spec.std, 0, 1e6)) ||
+      (f.has(M::tensor::kRows) &&
+       !f.integer(M::tensor::kRows, spec.rows, 1, kMaxManifestSize)) ||
+      (f.has(M::tensor::kHf) && !f.text(M::tensor::kHf, spec.hfName)) ||
+      (f.has(M::tensor::kHfTranspose) &&
+       !f.integer(M::tensor::kHfTranspose, transpose, 0, 1)) ||
+      !f.allRead())
+    return badLine(M::kTensorLine, f);
+  spec.hfTranspose = transpose != 0;
+  for (const auto &[other, ignored] : m.tensorSpecs)
+    if (other == name)
+      return fail("a second tensor line of " + name);
+  m.tensorSpecs.emplace_back(name, spec);
+  return true;
+}
+
+bool ManifestReader::readCheckpoint(std::istringstream &line) {
+  std::string format, rest;
+  line >> format;
+  if (format != M::kLlmcCheckpoint || line >> rest)
+    return fail("bad checkpoint line '" + lineText + "' (only 'checkpoint " +
+                M::kLlmcCheckpoint + "')");
+  m.llmcLayout = true;
   return true;
 }
 

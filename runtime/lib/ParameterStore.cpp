@@ -14,6 +14,34 @@
 
 using namespace loom;
 
+bool loom_model::attachTensorSpecs() {
+  std::map<std::string, const TensorSpec *> specs;
+  for (const auto &[name, spec] : tensorSpecs)
+    specs[name] = &spec;
+  for (Param &p : params) {
+    auto it = specs.find(p.name);
+    if (it == specs.end())
+      return badManifest("parameter " + p.name + " has no tensor line");
+    p.spec = *it->second;
+    if (p.spec.rows && (p.shape.empty() || p.spec.rows > p.shape[0]))
+      return badManifest("tensor " + p.name +
+                         " has rows=" + std::to_string(p.spec.rows) +
+                         ", more than its first dimension");
+  }
+  for (Param &state : states) {
+    size_t dot = state.name.find('.');
+    state.spec = params[paramIndex.at(state.name.substr(dot + 1))].spec;
+  }
+  // llm.c's files are the whole model in the order of its tensors, which
+  // a checkpoint reads and writes in one pass: the parameters must be
+  // those, in that order.
+  bool same = params.size() == tensorSpecs.size();
+  for (size_t i = 0; same && i < params.size(); ++i)
+    same = params[i].name == tensorSpecs[i].first;
+  llmcLayout = llmcLayout && same;
+  return true;
+}
+
 bool loom_model::layoutParams() {
   // The step's parameters in the order it lists them: llm.c's order, so that
   // a checkpoint is one read or write.
@@ -113,10 +141,8 @@ bool loom_model::layoutParams() {
   info.local_params = localOffset;
   info.state_floats = stateSize;
   info.num_state = total(states, false);
-  llmcLayout = info.tied && info.hidden == 4 * info.width &&
-               params.size() == kNumLlmcTensors;
-  for (size_t i = 0; llmcLayout && i < kNumLlmcTensors; ++i)
-    llmcLayout = params[i].name == kLlmcTensors[i];
+  if (!attachTensorSpecs())
+    return false;
   auto stepIt = entries.find(stepEntry);
   info.arena_bytes =
       stepIt == entries.end() ? 0 : std::max<int64_t>(stepIt->second.arena, 0);
@@ -211,37 +237,24 @@ void loom_model_init(loom_model *model, uint64_t seed) {
     return z ^ (z >> 31);
   };
   auto uniform = [&]() { return ((next() >> 11) + 0.5) * 0x1.0p-53; };
-  double residualStd = 0.02 / std::sqrt(2.0 * model->info.layers);
   // Every rank draws the whole model and keeps its part, so that the
   // weights do not depend on the plan.
   std::vector<float> whole(model->info.num_params);
   for (const Param &p : model->params) {
     float *data = whole.data() + p.offset;
-    const std::string &n = p.name;
-    auto endsWith = [&](const char *suffix) {
-      size_t len = std::strlen(suffix);
-      return n.size() >= len && n.compare(n.size() - len, len, suffix) == 0;
-    };
-    bool norm = endsWith("ln_1.weight") || endsWith("ln_2.weight") ||
-                n == "ln_f.weight";
-    if (norm || p.shape.size() < 2) {
-      std::fill(data, data + p.size, norm ? 1.0f : 0.0f);
+    if (p.spec.init != TensorSpec::Init::Normal) {
+      std::fill(data, data + p.size,
+                p.spec.init == TensorSpec::Init::Ones ? 1.0f : 0.0f);
       continue;
     }
-    double std =
-        (endsWith("attn.c_proj.weight") || endsWith("mlp.c_proj.weight"))
-            ? residualStd
-            : 0.02;
-    // The vocabulary's padding rows (loomc --pad-vocab) are zeros and take
-    // no draws: the real rows, and every tensor after them, get the values
-    // they have without the padding. No token names a padding row, and the
-    // loss leaves out their logits.
-    int64_t drawn = p.size;
-    if ((n == "wte" || n == "lm_head.weight") &&
-        model->info.padded_vocab > model->info.vocab) {
-      drawn = p.size / model->info.padded_vocab * model->info.vocab;
-      std::fill(data + drawn, data + p.size, 0.0f);
-    }
+    // Rows past the real ones (a token table's padding past the
+    // vocabulary, loomc --pad-vocab) are zeros and take no draws: the real
+    // rows, and every tensor after them, get the values they have without
+    // the padding. No token names a padding row, and the loss leaves out
+    // their logits.
+    int64_t drawn = p.spec.rows ? p.size / p.shape[0] * p.spec.rows : p.size;
+    std::fill(data + drawn, data + p.size, 0.0f);
+    double std = p.spec.std;
     for (int64_t i = 0; i < drawn; i += 2) {
       double r = std::sqrt(-2.0 * std::log(uniform()));
       double t = 2.0 * M_PI * uniform();

@@ -1,8 +1,9 @@
-//===- Safetensors.cpp - Hugging Face GPT-2 tensors ----------------------===//
+//===- Safetensors.cpp - Hugging Face tensors ----------------------------===//
 //
-// loom_model_export_safetensors: the whole model as Hugging Face's GPT-2
-// state dict (GPT2LMHeadModel's names and layouts) in a safetensors file,
-// which transformers loads.
+// loom_model_export_safetensors: the whole model as a Hugging Face state
+// dict in a safetensors file, which transformers loads: each tensor under
+// the name and in the layout its manifest tensor line gives (GPT-2's:
+// GPT2LMHeadModel's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,9 +21,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors' F32 is little-endian, written as this host has "
               "it");
 
-/// A tensor of Hugging Face's GPT-2 (GPT2LMHeadModel's state dict): `rows`
-/// x `cols` floats of the whole model from `offset`, as llm.c stores them,
-/// written transposed when `transpose` is set.
+/// A tensor of a Hugging Face checkpoint: `rows` x `cols` floats of the
+/// whole model from `offset`, written transposed when `transpose` is set.
 struct HfTensor {
   std::string name;
   std::vector<int64_t> shape; ///< Hugging Face's.
@@ -30,42 +30,58 @@ struct HfTensor {
   bool transpose;
 };
 
-/// The model's tensors under Hugging Face's names and layouts, in the order
-/// the file holds them: the embeddings, each block's, the final norm. The
-/// tied head is wte, which Hugging Face ties again.
+/// `param`'s Hugging Face tensor whose elements start at `offset`: `shape`
+/// (the parameter's, or a layer's of a stacked one) less its padding rows,
+/// transposed if its tensor line says so.
+HfTensor hfTensor(const Param &param, std::string name,
+                  std::vector<int64_t> shape, int64_t offset) {
+  if (param.spec.rows)
+    shape[0] = param.spec.rows;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d)
+    rows *= shape[d];
+  HfTensor t{std::move(name), shape,
+             offset,          rows,
+             shape.back(),    param.spec.hfTranspose && shape.size() == 2};
+  if (t.transpose)
+    t.shape = {shape[1], shape[0]};
+  return t;
+}
+
+/// The model's tensors under their Hugging Face names (the tensor lines'
+/// `hf`), in the order the file holds them: the parameters' order, the
+/// layers of the stacked ones together where the first of them stands
+/// (all of layer 0's, then layer 1's, ...), each layer's name with its
+/// number for the `*`.
 std::vector<HfTensor> hfTensors(const loom_model &model) {
-  const loom_model_info &info = model.info;
   std::vector<HfTensor> tensors;
-  auto param = [&](const char *name) -> const Param & {
-    return model.params[model.paramIndex.at(name)];
+  auto stacked = [](const Param &p) {
+    return p.name.rfind(LOOM_STACKED_PREFIX, 0) == 0;
   };
-  auto add = [&](std::string name, const std::vector<int64_t> &shape,
-                 int64_t offset) {
-    int64_t rows = shape.size() == 2 ? shape[0] : 1;
-    tensors.push_back(
-        {std::move(name), shape, offset, rows, shape.back(), false});
-  };
-  // wte's rows past the vocabulary pad it for the GEMMs: they are dropped.
-  add("transformer.wte.weight", {info.vocab, info.width}, param("wte").offset);
-  add("transformer.wpe.weight", param("wpe").shape, param("wpe").offset);
-  const size_t prefix = std::strlen(LOOM_STACKED_PREFIX);
-  for (int64_t l = 0; l < info.layers; ++l)
-    for (const Param &p : model.params) {
-      if (p.name.compare(0, prefix, LOOM_STACKED_PREFIX) != 0)
-        continue;
-      std::vector<int64_t> shape(p.shape.begin() + 1, p.shape.end());
-      add("transformer.h." + std::to_string(l) + "." + p.name.substr(prefix),
-          shape, p.offset + l * (p.size / info.layers));
-      // GPT-2's Conv1D weights, a block's only matrices, are (in, out):
-      // llm.c's (out, in) transposed.
-      if (shape.size() == 2) {
-        tensors.back().shape = {shape[1], shape[0]};
-        tensors.back().transpose = true;
-      }
+  bool layersDone = false;
+  for (const Param &p : model.params) {
+    if (p.spec.hfName.empty())
+      continue;
+    if (!stacked(p)) {
+      tensors.push_back(hfTensor(p, p.spec.hfName, p.shape, p.offset));
+      continue;
     }
-  for (const char *name : {"ln_f.weight", "ln_f.bias"})
-    add(std::string("transformer.") + name, param(name).shape,
-        param(name).offset);
+    if (layersDone)
+      continue;
+    layersDone = true;
+    for (int64_t l = 0; l < model.info.layers; ++l)
+      for (const Param &q : model.params) {
+        if (!stacked(q) || q.spec.hfName.empty())
+          continue;
+        std::string name = q.spec.hfName;
+        size_t star = name.find('*');
+        if (star != std::string::npos)
+          name.replace(star, 1, std::to_string(l));
+        tensors.push_back(hfTensor(
+            q, name, std::vector<int64_t>(q.shape.begin() + 1, q.shape.end()),
+            q.offset + l * (q.size / model.info.layers)));
+      }
+  }
   return tensors;
 }
 
@@ -121,8 +137,11 @@ int writeSafetensors(const loom_model &model, const char *path,
 
 extern "C" int loom_model_export_safetensors(const loom_model *model,
                                              const char *path) {
-  if (!checkLlmcLayout(model, path, "Hugging Face GPT-2"))
-    return 1;
+  for (const Param &p : model->params)
+    if (p.spec.hfName.empty())
+      return setError("%s: this model (%s) has no Hugging Face name for "
+                      "its tensor %s",
+                      path, model->info.name, p.name.c_str());
   // As a checkpoint: the replicas gather the whole model, rank 0 writes it.
   std::vector<float> whole;
   if (!model->gather(whole))

@@ -150,7 +150,7 @@ TEST(ManifestRoundTrip, OtherNamesAreRefused) {
   };
   std::string format = text;
   format.replace(0, std::string(::loom::manifest::kFormatLine).size(),
-                 "loom-artifact 2");
+                 "loom-artifact 999");
   refused(format, ::loom::manifest::kFormatLine);
   std::string line = text;
   size_t model = line.find(std::string("\n") + ::loom::manifest::kModelLine);

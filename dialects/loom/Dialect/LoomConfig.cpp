@@ -198,3 +198,23 @@ std::string mlir::loom::formatPlan(const PlanConfig &plan,
                        stringifyPrecision(precision))
       .str();
 }
+
+llvm::StringRef mlir::loom::stringifyTensorInit(TensorInit init) {
+  switch (init) {
+  case TensorInit::Normal:
+    return "normal";
+  case TensorInit::Zeros:
+    return "zeros";
+  case TensorInit::Ones:
+    return "ones";
+  }
+  llvm_unreachable("unknown TensorInit");
+}
+
+std::optional<TensorInit> mlir::loom::parseTensorInit(llvm::StringRef name) {
+  for (TensorInit init :
+       {TensorInit::Normal, TensorInit::Zeros, TensorInit::Ones})
+    if (name == stringifyTensorInit(init))
+      return init;
+  return std::nullopt;
+}

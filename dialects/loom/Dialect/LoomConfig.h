@@ -115,6 +115,29 @@ llvm::SmallVector<PlanViolation> checkPlan(const PlanConfig &plan,
                                            const TrainingConfig *training,
                                            const ClusterConfig *cluster);
 
+/// How a parameter starts: drawn from a normal distribution, or constant.
+enum class TensorInit { Normal, Zeros, Ones };
+llvm::StringRef stringifyTensorInit(TensorInit init);
+std::optional<TensorInit> parseTensorInit(llvm::StringRef name);
+
+/// A parameter of the whole model as its description defines it, beyond
+/// its shape: how it starts and where Hugging Face's checkpoints keep it.
+/// The importer derives one per parameter (the module's `loom.tensors`),
+/// the manifest carries them to the runtime (`tensor` lines).
+struct TensorSpec {
+  std::string name;
+  TensorInit init = TensorInit::Zeros;
+  double std = 0; ///< Of TensorInit::Normal.
+  /// The real rows of the first dimension (the vocabulary's, of a padded
+  /// token table); 0: all of them.
+  int64_t rows = 0;
+  /// The name in Hugging Face's checkpoints, `*` standing for the layer of
+  /// a stacked tensor; empty: none.
+  std::string hfName;
+  /// Hugging Face stores its transpose ((in, out): GPT-2's Conv1D).
+  bool hfTranspose = false;
+};
+
 /// Schedule names as users write them: "gpipe", "1f1b", "interleaved".
 std::optional<Schedule> parseScheduleName(llvm::StringRef name);
 llvm::StringRef getScheduleName(Schedule schedule);

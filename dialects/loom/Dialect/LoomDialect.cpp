@@ -7,6 +7,7 @@
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/InliningUtils.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 #include <cstdio>
@@ -106,6 +107,71 @@ static LogicalResult verifyPlan(Operation *op, PlanAttr plan) {
   return diag;
 }
 
+DictionaryAttr mlir::loom::getTensorSpecAttr(MLIRContext *context,
+                                             const TensorSpec &spec) {
+  Builder b(context);
+  SmallVector<NamedAttribute> fields = {
+      b.getNamedAttr("name", b.getStringAttr(spec.name)),
+      b.getNamedAttr("init", b.getStringAttr(stringifyTensorInit(spec.init)))};
+  if (spec.init == TensorInit::Normal)
+    fields.push_back(b.getNamedAttr("std", b.getF64FloatAttr(spec.std)));
+  if (spec.rows)
+    fields.push_back(b.getNamedAttr("rows", b.getI64IntegerAttr(spec.rows)));
+  if (!spec.hfName.empty())
+    fields.push_back(b.getNamedAttr("hf", b.getStringAttr(spec.hfName)));
+  if (spec.hfTranspose)
+    fields.push_back(b.getNamedAttr("hf_transpose", b.getUnitAttr()));
+  return b.getDictionaryAttr(fields);
+}
+
+FailureOr<TensorSpec> mlir::loom::parseTensorSpecAttr(
+    Attribute attr, llvm::function_ref<InFlightDiagnostic()> emitError) {
+  auto dict = dyn_cast<DictionaryAttr>(attr);
+  if (!dict)
+    return emitError() << "a tensor must be a dictionary, got " << attr;
+  TensorSpec spec;
+  auto name = dict.getAs<StringAttr>("name");
+  auto init = dict.getAs<StringAttr>("init");
+  std::optional<TensorInit> kind =
+      init ? parseTensorInit(init.getValue()) : std::nullopt;
+  if (!name || name.getValue().empty() || !kind)
+    return emitError() << "a tensor needs a non-empty 'name' and an 'init' "
+                          "of normal, zeros or ones, got "
+                       << attr;
+  spec.name = name.getValue().str();
+  spec.init = *kind;
+  auto std = dict.getAs<FloatAttr>("std");
+  if ((spec.init == TensorInit::Normal) != bool(std) ||
+      (std && !(std.getValueAsDouble() >= 0)))
+    return emitError() << "tensor '" << spec.name
+                       << "': a non-negative 'std' goes with init normal, "
+                          "and only with it";
+  if (std)
+    spec.std = std.getValueAsDouble();
+  if (auto rows = dict.get("rows")) {
+    auto value = dyn_cast<IntegerAttr>(rows);
+    if (!value || value.getInt() <= 0)
+      return emitError() << "tensor '" << spec.name
+                         << "': 'rows' must be a positive integer";
+    spec.rows = value.getInt();
+  }
+  if (auto hf = dict.get("hf")) {
+    auto value = dyn_cast<StringAttr>(hf);
+    if (!value || value.getValue().empty())
+      return emitError() << "tensor '" << spec.name
+                         << "': 'hf' must be a non-empty string";
+    spec.hfName = value.getValue().str();
+  }
+  spec.hfTranspose = dict.contains("hf_transpose");
+  for (NamedAttribute field : dict)
+    if (!llvm::is_contained(
+            {"name", "init", "std", "rows", "hf", "hf_transpose"},
+            field.getName().getValue()))
+      return emitError() << "tensor '" << spec.name << "': unknown field '"
+                         << field.getName().getValue() << "'";
+  return spec;
+}
+
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
@@ -128,9 +194,25 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == getClusterAttrName())
     return expect(isa<ClusterAttr>(attr.getValue()), "a #loom.cluster");
-  if (name == getDoesNotFitAttrName())
+  if (name == getDoesNotFitAttrName() || name == getLlmcCheckpointAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) && isa<ModuleOp>(op),
                   "a unit attribute on a module");
+  if (name == getTensorsAttrName()) {
+    auto tensors = dyn_cast<ArrayAttr>(attr.getValue());
+    if (failed(expect(tensors && isa<ModuleOp>(op), "an array on a module")))
+      return failure();
+    llvm::StringSet<> names;
+    for (Attribute tensor : tensors) {
+      FailureOr<TensorSpec> spec =
+          parseTensorSpecAttr(tensor, [&] { return op->emitError(); });
+      if (failed(spec))
+        return failure();
+      if (!names.insert(spec->name).second)
+        return op->emitError() << "tensor '" << spec->name
+                               << "' is listed twice in '" << name << "'";
+    }
+    return success();
+  }
   // A dictionary of exactly `keys`, each a non-negative integer.
   auto isByteCounts = [&](ArrayRef<StringLiteral> keys) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());

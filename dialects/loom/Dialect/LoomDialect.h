@@ -70,6 +70,19 @@ class MixedPrecision : public OpTrait::TraitBase<ConcreteType, MixedPrecision> {
 #include "loom/Dialect/LoomOps.h.inc"
 
 namespace mlir {
+namespace loom {
+/// `spec` as an element of the module's `loom.tensors`: a dictionary of
+/// `name`, `init` ("normal", "zeros", "ones"), `std` (f64, normal only),
+/// and where they apply `rows` (i64), `hf` (string) and `hf_transpose`.
+DictionaryAttr getTensorSpecAttr(MLIRContext *context, const TensorSpec &spec);
+/// The TensorSpec `attr` holds, or a failure `emitError` explains.
+FailureOr<TensorSpec>
+parseTensorSpecAttr(Attribute attr,
+                    llvm::function_ref<InFlightDiagnostic()> emitError);
+} // namespace loom
+} // namespace mlir
+
+namespace mlir {
 class ModuleOp;
 namespace loom {
 /// The plan the passes after loom-plan compile for: the module's

@@ -50,6 +50,18 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getClusterAttrName() {
       return "loom.cluster";
     }
+    /// Module attribute: each parameter of the whole model, in the model's
+    /// order, beyond its shape (loom::TensorSpec, getTensorSpecAttr): how it
+    /// starts and its name in Hugging Face's checkpoints. The manifest's
+    /// `tensor` lines.
+    static constexpr ::llvm::StringLiteral getTensorsAttrName() {
+      return "loom.tensors";
+    }
+    /// Module unit attribute: the tensors are llm.c's GPT-2 checkpoint's, in
+    /// its order (the manifest's `checkpoint llmc`).
+    static constexpr ::llvm::StringLiteral getLlmcCheckpointAttrName() {
+      return "loom.llmc_checkpoint";
+    }
     /// Module attribute: a rank's bytes of parameters, gradients and
     /// optimizer state, and the activations one micro-batch keeps for the
     /// backward pass, as compiled (loom-memory-report), a dictionary of

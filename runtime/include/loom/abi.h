@@ -98,26 +98,9 @@ static inline int64_t loom_attention_grad_scratch(int64_t batch, int64_t seq,
 #define LOOM_TRACE_OPTIMIZER 2
 
 /* Parameters of the transformer's blocks are stacked over the layers and
-   named LOOM_STACKED_PREFIX followed by GPT-2's per-layer name: slice l of
-   "h.*.ln_1.weight" is GPT-2's "h.<l>.ln_1.weight". */
+   named LOOM_STACKED_PREFIX followed by the per-layer name: slice l of
+   "h.*.ln_1.weight" is layer l's "ln_1.weight". */
 #define LOOM_STACKED_PREFIX "h.*."
-
-/* GPT-2's per-layer tensors in llm.c's checkpoint order, X(id, name) for
-   each: the importer stacks them in this order, and the runtime reads and
-   writes checkpoints in it. */
-#define LOOM_LLMC_BLOCK_TENSORS(X)                                             \
-  X(Ln1Weight, "ln_1.weight")                                                  \
-  X(Ln1Bias, "ln_1.bias")                                                      \
-  X(QkvWeight, "attn.c_attn.weight")                                           \
-  X(QkvBias, "attn.c_attn.bias")                                               \
-  X(AttnProjWeight, "attn.c_proj.weight")                                      \
-  X(AttnProjBias, "attn.c_proj.bias")                                          \
-  X(Ln2Weight, "ln_2.weight")                                                  \
-  X(Ln2Bias, "ln_2.bias")                                                      \
-  X(FcWeight, "mlp.c_fc.weight")                                               \
-  X(FcBias, "mlp.c_fc.bias")                                                   \
-  X(FcProjWeight, "mlp.c_proj.weight")                                         \
-  X(FcProjBias, "mlp.c_proj.bias")
 
 /* Kinds of entry point arguments. */
 #define LOOM_ARG_PARAM "param"

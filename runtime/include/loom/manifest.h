@@ -22,8 +22,8 @@
 namespace loom::manifest {
 
 /// The first line: the manifest's format.
-inline constexpr int kFormat = 1;
-inline constexpr char kFormatLine[] = "loom-artifact 1";
+inline constexpr int kFormat = 2;
+inline constexpr char kFormatLine[] = "loom-artifact 2";
 /// The second line's word, followed by the Loom version that compiled it.
 inline constexpr char kVersionLine[] = "loom-version";
 
@@ -101,6 +101,33 @@ inline constexpr char kArch[] = "arch";
 
 /// `stacked <prefix> <layers>`: the layers the stacked parameters hold.
 inline constexpr char kStackedLine[] = "stacked";
+
+/// `tensor <name> init=normal|zeros|ones [std=...] [rows=...] [hf=...]
+/// [hf_transpose=1]`: a parameter of the whole model, in the model's order,
+/// as the compiler derived it from the description: how it starts (drawn
+/// from a normal distribution of `std`, or constant), the rows of its first
+/// dimension that are real (`rows`, of a token table padded past the
+/// vocabulary: the rest are zeros, drawn for nothing and left out of
+/// exports), and its name in Hugging Face's checkpoints (`hf`, a `*`
+/// standing for the layer of a stacked tensor), stored transposed there
+/// with `hf_transpose=1`.
+inline constexpr char kTensorLine[] = "tensor";
+namespace tensor {
+inline constexpr char kInit[] = "init";
+inline constexpr char kStd[] = "std";
+inline constexpr char kRows[] = "rows";
+inline constexpr char kHf[] = "hf";
+inline constexpr char kHfTranspose[] = "hf_transpose";
+/// The values of `init`.
+inline constexpr char kNormal[] = "normal";
+inline constexpr char kZeros[] = "zeros";
+inline constexpr char kOnes[] = "ones";
+} // namespace tensor
+
+/// `checkpoint llmc`: the tensor lines are those of llm.c's GPT-2
+/// checkpoints, in its order, which the runtime then reads and writes.
+inline constexpr char kCheckpointLine[] = "checkpoint";
+inline constexpr char kLlmcCheckpoint[] = "llmc";
 
 /// `entry <name> <symbol> <arguments>`: an entry point.
 inline constexpr char kEntryLine[] = "entry";

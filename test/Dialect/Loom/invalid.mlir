@@ -700,3 +700,27 @@ func.func @scalar_gelu_f16(%x: f16) -> f16 {
   %y = loom.scalar.gelu %x : f16
   return %y : f16
 }
+
+// -----
+
+// expected-error @+1 {{a tensor needs a non-empty 'name' and an 'init' of normal, zeros or ones}}
+module attributes {loom.tensors = [{name = "wte", init = "uniform"}]} {
+}
+
+// -----
+
+// expected-error @+1 {{tensor 'wte': a non-negative 'std' goes with init normal, and only with it}}
+module attributes {loom.tensors = [{name = "wte", init = "normal"}]} {
+}
+
+// -----
+
+// expected-error @+1 {{tensor 'b' is listed twice in 'loom.tensors'}}
+module attributes {loom.tensors = [{name = "b", init = "zeros"}, {name = "b", init = "ones"}]} {
+}
+
+// -----
+
+// expected-error @+1 {{tensor 'b': unknown field 'scale'}}
+module attributes {loom.tensors = [{name = "b", init = "zeros", scale = 2.0 : f64}]} {
+}

@@ -19,7 +19,7 @@ def fnv1a(data):
 
 data = bytearray(open(sys.argv[1], "rb").read())
 old, new = (ast.literal_eval(a).encode() for a in sys.argv[3:5])
-start = data.index(b"loom-artifact 1\n")
+start = data.index(b"loom-artifact ")
 end = data.index(b"\0", start)
 text = bytes(data[start:end])
 assert old in text, "pattern not in the manifest"
