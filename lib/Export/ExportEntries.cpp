@@ -215,7 +215,9 @@ struct ExportEntriesPass
       if (failed(spec))
         return failure();
       listed.insert(spec->name);
-      os << M::kTensorLine << " " << spec->name;
+      os << M::kTensorLine << " " << spec->name << " " << M::tensor::kShape
+         << "=";
+      llvm::interleave(spec->shape, os, "x");
       field(os, M::tensor::kInit, stringifyTensorInit(spec->init));
       if (spec->init == TensorInit::Normal)
         field(os, M::tensor::kStd, formatF64(spec->std));

@@ -33,6 +33,7 @@ private:
   /// name set here) and returns its index.
   unsigned param(StringRef name, ArrayRef<int64_t> shape, TensorSpec spec) {
     spec.name = name.str();
+    spec.shape.assign(shape.begin(), shape.end());
     tensors.push_back(getTensorSpecAttr(builder.getContext(), spec));
     argTypes.push_back(RankedTensorType::get(shape, builder.getF32Type()));
     argAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(

@@ -11,6 +11,7 @@
 #include "JobFiles.h"
 #include "Model.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -146,6 +147,32 @@ int readOnFirstRank(const loom_model_info &info, const char *path,
   return 0;
 }
 } // namespace
+
+bool loom_model::checkLlmcHeader() const {
+  auto format = [](const std::vector<int64_t> &shape) {
+    std::string text;
+    for (int64_t d : shape)
+      text += (text.empty() ? "" : "x") + std::to_string(d);
+    return text;
+  };
+  const std::pair<const char *, std::vector<int64_t>> header[] = {
+      {"wte", {info.padded_vocab, info.width}},
+      {"wpe", {info.positions, info.width}}};
+  for (const auto &[tensor, expected] : header) {
+    auto it = std::find_if(
+        tensorSpecs.begin(), tensorSpecs.end(),
+        [&, name = tensor](const auto &spec) { return spec.first == name; });
+    std::string actual = it == tensorSpecs.end() ? std::string("missing")
+                                                 : format(it->second.shape);
+    if (it == tensorSpecs.end() || it->second.shape != expected)
+      return badManifest(std::string("'checkpoint llmc', but tensor ") +
+                         tensor + " is " + actual +
+                         " where the model line's sizes, which llm.c's "
+                         "header holds, make it " +
+                         format(expected));
+  }
+  return true;
+}
 
 bool loom::checkLlmcLayout(const loom_model *model, const char *path) {
   if (model->llmcLayout)

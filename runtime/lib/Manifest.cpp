@@ -172,34 +172,4 @@ bool checkArtifactChecksum(const char *path, const std::vector<char> &bytes) {
   return true;
 }
 
-bool ModelShape::expectedShape(const std::string &name,
-                               std::vector<int64_t> &shape) const {
-  const int64_t C = width, H = hidden, L = layers;
-  const std::string h = LOOM_STACKED_PREFIX;
-  std::map<std::string, std::vector<int64_t>> shapes = {
-      {"wte", {paddedVocab, C}},
-      {"wpe", {positions, C}},
-      {h + "ln_1.weight", {L, C}},
-      {h + "ln_1.bias", {L, C}},
-      {h + "attn.c_attn.weight", {L, 3 * C, C}},
-      {h + "attn.c_attn.bias", {L, 3 * C}},
-      {h + "attn.c_proj.weight", {L, C, C}},
-      {h + "attn.c_proj.bias", {L, C}},
-      {h + "ln_2.weight", {L, C}},
-      {h + "ln_2.bias", {L, C}},
-      {h + "mlp.c_fc.weight", {L, H, C}},
-      {h + "mlp.c_fc.bias", {L, H}},
-      {h + "mlp.c_proj.weight", {L, C, H}},
-      {h + "mlp.c_proj.bias", {L, C}},
-      {"ln_f.weight", {C}},
-      {"ln_f.bias", {C}}};
-  if (!tied)
-    shapes["lm_head.weight"] = {paddedVocab, C};
-  auto it = shapes.find(name);
-  if (it == shapes.end())
-    return false;
-  shape = it->second;
-  return true;
-}
-
 } // namespace loom

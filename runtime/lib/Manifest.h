@@ -66,16 +66,6 @@ bool parseShape(const std::string &text, std::vector<int64_t> &shape);
 /// (abi.h) before any of its code is loaded; sets the error on a mismatch.
 bool checkArtifactChecksum(const char *path, const std::vector<char> &bytes);
 
-/// The model line's sizes, and the whole shape each GPT-2 parameter must
-/// have for them (llm.c's layout, stacked blocks leading with the layers).
-struct ModelShape {
-  int64_t layers, width, hidden, paddedVocab, positions;
-  bool tied;
-  /// False for a name the model does not have.
-  bool expectedShape(const std::string &name,
-                     std::vector<int64_t> &shape) const;
-};
-
 /// A model read from the manifest `text` alone, without an artifact: its
 /// entry points have no code and cannot run, but its checks, its layout
 /// (with `layout`; not for pipelines) and its checkpoint reader are the

@@ -151,6 +151,8 @@ inline int64_t product(const std::vector<int64_t> &shape, size_t begin,
 /// manifest `tensor` line (manifest.h), which the compiler derived from the
 /// model's description.
 struct TensorSpec {
+  /// The whole tensor's.
+  std::vector<int64_t> shape;
   enum class Init { Normal, Zeros, Ones };
   Init init = Init::Zeros;
   double std = 0;
@@ -303,6 +305,9 @@ struct loom_model {
   /// Checks every parameter's whole shape against the model line, which
   /// checkpoints' headers are written from.
   bool checkModelShapes();
+  /// With `checkpoint llmc`: whether the model line's sizes, which llm.c's
+  /// header holds, are those of the tensors its data holds (Checkpoint.cpp).
+  bool checkLlmcHeader() const;
   /// A pipeline artifact's entries: one step per pipeline rank, which
   /// together hold every layer once.
   bool checkPipelineEntries();

@@ -418,13 +418,16 @@ bool ManifestReader::readStacked(std::istringstream &line) {
 }
 
 bool ManifestReader::readTensor(std::istringstream &line) {
-  std::string name, init;
+  std::string name, init, shape;
   line >> name;
   ManifestFields f(line);
   TensorSpec spec;
   int64_t transpose = 0;
-  if (name.empty() || !f.text(M::tensor::kInit, init))
+  if (name.empty() || !f.text(M::tensor::kShape, shape) ||
+      !f.text(M::tensor::kInit, init))
     return badLine(M::kTensorLine, f);
+  if (!parseShape(shape, spec.shape))
+    return fail("bad shape '" + shape + "' of tensor " + name);
   if (init == M::tensor::kNormal)
     spec.init = TensorSpec::Init::Normal;
   else if (init == M::tensor::kOnes)
@@ -546,7 +549,7 @@ bool ManifestReader::finish() {
        {M::kChecksumLine, M::kModelLine, M::kTrainingLine, M::kStackedLine})
     if (!seen.count(line))
       return fail(std::string("no '") + line + "' line");
-  if (!m.checkModelShapes())
+  if (!m.checkModelShapes() || (m.llmcLayout && !m.checkLlmcHeader()))
     return false;
   if (info.pp > 1)
     return m.checkPipelineEntries();
@@ -609,8 +612,9 @@ bool loom_model::checkModelShapes() {
                 std::to_string(info.sequence) +
                 " exceeds the model line's positions (" +
                 std::to_string(info.positions) + ")");
-  ModelShape model{info.layers,       info.width,     info.hidden,
-                   info.padded_vocab, info.positions, info.tied != 0};
+  std::map<std::string, const TensorSpec *> specs;
+  for (const auto &[tensor, spec] : tensorSpecs)
+    specs[tensor] = &spec;
   for (const auto &[entryName, entry] : entries) {
     std::map<std::string, int64_t> paramSizes;
     for (const Arg &arg : entry.args)
@@ -639,10 +643,11 @@ bool loom_model::checkModelShapes() {
       } else if (arg.kind == LOOM_ARG_PARAM) {
         // The whole tensor: the argument's shape with the plan's parts
         // multiplied back, and a pipeline stage's layers the model's.
-        std::vector<int64_t> expected, whole = arg.shape;
-        if (!model.expectedShape(arg.name, expected))
-          return fail(where + ": the model line's GPT-2 has no such "
-                              "parameter");
+        std::vector<int64_t> whole = arg.shape;
+        auto spec = specs.find(arg.name);
+        if (spec == specs.end())
+          return fail(where + " has no tensor line");
+        const std::vector<int64_t> &expected = spec->second->shape;
         if (arg.shard >= 0)
           whole[arg.shard] *= info.dp;
         if (arg.tpDim >= 0)
@@ -651,13 +656,7 @@ bool loom_model::checkModelShapes() {
           whole[0] = info.layers;
         if (whole != expected)
           return fail(where + " makes a whole tensor of " + format(whole) +
-                      ", but the model line '" + name +
-                      " layers=" + std::to_string(info.layers) +
-                      " width=" + std::to_string(info.width) +
-                      " hidden=" + std::to_string(info.hidden) +
-                      " padded_vocab=" + std::to_string(info.padded_vocab) +
-                      " positions=" + std::to_string(info.positions) +
-                      "...' makes it " + format(expected));
+                      ", but its tensor line says " + format(expected));
       }
     }
   }

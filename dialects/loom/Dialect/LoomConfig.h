@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mlir {
 namespace loom {
@@ -126,6 +127,8 @@ std::optional<TensorInit> parseTensorInit(llvm::StringRef name);
 /// the manifest carries them to the runtime (`tensor` lines).
 struct TensorSpec {
   std::string name;
+  /// The whole tensor's (a stacked one's leading with the layers).
+  std::vector<int64_t> shape;
   TensorInit init = TensorInit::Zeros;
   double std = 0; ///< Of TensorInit::Normal.
   /// The real rows of the first dimension (the vocabulary's, of a padded

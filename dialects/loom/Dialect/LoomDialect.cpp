@@ -112,6 +112,7 @@ DictionaryAttr mlir::loom::getTensorSpecAttr(MLIRContext *context,
   Builder b(context);
   SmallVector<NamedAttribute> fields = {
       b.getNamedAttr("name", b.getStringAttr(spec.name)),
+      b.getNamedAttr("shape", b.getDenseI64ArrayAttr(spec.shape)),
       b.getNamedAttr("init", b.getStringAttr(stringifyTensorInit(spec.init)))};
   if (spec.init == TensorInit::Normal)
     fields.push_back(b.getNamedAttr("std", b.getF64FloatAttr(spec.std)));
@@ -140,6 +141,12 @@ FailureOr<TensorSpec> mlir::loom::parseTensorSpecAttr(
                        << attr;
   spec.name = name.getValue().str();
   spec.init = *kind;
+  auto shape = dict.getAs<DenseI64ArrayAttr>("shape");
+  if (!shape || shape.empty() ||
+      llvm::any_of(shape.asArrayRef(), [](int64_t d) { return d <= 0; }))
+    return emitError() << "tensor '" << spec.name
+                       << "': 'shape' must be an array of positive sizes";
+  spec.shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
   auto std = dict.getAs<FloatAttr>("std");
   if ((spec.init == TensorInit::Normal) != bool(std) ||
       (std && !(std.getValueAsDouble() >= 0)))
@@ -165,7 +172,7 @@ FailureOr<TensorSpec> mlir::loom::parseTensorSpecAttr(
   spec.hfTranspose = dict.contains("hf_transpose");
   for (NamedAttribute field : dict)
     if (!llvm::is_contained(
-            {"name", "init", "std", "rows", "hf", "hf_transpose"},
+            {"name", "shape", "init", "std", "rows", "hf", "hf_transpose"},
             field.getName().getValue()))
       return emitError() << "tensor '" << spec.name << "': unknown field '"
                          << field.getName().getValue() << "'";

@@ -102,9 +102,10 @@ inline constexpr char kArch[] = "arch";
 /// `stacked <prefix> <layers>`: the layers the stacked parameters hold.
 inline constexpr char kStackedLine[] = "stacked";
 
-/// `tensor <name> init=normal|zeros|ones [std=...] [rows=...] [hf=...]
-/// [hf_transpose=1]`: a parameter of the whole model, in the model's order,
-/// as the compiler derived it from the description: how it starts (drawn
+/// `tensor <name> shape=... init=normal|zeros|ones [std=...] [rows=...]
+/// [hf=...] [hf_transpose=1]`: a parameter of the whole model, in the
+/// model's order, as the compiler derived it from the description: its
+/// whole shape (a stacked one's leading with the layers), how it starts (drawn
 /// from a normal distribution of `std`, or constant), the rows of its first
 /// dimension that are real (`rows`, of a token table padded past the
 /// vocabulary: the rest are zeros, drawn for nothing and left out of
@@ -113,6 +114,7 @@ inline constexpr char kStackedLine[] = "stacked";
 /// with `hf_transpose=1`.
 inline constexpr char kTensorLine[] = "tensor";
 namespace tensor {
+inline constexpr char kShape[] = "shape";
 inline constexpr char kInit[] = "init";
 inline constexpr char kStd[] = "std";
 inline constexpr char kRows[] = "rows";

@@ -710,17 +710,23 @@ module attributes {loom.tensors = [{name = "wte", init = "uniform"}]} {
 // -----
 
 // expected-error @+1 {{tensor 'wte': a non-negative 'std' goes with init normal, and only with it}}
-module attributes {loom.tensors = [{name = "wte", init = "normal"}]} {
+module attributes {loom.tensors = [{name = "wte", shape = array<i64: 4, 2>, init = "normal"}]} {
 }
 
 // -----
 
 // expected-error @+1 {{tensor 'b' is listed twice in 'loom.tensors'}}
-module attributes {loom.tensors = [{name = "b", init = "zeros"}, {name = "b", init = "ones"}]} {
+module attributes {loom.tensors = [{name = "b", shape = array<i64: 2>, init = "zeros"}, {name = "b", shape = array<i64: 2>, init = "ones"}]} {
 }
 
 // -----
 
 // expected-error @+1 {{tensor 'b': unknown field 'scale'}}
-module attributes {loom.tensors = [{name = "b", init = "zeros", scale = 2.0 : f64}]} {
+module attributes {loom.tensors = [{name = "b", shape = array<i64: 2>, init = "zeros", scale = 2.0 : f64}]} {
+}
+
+// -----
+
+// expected-error @+1 {{tensor 'b': 'shape' must be an array of positive sizes}}
+module attributes {loom.tensors = [{name = "b", shape = array<i64: 0>, init = "zeros"}]} {
 }
