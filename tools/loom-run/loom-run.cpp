@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LrSchedule.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +34,16 @@ const char *const kUsage =
     "\n"
     "  --data FILE         training data\n"
     "  --steps N           training steps (default 100)\n"
-    "  --lr X              learning rate (default: the model description's)\n"
+    "  --lr X              learning rate (default: the model description's);\n"
+    "                      with a schedule, the one after the warm-up\n"
+    "  --warmup-steps N    raise the learning rate linearly from 0 over the\n"
+    "                      first N steps (default 0)\n"
+    "  --lr-schedule S     after the warm-up: constant (default), or cosine\n"
+    "                      or linear decay to --min-lr at the last step\n"
+    "  --min-lr X          the rate a decay ends at (default: --lr / 10)\n"
+    "  --lr-decay-end N    the step a decay ends at (default: the run's\n"
+    "                      last; give the whole run's when it is split over\n"
+    "                      several --load-state resumptions)\n"
     "  --seed N            initialization seed (default 1337)\n"
     "  --load FILE         start from an llm.c checkpoint instead\n"
     "  --save FILE         write an llm.c checkpoint after the last step\n"
@@ -82,7 +93,10 @@ struct Options {
       saveState, trace;
   long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0,
             lossScaleWindow = 2000;
-  double lr = -1, valFraction = 0.1, lossScale = 65536, peakTflops = 0;
+  double lr = -1, minLr = -1, valFraction = 0.1, lossScale = 65536,
+         peakTflops = 0;
+  long long warmupSteps = 0, lrDecayEnd = 0;
+  loom::LrDecay lrDecay = loom::LrDecay::Constant;
   bool quiet = false, verboseRanks = false, lossScaleGiven = false,
        allowNonfinite = false;
 };
@@ -210,6 +224,9 @@ int parseArgs(int argc, char **argv, Options &o) {
       integer("--val-batches", o.valBatches, 1),
       integer("--threads", o.threads, 1, 1024),
       real("--lr", o.lr, 0.0, 1e3),
+      real("--min-lr", o.minLr, 0.0, 1e3),
+      integer("--warmup-steps", o.warmupSteps, 0),
+      integer("--lr-decay-end", o.lrDecayEnd, 1),
       real("--val-fraction", o.valFraction, 0.0, 0.9),
       real("--loss-scale", o.lossScale, 0x1p-24, 0x1p64),
       real("--peak-tflops", o.peakTflops, 1e-6, 1e6),
@@ -231,6 +248,16 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--allow-nonfinite") {
       o.allowNonfinite = true;
+      continue;
+    }
+    if (a == "--lr-schedule") {
+      if (i + 1 >= argc)
+        return usageError(a + " needs a value");
+      std::optional<loom::LrDecay> decay = loom::parseLrDecay(argv[++i]);
+      if (!decay)
+        return usageError(a + ": '" + argv[i] +
+                          "' is not a schedule (constant, cosine or linear)");
+      o.lrDecay = *decay;
       continue;
     }
     if (a.rfind("--", 0) == 0) {
@@ -393,7 +420,7 @@ private:
   int64_t size = 0, valBegin = 0, cursor = 0, tokensPerStep = 0;
   std::vector<int32_t> tokens, targets;
   long long first = 1, last = 0, stoppedAfter = 0;
-  float lr = 0;
+  loom::LrSchedule schedule;
   double totalMs = 0, lastLoss = 0;
 };
 
@@ -487,7 +514,18 @@ int Run::startWeights() {
   // on, and counts its steps on from theirs.
   first = loom_model_get_step(model) + 1;
   last = first + o.steps - 1;
-  lr = o.lr >= 0 ? static_cast<float>(o.lr) : static_cast<float>(info->lr);
+  schedule.peak = o.lr >= 0 ? o.lr : info->lr;
+  schedule.final = o.minLr >= 0 ? o.minLr : schedule.peak / 10;
+  schedule.warmup = o.warmupSteps;
+  schedule.decay = o.lrDecay;
+  schedule.last = o.lrDecayEnd ? o.lrDecayEnd : last;
+  if (schedule.decay != loom::LrDecay::Constant &&
+      schedule.final > schedule.peak) {
+    std::string why = "--min-lr " + formatValue(schedule.final) +
+                      " is above the learning rate " +
+                      formatValue(schedule.peak) + ", which a decay lowers";
+    return fail(why.c_str());
+  }
   for (long long skipped = 1; skipped < first; ++skipped)
     if (int rc = nextBatch())
       return rc;
@@ -583,8 +621,9 @@ int Run::trainStep(long long step) {
   float loss = 0, norm = 0;
   loom_loss_scale before{};
   bool scaling = loom_model_get_loss_scale(model, &before);
-  if (loom_model_train_step(model, tokens.data(), targets.data(), lr, &loss,
-                            &norm))
+  double lr = schedule.at(step);
+  if (loom_model_train_step(model, tokens.data(), targets.data(),
+                            static_cast<float>(lr), &loss, &norm))
     return fail(loom_last_error());
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
@@ -600,11 +639,16 @@ int Run::trainStep(long long step) {
     std::snprintf(scaled, sizeof(scaled), " | scale %g%s", before.scale,
                   after.last_skipped ? " | skipped (overflow)" : "");
   }
+  // The rate, where a schedule varies it, to six significant digits.
+  char rate[48] = "";
+  if (schedule.varies())
+    std::snprintf(rate, sizeof(rate), " | lr %.6g", lr);
   if (!o.quiet)
-    report("step %5lld/%lld | loss %s | norm %s | %8.2f ms | "
+    report("step %5lld/%lld | loss %s | norm %s%s | %8.2f ms | "
            "%9.0f tok/s%s%s\n",
-           step, last, formatValue(loss).c_str(), formatValue(norm).c_str(), ms,
-           tokensPerStep / ms * 1e3, mfu(ms, " | MFU ").c_str(), scaled);
+           step, last, formatValue(loss).c_str(), formatValue(norm).c_str(),
+           rate, ms, tokensPerStep / ms * 1e3, mfu(ms, " | MFU ").c_str(),
+           scaled);
   if (!std::isfinite(loss) && !o.allowNonfinite) {
     std::string msg = "step " + std::to_string(step) + ": the loss is " +
                       (std::isnan(loss) ? "NaN" : "infinite") +
