@@ -9,6 +9,7 @@
 
 #include "Dist.h"
 #include "JobFiles.h"
+#include "Manifest.h"
 #include "Model.h"
 
 #include <algorithm>
@@ -149,12 +150,6 @@ int readOnFirstRank(const loom_model_info &info, const char *path,
 } // namespace
 
 bool loom_model::checkLlmcHeader() const {
-  auto format = [](const std::vector<int64_t> &shape) {
-    std::string text;
-    for (int64_t d : shape)
-      text += (text.empty() ? "" : "x") + std::to_string(d);
-    return text;
-  };
   const std::pair<const char *, std::vector<int64_t>> header[] = {
       {"wte", {info.padded_vocab, info.width}},
       {"wpe", {info.positions, info.width}}};
@@ -162,14 +157,15 @@ bool loom_model::checkLlmcHeader() const {
     auto it = std::find_if(
         tensorSpecs.begin(), tensorSpecs.end(),
         [&, name = tensor](const auto &spec) { return spec.first == name; });
-    std::string actual = it == tensorSpecs.end() ? std::string("missing")
-                                                 : format(it->second.shape);
+    std::string actual = it == tensorSpecs.end()
+                             ? std::string("missing")
+                             : formatShape(it->second.shape);
     if (it == tensorSpecs.end() || it->second.shape != expected)
       return badManifest(std::string("'checkpoint llmc', but tensor ") +
                          tensor + " is " + actual +
                          " where the model line's sizes, which llm.c's "
                          "header holds, make it " +
-                         format(expected));
+                         formatShape(expected));
   }
   return true;
 }

@@ -101,6 +101,13 @@ bool ManifestFields::allRead() {
   return true;
 }
 
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (int64_t d : shape)
+    text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text.empty() ? std::string("a scalar") : text;
+}
+
 bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
   shape.clear();
   if (text == "-")

@@ -61,6 +61,8 @@ bool parseInteger(const std::string &text, int64_t min, int64_t max,
 /// Parses an argument's shape ("4x128", "-" for a scalar): each dimension
 /// in [1, kMaxManifestSize], their product below 2^62.
 bool parseShape(const std::string &text, std::vector<int64_t> &shape);
+/// `shape` as the manifest writes it ("4x128"); "a scalar" for none.
+std::string formatShape(const std::vector<int64_t> &shape);
 
 /// Checks the checksum line of the artifact `bytes` read from `path`
 /// (abi.h) before any of its code is loaded; sets the error on a mismatch.

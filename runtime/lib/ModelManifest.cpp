@@ -601,12 +601,6 @@ bool loom_model::parseManifest(const char *text) {
 
 bool loom_model::checkModelShapes() {
   auto fail = [&](const std::string &why) { return badManifest(why); };
-  auto format = [](const std::vector<int64_t> &shape) {
-    std::string text;
-    for (int64_t d : shape)
-      text += (text.empty() ? "" : "x") + std::to_string(d);
-    return text.empty() ? std::string("a scalar") : text;
-  };
   if (info.sequence > info.positions)
     return fail("the training line's sequence of " +
                 std::to_string(info.sequence) +
@@ -627,7 +621,7 @@ bool loom_model::checkModelShapes() {
       static const std::string gradPrefix = LOOM_OUTPUT_GRAD_PREFIX;
       if (arg.kind == LOOM_ARG_INPUT && tokens) {
         if (arg.shape.size() != 2 || arg.shape[1] != info.sequence)
-          return fail(where + " is " + format(arg.shape) +
+          return fail(where + " is " + formatShape(arg.shape) +
                       ", not sequences of the training line's " +
                       std::to_string(info.sequence) + " tokens");
       } else if (arg.kind == LOOM_ARG_OUTPUT &&
@@ -638,7 +632,7 @@ bool loom_model::checkModelShapes() {
       } else if (arg.kind == LOOM_ARG_INPUT || arg.kind == LOOM_ARG_OUTPUT) {
         // The scalars: lr, step, the loss scale, the loss and the norm.
         if (!arg.shape.empty())
-          return fail(where + " is " + format(arg.shape) +
+          return fail(where + " is " + formatShape(arg.shape) +
                       ", expected a scalar");
       } else if (arg.kind == LOOM_ARG_PARAM) {
         // The whole tensor: the argument's shape with the plan's parts
@@ -655,8 +649,8 @@ bool loom_model::checkModelShapes() {
         if (!arg.layerRuns.empty())
           whole[0] = info.layers;
         if (whole != expected)
-          return fail(where + " makes a whole tensor of " + format(whole) +
-                      ", but its tensor line says " + format(expected));
+          return fail(where + " makes a whole tensor of " + formatShape(whole) +
+                      ", but its tensor line says " + formatShape(expected));
       }
     }
   }
