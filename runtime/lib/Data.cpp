@@ -2,7 +2,9 @@
 
 #include "loom/runtime.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -18,7 +20,15 @@ struct loom_dataset {
   bool shard = false;
 };
 
-static constexpr int32_t kShardMagic = 20240520;
+/// llm.c's token shards: a header of 256 int32 (magic, version, token
+/// count), then the tokens, 16-bit for GPT-2's vocabulary and 32-bit for
+/// larger ones (llm.c's Llama 3 shards).
+struct ShardFormat {
+  int32_t magic, version;
+  size_t tokenBytes;
+};
+static constexpr ShardFormat kShardFormats[] = {{20240520, 1, 2},
+                                                {20240801, 7, 4}};
 
 extern "C" {
 
@@ -41,7 +51,11 @@ loom_dataset *loom_dataset_open(const char *path, int64_t vocab) {
   if (bytes.size() >= sizeof(magic))
     std::memcpy(&magic, bytes.data(), sizeof(magic));
   int32_t header[256];
-  if (magic == kShardMagic) {
+  const ShardFormat *format = nullptr;
+  for (const ShardFormat &f : kShardFormats)
+    if (magic == f.magic)
+      format = &f;
+  if (format) {
     data->shard = true;
     if (bytes.size() < sizeof(header)) {
       setError("%s: truncated llm.c token shard: no complete 256-int header",
@@ -50,14 +64,17 @@ loom_dataset *loom_dataset_open(const char *path, int64_t vocab) {
       return nullptr;
     }
     std::memcpy(header, bytes.data(), sizeof(header));
-    if (header[1] != 1) {
-      setError("%s: token shard version %d; only version 1 is read", path,
-               header[1]);
+    if (header[1] != format->version) {
+      setError("%s: token shard version %d; a shard of magic %d is read in "
+               "version %d",
+               path, header[1], format->magic, format->version);
       delete data;
       return nullptr;
     }
     int64_t count = header[2];
-    if (count < 0 || bytes.size() != sizeof(header) + 2 * size_t(count)) {
+    size_t width = format->tokenBytes;
+    if (count < 0 ||
+        bytes.size() != sizeof(header) + width * static_cast<size_t>(count)) {
       setError("%s: the header promises %lld tokens but the file holds %zu "
                "bytes of tokens (truncated or corrupt)",
                path, static_cast<long long>(count),
@@ -68,8 +85,15 @@ loom_dataset *loom_dataset_open(const char *path, int64_t vocab) {
     data->tokens.resize(count);
     const unsigned char *p =
         reinterpret_cast<const unsigned char *>(bytes.data()) + sizeof(header);
-    for (int64_t i = 0; i < count; ++i)
-      data->tokens[i] = p[2 * i] | (p[2 * i + 1] << 8);
+    for (int64_t i = 0; i < count; ++i) {
+      uint32_t token = 0;
+      for (size_t b = 0; b < width; ++b)
+        token |= uint32_t(p[width * i + b]) << (8 * b);
+      // Past int32's range no vocabulary reaches: refused below as outside
+      // the model's.
+      data->tokens[i] =
+          static_cast<int32_t>(std::min<uint32_t>(token, INT32_MAX));
+    }
   } else {
     // Plain text: each byte is a token.
     if (vocab < 256) {

@@ -2,7 +2,10 @@
 token count), then the tokens as uint16. Tokens follow a fixed pseudo-random
 walk over a vocabulary, so the shard has structure to learn.
 
-  make-shard.py OUT COUNT VOCAB [--header-count N] [--truncate BYTES]
+  make-shard.py OUT COUNT VOCAB [--header-count N] [--wide]
+
+--wide writes llm.c's 32-bit shard (magic 20240801, version 7, uint32
+tokens, as its Llama 3 data), for vocabularies past 65,536.
 """
 import argparse
 import struct
@@ -12,9 +15,14 @@ p.add_argument("out")
 p.add_argument("count", type=int)
 p.add_argument("vocab", type=int)
 p.add_argument("--header-count", type=int)
-p.add_argument("--magic", type=int, default=20240520)
-p.add_argument("--version", type=int, default=1)
+p.add_argument("--wide", action="store_true")
+p.add_argument("--magic", type=int)
+p.add_argument("--version", type=int)
 a = p.parse_args()
+if a.magic is None:
+    a.magic = 20240801 if a.wide else 20240520
+if a.version is None:
+    a.version = 7 if a.wide else 1
 state, tokens = 12345, []
 for _ in range(a.count):
     state = (state * 1103515245 + 12345) % (1 << 31)
@@ -22,4 +30,4 @@ for _ in range(a.count):
 header = [a.magic, a.version, a.count if a.header_count is None else a.header_count] + [0] * 253
 with open(a.out, "wb") as f:
     f.write(struct.pack("<256i", *header))
-    f.write(struct.pack(f"<{a.count}H", *tokens))
+    f.write(struct.pack(f"<{a.count}{'I' if a.wide else 'H'}", *tokens))
