@@ -12,7 +12,6 @@
 #include "Manifest.h"
 #include "Model.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -154,9 +153,7 @@ bool loom_model::checkLlmcHeader() const {
       {"wte", {info.padded_vocab, info.width}},
       {"wpe", {info.positions, info.width}}};
   for (const auto &[tensor, expected] : header) {
-    auto it = std::find_if(
-        tensorSpecs.begin(), tensorSpecs.end(),
-        [&, name = tensor](const auto &spec) { return spec.first == name; });
+    auto it = tensorSpecs.find(tensor);
     std::string actual = it == tensorSpecs.end()
                              ? std::string("missing")
                              : formatShape(it->second.shape);

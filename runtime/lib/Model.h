@@ -272,7 +272,8 @@ struct loom_model {
   loom::StepVector<loom::Scalars> scalars;
   /// The manifest's tensor lines, in its order, and whether they are
   /// llm.c's GPT-2 checkpoint's (`checkpoint llmc`).
-  std::vector<std::pair<std::string, loom::TensorSpec>> tensorSpecs;
+  std::map<std::string, loom::TensorSpec> tensorSpecs;
+  std::vector<std::string> tensorOrder;
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
   std::string schedule;
@@ -316,8 +317,9 @@ struct loom_model {
   bool joinPipeline();
   bool layoutParams();
   /// Gives each parameter and optimizer state tensor its manifest tensor
-  /// line; fails where a parameter has none.
-  bool attachTensorSpecs();
+  /// line (checkModelShapes found every parameter's), and keeps llmcLayout
+  /// only where the parameters are the tensor lines in their order.
+  void attachTensorSpecs();
   /// Calls a per-micro-batch entry on each micro-batch of a whole batch.
   bool callMicroBatches(const char *entryName, const int32_t *tokens,
                         const int32_t *targets, float *lossOut,

@@ -448,10 +448,20 @@ bool ManifestReader::readTensor(std::istringstream &line) {
       !f.allRead())
     return badLine(M::kTensorLine, f);
   spec.hfTranspose = transpose != 0;
-  for (const auto &[other, ignored] : m.tensorSpecs)
-    if (other == name)
-      return fail("a second tensor line of " + name);
-  m.tensorSpecs.emplace_back(name, spec);
+  // The rows are of an unstacked tensor's first dimension (a token
+  // table's); a transposed tensor is a matrix (a layer's, for a stacked
+  // one).
+  bool stacked = name.rfind(LOOM_STACKED_PREFIX, 0) == 0;
+  size_t layerRank = spec.shape.size() - (stacked ? 1 : 0);
+  if (spec.rows && (stacked || spec.rows > spec.shape[0]))
+    return fail("the tensor line '" + lineText +
+                "': rows of a stacked tensor, or past its first dimension");
+  if (spec.hfTranspose && layerRank != 2)
+    return fail("the tensor line '" + lineText +
+                "': hf_transpose=1 on a tensor that is not a matrix");
+  if (!m.tensorSpecs.emplace(name, spec).second)
+    return fail("a second tensor line of " + name);
+  m.tensorOrder.push_back(name);
   return true;
 }
 
@@ -606,9 +616,6 @@ bool loom_model::checkModelShapes() {
                 std::to_string(info.sequence) +
                 " exceeds the model line's positions (" +
                 std::to_string(info.positions) + ")");
-  std::map<std::string, const TensorSpec *> specs;
-  for (const auto &[tensor, spec] : tensorSpecs)
-    specs[tensor] = &spec;
   for (const auto &[entryName, entry] : entries) {
     std::map<std::string, int64_t> paramSizes;
     for (const Arg &arg : entry.args)
@@ -638,10 +645,10 @@ bool loom_model::checkModelShapes() {
         // The whole tensor: the argument's shape with the plan's parts
         // multiplied back, and a pipeline stage's layers the model's.
         std::vector<int64_t> whole = arg.shape;
-        auto spec = specs.find(arg.name);
-        if (spec == specs.end())
+        auto spec = tensorSpecs.find(arg.name);
+        if (spec == tensorSpecs.end())
           return fail(where + " has no tensor line");
-        const std::vector<int64_t> &expected = spec->second->shape;
+        const std::vector<int64_t> &expected = spec->second.shape;
         if (arg.shard >= 0)
           whole[arg.shard] *= info.dp;
         if (arg.tpDim >= 0)

@@ -14,20 +14,9 @@
 
 using namespace loom;
 
-bool loom_model::attachTensorSpecs() {
-  std::map<std::string, const TensorSpec *> specs;
-  for (const auto &[name, spec] : tensorSpecs)
-    specs[name] = &spec;
-  for (Param &p : params) {
-    auto it = specs.find(p.name);
-    if (it == specs.end())
-      return badManifest("parameter " + p.name + " has no tensor line");
-    p.spec = *it->second;
-    if (p.spec.rows && (p.shape.empty() || p.spec.rows > p.shape[0]))
-      return badManifest("tensor " + p.name +
-                         " has rows=" + std::to_string(p.spec.rows) +
-                         ", more than its first dimension");
-  }
+void loom_model::attachTensorSpecs() {
+  for (Param &p : params)
+    p.spec = tensorSpecs.at(p.name);
   for (Param &state : states) {
     size_t dot = state.name.find('.');
     state.spec = params[paramIndex.at(state.name.substr(dot + 1))].spec;
@@ -35,11 +24,10 @@ bool loom_model::attachTensorSpecs() {
   // llm.c's files are the whole model in the order of its tensors, which
   // a checkpoint reads and writes in one pass: the parameters must be
   // those, in that order.
-  bool same = params.size() == tensorSpecs.size();
+  bool same = params.size() == tensorOrder.size();
   for (size_t i = 0; same && i < params.size(); ++i)
-    same = params[i].name == tensorSpecs[i].first;
+    same = params[i].name == tensorOrder[i];
   llmcLayout = llmcLayout && same;
-  return true;
 }
 
 bool loom_model::layoutParams() {
@@ -141,8 +129,7 @@ bool loom_model::layoutParams() {
   info.local_params = localOffset;
   info.state_floats = stateSize;
   info.num_state = total(states, false);
-  if (!attachTensorSpecs())
-    return false;
+  attachTensorSpecs();
   auto stepIt = entries.find(stepEntry);
   info.arena_bytes =
       stepIt == entries.end() ? 0 : std::max<int64_t>(stepIt->second.arena, 0);

@@ -40,9 +40,9 @@ HfTensor hfTensor(const Param &param, std::string name,
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < shape.size(); ++d)
     rows *= shape[d];
-  HfTensor t{std::move(name), shape,
-             offset,          rows,
-             shape.back(),    param.spec.hfTranspose && shape.size() == 2};
+  // A transposed tensor is a matrix (the manifest reader checked).
+  HfTensor t{std::move(name),       shape, offset, rows, shape.back(),
+             param.spec.hfTranspose};
   if (t.transpose)
     t.shape = {shape[1], shape[0]};
   return t;
@@ -59,9 +59,8 @@ std::vector<HfTensor> hfTensors(const loom_model &model) {
     return p.name.rfind(LOOM_STACKED_PREFIX, 0) == 0;
   };
   bool layersDone = false;
+  // Every parameter has its name (loom_model_export_safetensors).
   for (const Param &p : model.params) {
-    if (p.spec.hfName.empty())
-      continue;
     if (!stacked(p)) {
       tensors.push_back(hfTensor(p, p.spec.hfName, p.shape, p.offset));
       continue;
@@ -71,7 +70,7 @@ std::vector<HfTensor> hfTensors(const loom_model &model) {
     layersDone = true;
     for (int64_t l = 0; l < model.info.layers; ++l)
       for (const Param &q : model.params) {
-        if (!stacked(q) || q.spec.hfName.empty())
+        if (!stacked(q))
           continue;
         std::string name = q.spec.hfName;
         size_t star = name.find('*');

@@ -52,10 +52,9 @@ const char *const kUsage =
     "                      from the saved count, on the batches that follow\n"
     "  --export-safetensors FILE\n"
     "                      write the parameters after the last step as a\n"
-    "                      safetensors file with Hugging Face's names and\n"
-    "                      layouts (the manifest's; GPT-2's: "
-    "GPT2LMHeadModel's\n"
-    "                      state dict)\n"
+    "                      safetensors file with the Hugging Face names\n"
+    "                      and layouts its manifest gives (GPT-2's:\n"
+    "                      GPT2LMHeadModel's state dict)\n"
     "  --val-fraction X    hold out the last X of the data (default 0.1)\n"
     "  --val-every K       validation loss every K steps and at the end\n"
     "                      (default 0: never)\n"
@@ -155,16 +154,20 @@ std::string unwritable(const std::string &path, const char *flag) {
   return "";
 }
 
-/// A flag that takes a value: a path, an integer or a number, in bounds.
+/// A flag that takes a value: a path, an integer or a number, in bounds,
+/// or a learning-rate schedule's name.
 struct ValueFlag {
   const char *name;
   std::string *path = nullptr;
   long long *integer = nullptr;
   double *real = nullptr;
+  loom::LrDecay *decay = nullptr;
   double min = 0, max = 0;
 
   /// What the value must be, for the error that echoes a bad one.
   std::string expected() const {
+    if (decay)
+      return "constant, cosine or linear";
     char text[96];
     if (integer && max == 0)
       std::snprintf(text, sizeof(text), "an integer, %g or more", min);
@@ -174,6 +177,12 @@ struct ValueFlag {
     return text;
   }
   bool parse(const char *v) const {
+    if (decay) {
+      std::optional<loom::LrDecay> parsed = loom::parseLrDecay(v);
+      if (parsed)
+        *decay = *parsed;
+      return parsed.has_value();
+    }
     if (path) {
       *path = v;
       return true;
@@ -212,6 +221,11 @@ int parseArgs(int argc, char **argv, Options &o) {
     f.max = max;
     return f;
   };
+  auto schedule = [](const char *name, loom::LrDecay &to) {
+    ValueFlag f{name};
+    f.decay = &to;
+    return f;
+  };
   const ValueFlag flags[] = {
       path("--data", o.data),
       path("--load", o.load),
@@ -229,6 +243,7 @@ int parseArgs(int argc, char **argv, Options &o) {
       real("--min-lr", o.minLr, 0.0, 1e3),
       integer("--warmup-steps", o.warmupSteps, 0),
       integer("--lr-decay-end", o.lrDecayEnd, 1),
+      schedule("--lr-schedule", o.lrDecay),
       real("--val-fraction", o.valFraction, 0.0, 0.9),
       real("--loss-scale", o.lossScale, 0x1p-24, 0x1p64),
       real("--peak-tflops", o.peakTflops, 1e-6, 1e6),
@@ -250,16 +265,6 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--allow-nonfinite") {
       o.allowNonfinite = true;
-      continue;
-    }
-    if (a == "--lr-schedule") {
-      if (i + 1 >= argc)
-        return usageError(a + " needs a value");
-      std::optional<loom::LrDecay> decay = loom::parseLrDecay(argv[++i]);
-      if (!decay)
-        return usageError(a + ": '" + argv[i] +
-                          "' is not a schedule (constant, cosine or linear)");
-      o.lrDecay = *decay;
       continue;
     }
     if (a.rfind("--", 0) == 0) {

@@ -72,8 +72,9 @@ class MixedPrecision : public OpTrait::TraitBase<ConcreteType, MixedPrecision> {
 namespace mlir {
 namespace loom {
 /// `spec` as an element of the module's `loom.tensors`: a dictionary of
-/// `name`, `shape` (array<i64>), `init` ("normal", "zeros", "ones"), `std` (f64, normal only),
-/// and where they apply `rows` (i64), `hf` (string) and `hf_transpose`.
+/// `name`, `shape` (array<i64>), `init` ("normal", "zeros", "ones"), `std`
+/// (f64, normal only), and where they apply `rows` (i64), `hf` (string) and
+/// `hf_transpose`.
 DictionaryAttr getTensorSpecAttr(MLIRContext *context, const TensorSpec &spec);
 /// The TensorSpec `attr` holds, or a failure `emitError` explains.
 FailureOr<TensorSpec>
