@@ -1,14 +1,17 @@
 """Checks that every path a document names is in the tree.
 
 usage: doc-paths.py ROOT DOC...   (a directory DOC: each of its *.md)
-A path is a word with a slash that starts at one of the tree's top-level
-directories (lib/, test/, runtime/, ...); a path with <...> in it stands
-for many (lib/<Library>/) and is skipped, as are globs. Prints "<doc>: N paths, all present", or each missing
+A path is a word with a slash that starts at one of the source tree's
+top-level directories (lib/, test/, runtime/, ...); build outputs and other
+git-ignored directories (build/) are not the tree, so paths into them are
+not checked. A path with <...> in it stands for many (lib/<Library>/) and is
+skipped, as are globs. Prints "<doc>: N paths, all present", or each missing
 path and exits 1.
 """
 
 import os
 import re
+import subprocess
 import sys
 
 root, docs = sys.argv[1], []
@@ -18,8 +21,13 @@ for arg in sys.argv[2:]:
                        if name.endswith(".md"))
     else:
         docs.append(arg)
-tops = {entry + "/" for entry in os.listdir(root)
-        if os.path.isdir(os.path.join(root, entry)) and not entry.startswith(".")}
+# Tracked and untracked-but-not-ignored files name the source tree's
+# directories; a directory holding only ignored files (build/) is not one.
+files = subprocess.run(
+    ["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard"],
+    check=True, capture_output=True, text=True).stdout.split()
+tops = {name.split("/")[0] + "/" for name in files
+        if "/" in name and not name.startswith(".")}
 missing = 0
 for doc in docs:
     text = open(doc).read()
