@@ -1,7 +1,9 @@
 //===- Importer.cpp - Model descriptions to loom IR -----------------------===//
 //
-// Builds the forward pass and loss of a GPT-2-style model as loom ops, in the
-// order of GPT-2's reference implementation (pre-norm blocks, tied head).
+// Builds the forward pass and loss of a pre-norm decoder as loom ops: GPT-2's
+// block in the order of its reference implementation, or Llama's (RMSNorm,
+// rotary positions, SwiGLU) in the order of Hugging Face's. Each family
+// names its parameters as its Hugging Face checkpoints do.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +13,7 @@
 #include "loom/abi.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 
@@ -29,6 +32,22 @@ public:
   func::FuncOp build(ModuleOp module);
 
 private:
+  /// The parameters of one layer, in checkpoint order: name, shape and
+  /// how each starts. They are stacked over the layers as `h.*.<name>`.
+  struct LayerParam {
+    std::string name;
+    SmallVector<int64_t, 2> shape;
+    TensorSpec spec;
+  };
+  SmallVector<LayerParam> gpt2Layer() const;
+  SmallVector<LayerParam> llamaLayer() const;
+  /// Builds one layer's body from `in` and its parameters `w` (by name).
+  Value buildGpt2Layer(Value in, function_ref<Value(StringRef)> w);
+  Value buildLlamaLayer(Value in, function_ref<Value(StringRef)> w);
+  /// A normalization of the family's kind, named `what`.
+  Value norm(StringRef what, Value x, Value weight, Value bias);
+  bool isLlama() const { return config.arch.norm == NormKind::rmsnorm; }
+
   /// Declares a parameter `name` of `shape` that starts as `spec` says (its
   /// name set here) and returns its index.
   unsigned param(StringRef name, ArrayRef<int64_t> shape, TensorSpec spec) {
@@ -65,58 +84,6 @@ private:
   SmallVector<Attribute> tensors;
 };
 
-/// GPT-2's per-layer tensors in llm.c's checkpoint order, each stacked over
-/// the layers as `h.*.<name>` (slice l is GPT-2's `h.<l>.<name>`).
-enum LayerTensor {
-  kLn1Weight,
-  kLn1Bias,
-  kQkvWeight,
-  kQkvBias,
-  kAttnProjWeight,
-  kAttnProjBias,
-  kLn2Weight,
-  kLn2Bias,
-  kFcWeight,
-  kFcBias,
-  kFcProjWeight,
-  kFcProjBias,
-  kNumLayerTensors
-};
-
-constexpr const char *kLayerTensorNames[kNumLayerTensors] = {
-    "ln_1.weight",      "ln_1.bias",          "attn.c_attn.weight",
-    "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-    "ln_2.weight",      "ln_2.bias",          "mlp.c_fc.weight",
-    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
-
-/// The shape of one layer's tensor `t`, for width C and MLP width H.
-SmallVector<int64_t, 2> layerTensorShape(LayerTensor t, int64_t C, int64_t H) {
-  switch (t) {
-  case kQkvWeight:
-    return {3 * C, C};
-  case kQkvBias:
-    return {3 * C};
-  case kAttnProjWeight:
-    return {C, C};
-  case kFcWeight:
-    return {H, C};
-  case kFcBias:
-    return {H};
-  case kFcProjWeight:
-    return {C, H};
-  case kLn1Weight:
-  case kLn1Bias:
-  case kAttnProjBias:
-  case kLn2Weight:
-  case kLn2Bias:
-  case kFcProjBias:
-    return {C};
-  case kNumLayerTensors:
-    break;
-  }
-  llvm_unreachable("not a layer tensor");
-}
-
 /// A tensor drawn from N(0, `std`), `rows` of its first dimension real (0:
 /// all), named `hf` in Hugging Face's checkpoints.
 TensorSpec normalTensor(double std, StringRef hf, int64_t rows = 0) {
@@ -136,31 +103,162 @@ TensorSpec constantTensor(TensorInit init, StringRef hf) {
   return spec;
 }
 
-/// Loom's initialization of one layer's tensor `t`: weight matrices from
+/// GPT-2's layer in llm.c's checkpoint order. Weight matrices start from
 /// N(0, 0.02), the projections into the residual stream scaled by
 /// 1 / sqrt(2 L) (GPT-2's), layer norms' weights ones. The biases are drawn
 /// from N(0, 0.02) too, where GPT-2's recipe zeroes them: the losses every
 /// test and figure was measured with start from these. Hugging Face keeps
 /// the blocks' matrices as Conv1D's (in, out) transposes.
-TensorSpec gpt2LayerTensorSpec(LayerTensor t, int64_t layers) {
-  std::string hf = (Twine("transformer.h.*.") + kLayerTensorNames[t]).str();
-  switch (t) {
-  case kLn1Weight:
-  case kLn2Weight:
-    return constantTensor(TensorInit::Ones, hf);
-  case kQkvWeight:
-  case kFcWeight:
-  case kAttnProjWeight:
-  case kFcProjWeight: {
-    bool residual = t == kAttnProjWeight || t == kFcProjWeight;
-    TensorSpec spec =
-        normalTensor(residual ? 0.02 / std::sqrt(2.0 * layers) : 0.02, hf);
-    spec.hfTranspose = true;
-    return spec;
-  }
-  default:
-    return normalTensor(0.02, hf);
-  }
+SmallVector<ForwardBuilder::LayerParam> ForwardBuilder::gpt2Layer() const {
+  const ArchitectureConfig &arch = config.arch;
+  int64_t C = arch.width, H = arch.hidden;
+  double residual = 0.02 / std::sqrt(2.0 * arch.layers);
+  auto hf = [](StringRef name) { return ("transformer.h.*." + name).str(); };
+  auto ones = [&](StringRef name) {
+    return LayerParam{
+        name.str(), {C}, constantTensor(TensorInit::Ones, hf(name))};
+  };
+  auto normal = [&](StringRef name, SmallVector<int64_t, 2> shape,
+                    double std = 0.02) {
+    TensorSpec spec = normalTensor(std, hf(name));
+    spec.hfTranspose = shape.size() == 2;
+    return LayerParam{name.str(), shape, spec};
+  };
+  return {ones("ln_1.weight"),
+          normal("ln_1.bias", {C}),
+          normal("attn.c_attn.weight", {3 * C, C}),
+          normal("attn.c_attn.bias", {3 * C}),
+          normal("attn.c_proj.weight", {C, C}, residual),
+          normal("attn.c_proj.bias", {C}),
+          ones("ln_2.weight"),
+          normal("ln_2.bias", {C}),
+          normal("mlp.c_fc.weight", {H, C}),
+          normal("mlp.c_fc.bias", {H}),
+          normal("mlp.c_proj.weight", {C, H}, residual),
+          normal("mlp.c_proj.bias", {C})};
+}
+
+/// Llama's layer in Hugging Face's order, initialized as Hugging Face
+/// initializes it: matrices from N(0, 0.02), norms' weights ones, biases
+/// zeros. The query, key and value projections are one matrix, which
+/// Hugging Face keeps as three (`hf` lists them; each is a third of the
+/// rows).
+SmallVector<ForwardBuilder::LayerParam> ForwardBuilder::llamaLayer() const {
+  const ArchitectureConfig &arch = config.arch;
+  int64_t C = arch.width, H = arch.hidden;
+  auto hf = [](StringRef name) { return ("model.layers.*." + name).str(); };
+  auto qkv = [&](StringRef kind) {
+    std::string names;
+    for (StringRef part : {"q", "k", "v"})
+      names += (names.empty() ? "" : ",") +
+               hf(("self_attn." + part + "_proj." + kind).str());
+    return names;
+  };
+  SmallVector<LayerParam> layer = {
+      {"input_layernorm.weight",
+       {C},
+       constantTensor(TensorInit::Ones, hf("input_layernorm.weight"))},
+      {"self_attn.qkv_proj.weight",
+       {3 * C, C},
+       normalTensor(0.02, qkv("weight"))}};
+  if (arch.biases == BiasKind::qkv)
+    layer.push_back({"self_attn.qkv_proj.bias",
+                     {3 * C},
+                     constantTensor(TensorInit::Zeros, qkv("bias"))});
+  layer.append({{"self_attn.o_proj.weight",
+                 {C, C},
+                 normalTensor(0.02, hf("self_attn.o_proj.weight"))},
+                {"post_attention_layernorm.weight",
+                 {C},
+                 constantTensor(TensorInit::Ones,
+                                hf("post_attention_layernorm.weight"))},
+                {"mlp.gate_proj.weight",
+                 {H, C},
+                 normalTensor(0.02, hf("mlp.gate_proj.weight"))},
+                {"mlp.up_proj.weight",
+                 {H, C},
+                 normalTensor(0.02, hf("mlp.up_proj.weight"))},
+                {"mlp.down_proj.weight",
+                 {C, H},
+                 normalTensor(0.02, hf("mlp.down_proj.weight"))}});
+  return layer;
+}
+
+Value ForwardBuilder::norm(StringRef what, Value x, Value weight, Value bias) {
+  FloatAttr eps = builder.getF64FloatAttr(config.arch.normEpsilon);
+  if (bias)
+    return LayerNormOp::create(builder, loc(what), x, weight, bias, eps)
+        .getResult();
+  return RmsNormOp::create(builder, loc(what), x, weight, eps).getResult();
+}
+
+Value ForwardBuilder::buildGpt2Layer(Value in,
+                                     function_ref<Value(StringRef)> w) {
+  const ArchitectureConfig &arch = config.arch;
+  auto inType = cast<RankedTensorType>(in.getType());
+  int64_t B = inType.getDimSize(0), T = inType.getDimSize(1);
+  int64_t C = arch.width, H = arch.hidden;
+  auto column = TensorSplitAttr::get(builder.getContext(), TensorSplit::column);
+  auto row = TensorSplitAttr::get(builder.getContext(), TensorSplit::row);
+  Value h = norm("h.*.ln_1", in, w("ln_1.weight"), w("ln_1.bias"));
+  Value qkv = LinearOp::create(
+      builder, loc("h.*.attn.c_attn"), activation({B, T, 3 * C}), h,
+      w("attn.c_attn.weight"), w("attn.c_attn.bias"), column);
+  Value att =
+      CausalAttentionOp::create(builder, loc("h.*.attn"), qkv, arch.heads)
+          .getResult();
+  Value proj =
+      LinearOp::create(builder, loc("h.*.attn.c_proj"), inType, att,
+                       w("attn.c_proj.weight"), w("attn.c_proj.bias"), row);
+  Value x1 = AddOp::create(builder, loc("h.*.attn.residual"), in, proj);
+  Value h2 = norm("h.*.ln_2", x1, w("ln_2.weight"), w("ln_2.bias"));
+  Value fc =
+      LinearOp::create(builder, loc("h.*.mlp.c_fc"), activation({B, T, H}), h2,
+                       w("mlp.c_fc.weight"), w("mlp.c_fc.bias"), column);
+  Value gelu = GeluOp::create(builder, loc("h.*.mlp.gelu"), fc);
+  Value mlp =
+      LinearOp::create(builder, loc("h.*.mlp.c_proj"), inType, gelu,
+                       w("mlp.c_proj.weight"), w("mlp.c_proj.bias"), row);
+  return AddOp::create(builder, loc("h.*.mlp.residual"), x1, mlp);
+}
+
+Value ForwardBuilder::buildLlamaLayer(Value in,
+                                      function_ref<Value(StringRef)> w) {
+  const ArchitectureConfig &arch = config.arch;
+  auto inType = cast<RankedTensorType>(in.getType());
+  int64_t B = inType.getDimSize(0), T = inType.getDimSize(1);
+  int64_t C = arch.width, H = arch.hidden;
+  auto column = TensorSplitAttr::get(builder.getContext(), TensorSplit::column);
+  auto row = TensorSplitAttr::get(builder.getContext(), TensorSplit::row);
+  Value h =
+      norm("h.*.input_layernorm", in, w("input_layernorm.weight"), Value());
+  Value qkvBias =
+      arch.biases == BiasKind::qkv ? w("self_attn.qkv_proj.bias") : Value();
+  Value qkv = LinearOp::create(builder, loc("h.*.self_attn.qkv_proj"),
+                               activation({B, T, 3 * C}), h,
+                               w("self_attn.qkv_proj.weight"), qkvBias, column);
+  Value turned = RotaryOp::create(
+      builder, loc("h.*.self_attn.rotary_emb"), qkv.getType(), qkv,
+      builder.getI64IntegerAttr(arch.heads),
+      builder.getF64FloatAttr(arch.ropeTheta), /*inverse=*/nullptr);
+  Value att = CausalAttentionOp::create(builder, loc("h.*.self_attn"), turned,
+                                        arch.heads)
+                  .getResult();
+  Value proj =
+      LinearOp::create(builder, loc("h.*.self_attn.o_proj"), inType, att,
+                       w("self_attn.o_proj.weight"), Value(), row);
+  Value x1 = AddOp::create(builder, loc("h.*.self_attn.residual"), in, proj);
+  Value h2 = norm("h.*.post_attention_layernorm", x1,
+                  w("post_attention_layernorm.weight"), Value());
+  auto hiddenType = activation({B, T, H});
+  Value gate = LinearOp::create(builder, loc("h.*.mlp.gate_proj"), hiddenType,
+                                h2, w("mlp.gate_proj.weight"), Value(), column);
+  Value up = LinearOp::create(builder, loc("h.*.mlp.up_proj"), hiddenType, h2,
+                              w("mlp.up_proj.weight"), Value(), column);
+  Value act = SwigluOp::create(builder, loc("h.*.mlp.act_fn"), gate, up);
+  Value down = LinearOp::create(builder, loc("h.*.mlp.down_proj"), inType, act,
+                                w("mlp.down_proj.weight"), Value(), row);
+  return AddOp::create(builder, loc("h.*.mlp.residual"), x1, down);
 }
 
 func::FuncOp ForwardBuilder::build(ModuleOp module) {
@@ -169,30 +267,41 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   // micro-batch later.
   int64_t B = config.training.batchSize;
   int64_t T = config.training.sequenceLength;
-  int64_t C = arch.width, H = arch.hidden, L = arch.layers;
+  int64_t C = arch.width, L = arch.layers;
 
-  // Parameters in the order of llm.c checkpoints' tensors. The token table's
+  // Parameters in checkpoint order (llm.c's for GPT-2). The token table's
   // rows past the vocabulary (--pad-vocab) are zeros.
+  bool llama = isLlama();
   int64_t vocabRows = arch.paddedVocab > arch.vocab ? arch.vocab : 0;
-  unsigned wte = param("wte", {arch.paddedVocab, C},
-                       normalTensor(0.02, "transformer.wte.weight", vocabRows));
-  unsigned wpe = param("wpe", {arch.positions, C},
-                       normalTensor(0.02, "transformer.wpe.weight"));
+  unsigned wte = param(
+      llama ? "embed_tokens.weight" : "wte", {arch.paddedVocab, C},
+      normalTensor(
+          0.02, llama ? "model.embed_tokens.weight" : "transformer.wte.weight",
+          vocabRows));
+  std::optional<unsigned> wpe;
+  if (arch.position == PositionKind::learned)
+    wpe = param("wpe", {arch.positions, C},
+                normalTensor(0.02, "transformer.wpe.weight"));
+  SmallVector<LayerParam> layerParams = llama ? llamaLayer() : gpt2Layer();
   SmallVector<unsigned> stacked;
-  for (int t = 0; t < kNumLayerTensors; ++t) {
-    auto tensor = static_cast<LayerTensor>(t);
+  llvm::StringMap<unsigned> layerIndex;
+  for (const LayerParam &p : layerParams) {
     SmallVector<int64_t> stackedShape = {L};
-    llvm::append_range(stackedShape, layerTensorShape(tensor, C, H));
-    stacked.push_back(
-        param((Twine(LOOM_STACKED_PREFIX) + kLayerTensorNames[t]).str(),
-              stackedShape, gpt2LayerTensorSpec(tensor, L)));
+    llvm::append_range(stackedShape, p.shape);
+    layerIndex[p.name] = stacked.size();
+    stacked.push_back(param((Twine(LOOM_STACKED_PREFIX) + p.name).str(),
+                            stackedShape, p.spec));
   }
   unsigned lnfw =
-      param("ln_f.weight", {C},
-            constantTensor(TensorInit::Ones, "transformer.ln_f.weight"));
-  unsigned lnfb =
-      param("ln_f.bias", {C},
-            constantTensor(TensorInit::Zeros, "transformer.ln_f.bias"));
+      llama
+          ? param("norm.weight", {C},
+                  constantTensor(TensorInit::Ones, "model.norm.weight"))
+          : param("ln_f.weight", {C},
+                  constantTensor(TensorInit::Ones, "transformer.ln_f.weight"));
+  std::optional<unsigned> lnfb;
+  if (!llama)
+    lnfb = param("ln_f.bias", {C},
+                 constantTensor(TensorInit::Zeros, "transformer.ln_f.bias"));
   unsigned head = arch.tiedEmbeddings
                       ? wte
                       : param("lm_head.weight", {arch.paddedVocab, C},
@@ -210,7 +319,7 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
                   builder.getArrayAttr(tensors));
   // llm.c's checkpoints hold GPT-2 with a tied head and a 4C MLP: their
   // header has no MLP width.
-  if (arch.tiedEmbeddings && arch.hidden == 4 * arch.width)
+  if (!llama && arch.tiedEmbeddings && arch.hidden == 4 * arch.width)
     module->setAttr(LoomDialect::getLlmcCheckpointAttrName(),
                     builder.getUnitAttr());
   func.setResultAttr(0, LoomDialect::getOutputAttrName(),
@@ -219,12 +328,11 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   builder.setInsertionPointToStart(body);
   auto arg = [&](unsigned i) -> Value { return body->getArgument(i); };
 
-  FloatAttr eps = builder.getF64FloatAttr(arch.layerNormEpsilon);
   auto column = TensorSplitAttr::get(builder.getContext(), TensorSplit::column);
-  auto row = TensorSplitAttr::get(builder.getContext(), TensorSplit::row);
   auto xType = activation({B, T, C});
   Value x = EmbeddingOp::create(builder, loc("embedding"), xType, arg(tokens),
-                                arg(wte), arg(wpe), /*vocab_start=*/Value());
+                                arg(wte), wpe ? arg(*wpe) : Value(),
+                                /*vocab_start=*/Value());
 
   // One layer body, applied over the stacked parameters.
   SmallVector<Value> stackedArgs;
@@ -237,37 +345,17 @@ func::FuncOp ForwardBuilder::build(ModuleOp module) {
   {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(&layer);
+    auto w = [&](StringRef name) -> Value {
+      return layer.getArgument(1 + layerIndex.lookup(name));
+    };
     Value in = layer.getArgument(0);
-    auto w = [&](LayerTensor t) -> Value { return layer.getArgument(1 + t); };
-    Value h = LayerNormOp::create(builder, loc("h.*.ln_1"), in, w(kLn1Weight),
-                                  w(kLn1Bias), eps)
-                  .getResult();
-    Value qkv = LinearOp::create(builder, loc("h.*.attn.c_attn"),
-                                 activation({B, T, 3 * C}), h, w(kQkvWeight),
-                                 w(kQkvBias), column);
-    Value att =
-        CausalAttentionOp::create(builder, loc("h.*.attn"), qkv, arch.heads)
-            .getResult();
-    Value proj = LinearOp::create(builder, loc("h.*.attn.c_proj"), xType, att,
-                                  w(kAttnProjWeight), w(kAttnProjBias), row);
-    Value x1 = AddOp::create(builder, loc("h.*.attn.residual"), in, proj);
-    Value h2 = LayerNormOp::create(builder, loc("h.*.ln_2"), x1, w(kLn2Weight),
-                                   w(kLn2Bias), eps)
-                   .getResult();
-    Value fc =
-        LinearOp::create(builder, loc("h.*.mlp.c_fc"), activation({B, T, H}),
-                         h2, w(kFcWeight), w(kFcBias), column);
-    Value gelu = GeluOp::create(builder, loc("h.*.mlp.gelu"), fc);
-    Value mlp = LinearOp::create(builder, loc("h.*.mlp.c_proj"), xType, gelu,
-                                 w(kFcProjWeight), w(kFcProjBias), row);
-    Value out = AddOp::create(builder, loc("h.*.mlp.residual"), x1, mlp);
+    Value out = llama ? buildLlamaLayer(in, w) : buildGpt2Layer(in, w);
     YieldOp::create(builder, loc("h"), out);
   }
   x = layers.getResult(0);
 
   Value xf =
-      LayerNormOp::create(builder, loc("ln_f"), x, arg(lnfw), arg(lnfb), eps)
-          .getResult();
+      norm(llama ? "norm" : "ln_f", x, arg(lnfw), lnfb ? arg(*lnfb) : Value());
   Value logits = LinearOp::create(builder, loc("lm_head"),
                                   activation({B, T, arch.paddedVocab}), xf,
                                   arg(head), Value(), column);

@@ -273,8 +273,8 @@ void readArchitecture(ObjectReader &reader, ArchitectureConfig &arch,
   if (const json::Value *inner = reader.get("n_inner", /*required=*/false))
     if (inner->kind() != json::Value::Null)
       reader.readInt("n_inner", arch.hidden, /*required=*/false);
-  reader.readNumber("layer_norm_epsilon", arch.layerNormEpsilon, false,
-                    positive, "a positive number");
+  reader.readNumber("layer_norm_epsilon", arch.normEpsilon, false, positive,
+                    "a positive number");
   reader.readBool("tie_word_embeddings", arch.tiedEmbeddings);
   std::string activation;
   if (reader.readString("activation_function", activation, false) &&
@@ -284,6 +284,140 @@ void readArchitecture(ObjectReader &reader, ArchitectureConfig &arch,
                  "only GPT-2's tanh GELU (\"gelu_new\" or "
                  "\"gelu_pytorch_tanh\") is supported, got \"" +
                      activation + "\"");
+}
+
+/// Keys of Hugging Face Llama, Mistral and Qwen2 config.json files that
+/// describe things Loom does not model, accepted without a warning.
+constexpr StringRef kIgnoredLlamaKeys[] = {
+    "_name_or_path",
+    "architectures",
+    "attention_dropout",
+    "bos_token_id",
+    "dtype",
+    "eos_token_id",
+    "initializer_range",
+    "max_window_layers",
+    "model_type",
+    "pad_token_id",
+    "pretraining_tp",
+    "torch_dtype",
+    "transformers_version",
+    "use_cache",
+};
+
+/// Llama-family architectures: RMSNorm, rotary positions, a SwiGLU MLP and
+/// an untied head unless tie_word_embeddings; Qwen2 adds biases to the
+/// query, key and value projections. Hugging Face's keys, at the top level
+/// of its config.json or under "model" in Loom's format.
+void readLlamaArchitecture(ObjectReader &reader, StringRef family,
+                           ArchitectureConfig &arch, bool positionsRequired,
+                           ConfigDiagnostics &diag) {
+  arch.norm = NormKind::rmsnorm;
+  arch.position = PositionKind::rope;
+  arch.mlp = MlpKind::swiglu;
+  arch.biases = family == "qwen2" ? BiasKind::qkv : BiasKind::none;
+  arch.tiedEmbeddings = false;
+  arch.normEpsilon = 1e-6;
+  reader.readInt("num_hidden_layers", arch.layers, /*required=*/true);
+  reader.readInt("hidden_size", arch.width, /*required=*/true);
+  reader.readInt("num_attention_heads", arch.heads, /*required=*/true);
+  reader.readInt("intermediate_size", arch.hidden, /*required=*/true);
+  reader.readInt("vocab_size", arch.vocab, /*required=*/true);
+  reader.readInt("max_position_embeddings", arch.positions, positionsRequired);
+  reader.readInt("padded_vocab_size", arch.paddedVocab, /*required=*/false);
+  reader.readNumber("rms_norm_eps", arch.normEpsilon, false, positive,
+                    "a positive number");
+  auto aboveOne = [](double x) { return x > 1; };
+  reader.readNumber("rope_theta", arch.ropeTheta, false, aboveOne,
+                    "a number above 1");
+  // transformers 5 writes the rotary base under rope_parameters.
+  if (const json::Object *rope = reader.readObject("rope_parameters", false)) {
+    ObjectReader ropeReader(*rope, reader.field("rope_parameters"), diag);
+    std::string type = "default";
+    ropeReader.readString("rope_type", type, false);
+    if (type != "default")
+      ropeReader.error("rope_type", "only \"default\" rotary positions are "
+                                    "supported, got \"" +
+                                        type + "\"");
+    ropeReader.readNumber("rope_theta", arch.ropeTheta, false, aboveOne,
+                          "a number above 1");
+    ropeReader.warnUnknown();
+  }
+  if (const json::Value *types = reader.get("layer_types", false)) {
+    const json::Array *array = types->getAsArray();
+    if (!array || llvm::any_of(*array, [](const json::Value &type) {
+          return type.getAsString() != StringRef("full_attention");
+        }))
+      reader.mismatch("layer_types",
+                      "\"full_attention\" for every layer (sliding-window "
+                      "attention is not supported)",
+                      *types);
+  }
+  reader.readBool("tie_word_embeddings", arch.tiedEmbeddings);
+  int64_t kvHeads = 0;
+  if (reader.readInt("num_key_value_heads", kvHeads, false) && kvHeads &&
+      arch.heads && kvHeads != arch.heads)
+    reader.error("num_key_value_heads",
+                 "grouped-query attention (" + llvm::Twine(kvHeads) +
+                     " key/value heads for " + llvm::Twine(arch.heads) +
+                     " query heads) is not supported yet; only as many "
+                     "key/value heads as attention heads");
+  int64_t headDim = 0;
+  if (reader.readInt("head_dim", headDim, false) && headDim && arch.heads &&
+      headDim * arch.heads != arch.width)
+    reader.error("head_dim", "expected hidden_size / num_attention_heads (" +
+                                 llvm::Twine(arch.width / arch.heads) +
+                                 "), got " + llvm::Twine(headDim));
+  std::string activation;
+  if (reader.readString("hidden_act", activation, false) &&
+      !activation.empty() && activation != "silu")
+    reader.error("hidden_act", "only SwiGLU's \"silu\" is supported, got \"" +
+                                   activation + "\"");
+  // Parts Loom does not build yet: each must be absent or off.
+  for (StringRef key : {"attention_bias", "mlp_bias", "use_sliding_window"}) {
+    bool on = false;
+    if (reader.readBool(key, on) && on)
+      reader.error(key, "is not supported; expected false");
+  }
+  for (StringRef key : {"rope_scaling", "sliding_window"})
+    if (const json::Value *value = reader.get(key, /*required=*/false))
+      if (value->kind() != json::Value::Null &&
+          !(key == "sliding_window" && family == "qwen2"))
+        reader.error(key, "is not supported; expected null, got " +
+                              describe(*value));
+}
+
+/// The model families whose Hugging Face config.json Loom reads.
+constexpr StringRef kLlamaFamilies[] = {"llama", "mistral", "qwen2"};
+
+bool isLlamaFamily(StringRef type) {
+  return llvm::is_contained(kLlamaFamilies, type);
+}
+
+/// Reads the architecture in the keys of its family's config.json: "gpt2"
+/// when model_type is absent.
+void readAnyArchitecture(ObjectReader &reader, const json::Object &object,
+                         ArchitectureConfig &arch, bool positionsRequired,
+                         ConfigDiagnostics &diag) {
+  StringRef family = "gpt2";
+  if (const json::Value *type = object.get("model_type")) {
+    std::optional<StringRef> name = type->getAsString();
+    if (!name || (*name != "gpt2" && !isLlamaFamily(*name))) {
+      reader.mismatch("model_type",
+                      "one of \"gpt2\", \"llama\", \"mistral\", \"qwen2\"",
+                      *type);
+      reader.ignore({"model_type"});
+      return;
+    }
+    family = *name;
+  }
+  if (family == "gpt2") {
+    readArchitecture(reader, arch, positionsRequired);
+    reader.ignore(kIgnoredHuggingFaceKeys);
+    return;
+  }
+  readLlamaArchitecture(reader, family, arch, positionsRequired, diag);
+  reader.ignore(kIgnoredLlamaKeys);
 }
 
 void readOptimizer(ObjectReader &reader, TrainingConfig &training) {
@@ -534,12 +668,10 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
 
   // A Hugging Face config.json has the architecture at the top level and no
   // "model" section; Loom's format nests it.
-  if (!root->get("model") && root->get("n_layer")) {
-    readArchitecture(reader, config.arch, /*positionsRequired=*/true);
-    reader.ignore(kIgnoredHuggingFaceKeys);
-    if (const json::Value *type = root->get("model_type"))
-      if (type->getAsString() != StringRef("gpt2"))
-        reader.error("model_type", "expected \"gpt2\", got " + describe(*type));
+  if (!root->get("model") &&
+      (root->get("n_layer") || root->get("num_hidden_layers"))) {
+    readAnyArchitecture(reader, *root, config.arch,
+                        /*positionsRequired=*/true, diag);
     // Such files say nothing of training: one sequence of the full context,
     // overridable from the command line (docs/model-format.md).
     config.training.batchSize = 1;
@@ -552,8 +684,8 @@ mlir::loom::parseModelConfig(StringRef text, ConfigDiagnostics &diag) {
         reader.mismatch("description", "a string", *description);
     if (const json::Object *model = reader.readObject("model", true)) {
       ObjectReader modelReader(*model, "model", diag);
-      readArchitecture(modelReader, config.arch, /*positionsRequired=*/false);
-      modelReader.ignore(kIgnoredHuggingFaceKeys);
+      readAnyArchitecture(modelReader, *model, config.arch,
+                          /*positionsRequired=*/false, diag);
       modelReader.warnUnknown();
     }
     if (const json::Object *training = reader.readObject("training", true)) {
@@ -720,18 +852,28 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
   unsigned errorsBefore = diag.getNumErrors();
   ArchitectureConfig &arch = config.arch;
   TrainingConfig &training = config.training;
+  // Messages name the fields as the description's family spells them.
+  bool llama = arch.norm == NormKind::rmsnorm;
+  auto key = [&](StringRef gpt2, StringRef llamaKey) {
+    return ("model." + (llama ? llamaKey : gpt2)).str();
+  };
+  std::string layersKey = key("n_layer", "num_hidden_layers"),
+              widthKey = key("n_embd", "hidden_size"),
+              headsKey = key("n_head", "num_attention_heads"),
+              hiddenKey = key("n_inner", "intermediate_size"),
+              positionsKey = key("n_positions", "max_position_embeddings");
   // Bounding every size (kMaxSize) keeps the sums and products below within
   // 64 bits (the products are checked further down).
   if (config.planAuto && !config.cluster)
     diag.error("field 'plan': \"auto\" needs a 'cluster' section (GPU "
                "kind, GPUs per node, nodes) to plan for");
   for (auto [field, value] :
-       {std::pair<StringRef, int64_t>{"model.n_embd", arch.width},
-        {"model.n_head", arch.heads},
-        {"model.n_inner", arch.hidden},
+       {std::pair<StringRef, int64_t>{widthKey, arch.width},
+        {headsKey, arch.heads},
+        {hiddenKey, arch.hidden},
         {"model.vocab_size", arch.vocab},
         {"model.padded_vocab_size", arch.paddedVocab},
-        {"model.n_positions", arch.positions},
+        {positionsKey, arch.positions},
         {"training.batch_size", training.batchSize},
         {"training.sequence_length", training.sequenceLength}})
     if (value > kMaxSize)
@@ -780,9 +922,15 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
     arch.positions = training.sequenceLength;
 
   if (arch.width % arch.heads != 0)
-    diag.error("field 'model.n_embd': the width " + llvm::Twine(arch.width) +
-               " is not divisible by model.n_head (" + llvm::Twine(arch.heads) +
-               ")");
+    diag.error("field '" + widthKey + "': the width " +
+               llvm::Twine(arch.width) + " is not divisible by " + headsKey +
+               " (" + llvm::Twine(arch.heads) + ")");
+  else if (arch.position == PositionKind::rope &&
+           (arch.width / arch.heads) % 2 != 0)
+    diag.error("field '" + headsKey +
+               "': rotary positions turn pairs of "
+               "channels and need an even head width, got " +
+               llvm::Twine(arch.width / arch.heads));
   if (arch.paddedVocab < arch.vocab)
     diag.error(
         "field 'model.padded_vocab_size': " + llvm::Twine(arch.paddedVocab) +
@@ -791,7 +939,7 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
   // a layer count past this bound only builds IR nobody can use.
   constexpr int64_t kMaxLayers = 10000;
   if (arch.layers > kMaxLayers)
-    diag.error("field 'model.n_layer': " + llvm::Twine(arch.layers) +
+    diag.error("field '" + layersKey + "': " + llvm::Twine(arch.layers) +
                " exceeds Loom's limit of " + llvm::Twine(kMaxLayers) +
                " layers");
   auto fits = [](std::initializer_list<int64_t> factors) {
@@ -804,8 +952,8 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
   int64_t widest = std::max({arch.paddedVocab, arch.hidden, arch.width});
   if (!fits({arch.layers, std::max(arch.width, arch.hidden), widest, 16}) ||
       !fits({arch.paddedVocab + arch.positions, arch.width, 2}))
-    diag.error("fields 'model.n_layer', 'model.n_embd', 'model.n_inner', "
-               "'model.vocab_size': the parameter count overflows 64 bits");
+    diag.error("fields '" + layersKey + "', '" + widthKey + "', '" + hiddenKey +
+               "', 'model.vocab_size': the parameter count overflows 64 bits");
   if (!fits({training.batchSize, training.sequenceLength, widest, 3}) ||
       !fits({training.batchSize, training.sequenceLength,
              training.sequenceLength, arch.heads}))
@@ -814,9 +962,8 @@ bool mlir::loom::finalizeModelConfig(ModelConfig &config,
 
   if (training.sequenceLength > arch.positions)
     diag.error("field 'training.sequence_length': " +
-               llvm::Twine(training.sequenceLength) +
-               " exceeds the model's model.n_positions (" +
-               llvm::Twine(arch.positions) + ")");
+               llvm::Twine(training.sequenceLength) + " exceeds the model's " +
+               positionsKey + " (" + llvm::Twine(arch.positions) + ")");
 
   if (config.plan && diag.getNumErrors() == errorsBefore)
     for (const PlanViolation &violation :

@@ -132,19 +132,10 @@ int readOnFirstRank(const loom_model_info &info, const char *path,
   if (shareOutcome(failed, "read", path))
     return 1;
   loom_comm *world = jobComm();
-  if (!world)
-    return 0;
-  whole.resize(count);
   // The header's ints move as floats do: 4 bytes each, untouched.
-  if (loom_rt_broadcast(world, LOOM_DTYPE_F32, header, 256, 0))
+  if (world && loom_rt_broadcast(world, LOOM_DTYPE_F32, header, 256, 0))
     return 1;
-  for (int64_t done = 0; done < count;) {
-    int64_t chunk = std::min<int64_t>(count - done, 1 << 30);
-    if (loom_rt_broadcast(world, LOOM_DTYPE_F32, whole.data() + done, chunk, 0))
-      return 1;
-    done += chunk;
-  }
-  return 0;
+  return broadcastFromFirstRank(whole, count);
 }
 } // namespace
 

@@ -8,6 +8,7 @@
 #include "Dist.h"
 #include "Error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/stat.h>
@@ -64,4 +65,19 @@ int loom::writeFile(const char *path,
     std::remove(target.c_str());
   return !setError("%s: cannot write (as %s): %s", path, target.c_str(),
                    std::strerror(error));
+}
+
+int loom::broadcastFromFirstRank(std::vector<float> &values, int64_t count) {
+  loom_comm *world = jobComm();
+  if (!world)
+    return 0;
+  values.resize(count);
+  for (int64_t done = 0; done < count;) {
+    int64_t chunk = std::min<int64_t>(count - done, 1 << 30);
+    if (loom_rt_broadcast(world, LOOM_DTYPE_F32, values.data() + done, chunk,
+                          0))
+      return 1;
+    done += chunk;
+  }
+  return 0;
 }

@@ -13,6 +13,7 @@
 #include "loom/Version.h"
 #include "loom/manifest.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -459,6 +460,18 @@ bool ManifestReader::readTensor(std::istringstream &line) {
   if (spec.hfTranspose && layerRank != 2)
     return fail("the tensor line '" + lineText +
                 "': hf_transpose=1 on a tensor that is not a matrix");
+  // A comma-separated hf names the equal parts of the first dimension (of
+  // a layer's, for a stacked tensor): Hugging Face's q, k and v projections
+  // for one fused matrix.
+  int64_t parts = std::count(spec.hfName.begin(), spec.hfName.end(), ',') + 1;
+  if (parts > 1 && (spec.hfTranspose || spec.rows || layerRank == 0 ||
+                    spec.shape[stacked ? 1 : 0] % parts != 0 ||
+                    spec.hfName.find(",,") != std::string::npos ||
+                    spec.hfName.front() == ',' || spec.hfName.back() == ','))
+    return fail("the tensor line '" + lineText + "': hf names " +
+                std::to_string(parts) +
+                " parts, which must split the first dimension evenly, "
+                "without hf_transpose or rows");
   if (!m.tensorSpecs.emplace(name, spec).second)
     return fail("a second tensor line of " + name);
   m.tensorOrder.push_back(name);

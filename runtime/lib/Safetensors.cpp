@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Safetensors.h"
+
 #include "JobFiles.h"
 #include "Model.h"
 
@@ -21,39 +23,41 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors' F32 is little-endian, written as this host has "
               "it");
 
-/// A tensor of a Hugging Face checkpoint: `rows` x `cols` floats of the
-/// whole model from `offset`, written transposed when `transpose` is set.
-struct HfTensor {
-  std::string name;
-  std::vector<int64_t> shape; ///< Hugging Face's.
-  int64_t offset, rows, cols;
-  bool transpose;
-};
-
-/// `param`'s Hugging Face tensor whose elements start at `offset`: `shape`
+/// `param`'s Hugging Face tensors whose elements start at `offset`: `shape`
 /// (the parameter's, or a layer's of a stacked one) less its padding rows,
-/// transposed if its tensor line says so.
-HfTensor hfTensor(const Param &param, std::string name,
-                  std::vector<int64_t> shape, int64_t offset) {
+/// transposed if its tensor line says so, in equal parts of its first
+/// dimension if its `hf` names several.
+void appendHfTensors(std::vector<HfTensor> &tensors, const Param &param,
+                     const std::string &names, std::vector<int64_t> shape,
+                     int64_t offset) {
   if (param.spec.rows)
     shape[0] = param.spec.rows;
+  std::vector<std::string> parts;
+  for (size_t begin = 0;;) {
+    size_t comma = names.find(',', begin);
+    parts.push_back(names.substr(begin, comma - begin));
+    if (comma == std::string::npos)
+      break;
+    begin = comma + 1;
+  }
+  // The manifest reader checked that the parts split the first dimension.
+  shape[0] /= static_cast<int64_t>(parts.size());
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < shape.size(); ++d)
     rows *= shape[d];
-  // A transposed tensor is a matrix (the manifest reader checked).
-  HfTensor t{std::move(name),       shape, offset, rows, shape.back(),
-             param.spec.hfTranspose};
-  if (t.transpose)
-    t.shape = {shape[1], shape[0]};
-  return t;
+  for (std::string &name : parts) {
+    // A transposed tensor is a matrix (the manifest reader checked).
+    HfTensor t{std::move(name),       shape, offset, rows, shape.back(),
+               param.spec.hfTranspose};
+    if (t.transpose)
+      t.shape = {shape[1], shape[0]};
+    tensors.push_back(std::move(t));
+    offset += rows * shape.back();
+  }
 }
+} // namespace
 
-/// The model's tensors under their Hugging Face names (the tensor lines'
-/// `hf`), in the order the file holds them: the parameters' order, the
-/// layers of the stacked ones together where the first of them stands
-/// (all of layer 0's, then layer 1's, ...), each layer's name with its
-/// number for the `*`.
-std::vector<HfTensor> hfTensors(const loom_model &model) {
+std::vector<HfTensor> loom::hfTensors(const loom_model &model) {
   std::vector<HfTensor> tensors;
   auto stacked = [](const Param &p) {
     return p.name.rfind(LOOM_STACKED_PREFIX, 0) == 0;
@@ -62,7 +66,7 @@ std::vector<HfTensor> hfTensors(const loom_model &model) {
   // Every parameter has its name (loom_model_export_safetensors).
   for (const Param &p : model.params) {
     if (!stacked(p)) {
-      tensors.push_back(hfTensor(p, p.spec.hfName, p.shape, p.offset));
+      appendHfTensors(tensors, p, p.spec.hfName, p.shape, p.offset);
       continue;
     }
     if (layersDone)
@@ -72,18 +76,20 @@ std::vector<HfTensor> hfTensors(const loom_model &model) {
       for (const Param &q : model.params) {
         if (!stacked(q))
           continue;
-        std::string name = q.spec.hfName;
-        size_t star = name.find('*');
-        if (star != std::string::npos)
-          name.replace(star, 1, std::to_string(l));
-        tensors.push_back(hfTensor(
-            q, name, std::vector<int64_t>(q.shape.begin() + 1, q.shape.end()),
-            q.offset + l * (q.size / model.info.layers)));
+        std::string names = q.spec.hfName;
+        for (size_t star = names.find('*'); star != std::string::npos;
+             star = names.find('*', star))
+          names.replace(star, 1, std::to_string(l));
+        appendHfTensors(
+            tensors, q, names,
+            std::vector<int64_t>(q.shape.begin() + 1, q.shape.end()),
+            q.offset + l * (q.size / model.info.layers));
       }
   }
   return tensors;
 }
 
+namespace {
 /// The JSON header: every tensor's dtype, shape and byte range in the data
 /// after it, padded with spaces to a multiple of 8 bytes.
 std::string safetensorsHeader(const std::vector<HfTensor> &tensors) {

@@ -441,6 +441,54 @@ func.func @layer_norm(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32
 
 // -----
 
+// RMSNorm: one reduction for the mean square, its reciprocal root, then the
+// scaling by it and the weight.
+// CHECK-LABEL: func.func @rms_norm(
+// CHECK: %[[SQ:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<6x4xf32>)
+// CHECK: %[[RSTD:.*]] = linalg.generic {{.*}} ins(%[[SQ]] : tensor<6xf32>)
+// CHECK: math.sqrt
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[RSTD]], %{{.*}} : tensor<6x4xf32>, tensor<6xf32>, tensor<4xf32>)
+func.func @rms_norm(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3xf32>) {
+  %y, %rstd = loom.rms_norm %x, %w {epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3xf32>)
+  return %y, %rstd : tensor<2x3x4xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Rotary positions: a [T, D/2] table of each angle's cosine and sine, then
+// one generic over a view [B, T, 3, heads, 2, D/2] of the fused tensor that
+// reads both halves of each head (constant indices 0 and 1 of the fifth
+// dimension) and leaves the values (third index 2) as they are.
+// CHECK-LABEL: func.func @rotary(
+// CHECK: %[[VIEW:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0], [1], [2, 3, 4, 5]] {{.*}} : tensor<2x4x24xf32> into tensor<2x4x3x2x2x2xf32>
+// CHECK: %[[TABLES:.*]]:2 = linalg.generic
+// CHECK: math.powf
+// CHECK: math.cos
+// CHECK: math.sin
+// CHECK: linalg.generic {{.*}} ins(%[[VIEW]], %[[VIEW]], %[[TABLES]]#0, %[[TABLES]]#1 : {{.*}})
+// CHECK: arith.negf
+// CHECK: tensor.collapse_shape {{.*}} into tensor<2x4x24xf32>
+func.func @rotary(%qkv: tensor<2x4x24xf32>) -> tensor<2x4x24xf32> {
+  %r = loom.rotary %qkv {num_heads = 2 : i64, theta = 10000.0 : f64, inverse} : tensor<2x4x24xf32>
+  return %r : tensor<2x4x24xf32>
+}
+
+// -----
+
+// SwiGLU and its gradient: elementwise, the gradient's two results from
+// one generic.
+// CHECK-LABEL: func.func @swiglu(
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x8xf32>, tensor<2x8xf32>)
+// CHECK: math.exp
+// CHECK: %{{.*}}:2 = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+func.func @swiglu(%g: tensor<2x8xf32>, %u: tensor<2x8xf32>, %dy: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %y = loom.swiglu %g, %u : tensor<2x8xf32>
+  %dg, %du = loom.swiglu_grad %dy, %g, %u : tensor<2x8xf32>
+  return %y, %dg, %du : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
 // Splats of integers and booleans become fills too; a tensor of several
 // values stays a constant (a step has none).
 // CHECK-LABEL: func.func @constants

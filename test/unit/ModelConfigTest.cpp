@@ -44,7 +44,7 @@ TEST(ModelConfig, ReadsHuggingFaceConfig) {
            messages);
   ASSERT_TRUE(config) << messages;
   EXPECT_EQ(config->arch.hidden, 3072);
-  EXPECT_EQ(config->arch.layerNormEpsilon, 1e-6);
+  EXPECT_EQ(config->arch.normEpsilon, 1e-6);
   EXPECT_EQ(config->training.batchSize, 1);
   EXPECT_EQ(config->training.sequenceLength, 1024);
   EXPECT_TRUE(messages.empty()) << messages;

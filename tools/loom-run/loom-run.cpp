@@ -45,7 +45,9 @@ const char *const kUsage =
     "                      last; give the whole run's when it is split over\n"
     "                      several --load-state resumptions)\n"
     "  --seed N            initialization seed (default 1337)\n"
-    "  --load FILE         start from an llm.c checkpoint instead\n"
+    "  --load FILE         start from an llm.c checkpoint instead, or from\n"
+    "                      Hugging Face weights: FILE.safetensors, or an\n"
+    "                      index of shards (model.safetensors.index.json)\n"
     "  --save FILE         write an llm.c checkpoint after the last step\n"
     "  --save-state FILE   also write the optimizer state and step count\n"
     "  --load-state FILE   resume from them (after --load): the steps go on\n"
@@ -509,7 +511,15 @@ int Run::startWeights() {
                                   o.lossScaleWindow))
     return fail(loom_last_error());
   if (!o.load.empty()) {
-    if (loom_model_load_checkpoint(model, o.load.c_str()))
+    // Hugging Face's files by their extension, llm.c's otherwise.
+    auto endsWith = [&](const std::string &suffix) {
+      return o.load.size() >= suffix.size() &&
+             o.load.compare(o.load.size() - suffix.size(), suffix.size(),
+                            suffix) == 0;
+    };
+    bool hf = endsWith(".safetensors") || endsWith(".json");
+    if (hf ? loom_model_load_safetensors(model, o.load.c_str())
+           : loom_model_load_checkpoint(model, o.load.c_str()))
       return fail(loom_last_error());
   } else {
     loom_model_init(model, static_cast<uint64_t>(o.seed));

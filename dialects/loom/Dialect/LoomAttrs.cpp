@@ -36,8 +36,12 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 StringRef name, int64_t layers, int64_t width,
                                 int64_t heads, int64_t hidden, int64_t vocab,
                                 int64_t paddedVocab, int64_t positions,
-                                bool tied, llvm::APFloat epsilonValue) {
+                                bool tied, llvm::APFloat epsilonValue, NormKind,
+                                PositionKind position,
+                                llvm::APFloat ropeThetaValue, MlpKind,
+                                BiasKind) {
   double epsilon = epsilonValue.convertToDouble();
+  double ropeTheta = ropeThetaValue.convertToDouble();
   for (auto [what, value] : {std::pair<StringRef, int64_t>{"layers", layers},
                              {"width", width},
                              {"heads", heads},
@@ -56,6 +60,15 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!(epsilon > 0) || !std::isfinite(epsilon))
     return emitError() << "'epsilon' must be finite and positive, got "
                        << formatF64(epsilon);
+  // A base of 1 or less gives every channel pair the same angle, or angles
+  // that grow with the channel: not a rotary encoding.
+  if (position == PositionKind::rope &&
+      (!(ropeTheta > 1) || !std::isfinite(ropeTheta)))
+    return emitError() << "'rope_theta' must be finite and above 1, got "
+                       << formatF64(ropeTheta);
+  if (position == PositionKind::rope && (width / heads) % 2 != 0)
+    return emitError() << "rotary positions need an even head width, got "
+                       << width / heads;
   return success();
 }
 
@@ -180,7 +193,12 @@ ArchitectureConfig ModelAttr::getConfig() const {
   config.paddedVocab = getPaddedVocab();
   config.positions = getPositions();
   config.tiedEmbeddings = getTied();
-  config.layerNormEpsilon = getEpsilon().convertToDouble();
+  config.normEpsilon = getEpsilon().convertToDouble();
+  config.norm = getNorm();
+  config.position = getPosition();
+  config.ropeTheta = getRopeTheta().convertToDouble();
+  config.mlp = getMlp();
+  config.biases = getBiases();
   return config;
 }
 
@@ -188,7 +206,9 @@ ModelAttr ModelAttr::get(MLIRContext *context, StringRef name,
                          const ArchitectureConfig &config) {
   return get(context, name, config.layers, config.width, config.heads,
              config.hidden, config.vocab, config.paddedVocab, config.positions,
-             config.tiedEmbeddings, APFloat(config.layerNormEpsilon));
+             config.tiedEmbeddings, APFloat(config.normEpsilon), config.norm,
+             config.position, APFloat(config.ropeTheta), config.mlp,
+             config.biases);
 }
 
 TrainingConfig TrainingAttr::getConfig() const {

@@ -75,6 +75,38 @@ def Loom_TensorSplit : I32EnumAttr<"TensorSplit",
 }
 def Loom_TensorSplitAttr : EnumAttr<Loom_Dialect, Loom_TensorSplit, "split">;
 
+// The parts of a decoder block, which make the model families: GPT-2 is
+// layernorm, learned, gelu, all; Llama rmsnorm, rope, swiglu, none; Qwen2 as
+// Llama with biases on the query, key and value projections (qkv).
+def Loom_NormKind : I32EnumAttr<"NormKind", "normalization of a block", [
+    I32EnumAttrCase<"layernorm", 0>,
+    I32EnumAttrCase<"rmsnorm", 1>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_PositionKind : I32EnumAttr<"PositionKind", "position encoding", [
+    I32EnumAttrCase<"learned", 0>,
+    I32EnumAttrCase<"rope", 1>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_MlpKind : I32EnumAttr<"MlpKind", "feed-forward block", [
+    I32EnumAttrCase<"gelu", 0>,
+    I32EnumAttrCase<"swiglu", 1>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_BiasKind : I32EnumAttr<"BiasKind", "biases of a block's linears", [
+    I32EnumAttrCase<"all", 0>,
+    I32EnumAttrCase<"none", 1>,
+    I32EnumAttrCase<"qkv", 2>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+
 //===----------------------------------------------------------------------===//
 // Parameters
 //===----------------------------------------------------------------------===//
@@ -89,6 +121,13 @@ class Loom_F64Parameter<string desc, string default = "">
   let defaultValue = !if(!eq(default, ""), "", "::llvm::APFloat(" # default # ")");
 }
 
+// An enum parameter left out of the printed form when it is `default`.
+class Loom_DefaultEnumParameter<EnumAttrInfo enumInfo, string default>
+    : EnumParameter<enumInfo> {
+  let defaultValue = enumInfo.cppNamespace # "::" # enumInfo.className #
+                     "::" # default;
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
@@ -99,11 +138,15 @@ class Loom_Attr<string name, string attrMnemonic, list<Trait> traits = []>
 }
 
 def Loom_ModelAttr : Loom_Attr<"Model", "model"> {
-  let summary = "architecture of a GPT-2-style decoder";
+  let summary = "architecture of a pre-norm decoder";
   let description = [{
     `vocab` is the real vocabulary; `padded_vocab` (at least `vocab`) is the
     number of rows of the token embedding, padded for efficient GEMMs as
     llm.c does. `hidden` is the MLP's inner width (4 x width for GPT-2).
+    `norm`, `position` (with `rope_theta`), `mlp` and `biases` choose the
+    block's parts; left out, they are GPT-2's and are not printed.
+    `positions` is the longest sequence: the rows of a learned position
+    table, or the context a rotary model was trained for.
 
     ```mlir
     #loom.model<name = "gpt2-124m", layers = 12, width = 768, heads = 12,
@@ -121,7 +164,12 @@ def Loom_ModelAttr : Loom_Attr<"Model", "model"> {
     "int64_t":$padded_vocab,
     "int64_t":$positions,
     "bool":$tied,
-    Loom_F64Parameter<"layer-norm epsilon">:$epsilon);
+    Loom_F64Parameter<"normalization epsilon">:$epsilon,
+    Loom_DefaultEnumParameter<Loom_NormKind, "layernorm">:$norm,
+    Loom_DefaultEnumParameter<Loom_PositionKind, "learned">:$position,
+    Loom_F64Parameter<"rotary base", "10000.0">:$rope_theta,
+    Loom_DefaultEnumParameter<Loom_MlpKind, "gelu">:$mlp,
+    Loom_DefaultEnumParameter<Loom_BiasKind, "all">:$biases);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

@@ -31,7 +31,12 @@ struct ArchitectureConfig {
   int64_t paddedVocab = 0; ///< Rows of the token table; >= vocab.
   int64_t positions = 0;
   bool tiedEmbeddings = true;
-  double layerNormEpsilon = 1e-5;
+  double normEpsilon = 1e-5;
+  NormKind norm = NormKind::layernorm;
+  PositionKind position = PositionKind::learned;
+  double ropeTheta = 10000.0; ///< Rotary base; position == rope only.
+  MlpKind mlp = MlpKind::gelu;
+  BiasKind biases = BiasKind::all;
 };
 
 struct TrainingConfig {

@@ -141,6 +141,25 @@ CostRow mlir::loom::layerNormCost(double b, double l, double e,
   return row;
 }
 
+CostRow mlir::loom::rmsNormCost(double b, double l, double e,
+                                double elementBytes) {
+  CostRow row;
+  double elements = b * l * e;
+  // Sum of squares, scaling and the weight: 4 FLOPs an element; 8 for the
+  // gradients of the input and the weight.
+  row.flopsFwd = 4 * elements;
+  row.flopsBwd = 8 * elements;
+  row.activationIn = row.activationOut = elements * elementBytes;
+  row.activationBuffer = row.activationIn;
+  row.weights = e * elementBytes;
+  row.memFwd = row.activationIn + row.activationOut + row.weights;
+  row.activationGrad = row.activationIn + row.activationOut;
+  row.weightsGrad = row.weights;
+  row.memBwd = row.activationBuffer + row.activationGrad + row.weightsGrad;
+  row.rowStatistics = b * l * 4; // the f32 reciprocal root mean square
+  return row;
+}
+
 CostRow mlir::loom::activationCost(double b, double l, double n,
                                    double elementBytes) {
   CostRow row;

@@ -109,6 +109,7 @@ CostRow dropoutCost(double b, double l, double n, double elementBytes,
                     double maskBytes);
 /// Layer norm over the last dimension of [b, l, e] (weight and bias).
 CostRow layerNormCost(double b, double l, double e, double elementBytes);
+CostRow rmsNormCost(double b, double l, double e, double elementBytes);
 /// An elementwise activation (one FLOP per element each way).
 CostRow activationCost(double b, double l, double n, double elementBytes);
 /// The attention core as one fused kernel: scores, causal softmax and the

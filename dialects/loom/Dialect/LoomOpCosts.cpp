@@ -38,7 +38,7 @@ bool isFeatureSharded(Value value) {
     return false;
   if (auto linear = dyn_cast<LinearOp>(def))
     return linear.getSplit() == TensorSplit::column;
-  if (isa<GeluOp>(def))
+  if (isa<GeluOp, SwigluOp, RotaryOp>(def))
     return isFeatureSharded(def->getOperand(0));
   return false;
 }
@@ -50,7 +50,7 @@ void EmbeddingOp::estimateCost(const CostContext &context,
   double b = context.batch, s = context.elementBytes;
   double tokens = b * sequence;
   double vocab = getWte().getType().getDimSize(0) / context.tensorParallel;
-  double positions = getWpe().getType().getDimSize(0);
+  double positions = getWpe() ? getWpe().getType().getDimSize(0) : 0;
   CostRow row;
   row.name = "embedding";
   // A row gather and the position add; the backward pass scatter-adds.
@@ -59,7 +59,8 @@ void EmbeddingOp::estimateCost(const CostContext &context,
   row.activationOut = tokens * width * s;
   row.activationBuffer = row.activationIn;
   row.weights = (vocab + positions) * width * s;
-  row.memFwd = row.activationIn + 2 * row.activationOut + sequence * width * s;
+  row.memFwd = row.activationIn + (getWpe() ? 2 : 1) * row.activationOut +
+               (getWpe() ? sequence * width * s : 0);
   row.activationGrad = row.activationOut;
   row.weightsGrad = row.weights;
   row.memBwd = row.activationBuffer + row.activationGrad + row.weightsGrad;
@@ -82,6 +83,32 @@ void LayerNormOp::estimateCost(const CostContext &context,
                     context.elementBytes);
   row.rowStatistics = normalized * 2 * 4;
   row.name = "layer_norm";
+  rows.push_back(row);
+}
+
+void RmsNormOp::estimateCost(const CostContext &context,
+                             SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, width] = getActivationShape(getResult());
+  CostRow row = rmsNormCost(context.batch, sequence / getSequenceShard(context),
+                            width, context.elementBytes);
+  row.name = "rms_norm";
+  rows.push_back(row);
+}
+
+void RotaryOp::estimateCost(const CostContext &context,
+                            SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, width] = getActivationShape(getResult());
+  if (isFeatureSharded(getQkv()))
+    width /= context.tensorParallel;
+  // The queries and keys turn, two thirds of the channels; the values pass.
+  CostRow row = activationCost(context.batch, sequence, width * 2 / 3,
+                               context.elementBytes);
+  row.name = "rotary";
+  // An angle's sine and cosine and the rotation: about 6 FLOPs an element.
+  row.flopsFwd = row.flopsBwd = 6 * row.flopsFwd;
+  // Linear in its input: the gradient keeps nothing of the forward pass.
+  row.activationBuffer = 0;
+  row.memBwd = row.activationGrad;
   rows.push_back(row);
 }
 
@@ -157,6 +184,26 @@ void GeluOp::estimateCost(const CostContext &context,
   CostRow row =
       activationCost(context.batch, sequence, width, context.elementBytes);
   row.name = "gelu";
+  rows.push_back(row);
+}
+
+void SwigluOp::estimateCost(const CostContext &context,
+                            SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, width] = getActivationShape(getResult());
+  if (isFeatureSharded(getGate()))
+    width /= context.tensorParallel;
+  CostRow row =
+      activationCost(context.batch, sequence, width, context.elementBytes);
+  row.name = "swiglu";
+  // The sigmoid, the SiLU and the product: about 5 FLOPs an element, twice
+  // that for the two gradients; both inputs are read and kept.
+  row.flopsFwd *= 5;
+  row.flopsBwd *= 10;
+  row.activationInOther = row.activationIn;
+  row.activationBuffer = 2 * row.activationIn;
+  row.memFwd += row.activationInOther;
+  row.activationGrad *= 2;
+  row.memBwd = row.activationBuffer + row.activationGrad;
   rows.push_back(row);
 }
 

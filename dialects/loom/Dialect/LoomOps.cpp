@@ -112,20 +112,24 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   Checker check(loc, getOperationName());
   Value tokens = adaptor.getTokens(), wte = adaptor.getWte(),
         wpe = adaptor.getWpe();
-  if (failed(check.sameElementType({wte, wpe})) ||
-      failed(check.rank("tokens", tokens, 2, "[batch, sequence]")) ||
-      failed(check.rank("wte", wte, 2, "[vocab, width]")) ||
-      failed(check.rank("wpe", wpe, 2, "[positions, width]")))
+  if (failed(check.rank("tokens", tokens, 2, "[batch, sequence]")) ||
+      failed(check.rank("wte", wte, 2, "[vocab, width]")))
     return failure();
   ArrayRef<int64_t> dims = dimsOf(tokens);
   int64_t width = dimsOf(wte)[1];
-  if (dimsOf(wpe)[1] != width)
-    return check.emitError()
-           << "expected wpe of width " << width << " to match wte "
-           << shapeOf(wte) << ", got " << shapeOf(wpe);
-  if (dims[1] > dimsOf(wpe)[0])
-    return check.emitError() << "sequence length " << dims[1] << " exceeds the "
-                             << dimsOf(wpe)[0] << " positions of wpe";
+  if (wpe) {
+    if (failed(check.sameElementType({wte, wpe})) ||
+        failed(check.rank("wpe", wpe, 2, "[positions, width]")))
+      return failure();
+    if (dimsOf(wpe)[1] != width)
+      return check.emitError()
+             << "expected wpe of width " << width << " to match wte "
+             << shapeOf(wte) << ", got " << shapeOf(wpe);
+    if (dims[1] > dimsOf(wpe)[0])
+      return check.emitError()
+             << "sequence length " << dims[1] << " exceeds the "
+             << dimsOf(wpe)[0] << " positions of wpe";
+  }
   types.push_back(tensorOf({dims[0], dims[1], width}, wte));
   return success();
 }
@@ -156,6 +160,47 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
 
 bool LayerNormOp::isWideResult(unsigned index) {
   return index != cast<OpResult>(getResult()).getResultNumber();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  Checker check(loc, getOperationName());
+  Value input = adaptor.getInput();
+  if (failed(check.sameElementType({input, adaptor.getWeight()})))
+    return failure();
+  ArrayRef<int64_t> in = dimsOf(input);
+  if (in.empty())
+    return check.emitError() << "expected an input of rank at least 1";
+  if (failed(check.shape("weight", adaptor.getWeight(), in.back(),
+                         "the input's last dimension")))
+    return failure();
+  types.push_back(input.getType());
+  types.push_back(RankedTensorType::get(in.drop_back(),
+                                        Float32Type::get(input.getContext())));
+  return success();
+}
+
+bool RmsNormOp::isWideResult(unsigned index) { return index == 1; }
+
+LogicalResult RotaryOp::verify() {
+  if (failed(Checker(*this).rank("qkv", getQkv(), 3,
+                                 "[batch, sequence, 3 * width]")))
+    return failure();
+  int64_t channels = dimsOf(getQkv())[2];
+  if (channels % (3 * getNumHeads()) != 0)
+    return emitOpError() << "expected 3 * num_heads (" << 3 * getNumHeads()
+                         << ") to divide qkv's last dimension (" << channels
+                         << ")";
+  // Channels j and j + D/2 of a head are rotated together.
+  if ((channels / (3 * getNumHeads())) % 2 != 0)
+    return emitOpError() << "expected an even head width, got "
+                         << channels / (3 * getNumHeads());
+  if (!(getTheta().convertToDouble() > 1))
+    return emitOpError() << "expected theta above 1, got "
+                         << getTheta().convertToDouble();
+  return success();
 }
 
 LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
@@ -265,25 +310,33 @@ LogicalResult CrossEntropyOp::verify() {
 }
 
 LogicalResult EmbeddingGradOp::verify() {
-  if (failed(Checker(*this).sameElementType(
-          {getGrad(), getWteGrad(), getWpeGrad()})) ||
+  SmallVector<Value> floats = {getGrad(), getWteGrad()};
+  if (getWpeGrad())
+    floats.push_back(getWpeGrad());
+  if (failed(Checker(*this).sameElementType(floats)) ||
       failed(Checker(*this).rank("grad", getGrad(), 3,
                                  "[batch, sequence, width]")) ||
       failed(
-          Checker(*this).rank("wte_grad", getWteGrad(), 2, "[vocab, width]")) ||
-      failed(Checker(*this).rank("wpe_grad", getWpeGrad(), 2,
-                                 "[positions, width]")))
+          Checker(*this).rank("wte_grad", getWteGrad(), 2, "[vocab, width]")))
     return failure();
   ArrayRef<int64_t> grad = dimsOf(getGrad());
   if (failed(Checker(*this).shape("tokens", getTokens(), grad.take_front(2),
                                   "the batch and sequence of grad")))
     return failure();
-  if (dimsOf(getWteGrad())[1] != grad[2] || dimsOf(getWpeGrad())[1] != grad[2])
+  if (dimsOf(getWteGrad())[1] != grad[2])
     return emitOpError() << "expected the tables' width to be grad's ("
                          << grad[2] << ")";
-  if (dimsOf(getWpeGrad())[0] < grad[1])
-    return emitOpError() << "expected at least " << grad[1]
-                         << " positions in wpe_grad";
+  if (Value wpeGrad = getWpeGrad()) {
+    if (failed(
+            Checker(*this).rank("wpe_grad", wpeGrad, 2, "[positions, width]")))
+      return failure();
+    if (dimsOf(wpeGrad)[1] != grad[2])
+      return emitOpError() << "expected the tables' width to be grad's ("
+                           << grad[2] << ")";
+    if (dimsOf(wpeGrad)[0] < grad[1])
+      return emitOpError() << "expected at least " << grad[1]
+                           << " positions in wpe_grad";
+  }
   if (getWteInit() && getWteInit().getType() != getWteGrad().getType())
     return emitOpError() << "expected wte_init of the type of wte_grad ("
                          << getWteGrad().getType() << "), got "
@@ -341,6 +394,25 @@ LogicalResult LayerNormGradOp::verify() {
 bool LayerNormGradOp::isWideOperand(unsigned index) {
   return index == getMeanMutable().getOperandNumber() ||
          index == getRstdMutable().getOperandNumber();
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(checkSameType(*this, "grad", getGrad(), getInput(), "input")) ||
+      failed(checkSameType(*this, "input_grad", getInputGrad(), getInput(),
+                           "input")) ||
+      failed(checkSameType(*this, "weight_grad", getWeightGrad(), getWeight(),
+                           "weight")))
+    return failure();
+  ArrayRef<int64_t> input = dimsOf(getInput());
+  if (failed(Checker(*this).shape("weight", getWeight(), input.take_back(),
+                                  "the last dimension of the input")))
+    return failure();
+  return Checker(*this).shape("rstd", getRstd(), input.drop_back(),
+                              "the input's rows");
+}
+
+bool RmsNormGradOp::isWideOperand(unsigned index) {
+  return index == getRstdMutable().getOperandNumber();
 }
 
 LogicalResult LinearGradOp::verify() {
@@ -427,10 +499,13 @@ bool CausalAttentionGradOp::isWideOperand(unsigned index) {
 
 LogicalResult EmbeddingOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  auto grad = EmbeddingGradOp::create(
-      b, getLoc(), getWte().getType(), getWpe().getType(), resultGrads[0],
-      getTokens(), /*wte_init=*/Value(), getVocabStart());
-  operandGrads.assign({Value(), grad.getWteGrad(), grad.getWpeGrad()});
+  Type wpeType = getWpe() ? getWpe().getType() : Type();
+  auto grad = EmbeddingGradOp::create(b, getLoc(), getWte().getType(), wpeType,
+                                      resultGrads[0], getTokens(),
+                                      /*wte_init=*/Value(), getVocabStart());
+  operandGrads.assign({Value(), grad.getWteGrad()});
+  if (getWpe())
+    operandGrads.push_back(grad.getWpeGrad());
   if (getVocabStart())
     operandGrads.push_back(Value());
   return success();
@@ -445,6 +520,34 @@ LogicalResult LayerNormOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
       getRstd());
   operandGrads.assign(
       {grad.getInputGrad(), grad.getWeightGrad(), grad.getBiasGrad()});
+  return success();
+}
+
+LogicalResult RmsNormOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // The statistic is a by-product that nothing differentiates.
+  auto grad = RmsNormGradOp::create(b, getLoc(), getInput().getType(),
+                                    getWeight().getType(), resultGrads[0],
+                                    getInput(), getWeight(), getRstd());
+  operandGrads.assign({grad.getInputGrad(), grad.getWeightGrad()});
+  return success();
+}
+
+LogicalResult RotaryOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  // A rotation's transpose is its inverse.
+  Value grad = RotaryOp::create(b, getLoc(), getType(), resultGrads[0],
+                                getNumHeadsAttr(), getThetaAttr(),
+                                getInverse() ? nullptr : b.getUnitAttr());
+  operandGrads.assign({grad});
+  return success();
+}
+
+LogicalResult SwigluOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  auto grad = SwigluGradOp::create(b, getLoc(), getType(), getType(),
+                                   resultGrads[0], getGate(), getUp());
+  operandGrads.assign({grad.getGateGrad(), grad.getUpGrad()});
   return success();
 }
 
@@ -816,16 +919,18 @@ struct AddIntoEmbeddingGrad : public OpRewritePattern<AddOp> {
       // The fused op takes the add's place: the position table's gradient
       // must not be read before it (a tensor-parallel sum of it, say).
       Block *block = add->getBlock();
-      if (llvm::any_of(grad.getWpeGrad().getUsers(), [&](Operation *user) {
+      Value wpeGrad = grad.getWpeGrad();
+      if (wpeGrad && llvm::any_of(wpeGrad.getUsers(), [&](Operation *user) {
             Operation *there = block->findAncestorOpInBlock(*user);
             return !there || !add->isBeforeInBlock(there);
           }))
         continue;
       auto fused = EmbeddingGradOp::create(
           rewriter, grad.getLoc(), grad.getWteGrad().getType(),
-          grad.getWpeGrad().getType(), grad.getGrad(), grad.getTokens(), other,
-          grad.getVocabStart());
-      rewriter.replaceAllUsesWith(grad.getWpeGrad(), fused.getWpeGrad());
+          wpeGrad ? wpeGrad.getType() : Type(), grad.getGrad(),
+          grad.getTokens(), other, grad.getVocabStart());
+      if (wpeGrad)
+        rewriter.replaceAllUsesWith(wpeGrad, fused.getWpeGrad());
       rewriter.replaceOp(add, fused.getWteGrad());
       rewriter.eraseOp(grad);
       return success();

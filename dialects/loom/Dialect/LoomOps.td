@@ -1,8 +1,8 @@
 //===- LoomOps.td - Operations of the loom dialect ---------*- tablegen -*-===//
 //
-// The forward pass and loss of a GPT-2-style model. Every op works on
-// statically shaped ranked tensors so that memory, FLOPs and parallel splits
-// are known at compile time. Weights use the (out, in) layout of llm.c
+// The forward pass and loss of a pre-norm decoder (GPT-2, Llama). Every op
+// works on statically shaped ranked tensors so that memory, FLOPs and
+// parallel splits are known at compile time. Weights use the (out, in) layout of llm.c
 // checkpoints.
 //
 //===----------------------------------------------------------------------===//
@@ -62,11 +62,14 @@ def Loom_Scalar : 0DTensorOf<[F32]>,
 def Loom_Flag : 0DTensorOf<[I1]>,
     BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI1Type())">;
 
-def Loom_EmbeddingOp : Loom_Op<"embedding", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
+def Loom_EmbeddingOp : Loom_Op<"embedding", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned,
+    AttrSizedOperandSegments, InferTypeOpAdaptor]> {
   let summary = "token plus learned position embedding";
   let description = [{
     `result[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]` for tokens of shape
     [B, T], a token table [V, C] and a position table [P, C] with T <= P.
+    Without `wpe` (rotary positions, applied in attention), the token rows
+    alone.
 
     ```mlir
     %x = loom.embedding %tokens, %wte, %wpe
@@ -80,10 +83,11 @@ def Loom_EmbeddingOp : Loom_Op<"embedding", [Loom_MixedPrecision, Pure, Loom_Dif
     token 0 alone, so that the sum of the parts is the whole embedding.
   }];
   let arguments = (ins Loom_IndexTensor:$tokens, Loom_FloatTensor:$wte,
-                   Loom_FloatTensor:$wpe, Optional<Index>:$vocab_start);
+                   Optional<Loom_FloatTensor>:$wpe,
+                   Optional<Index>:$vocab_start);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
-    $tokens `,` $wte `,` $wpe (`vocab_start` $vocab_start^)? attr-dict `:`
+    $tokens `,` $wte (`,` $wpe^)? (`vocab_start` $vocab_start^)? attr-dict `:`
     functional-type(operands, results)
   }];
 }
@@ -107,6 +111,56 @@ def Loom_LayerNormOp : Loom_Op<"layer_norm", [Loom_MixedPrecision, Pure, Loom_Di
   let assemblyFormat = [{
     $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
   }];
+}
+
+def Loom_RmsNormOp : Loom_Op<"rms_norm", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned,
+    DeclareOpInterfaceMethods<Loom_WideStatisticsOpInterface, ["isWideResult"]>,
+    InferTypeOpAdaptor]> {
+  let summary = "root-mean-square normalization over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x^2) + epsilon) * weight` along the last dimension C of
+    `x`, with `weight` of shape [C] (Llama's RMSNorm: no centering, no
+    bias).
+
+    `rstd` (`1 / sqrt(mean(x^2) + epsilon)`), of `x`'s shape without its
+    last dimension and always f32, is each row's statistic, which the
+    gradient reads back instead of computing it again.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
+                   Loom_PositiveF64Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$result, Loom_F32Tensor:$rstd);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Loom_RotaryOp : Loom_Op<"rotary", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed,
+    DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface,
+      ["getTensorParallelBlocks"]>,
+    AllTypesMatch<["qkv", "result"]>]> {
+  let summary = "rotary position embedding of the queries and keys";
+  let description = [{
+    `qkv` [B, T, 3C] holds queries, keys and values as
+    `loom.causal_attention` reads them. Each head of D = C / num_heads
+    channels of the queries and the keys is rotated by its position t:
+    channels j and j + D/2 (j < D/2) turn by the angle t * theta^(-2j/D)
+    (Llama's rotate-half pairing, as Hugging Face applies it). The values
+    pass unchanged.
+
+    With `inverse`, the rotation by minus each angle: the gradient, since
+    a rotation's transpose is its inverse.
+
+    ```mlir
+    %r = loom.rotary %qkv {num_heads = 4 : i64, theta = 10000.0 : f64}
+        : tensor<2x16x192xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$qkv,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                   Loom_PositiveF64Attr:$theta, UnitAttr:$inverse);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$qkv attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def Loom_LinearOp : Loom_Op<"linear", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, InferTypeOpAdaptor]> {
@@ -163,6 +217,17 @@ def Loom_GeluOp : Loom_Op<"gelu", [Loom_MixedPrecision, Pure, Loom_Differentiabl
   let arguments = (ins Loom_FloatTensor:$input);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Loom_SwigluOp : Loom_Op<"swiglu", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, SameOperandsAndResultType]> {
+  let summary = "SwiGLU: the SiLU of the gate times the up projection";
+  let description = [{
+    `gate * sigmoid(gate) * up`, elementwise (Llama's MLP between its gate
+    and up projections and its down projection).
+  }];
+  let arguments = (ins Loom_FloatTensor:$gate, Loom_FloatTensor:$up);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
 }
 
 def Loom_AddOp : Loom_Op<"add", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed, Loom_Partitioned, SameOperandsAndResultType, Commutative]> {
@@ -490,7 +555,8 @@ def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Loom_MixedPrecision, Pure,
     (`wte_grad[tokens[b, t], :] += grad[b, t, :]`), starting from `wte_init`
     when given and from zeros otherwise, and sums `grad` over the batch into
     the position table gradient (`wpe_grad[t, :] += grad[b, t, :]`). Rows of
-    the position table past T get zeros.
+    the position table past T get zeros. A model without a position table
+    has no `wpe_grad`.
 
     A tied head's weight gradient is added to the token table's: starting
     the scatter from it (`into`) saves a pass that zeroes the table and one
@@ -504,7 +570,8 @@ def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Loom_MixedPrecision, Pure,
   let arguments = (ins Loom_FloatTensor:$grad, Loom_IndexTensor:$tokens,
                    Optional<Loom_FloatTensor>:$wte_init,
                    Optional<Index>:$vocab_start);
-  let results = (outs Loom_FloatTensor:$wte_grad, Loom_FloatTensor:$wpe_grad);
+  let results = (outs Loom_FloatTensor:$wte_grad,
+                      Optional<Loom_FloatTensor>:$wpe_grad);
   let assemblyFormat = [{
     $grad `,` $tokens (`into` $wte_init^)? (`vocab_start` $vocab_start^)?
     attr-dict `:` functional-type(operands, results)
@@ -531,6 +598,36 @@ def Loom_LayerNormGradOp : Loom_Op<"layer_norm_grad", [Loom_MixedPrecision, Pure
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+def Loom_RmsNormGradOp : Loom_Op<"rms_norm_grad", [Loom_MixedPrecision, Pure,
+    DeclareOpInterfaceMethods<Loom_WideStatisticsOpInterface, ["isWideOperand"]>]> {
+  let summary = "gradient of root-mean-square normalization";
+  let description = [{
+    Given the result cotangent `grad`, the forward's `input` and `weight`
+    and its row statistic `rstd` (f32), yields the cotangents of the input
+    and the weight.
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$input,
+                   Loom_FloatTensor:$weight, Loom_F32Tensor:$rstd);
+  let results = (outs Loom_FloatTensor:$input_grad,
+                      Loom_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight `,` $rstd attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_SwigluGradOp : Loom_Op<"swiglu_grad", [Loom_MixedPrecision, Pure,
+    AllTypesMatch<["grad", "gate", "up", "gate_grad", "up_grad"]>]> {
+  let summary = "gradient of SwiGLU";
+  let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$gate,
+                   Loom_FloatTensor:$up);
+  let results = (outs Loom_FloatTensor:$gate_grad, Loom_FloatTensor:$up_grad);
+  let assemblyFormat = [{
+    $grad `,` $gate `,` $up attr-dict `:` type($grad)
+  }];
 }
 
 def Loom_LinearGradOp : Loom_Op<"linear_grad", [Loom_MixedPrecision, Pure]> {

@@ -108,7 +108,7 @@ EmbeddingOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
     return emitOpError("is partitioned already");
   if (failed(rewriter.makeReplicated(getTokensMutable())) ||
       failed(rewriter.makeSplit(getWteMutable(), 0, 1)) ||
-      failed(rewriter.makeFannedOut(getWpeMutable())))
+      (getWpe() && failed(rewriter.makeFannedOut(getWpeMutable()[0]))))
     return failure();
   Value start =
       buildVocabStart(rewriter, getLoc(), getWte().getType().getDimSize(0));
@@ -161,6 +161,21 @@ LayerNormOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
     getRstd().setType(rows);
   });
   rewriter.setLayout(getMean(), layout);
+  rewriter.setLayout(getRstd(), layout);
+  return success();
+}
+
+LogicalResult
+RmsNormOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  if (failed(partitionRowwise(*this, getInputMutable(), {&getWeightMutable()},
+                              /*splitRows=*/false, rewriter)))
+    return failure();
+  // The rows' statistic is split as the rows are (sequence parallelism).
+  TensorLayout layout = rewriter.getLayout(getResult());
+  auto rows = RankedTensorType::get(getInput().getType().getShape().drop_back(),
+                                    getRstd().getType().getElementType());
+  rewriter.getRewriter().modifyOpInPlace(*this,
+                                         [&] { getRstd().setType(rows); });
   rewriter.setLayout(getRstd(), layout);
   return success();
 }
@@ -241,6 +256,33 @@ CausalAttentionOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
 }
 
 int64_t CausalAttentionOp::getTensorParallelBlocks(unsigned index) { return 3; }
+
+LogicalResult
+RotaryOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  // Each rank turns its heads' queries and keys, the column-parallel
+  // projection's blocks, as the attention after it reads them.
+  int64_t size = rewriter.getSize();
+  if (getNumHeads() % size)
+    return emitOpError() << "has " << getNumHeads()
+                         << " heads, which tensor parallelism over " << size
+                         << " ranks does not divide";
+  if (rewriter.getLayout(getQkv()) != TensorLayout::split(2, 3))
+    return emitOpError("needs its queries, keys and values split by heads "
+                       "(the output of a column-parallel projection)");
+  rewriter.getRewriter().modifyOpInPlace(*this, [&] {
+    setNumHeads(getNumHeads() / size);
+    getResult().setType(getQkv().getType());
+  });
+  rewriter.setLayout(getResult(), TensorLayout::split(2, 3));
+  return success();
+}
+
+int64_t RotaryOp::getTensorParallelBlocks(unsigned index) { return 3; }
+
+LogicalResult
+SwigluOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  return partitionAlike(*this, rewriter, /*sumsOfPartials=*/false);
+}
 
 LogicalResult
 GeluOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {

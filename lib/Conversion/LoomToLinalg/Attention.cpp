@@ -1,7 +1,8 @@
 //===- Attention.cpp - Causal multi-head attention ------------------------===//
 //
 // One linalg.matmul per (batch, head) on strided views for the five
-// contractions, and generics for the causal softmax and its gradient.
+// contractions, and generics for the causal softmax and its gradient; the
+// rotary position embedding of the queries and keys as a generic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -274,6 +275,94 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
   }
 };
 
+/// Rotates the queries and keys of each head, channel j with channel
+/// j + D/2, through a view [B, T, 3, NH, 2, D/2] of the fused tensor whose
+/// fifth dimension picks the half of the head.
+struct RotaryLowering : LoomPattern<RotaryOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(RotaryOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    auto shape = op.getType().getShape();
+    int64_t B = shape[0], T = shape[1], NH = op.getNumHeads();
+    int64_t D = shape[2] / (3 * NH), half = D / 2;
+    auto viewType = RankedTensorType::get({B, T, 3, NH, 2, half}, L.f32());
+    ReassociationIndices lead[] = {{0}, {1}, {2, 3, 4, 5}};
+    Value x = tensor::ExpandShapeOp::create(L.b, L.loc, viewType,
+                                            adaptor.getQkv(), lead);
+    auto [cosines, sines] = angleTables(L, op, T, D);
+    // Loop dimensions (b, t, part, head, half, j).
+    auto halfMap = [&](int64_t which) {
+      SmallVector<AffineExpr> exprs;
+      for (unsigned d = 0; d < 6; ++d)
+        exprs.push_back(d == 4 ? getAffineConstantExpr(which, L.ctx)
+                               : getAffineDimExpr(d, L.ctx));
+      return AffineMap::get(6, 0, exprs, L.ctx);
+    };
+    AffineMap angle = L.map(6, {1, 5});
+    Value rotated = L.generic(
+        {x, x, cosines, sines}, L.empty(viewType.getShape()),
+        {halfMap(0), halfMap(1), angle, angle, L.identity(6)},
+        SmallVector<IteratorType>(6, kPar),
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value first = a[0], second = a[1], c = a[2], s = a[3];
+          if (op.getInverse())
+            s = arith::NegFOp::create(nb, l, s);
+          Value isFirst = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::eq, L.index(nb, 4),
+              arith::ConstantIndexOp::create(nb, l, 0));
+          // (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin).
+          Value turnedFirst = arith::SubFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, first, c),
+              arith::MulFOp::create(nb, l, second, s));
+          Value turnedSecond = arith::AddFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, second, c),
+              arith::MulFOp::create(nb, l, first, s));
+          Value turned = arith::SelectOp::create(nb, l, isFirst, turnedFirst,
+                                                 turnedSecond);
+          Value kept = arith::SelectOp::create(nb, l, isFirst, first, second);
+          Value isValue = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::eq, L.index(nb, 2),
+              arith::ConstantIndexOp::create(nb, l, 2));
+          linalg::YieldOp::create(
+              nb, l,
+              arith::SelectOp::create(nb, l, isValue, kept, turned)
+                  .getResult());
+        })[0];
+    return {tensor::CollapseShapeOp::create(L.b, L.loc, rotated, lead)};
+  }
+
+  /// The cosines and sines [T, D/2] of the angles t * theta^(-2j/D), each
+  /// step in f32 as Hugging Face computes them, so that the rotations
+  /// match its to rounding.
+  static std::pair<Value, Value> angleTables(Lowering &L, RotaryOp op,
+                                             int64_t T, int64_t D) {
+    float theta = static_cast<float>(op.getTheta().convertToDouble());
+    ValueRange tables = L.generic(
+        {}, ValueRange{L.empty({T, D / 2}), L.empty({T, D / 2})},
+        {L.identity(2), L.identity(2)}, {kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange) {
+          auto toF32 = [&](Value index) -> Value {
+            Value i64 =
+                arith::IndexCastOp::create(nb, l, nb.getI64Type(), index);
+            return arith::SIToFPOp::create(nb, l, nb.getF32Type(), i64);
+          };
+          Value position = toF32(L.index(nb, 0));
+          Value twoJ = arith::MulFOp::create(nb, l, toF32(L.index(nb, 1)),
+                                             L.f32(nb, 2.0));
+          Value exponent = arith::DivFOp::create(
+              nb, l, twoJ, L.f32(nb, static_cast<double>(D)));
+          Value power = math::PowFOp::create(nb, l, L.f32(nb, theta), exponent);
+          Value frequency = arith::DivFOp::create(nb, l, L.f32(nb, 1.0), power);
+          Value angle = arith::MulFOp::create(nb, l, position, frequency);
+          linalg::YieldOp::create(
+              nb, l,
+              ValueRange{math::CosOp::create(nb, l, angle),
+                         math::SinOp::create(nb, l, angle)});
+        });
+    return {tables[0], tables[1]};
+  }
+};
+
 } // namespace
 
 bool mlir::loom::isFusedAttention(Operation *op, int64_t maxHeadDim) {
@@ -312,6 +401,6 @@ bool mlir::loom::isFusedAttention(Operation *op, int64_t maxHeadDim) {
 
 void mlir::loom::populateLoomAttentionToLinalgPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<CausalAttentionLowering, CausalAttentionGradLowering>(
-      patterns.getContext());
+  patterns.add<CausalAttentionLowering, CausalAttentionGradLowering,
+               RotaryLowering>(patterns.getContext());
 }

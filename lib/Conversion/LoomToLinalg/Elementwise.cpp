@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - GELU, residual and bias adds ---------------------===//
+//===- Elementwise.cpp - GELU, SwiGLU, residual and bias adds -------------===//
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +34,57 @@ struct GeluGradLowering : LoomPattern<GeluGradOp> {
           linalg::YieldOp::create(
               nb, l, ScalarGeluGradOp::create(nb, l, a[0], a[1]).getResult());
         })};
+  }
+};
+
+/// sigmoid(g) = 1 / (1 + exp(-g)).
+Value sigmoid(OpBuilder &nb, Location l, Lowering &L, Value g) {
+  Value e = math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, g));
+  return arith::DivFOp::create(nb, l, L.f32(nb, 1.0),
+                               arith::AddFOp::create(nb, l, L.f32(nb, 1.0), e));
+}
+
+struct SwigluLowering : LoomPattern<SwigluOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(SwigluOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    return {L.elementwise(
+        {adaptor.getGate(), adaptor.getUp()},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value silu =
+              arith::MulFOp::create(nb, l, a[0], sigmoid(nb, l, L, a[0]));
+          linalg::YieldOp::create(
+              nb, l, arith::MulFOp::create(nb, l, silu, a[1]).getResult());
+        })};
+  }
+};
+
+struct SwigluGradLowering : LoomPattern<SwigluGradOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(SwigluGradOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    auto shape = cast<RankedTensorType>(adaptor.getGrad().getType()).getShape();
+    // d/dg silu(g) = s * (1 + g * (1 - s)) for s = sigmoid(g).
+    ValueRange grads = L.elementwise(
+        {adaptor.getGrad(), adaptor.getGate(), adaptor.getUp()},
+        {L.empty(shape), L.empty(shape)},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value dy = a[0], g = a[1], up = a[2];
+          Value s = sigmoid(nb, l, L, g);
+          Value silu = arith::MulFOp::create(nb, l, g, s);
+          Value slope = arith::MulFOp::create(
+              nb, l, s,
+              arith::AddFOp::create(
+                  nb, l, L.f32(nb, 1.0),
+                  arith::MulFOp::create(
+                      nb, l, g,
+                      arith::SubFOp::create(nb, l, L.f32(nb, 1.0), s))));
+          Value dgate = arith::MulFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, dy, up), slope);
+          Value dup = arith::MulFOp::create(nb, l, dy, silu);
+          linalg::YieldOp::create(nb, l, ValueRange{dgate, dup});
+        });
+    return {grads[0], grads[1]};
   }
 };
 
@@ -99,6 +150,8 @@ struct FanOutLowering : LoomPattern<FanOutOp> {
 
 void mlir::loom::populateLoomElementwiseToLinalgPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<GeluLowering, GeluGradLowering, AddLowering, BiasAddLowering,
-               BiasAddGradLowering, FanOutLowering>(patterns.getContext());
+  patterns
+      .add<GeluLowering, GeluGradLowering, SwigluLowering, SwigluGradLowering,
+           AddLowering, BiasAddLowering, BiasAddGradLowering, FanOutLowering>(
+          patterns.getContext());
 }

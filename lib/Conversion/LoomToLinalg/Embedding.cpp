@@ -28,9 +28,9 @@ struct EmbeddingLowering : LoomPattern<EmbeddingOp> {
                            Lowering &L) const override {
     auto shape = op.getType().getShape();
     Value wte = adaptor.getWte();
-    // The first T rows of the position table.
+    // The first T rows of the position table; none under rotary positions.
     Value wpe = adaptor.getWpe();
-    if (op.getWpe().getType().getDimSize(0) != shape[1])
+    if (wpe && op.getWpe().getType().getDimSize(0) != shape[1])
       wpe = tensor::ExtractSliceOp::create(
           L.b, L.loc, wpe,
           ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
@@ -39,26 +39,34 @@ struct EmbeddingLowering : LoomPattern<EmbeddingOp> {
           ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
     Value start = adaptor.getVocabStart();
     int64_t rows = op.getWte().getType().getDimSize(0);
-    Value first = start ? isFirstPart(L.b, L.loc, start) : Value();
+    Value first = start && wpe ? isFirstPart(L.b, L.loc, start) : Value();
+    SmallVector<Value> ins = {adaptor.getTokens()};
     // Loop dimensions (b, t, c).
+    SmallVector<AffineMap> maps = {L.map(3, {0, 1})};
+    if (wpe) {
+      ins.push_back(wpe);
+      maps.push_back(L.map(3, {1, 2}));
+    }
+    maps.push_back(L.identity(3));
     return {L.generic(
-        {adaptor.getTokens(), wpe}, L.empty(shape),
-        {L.map(3, {0, 1}), L.map(3, {1, 2}), L.identity(3)}, {kPar, kPar, kPar},
+        ins, L.empty(shape), maps, {kPar, kPar, kPar},
         [&](OpBuilder &nb, Location l, ValueRange a) {
           Value row = L.toIndex(nb, a[0]);
-          Value position = a[1];
           Value held;
-          if (start) {
+          if (start)
             std::tie(held, row) = L.indexInPart(nb, row, start, rows);
-            position =
-                arith::SelectOp::create(nb, l, first, position, L.f32(nb, 0.0));
-          }
           Value w = tensor::ExtractOp::create(nb, l, wte,
                                               ValueRange{row, L.index(nb, 2)});
           if (held)
             w = arith::SelectOp::create(nb, l, held, w, L.f32(nb, 0.0));
-          linalg::YieldOp::create(
-              nb, l, arith::AddFOp::create(nb, l, w, position).getResult());
+          if (wpe) {
+            Value position = a[1];
+            if (first)
+              position = arith::SelectOp::create(nb, l, first, position,
+                                                 L.f32(nb, 0.0));
+            w = arith::AddFOp::create(nb, l, w, position);
+          }
+          linalg::YieldOp::create(nb, l, w);
         })[0]};
   }
 };
@@ -79,21 +87,25 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
     auto gradShape =
         cast<RankedTensorType>(adaptor.getGrad().getType()).getShape();
     int64_t T = gradShape[1], C = gradShape[2];
-    auto wpeShape = op.getWpeGrad().getType().getShape();
-    // Position gradient: the batch sum; loop dimensions (b, t, c).
-    Value wpe = L.generic(adaptor.getGrad(), L.zeros({T, C}),
-                          {L.identity(3), L.map(3, {1, 2})}, {kRed, kPar, kPar},
-                          sumBody)[0];
-    if (wpeShape[0] > T)
-      wpe = tensor::InsertSliceOp::create(
-          L.b, L.loc, wpe, L.zeros(wpeShape),
-          ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
-          ArrayRef<OpFoldResult>{L.b.getIndexAttr(T), L.b.getIndexAttr(C)},
-          ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
+    SmallVector<Value> results = {Value()};
+    if (Value wpeGrad = op.getWpeGrad()) {
+      auto wpeShape = cast<RankedTensorType>(wpeGrad.getType()).getShape();
+      // Position gradient: the batch sum; loop dimensions (b, t, c).
+      Value wpe = L.generic(adaptor.getGrad(), L.zeros({T, C}),
+                            {L.identity(3), L.map(3, {1, 2})},
+                            {kRed, kPar, kPar}, sumBody)[0];
+      if (wpeShape[0] > T)
+        wpe = tensor::InsertSliceOp::create(
+            L.b, L.loc, wpe, L.zeros(wpeShape),
+            ArrayRef<OpFoldResult>{L.b.getIndexAttr(0), L.b.getIndexAttr(0)},
+            ArrayRef<OpFoldResult>{L.b.getIndexAttr(T), L.b.getIndexAttr(C)},
+            ArrayRef<OpFoldResult>{L.b.getIndexAttr(1), L.b.getIndexAttr(1)});
+      if (Value start = adaptor.getVocabStart())
+        wpe = arith::SelectOp::create(
+            L.b, L.loc, isFirstPart(L.b, L.loc, start), wpe, L.zeros(wpeShape));
+      results.push_back(wpe);
+    }
     Value start = adaptor.getVocabStart();
-    if (start)
-      wpe = arith::SelectOp::create(L.b, L.loc, isFirstPart(L.b, L.loc, start),
-                                    wpe, L.zeros(wpeShape));
 
     Value tokens = L.flatten(adaptor.getTokens());
     Value init = adaptor.getWteInit()
@@ -112,12 +124,13 @@ struct EmbeddingGradLowering : LoomPattern<EmbeddingGradOp> {
       if (widened && !widened.getScale())
         if (Value stored = L.lowered(widened.getInput()))
           updates = stored;
-      return {ScatterAddRowsOp::create(L.b, L.loc, init.getType(),
-                                       L.rows(updates), tokens, init, start),
-              wpe};
+      results[0] = ScatterAddRowsOp::create(
+          L.b, L.loc, init.getType(), L.rows(updates), tokens, init, start);
+      return results;
     }
-    return {scatterLoops(L, L.rows(adaptor.getGrad()), tokens, init, start),
-            wpe};
+    results[0] =
+        scatterLoops(L, L.rows(adaptor.getGrad()), tokens, init, start);
+    return results;
   }
 
 private:

@@ -1,4 +1,4 @@
-//===- LayerNorm.cpp - Layer normalization --------------------------------===//
+//===- LayerNorm.cpp - Layer and root-mean-square normalization -----------===//
 //
 // Row statistics as reductions, the normalization and its gradient as
 // generics over [rows, width] views.
@@ -140,9 +140,100 @@ struct LayerNormGradLowering : LoomPattern<LayerNormGradOp> {
   }
 };
 
+struct RmsNormLowering : LoomPattern<RmsNormOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(RmsNormOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    Value x = L.rows(adaptor.getInput());
+    auto shape = cast<RankedTensorType>(x.getType()).getShape();
+    int64_t n = shape[0];
+    double invC = 1.0 / static_cast<double>(shape[1]);
+    double epsilon = op.getEpsilon().convertToDouble();
+    Value squares = L.rowSum(x, n, [&](OpBuilder &nb, ValueRange a) {
+      return arith::MulFOp::create(nb, L.loc, a[0], a[0]).getResult();
+    });
+    Value rstd = L.elementwise(squares, [&](OpBuilder &nb, Location l,
+                                            ValueRange a) {
+      Value meanSquare = arith::MulFOp::create(nb, l, a[0], L.f32(nb, invC));
+      Value s = math::SqrtOp::create(
+          nb, l, arith::AddFOp::create(nb, l, meanSquare, L.f32(nb, epsilon)));
+      linalg::YieldOp::create(
+          nb, l, arith::DivFOp::create(nb, l, L.f32(nb, 1.0), s).getResult());
+    });
+    AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0}), col = L.map(2, {1});
+    // (x * rstd) * weight, in Hugging Face's order of rounding.
+    Value y = L.generic(
+        {x, rstd, adaptor.getWeight()}, L.empty(shape), {all, row, col, all},
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value xhat = arith::MulFOp::create(nb, l, a[0], a[1]);
+          linalg::YieldOp::create(
+              nb, l, arith::MulFOp::create(nb, l, xhat, a[2]).getResult());
+        })[0];
+    return {L.unrows(y, op.getResult().getType()),
+            L.unflatten(rstd, op.getRstd().getType())};
+  }
+};
+
+struct RmsNormGradLowering : LoomPattern<RmsNormGradOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(RmsNormGradOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    Value x = L.rows(adaptor.getInput());
+    Value dy = L.rows(adaptor.getGrad());
+    Value rstd = L.flatten(adaptor.getRstd()), weight = adaptor.getWeight();
+    auto shape = cast<RankedTensorType>(x.getType()).getShape();
+    int64_t n = shape[0], c = shape[1];
+    AffineMap all = L.map(2, {0, 1}), row = L.map(2, {0}), col = L.map(2, {1});
+    // Weight gradient: the column sums of dy * x * rstd; loop dimensions
+    // (n, c).
+    Value dw = L.generic(
+        {dy, x, rstd}, L.zeros({c}), {all, all, row, col}, {kRed, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value xhat = arith::MulFOp::create(nb, l, a[1], a[2]);
+          linalg::YieldOp::create(
+              nb, l,
+              arith::AddFOp::create(nb, l, a[3],
+                                    arith::MulFOp::create(nb, l, a[0], xhat))
+                  .getResult());
+        })[0];
+    // Each row's sum of dy * weight * x.
+    Value sums = L.generic(
+        {dy, weight, x}, L.zeros({n}), {all, col, all, row}, {kPar, kRed},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value dxhat = arith::MulFOp::create(nb, l, a[0], a[1]);
+          linalg::YieldOp::create(
+              nb, l,
+              arith::AddFOp::create(nb, l, a[3],
+                                    arith::MulFOp::create(nb, l, dxhat, a[2]))
+                  .getResult());
+        })[0];
+    // dx = rstd * (dy * weight) - x * rstd^3 * sum / C.
+    double invC = 1.0 / static_cast<double>(c);
+    Value dx = L.generic(
+        {dy, weight, x, rstd, sums}, L.empty(shape),
+        {all, col, all, row, row, all}, {kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value r = a[3];
+          Value dxhat = arith::MulFOp::create(nb, l, a[0], a[1]);
+          Value r3 = arith::MulFOp::create(nb, l, r,
+                                           arith::MulFOp::create(nb, l, r, r));
+          Value k = arith::MulFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, a[4], r3), L.f32(nb, invC));
+          linalg::YieldOp::create(
+              nb, l,
+              arith::SubFOp::create(nb, l,
+                                    arith::MulFOp::create(nb, l, dxhat, r),
+                                    arith::MulFOp::create(nb, l, a[2], k))
+                  .getResult());
+        })[0];
+    return {L.unrows(dx, adaptor.getInput().getType()), dw};
+  }
+};
+
 } // namespace
 
 void mlir::loom::populateLoomLayerNormToLinalgPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<LayerNormLowering, LayerNormGradLowering>(patterns.getContext());
+  patterns.add<LayerNormLowering, LayerNormGradLowering, RmsNormLowering,
+               RmsNormGradLowering>(patterns.getContext());
 }

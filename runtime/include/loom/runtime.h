@@ -161,17 +161,26 @@ int loom_model_get_loss_scale(const loom_model *model, loom_loss_scale *out);
 int loom_model_set_loss_scaling(loom_model *model, float initial_scale,
                                 int64_t growth_interval);
 
-/// Writes the parameters to a safetensors file under Hugging Face's GPT-2
-/// names and layouts (GPT2LMHeadModel's state dict): F32 tensors
-/// "transformer.wte.weight" (the vocabulary's rows, without the padding),
-/// "transformer.wpe.weight", "transformer.h.<l>.<name>" for each block
-/// (its four matrices transposed to Conv1D's (in, out)) and
-/// "transformer.ln_f.*"; the tied lm_head is left to Hugging Face to tie.
-/// Needs llm.c's layout, as checkpoints do, and is written as a checkpoint
-/// is: a temporary file renamed, or directly into a path that is not a
+/// Writes the parameters to a safetensors file under the Hugging Face
+/// names and layouts of the manifest's tensor lines (GPT-2's are
+/// GPT2LMHeadModel's state dict, Llama's LlamaForCausalLM's): F32 tensors,
+/// a token table without its padding rows, GPT-2's block matrices
+/// transposed to Conv1D's (in, out), Llama's fused query, key and value
+/// projection as its three; a tied head is left to Hugging Face to tie.
+/// It is written as a checkpoint is: a temporary file renamed, or directly into a path that is not a
 /// regular file; under several ranks every rank calls it, the ranks gather
 /// the model, rank 0 writes it and every rank returns rank 0's outcome.
 int loom_model_export_safetensors(const loom_model *model, const char *path);
+/// Sets the parameters from a safetensors file, or from the shards a
+/// Hugging Face index (a path ending in .json, its weight_map naming each
+/// tensor's file in the index's directory) lists, read as
+/// loom_model_export_safetensors writes them; F32, BF16 and F16 tensors.
+/// Every tensor the model needs must be there with its shape, and every
+/// tensor there must be the model's (buffers such as GPT-2's causal masks
+/// aside); else 1 with the error naming the file and the tensor, and
+/// nothing changed. Resets the optimizer's state. Every rank calls it;
+/// rank 0 reads.
+int loom_model_load_safetensors(loom_model *model, const char *path);
 
 /// Starts recording the timeline of this rank's steps: the forward and
 /// backward passes and the optimizer that the step marks, and the

@@ -730,3 +730,58 @@ module attributes {loom.tensors = [{name = "b", shape = array<i64: 2>, init = "z
 // expected-error @+1 {{tensor 'b': 'shape' must be an array of positive sizes}}
 module attributes {loom.tensors = [{name = "b", shape = array<i64: 0>, init = "zeros"}]} {
 }
+
+// -----
+
+func.func @rms_norm_weight(%x: tensor<2x6xf32>, %w: tensor<5xf32>) {
+  // expected-error @+2 {{expected weight of shape [6] (the input's last dimension), got [5]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = loom.rms_norm %x, %w {epsilon = 1.0e-5 : f64} : (tensor<2x6xf32>, tensor<5xf32>) -> (tensor<2x6xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_rstd(%dy: tensor<2x6xf32>, %x: tensor<2x6xf32>, %w: tensor<6xf32>, %rstd: tensor<3xf32>) {
+  // expected-error @+1 {{expected rstd of shape [2] (the input's rows), got [3]}}
+  %0:2 = loom.rms_norm_grad %dy, %x, %w, %rstd : (tensor<2x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<3xf32>) -> (tensor<2x6xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+func.func @rotary_heads(%qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{expected 3 * num_heads (15) to divide qkv's last dimension (24)}}
+  %0 = loom.rotary %qkv {num_heads = 5 : i64, theta = 10000.0 : f64} : tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_odd_head(%qkv: tensor<2x4x18xf32>) {
+  // expected-error @+1 {{expected an even head width, got 3}}
+  %0 = loom.rotary %qkv {num_heads = 2 : i64, theta = 10000.0 : f64} : tensor<2x4x18xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_theta(%qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{expected theta above 1, got 1}}
+  %0 = loom.rotary %qkv {num_heads = 2 : i64, theta = 1.0 : f64} : tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @swiglu_types(%g: tensor<2x8xf32>, %u: tensor<2x4xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "loom.swiglu"(%g, %u) : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'rope_theta' must be finite and above 1, got 0.5}}
+module attributes {loom.model = #loom.model<name = "m", layers = 1, width = 8, heads = 2, hidden = 8, vocab = 4, padded_vocab = 4, positions = 4, tied = true, epsilon = 1.0e-5, position = rope, rope_theta = 0.5>} {}
+
