@@ -26,13 +26,23 @@ BATCH, SEQ = 4, 32
 
 
 def config(family):
+    """Llama with as many key/value heads as query heads and Llama 3's
+    rotary scaling; Qwen2 with grouped-query attention (2 key/value heads
+    for 4) and its q/k/v biases."""
     common = dict(vocab_size=256, hidden_size=32, intermediate_size=88,
                   num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=4, max_position_embeddings=64,
-                  rms_norm_eps=1e-5, tie_word_embeddings=False)
+                  max_position_embeddings=64, rms_norm_eps=1e-5,
+                  tie_word_embeddings=False, initializer_range=0.2)
     if family == "llama":
-        return transformers.LlamaConfig(rope_theta=10000.0, **common)
-    return transformers.Qwen2Config(rope_theta=10000.0, **common)
+        # Llama 3.1's frequency scaling, its bands placed so that the head's
+        # four frequencies fall in all three: kept, blended, divided.
+        rope = dict(rope_type="llama3", rope_theta=10000.0, factor=8.0,
+                    low_freq_factor=1.0, high_freq_factor=4.0,
+                    original_max_position_embeddings=64)
+        return transformers.LlamaConfig(rope_parameters=rope,
+                                        num_key_value_heads=4, **common)
+    return transformers.Qwen2Config(rope_theta=10000.0, num_key_value_heads=2,
+                                    **common)
 
 
 def batches(tokens, steps):

@@ -227,6 +227,14 @@ struct ExportEntriesPass
         field(os, M::tensor::kHf, spec->hfName);
       if (spec->hfTranspose)
         field(os, M::tensor::kHfTranspose, 1);
+      if (!spec->hfRows.empty()) {
+        std::string rows;
+        llvm::raw_string_ostream rowsOs(rows);
+        llvm::interleave(spec->hfRows, rowsOs, ",");
+        field(os, M::tensor::kHfRows, rows);
+      }
+      if (spec->hfGroups != 1)
+        field(os, M::tensor::kHfGroups, spec->hfGroups);
       os << "\n";
     }
     for (func::FuncOp func : entries)

@@ -141,11 +141,21 @@ SmallVector<ForwardBuilder::LayerParam> ForwardBuilder::gpt2Layer() const {
 /// Llama's layer in Hugging Face's order, initialized as Hugging Face
 /// initializes it: matrices from N(0, 0.02), norms' weights ones, biases
 /// zeros. The query, key and value projections are one matrix, which
-/// Hugging Face keeps as three (`hf` lists them; each is a third of the
-/// rows).
+/// Hugging Face keeps as three (`hf` lists them): each a third of the rows,
+/// or under grouped-query attention, for each key/value group, its query
+/// heads' rows, then its key's, then its value's (loom.group_qkv).
 SmallVector<ForwardBuilder::LayerParam> ForwardBuilder::llamaLayer() const {
   const ArchitectureConfig &arch = config.arch;
   int64_t C = arch.width, H = arch.hidden;
+  int64_t G = arch.getKvHeads(), D = C / arch.heads, R = arch.heads / G;
+  int64_t qkvRows = G * (R + 2) * D;
+  auto grouped = [&](TensorSpec spec) {
+    if (arch.isGrouped()) {
+      spec.hfRows = {R * D, D, D};
+      spec.hfGroups = G;
+    }
+    return spec;
+  };
   auto hf = [](StringRef name) { return ("model.layers.*." + name).str(); };
   auto qkv = [&](StringRef kind) {
     std::string names;
@@ -159,12 +169,12 @@ SmallVector<ForwardBuilder::LayerParam> ForwardBuilder::llamaLayer() const {
        {C},
        constantTensor(TensorInit::Ones, hf("input_layernorm.weight"))},
       {"self_attn.qkv_proj.weight",
-       {3 * C, C},
-       normalTensor(0.02, qkv("weight"))}};
+       {qkvRows, C},
+       grouped(normalTensor(0.02, qkv("weight")))}};
   if (arch.biases == BiasKind::qkv)
     layer.push_back({"self_attn.qkv_proj.bias",
-                     {3 * C},
-                     constantTensor(TensorInit::Zeros, qkv("bias"))});
+                     {qkvRows},
+                     grouped(constantTensor(TensorInit::Zeros, qkv("bias")))});
   layer.append({{"self_attn.o_proj.weight",
                  {C, C},
                  normalTensor(0.02, hf("self_attn.o_proj.weight"))},
@@ -234,13 +244,23 @@ Value ForwardBuilder::buildLlamaLayer(Value in,
       norm("h.*.input_layernorm", in, w("input_layernorm.weight"), Value());
   Value qkvBias =
       arch.biases == BiasKind::qkv ? w("self_attn.qkv_proj.bias") : Value();
+  int64_t G = arch.getKvHeads(), R = arch.heads / G, D = C / arch.heads;
   Value qkv = LinearOp::create(builder, loc("h.*.self_attn.qkv_proj"),
-                               activation({B, T, 3 * C}), h,
+                               activation({B, T, G * (R + 2) * D}), h,
                                w("self_attn.qkv_proj.weight"), qkvBias, column);
+  // Grouped-query attention: each group's key and value for each of its
+  // query heads, as the attention reads them.
+  if (arch.isGrouped())
+    qkv = GroupQkvOp::create(
+        builder, loc("h.*.self_attn.repeat_kv"), activation({B, T, 3 * C}), qkv,
+        builder.getI64IntegerAttr(arch.heads), builder.getI64IntegerAttr(G));
   Value turned = RotaryOp::create(
       builder, loc("h.*.self_attn.rotary_emb"), qkv.getType(), qkv,
       builder.getI64IntegerAttr(arch.heads),
-      builder.getF64FloatAttr(arch.ropeTheta), /*inverse=*/nullptr);
+      builder.getF64FloatAttr(arch.ropeTheta), /*inverse=*/nullptr,
+      arch.ropeScaling.factor
+          ? builder.getDenseF64ArrayAttr(arch.getRopeScalingArray())
+          : nullptr);
   Value att = CausalAttentionOp::create(builder, loc("h.*.self_attn"), turned,
                                         arch.heads)
                   .getResult();

@@ -305,6 +305,39 @@ constexpr StringRef kIgnoredLlamaKeys[] = {
     "use_cache",
 };
 
+/// A rotary embedding's object (rope_scaling, or transformers 5's
+/// rope_parameters): the base and Llama 3's frequency scaling.
+void readRopeParameters(ObjectReader &reader, ArchitectureConfig &arch) {
+  std::string type = "default";
+  // transformers 4 wrote "type" before "rope_type".
+  if (!reader.readString("rope_type", type, false))
+    reader.readString("type", type, false);
+  reader.ignore({"type"});
+  reader.readNumber(
+      "rope_theta", arch.ropeTheta, false, [](double x) { return x > 1; },
+      "a number above 1");
+  if (type == "default")
+    return;
+  if (type != "llama3") {
+    reader.error("rope_type", "only \"default\" and \"llama3\" rotary "
+                              "positions are supported, got \"" +
+                                  type + "\"");
+    return;
+  }
+  ArchitectureConfig::RopeScaling &scaling = arch.ropeScaling;
+  reader.readNumber(
+      "factor", scaling.factor, true, [](double x) { return x >= 1; },
+      "a number of at least 1");
+  reader.readNumber("low_freq_factor", scaling.lowFreqFactor, true, positive,
+                    "a positive number");
+  reader.readNumber(
+      "high_freq_factor", scaling.highFreqFactor, true,
+      [&](double x) { return x > scaling.lowFreqFactor; },
+      "a number above low_freq_factor");
+  reader.readInt("original_max_position_embeddings", scaling.originalContext,
+                 true);
+}
+
 /// Llama-family architectures: RMSNorm, rotary positions, a SwiGLU MLP and
 /// an untied head unless tie_word_embeddings; Qwen2 adds biases to the
 /// query, key and value projections. Hugging Face's keys, at the top level
@@ -330,18 +363,17 @@ void readLlamaArchitecture(ObjectReader &reader, StringRef family,
   auto aboveOne = [](double x) { return x > 1; };
   reader.readNumber("rope_theta", arch.ropeTheta, false, aboveOne,
                     "a number above 1");
-  // transformers 5 writes the rotary base under rope_parameters.
-  if (const json::Object *rope = reader.readObject("rope_parameters", false)) {
-    ObjectReader ropeReader(*rope, reader.field("rope_parameters"), diag);
-    std::string type = "default";
-    ropeReader.readString("rope_type", type, false);
-    if (type != "default")
-      ropeReader.error("rope_type", "only \"default\" rotary positions are "
-                                    "supported, got \"" +
-                                        type + "\"");
-    ropeReader.readNumber("rope_theta", arch.ropeTheta, false, aboveOne,
-                          "a number above 1");
-    ropeReader.warnUnknown();
+  // Llama 3.1's scaling under rope_scaling; transformers 5 writes the base
+  // and the scaling under rope_parameters.
+  for (StringRef key : {"rope_scaling", "rope_parameters"}) {
+    const json::Value *value = reader.get(key, /*required=*/false);
+    if (!value || value->kind() == json::Value::Null)
+      continue;
+    if (const json::Object *rope = reader.readObject(key, false)) {
+      ObjectReader ropeReader(*rope, reader.field(key), diag);
+      readRopeParameters(ropeReader, arch);
+      ropeReader.warnUnknown();
+    }
   }
   if (const json::Value *types = reader.get("layer_types", false)) {
     const json::Array *array = types->getAsArray();
@@ -354,14 +386,12 @@ void readLlamaArchitecture(ObjectReader &reader, StringRef family,
                       *types);
   }
   reader.readBool("tie_word_embeddings", arch.tiedEmbeddings);
-  int64_t kvHeads = 0;
-  if (reader.readInt("num_key_value_heads", kvHeads, false) && kvHeads &&
-      arch.heads && kvHeads != arch.heads)
+  if (reader.readInt("num_key_value_heads", arch.kvHeads, false) &&
+      arch.kvHeads && arch.heads && arch.heads % arch.kvHeads != 0)
     reader.error("num_key_value_heads",
-                 "grouped-query attention (" + llvm::Twine(kvHeads) +
-                     " key/value heads for " + llvm::Twine(arch.heads) +
-                     " query heads) is not supported yet; only as many "
-                     "key/value heads as attention heads");
+                 "expected a divisor of num_attention_heads (" +
+                     llvm::Twine(arch.heads) + "), got " +
+                     llvm::Twine(arch.kvHeads));
   int64_t headDim = 0;
   if (reader.readInt("head_dim", headDim, false) && headDim && arch.heads &&
       headDim * arch.heads != arch.width)
@@ -379,12 +409,10 @@ void readLlamaArchitecture(ObjectReader &reader, StringRef family,
     if (reader.readBool(key, on) && on)
       reader.error(key, "is not supported; expected false");
   }
-  for (StringRef key : {"rope_scaling", "sliding_window"})
-    if (const json::Value *value = reader.get(key, /*required=*/false))
-      if (value->kind() != json::Value::Null &&
-          !(key == "sliding_window" && family == "qwen2"))
-        reader.error(key, "is not supported; expected null, got " +
-                              describe(*value));
+  if (const json::Value *window = reader.get("sliding_window", false))
+    if (window->kind() != json::Value::Null && family != "qwen2")
+      reader.error("sliding_window",
+                   "is not supported; expected null, got " + describe(*window));
 }
 
 /// The model families whose Hugging Face config.json Loom reads.

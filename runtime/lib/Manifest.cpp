@@ -108,21 +108,31 @@ std::string formatShape(const std::vector<int64_t> &shape) {
   return text.empty() ? std::string("a scalar") : text;
 }
 
-bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
-  shape.clear();
-  if (text == "-")
-    return true;
+/// Sizes in [1, kMaxManifestSize] separated by `separator`, their product
+/// below 2^62.
+static bool parseSizes(const std::string &text, char separator,
+                       std::vector<int64_t> &sizes) {
+  sizes.clear();
   std::stringstream ss(text);
   std::string dim;
   int64_t elements = 1, value = 0;
-  while (std::getline(ss, dim, 'x')) {
+  while (std::getline(ss, dim, separator)) {
     if (!parseInteger(dim, 1, kMaxManifestSize, value) ||
         __builtin_mul_overflow(elements, value, &elements) ||
         elements > (int64_t(1) << 62))
       return false;
-    shape.push_back(value);
+    sizes.push_back(value);
   }
-  return !shape.empty() && text.back() != 'x';
+  return !sizes.empty() && text.back() != separator;
+}
+
+bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
+  shape.clear();
+  return text == "-" || parseSizes(text, 'x', shape);
+}
+
+bool parseRowList(const std::string &text, std::vector<int64_t> &rows) {
+  return parseSizes(text, ',', rows);
 }
 
 bool checkArtifactChecksum(const char *path, const std::vector<char> &bytes) {

@@ -61,6 +61,8 @@ bool parseInteger(const std::string &text, int64_t min, int64_t max,
 /// Parses an argument's shape ("4x128", "-" for a scalar): each dimension
 /// in [1, kMaxManifestSize], their product below 2^62.
 bool parseShape(const std::string &text, std::vector<int64_t> &shape);
+/// Parses a tensor line's hf_rows ("128,32,32"): sizes as parseShape's.
+bool parseRowList(const std::string &text, std::vector<int64_t> &rows);
 /// `shape` as the manifest writes it ("4x128"); "a scalar" for none.
 std::string formatShape(const std::vector<int64_t> &shape);
 

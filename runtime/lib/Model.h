@@ -162,6 +162,10 @@ struct TensorSpec {
   /// layer; empty: none.
   std::string hfName;
   bool hfTranspose = false;
+  /// The rows of each hf part in each of hfGroups groups; empty: even
+  /// parts (manifest.h's tensor line).
+  std::vector<int64_t> hfRows;
+  int64_t hfGroups = 1;
 };
 
 struct Param {

@@ -424,6 +424,7 @@ bool ManifestReader::readTensor(std::istringstream &line) {
   ManifestFields f(line);
   TensorSpec spec;
   int64_t transpose = 0;
+  std::string hfRows;
   if (name.empty() || !f.text(M::tensor::kShape, shape) ||
       !f.text(M::tensor::kInit, init))
     return badLine(M::kTensorLine, f);
@@ -446,8 +447,14 @@ bool ManifestReader::readTensor(std::istringstream &line) {
       (f.has(M::tensor::kHf) && !f.text(M::tensor::kHf, spec.hfName)) ||
       (f.has(M::tensor::kHfTranspose) &&
        !f.integer(M::tensor::kHfTranspose, transpose, 0, 1)) ||
+      (f.has(M::tensor::kHfRows) && !f.text(M::tensor::kHfRows, hfRows)) ||
+      (f.has(M::tensor::kHfGroups) &&
+       !f.integer(M::tensor::kHfGroups, spec.hfGroups, 1, kMaxManifestSize)) ||
       !f.allRead())
     return badLine(M::kTensorLine, f);
+  if (!hfRows.empty() && !parseRowList(hfRows, spec.hfRows))
+    return fail("the tensor line '" + lineText + "': bad hf_rows '" + hfRows +
+                "'");
   spec.hfTranspose = transpose != 0;
   // The rows are of an unstacked tensor's first dimension (a token
   // table's); a transposed tensor is a matrix (a layer's, for a stacked
@@ -460,18 +467,27 @@ bool ManifestReader::readTensor(std::istringstream &line) {
   if (spec.hfTranspose && layerRank != 2)
     return fail("the tensor line '" + lineText +
                 "': hf_transpose=1 on a tensor that is not a matrix");
-  // A comma-separated hf names the equal parts of the first dimension (of
-  // a layer's, for a stacked tensor): Hugging Face's q, k and v projections
-  // for one fused matrix.
+  // A comma-separated hf names parts of the first dimension (of a layer's,
+  // for a stacked tensor): even ones, or hf_rows each in hf_groups groups
+  // (Hugging Face's q, k and v projections for one fused matrix).
   int64_t parts = std::count(spec.hfName.begin(), spec.hfName.end(), ',') + 1;
-  if (parts > 1 && (spec.hfTranspose || spec.rows || layerRank == 0 ||
-                    spec.shape[stacked ? 1 : 0] % parts != 0 ||
-                    spec.hfName.find(",,") != std::string::npos ||
-                    spec.hfName.front() == ',' || spec.hfName.back() == ','))
+  int64_t first = layerRank ? spec.shape[stacked ? 1 : 0] : 0;
+  int64_t perGroup = 0;
+  for (int64_t rows : spec.hfRows)
+    perGroup += rows;
+  bool grouped = !spec.hfRows.empty() || spec.hfGroups != 1;
+  bool fits = grouped ? static_cast<int64_t>(spec.hfRows.size()) == parts &&
+                            perGroup * spec.hfGroups == first
+                      : first % parts == 0;
+  if ((parts > 1 || grouped) &&
+      (spec.hfTranspose || spec.rows || layerRank == 0 || !fits ||
+       spec.hfName.find(",,") != std::string::npos ||
+       spec.hfName.front() == ',' || spec.hfName.back() == ','))
     return fail("the tensor line '" + lineText + "': hf names " +
                 std::to_string(parts) +
-                " parts, which must split the first dimension evenly, "
-                "without hf_transpose or rows");
+                " parts, which must fill the first dimension (evenly, or "
+                "hf_rows each in hf_groups groups), without hf_transpose "
+                "or rows");
   if (!m.tensorSpecs.emplace(name, spec).second)
     return fail("a second tensor line of " + name);
   m.tensorOrder.push_back(name);

@@ -25,8 +25,9 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 /// `param`'s Hugging Face tensors whose elements start at `offset`: `shape`
 /// (the parameter's, or a layer's of a stacked one) less its padding rows,
-/// transposed if its tensor line says so, in equal parts of its first
-/// dimension if its `hf` names several.
+/// transposed if its tensor line says so, in parts of its first dimension
+/// if its `hf` names several: even ones, or hf_rows each in hf_groups
+/// groups.
 void appendHfTensors(std::vector<HfTensor> &tensors, const Param &param,
                      const std::string &names, std::vector<int64_t> shape,
                      int64_t offset) {
@@ -40,19 +41,29 @@ void appendHfTensors(std::vector<HfTensor> &tensors, const Param &param,
       break;
     begin = comma + 1;
   }
-  // The manifest reader checked that the parts split the first dimension.
-  shape[0] /= static_cast<int64_t>(parts.size());
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < shape.size(); ++d)
-    rows *= shape[d];
-  for (std::string &name : parts) {
+  // The manifest reader checked that the parts fill the first dimension.
+  int64_t groups = param.spec.hfGroups;
+  std::vector<int64_t> partRows = param.spec.hfRows;
+  if (partRows.empty())
+    partRows.assign(parts.size(),
+                    shape[0] / static_cast<int64_t>(parts.size()));
+  int64_t inner = 1;
+  for (size_t d = 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t groupStride = shape[0] / groups * inner;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    std::vector<int64_t> partShape = shape;
+    partShape[0] = partRows[p] * groups;
+    // A vector is a column, so that its groups are runs of rows.
+    int64_t cols = partShape.size() >= 2 ? partShape.back() : 1;
+    int64_t rows = partShape[0] * inner / cols;
     // A transposed tensor is a matrix (the manifest reader checked).
-    HfTensor t{std::move(name),       shape, offset, rows, shape.back(),
-               param.spec.hfTranspose};
+    HfTensor t{std::move(parts[p]),    partShape,     offset,     rows, cols,
+               param.spec.hfTranspose, rows / groups, groupStride};
     if (t.transpose)
-      t.shape = {shape[1], shape[0]};
+      t.shape = {partShape[1], partShape[0]};
     tensors.push_back(std::move(t));
-    offset += rows * shape.back();
+    offset += partRows[p] * inner;
   }
 }
 } // namespace
@@ -121,18 +132,16 @@ int writeSafetensors(const loom_model &model, const char *path,
     if (std::fwrite(length, 1, 8, file) != 8 ||
         std::fwrite(header.data(), 1, header.size(), file) != header.size())
       return false;
-    std::vector<float> transposed;
+    std::vector<float> stored;
     for (const HfTensor &t : tensors) {
-      const float *from = whole.data() + t.offset;
       size_t count = t.rows * t.cols;
-      if (t.transpose) {
-        transposed.resize(count);
-        for (int64_t r = 0; r < t.rows; ++r)
-          for (int64_t c = 0; c < t.cols; ++c)
-            transposed[c * t.rows + r] = from[r * t.cols + c];
-        from = transposed.data();
+      stored.resize(count);
+      for (int64_t r = 0; r < t.rows; ++r) {
+        const float *row = whole.data() + t.rowOffset(r);
+        for (int64_t c = 0; c < t.cols; ++c)
+          stored[t.transpose ? c * t.rows + r : r * t.cols + c] = row[c];
       }
-      if (std::fwrite(from, sizeof(float), count, file) != count)
+      if (std::fwrite(stored.data(), sizeof(float), count, file) != count)
         return false;
     }
     return true;

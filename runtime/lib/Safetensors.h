@@ -18,12 +18,21 @@
 
 namespace loom {
 /// A tensor of a Hugging Face checkpoint: `rows` x `cols` floats of the
-/// whole model from `offset`, stored transposed when `transpose` is set.
+/// whole model, stored transposed when `transpose` is set. They lie in
+/// runs of `groupRows` rows, the first at `offset`, each `groupStride`
+/// floats after the one before (one run: a part of a fused tensor that
+/// interleaves its parts, grouped-query attention's q, k and v).
 struct HfTensor {
   std::string name;
   std::vector<int64_t> shape; ///< Hugging Face's.
   int64_t offset, rows, cols;
   bool transpose;
+  int64_t groupRows, groupStride;
+
+  /// Where row `r` starts in the whole model.
+  int64_t rowOffset(int64_t r) const {
+    return offset + r / groupRows * groupStride + r % groupRows * cols;
+  }
 };
 
 /// The model's tensors under their Hugging Face names (the tensor lines'

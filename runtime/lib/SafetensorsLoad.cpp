@@ -380,13 +380,14 @@ bool readWhole(const loom_model &model, const std::string &path,
                  static_cast<std::streamsize>(bytes.size())))
       return setError("%s: cannot read tensor %s", stored->file.c_str(),
                       t.name.c_str());
-    float *to = whole.data() + t.offset;
-    for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t r = 0; r < t.rows; ++r) {
+      float *row = whole.data() + t.rowOffset(r);
       for (int64_t c = 0; c < t.cols; ++c) {
         // A transposed tensor is stored (cols, rows).
         int64_t at = t.transpose ? c * t.rows + r : r * t.cols + c;
-        to[r * t.cols + c] = toFloat(&bytes[at * elementBytes], stored->dtype);
+        row[c] = toFloat(&bytes[at * elementBytes], stored->dtype);
       }
+    }
   }
   for (const auto &[name, stored] : tensors)
     if (!stored.used && !isBuffer(name))

@@ -32,14 +32,14 @@ LogicalResult checkPositive(function_ref<InFlightDiagnostic()> emitError,
 }
 } // namespace
 
-LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                StringRef name, int64_t layers, int64_t width,
-                                int64_t heads, int64_t hidden, int64_t vocab,
-                                int64_t paddedVocab, int64_t positions,
-                                bool tied, llvm::APFloat epsilonValue, NormKind,
-                                PositionKind position,
-                                llvm::APFloat ropeThetaValue, MlpKind,
-                                BiasKind) {
+LogicalResult ModelAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, StringRef name,
+    int64_t layers, int64_t width, int64_t heads, int64_t hidden, int64_t vocab,
+    int64_t paddedVocab, int64_t positions, bool tied,
+    llvm::APFloat epsilonValue, NormKind, PositionKind position,
+    llvm::APFloat ropeThetaValue, MlpKind, BiasKind, int64_t kvHeads,
+    llvm::APFloat ropeFactor, llvm::APFloat ropeLowFreqFactor,
+    llvm::APFloat ropeHighFreqFactor, int64_t ropeOriginalContext) {
   double epsilon = epsilonValue.convertToDouble();
   double ropeTheta = ropeThetaValue.convertToDouble();
   for (auto [what, value] : {std::pair<StringRef, int64_t>{"layers", layers},
@@ -54,6 +54,9 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (width % heads != 0)
     return emitError() << "'width' (" << width
                        << ") must be divisible by 'heads' (" << heads << ")";
+  if (kvHeads < 0 || (kvHeads && heads % kvHeads != 0))
+    return emitError() << "'kv_heads' (" << kvHeads << ") must divide 'heads' ("
+                       << heads << ")";
   if (paddedVocab < vocab)
     return emitError() << "'padded_vocab' (" << paddedVocab
                        << ") must be at least 'vocab' (" << vocab << ")";
@@ -66,6 +69,13 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       (!(ropeTheta > 1) || !std::isfinite(ropeTheta)))
     return emitError() << "'rope_theta' must be finite and above 1, got "
                        << formatF64(ropeTheta);
+  ArchitectureConfig::RopeScaling scaling = {
+      ropeFactor.convertToDouble(), ropeLowFreqFactor.convertToDouble(),
+      ropeHighFreqFactor.convertToDouble(), ropeOriginalContext};
+  if (scaling.factor != 0 && !checkRopeScaling(scaling))
+    return emitError() << "Llama 3's rotary scaling needs rope_factor >= 1, "
+                          "0 < rope_low_freq_factor < rope_high_freq_factor "
+                          "and rope_original_context > 0";
   if (position == PositionKind::rope && (width / heads) % 2 != 0)
     return emitError() << "rotary positions need an even head width, got "
                        << width / heads;
@@ -199,6 +209,11 @@ ArchitectureConfig ModelAttr::getConfig() const {
   config.ropeTheta = getRopeTheta().convertToDouble();
   config.mlp = getMlp();
   config.biases = getBiases();
+  config.kvHeads = getKvHeads();
+  config.ropeScaling = {getRopeFactor().convertToDouble(),
+                        getRopeLowFreqFactor().convertToDouble(),
+                        getRopeHighFreqFactor().convertToDouble(),
+                        getRopeOriginalContext()};
   return config;
 }
 
@@ -208,7 +223,11 @@ ModelAttr ModelAttr::get(MLIRContext *context, StringRef name,
              config.hidden, config.vocab, config.paddedVocab, config.positions,
              config.tiedEmbeddings, APFloat(config.normEpsilon), config.norm,
              config.position, APFloat(config.ropeTheta), config.mlp,
-             config.biases);
+             config.biases, config.isGrouped() ? config.kvHeads : 0,
+             APFloat(config.ropeScaling.factor),
+             APFloat(config.ropeScaling.lowFreqFactor),
+             APFloat(config.ropeScaling.highFreqFactor),
+             config.ropeScaling.originalContext);
 }
 
 TrainingConfig TrainingAttr::getConfig() const {

@@ -145,6 +145,10 @@ def Loom_ModelAttr : Loom_Attr<"Model", "model"> {
     llm.c does. `hidden` is the MLP's inner width (4 x width for GPT-2).
     `norm`, `position` (with `rope_theta`), `mlp` and `biases` choose the
     block's parts; left out, they are GPT-2's and are not printed.
+    `kv_heads` (grouped-query attention), when given, divides `heads`.
+    `rope_factor` (with `rope_low_freq_factor`, `rope_high_freq_factor` and
+    `rope_original_context`) is Llama 3's scaling of the rotary
+    frequencies; 0 or left out, none.
     `positions` is the longest sequence: the rows of a learned position
     table, or the context a rotary model was trained for.
 
@@ -169,7 +173,14 @@ def Loom_ModelAttr : Loom_Attr<"Model", "model"> {
     Loom_DefaultEnumParameter<Loom_PositionKind, "learned">:$position,
     Loom_F64Parameter<"rotary base", "10000.0">:$rope_theta,
     Loom_DefaultEnumParameter<Loom_MlpKind, "gelu">:$mlp,
-    Loom_DefaultEnumParameter<Loom_BiasKind, "all">:$biases);
+    Loom_DefaultEnumParameter<Loom_BiasKind, "all">:$biases,
+    DefaultValuedParameter<"int64_t", "0",
+        "key/value heads; 0: as many as heads">:$kv_heads,
+    Loom_F64Parameter<"Llama 3 rotary scaling factor; 0: none", "0.0">:$rope_factor,
+    Loom_F64Parameter<"Llama 3 low-frequency factor", "1.0">:$rope_low_freq_factor,
+    Loom_F64Parameter<"Llama 3 high-frequency factor", "4.0">:$rope_high_freq_factor,
+    DefaultValuedParameter<"int64_t", "0",
+        "Llama 3 original context">:$rope_original_context);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

@@ -5,8 +5,41 @@
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::loom;
+
+namespace {
+/// The sizes tensor parallelism over `tp` ranks divides: heads, key/value
+/// groups, the MLP and the token table.
+void checkTensorParallel(
+    const ArchitectureConfig &arch, int64_t tp,
+    llvm::function_ref<void(llvm::StringRef, std::string)> violate) {
+  if (arch.heads % tp)
+    violate("plan.tp", llvm::formatv("tensor parallelism {0} does not "
+                                     "divide the {1} heads (model.n_head)",
+                                     tp, arch.heads));
+  if (arch.isGrouped() && arch.getKvHeads() % tp)
+    violate("plan.tp",
+            llvm::formatv("tensor parallelism {0} does not divide the {1} "
+                          "key/value heads (model.num_key_value_heads); "
+                          "replicating them is not supported yet",
+                          tp, arch.getKvHeads()));
+  if (arch.hidden % tp)
+    violate("plan.tp", llvm::formatv("tensor parallelism {0} does not "
+                                     "divide the MLP width {1} "
+                                     "(model.n_inner)",
+                                     tp, arch.hidden));
+  // Vocabulary-parallel embedding and loss give each rank V / tp rows.
+  if (arch.paddedVocab % tp)
+    violate("plan.tp",
+            llvm::formatv("tensor parallelism {0} does not divide the token "
+                          "table's {1} rows (model.padded_vocab_size; pad "
+                          "the vocabulary, e.g. with loomc --pad-vocab)",
+                          tp, arch.paddedVocab));
+}
+} // namespace
 
 SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
                                                  const ArchitectureConfig *arch,
@@ -61,22 +94,7 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
     violate("plan.sp",
             "sequence parallelism needs tensor parallelism (tp > 1)");
   if (arch) {
-    if (arch->heads % tp)
-      violate("plan.tp", llvm::formatv("tensor parallelism {0} does not "
-                                       "divide the {1} heads (model.n_head)",
-                                       tp, arch->heads));
-    if (arch->hidden % tp)
-      violate("plan.tp", llvm::formatv("tensor parallelism {0} does not "
-                                       "divide the MLP width {1} "
-                                       "(model.n_inner)",
-                                       tp, arch->hidden));
-    // Vocabulary-parallel embedding and loss give each rank V / tp rows.
-    if (arch->paddedVocab % tp)
-      violate("plan.tp",
-              llvm::formatv("tensor parallelism {0} does not divide the token "
-                            "table's {1} rows (model.padded_vocab_size; pad "
-                            "the vocabulary, e.g. with loomc --pad-vocab)",
-                            tp, arch->paddedVocab));
+    checkTensorParallel(*arch, tp, violate);
     if (plan.pp > arch->layers)
       violate("plan.pp", llvm::formatv("{0} pipeline stages exceed the {1} "
                                        "layers (model.n_layer)",
@@ -217,4 +235,12 @@ std::optional<TensorInit> mlir::loom::parseTensorInit(llvm::StringRef name) {
     if (name == stringifyTensorInit(init))
       return init;
   return std::nullopt;
+}
+
+bool mlir::loom::checkRopeScaling(
+    const ArchitectureConfig::RopeScaling &scaling) {
+  return std::isfinite(scaling.factor) && scaling.factor >= 1 &&
+         std::isfinite(scaling.highFreqFactor) && scaling.lowFreqFactor > 0 &&
+         scaling.highFreqFactor > scaling.lowFreqFactor &&
+         scaling.originalContext > 0;
 }

@@ -26,6 +26,8 @@ struct ArchitectureConfig {
   int64_t layers = 0;
   int64_t width = 0;
   int64_t heads = 0;
+  /// Key/value heads (grouped-query attention); 0: as many as heads.
+  int64_t kvHeads = 0;
   int64_t hidden = 0; ///< MLP inner width; 4 * width unless given.
   int64_t vocab = 0;
   int64_t paddedVocab = 0; ///< Rows of the token table; >= vocab.
@@ -35,8 +37,27 @@ struct ArchitectureConfig {
   NormKind norm = NormKind::layernorm;
   PositionKind position = PositionKind::learned;
   double ropeTheta = 10000.0; ///< Rotary base; position == rope only.
+  /// Llama 3's frequency scaling of the rotary angles (Hugging Face's
+  /// rope_type "llama3"): `factor` 0 for none; else the frequencies of
+  /// wavelengths past `originalContext / lowFreqFactor` divided by
+  /// `factor`, those below `originalContext / highFreqFactor` kept, and
+  /// those between blended.
+  struct RopeScaling {
+    double factor = 0, lowFreqFactor = 1, highFreqFactor = 4;
+    int64_t originalContext = 0;
+  } ropeScaling;
   MlpKind mlp = MlpKind::gelu;
   BiasKind biases = BiasKind::all;
+
+  int64_t getKvHeads() const { return kvHeads ? kvHeads : heads; }
+  /// The four numbers of Llama 3's scaling, for the rotary op.
+  llvm::SmallVector<double, 4> getRopeScalingArray() const {
+    return {ropeScaling.factor, ropeScaling.lowFreqFactor,
+            ropeScaling.highFreqFactor,
+            static_cast<double>(ropeScaling.originalContext)};
+  }
+  /// Whether queries share keys and values in groups.
+  bool isGrouped() const { return getKvHeads() != heads; }
 };
 
 struct TrainingConfig {
@@ -111,6 +132,10 @@ struct PlanViolation {
   std::string message;
 };
 
+/// Whether Llama 3's rotary scaling is one: factor >= 1, 0 < low < high
+/// frequency factors, a positive original context, all finite.
+bool checkRopeScaling(const ArchitectureConfig::RopeScaling &scaling);
+
 /// Every reason `plan` cannot run the model `arch` on a batch of `training`
 /// on `cluster`; empty when the plan is legal. Each of the three may be null
 /// (hand-written IR need not carry them all), and then nothing is checked
@@ -144,6 +169,13 @@ struct TensorSpec {
   std::string hfName;
   /// Hugging Face stores its transpose ((in, out): GPT-2's Conv1D).
   bool hfTranspose = false;
+  /// Several comma-separated hfName parts: the rows each holds of each of
+  /// `hfGroups` groups of the first dimension (of a layer's, for a stacked
+  /// tensor), in order. Empty: the parts split it evenly, in one group.
+  /// Grouped-query attention's fused projection interleaves Hugging Face's
+  /// q, k and v per key/value group.
+  std::vector<int64_t> hfRows;
+  int64_t hfGroups = 1;
 };
 
 /// Schedule names as users write them: "gpipe", "1f1b", "interleaved".

@@ -122,7 +122,52 @@ DictionaryAttr mlir::loom::getTensorSpecAttr(MLIRContext *context,
     fields.push_back(b.getNamedAttr("hf", b.getStringAttr(spec.hfName)));
   if (spec.hfTranspose)
     fields.push_back(b.getNamedAttr("hf_transpose", b.getUnitAttr()));
+  if (!spec.hfRows.empty())
+    fields.push_back(
+        b.getNamedAttr("hf_rows", b.getDenseI64ArrayAttr(spec.hfRows)));
+  if (spec.hfGroups != 1)
+    fields.push_back(
+        b.getNamedAttr("hf_groups", b.getI64IntegerAttr(spec.hfGroups)));
   return b.getDictionaryAttr(fields);
+}
+
+/// Reads `hf_rows` and `hf_groups` into `spec`, whose name, shape and hf
+/// are read: the parts' rows must fill the groups of the first dimension
+/// (of a layer's, for a stacked tensor).
+static LogicalResult
+parseHfParts(DictionaryAttr dict, TensorSpec &spec,
+             llvm::function_ref<InFlightDiagnostic()> emitError) {
+  auto fail = [&](const Twine &why) {
+    return emitError() << "tensor '" << spec.name << "': " << why;
+  };
+  if (Attribute rows = dict.get("hf_rows")) {
+    auto array = dyn_cast<DenseI64ArrayAttr>(rows);
+    if (!array ||
+        llvm::any_of(array.asArrayRef(), [](int64_t r) { return r <= 0; }))
+      return fail("'hf_rows' must be an array of positive integers");
+    spec.hfRows.assign(array.asArrayRef().begin(), array.asArrayRef().end());
+  }
+  if (Attribute groups = dict.get("hf_groups")) {
+    auto value = dyn_cast<IntegerAttr>(groups);
+    if (!value || value.getInt() <= 0)
+      return fail("'hf_groups' must be a positive integer");
+    spec.hfGroups = value.getInt();
+  }
+  if (spec.hfRows.empty() && spec.hfGroups == 1)
+    return success();
+  size_t parts = llvm::count(spec.hfName, ',') + 1;
+  bool stacked = StringRef(spec.name).starts_with(LOOM_STACKED_PREFIX);
+  int64_t first =
+      spec.shape.size() > (stacked ? 1u : 0u) ? spec.shape[stacked ? 1 : 0] : 0;
+  int64_t perGroup = 0;
+  for (int64_t rows : spec.hfRows)
+    perGroup += rows;
+  if (spec.hfRows.size() != parts || spec.hfTranspose || spec.rows ||
+      perGroup * spec.hfGroups != first)
+    return fail("'hf_rows' must give each of the " + Twine(parts) +
+                " 'hf' parts its rows, which over 'hf_groups' groups fill "
+                "the first dimension, without 'hf_transpose' or 'rows'");
+  return success();
 }
 
 FailureOr<TensorSpec> mlir::loom::parseTensorSpecAttr(
@@ -170,10 +215,12 @@ FailureOr<TensorSpec> mlir::loom::parseTensorSpecAttr(
     spec.hfName = value.getValue().str();
   }
   spec.hfTranspose = dict.contains("hf_transpose");
+  if (failed(parseHfParts(dict, spec, emitError)))
+    return failure();
   for (NamedAttribute field : dict)
-    if (!llvm::is_contained(
-            {"name", "shape", "init", "std", "rows", "hf", "hf_transpose"},
-            field.getName().getValue()))
+    if (!llvm::is_contained({"name", "shape", "init", "std", "rows", "hf",
+                             "hf_transpose", "hf_rows", "hf_groups"},
+                            field.getName().getValue()))
       return emitError() << "tensor '" << spec.name << "': unknown field '"
                          << field.getName().getValue() << "'";
   return spec;

@@ -38,6 +38,8 @@ bool isFeatureSharded(Value value) {
     return false;
   if (auto linear = dyn_cast<LinearOp>(def))
     return linear.getSplit() == TensorSplit::column;
+  if (isa<GroupQkvOp>(def))
+    return true;
   if (isa<GeluOp, SwigluOp, RotaryOp>(def))
     return isFeatureSharded(def->getOperand(0));
   return false;
@@ -92,6 +94,20 @@ void RmsNormOp::estimateCost(const CostContext &context,
   CostRow row = rmsNormCost(context.batch, sequence / getSequenceShard(context),
                             width, context.elementBytes);
   row.name = "rms_norm";
+  rows.push_back(row);
+}
+
+void GroupQkvOp::estimateCost(const CostContext &context,
+                              SmallVectorImpl<CostRow> &rows) {
+  auto [sequence, width] = getActivationShape(getResult());
+  width /= context.tensorParallel; // whole groups on each rank
+  // A copy of every head's queries, keys and values; the gradient sums
+  // each group's keys and values. Linear: nothing is kept for it.
+  CostRow row =
+      activationCost(context.batch, sequence, width, context.elementBytes);
+  row.name = "group_qkv";
+  row.activationBuffer = 0;
+  row.memBwd = row.activationGrad;
   rows.push_back(row);
 }
 

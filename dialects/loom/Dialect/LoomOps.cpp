@@ -8,6 +8,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::loom;
 
@@ -184,6 +186,80 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
 
 bool RmsNormOp::isWideResult(unsigned index) { return index == 1; }
 
+namespace {
+/// Checks a grouped [B, T, G (R + 2) D] tensor `grouped` against every
+/// head's [B, T, 3 num_heads D] `all`, for `num_heads` heads in `kvHeads`
+/// groups.
+LogicalResult checkGroupedQkv(Operation *op, Value grouped, Value all,
+                              int64_t numHeads, int64_t kvHeads) {
+  Checker check(op);
+  if (failed(check.sameElementType({grouped, all})) ||
+      failed(check.rank("the grouped tensor", grouped, 3,
+                        "[batch, sequence, groups * (R + 2) * head width]")))
+    return failure();
+  if (numHeads % kvHeads != 0)
+    return op->emitOpError() << "expected kv_heads (" << kvHeads
+                             << ") to divide num_heads (" << numHeads << ")";
+  ArrayRef<int64_t> dims = dimsOf(grouped);
+  int64_t groupHeads = kvHeads * (numHeads / kvHeads + 2);
+  if (dims[2] % groupHeads != 0)
+    return op->emitOpError()
+           << "expected kv_heads * (num_heads / kv_heads + 2) (" << groupHeads
+           << ") to divide the grouped tensor's last dimension (" << dims[2]
+           << ")";
+  int64_t headWidth = dims[2] / groupHeads;
+  return check.shape("every head's tensor", all,
+                     {dims[0], dims[1], 3 * numHeads * headWidth},
+                     "[batch, sequence, 3 * num_heads * head width]");
+}
+} // namespace
+
+namespace {
+/// The type of one layout's tensor given the other's: for `fromGrouped`,
+/// every head's [B, T, 3 num_heads D] from the groups' [B, T, G (R + 2) D],
+/// otherwise the reverse. Leaves the checks to the verifiers.
+Type groupedQkvPeer(Value value, int64_t numHeads, int64_t kvHeads,
+                    bool fromGrouped) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getRank() != 3 || kvHeads <= 0 || numHeads % kvHeads != 0)
+    return type;
+  int64_t groupHeads = kvHeads * (numHeads / kvHeads + 2);
+  int64_t last = type.getDimSize(2);
+  int64_t width = fromGrouped ? last / groupHeads : last / (3 * numHeads);
+  SmallVector<int64_t> shape(type.getShape());
+  shape[2] = width * (fromGrouped ? 3 * numHeads : groupHeads);
+  return RankedTensorType::get(shape, type.getElementType());
+}
+} // namespace
+
+LogicalResult GroupQkvOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location>,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  types.push_back(groupedQkvPeer(adaptor.getQkv(), adaptor.getNumHeads(),
+                                 adaptor.getKvHeads(), /*fromGrouped=*/true));
+  return success();
+}
+
+LogicalResult GroupQkvGradOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location>,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &types) {
+  types.push_back(groupedQkvPeer(adaptor.getGrad(), adaptor.getNumHeads(),
+                                 adaptor.getKvHeads(), /*fromGrouped=*/false));
+  return success();
+}
+
+LogicalResult GroupQkvOp::verify() {
+  return checkGroupedQkv(*this, getQkv(), getResult(), getNumHeads(),
+                         getKvHeads());
+}
+
+LogicalResult GroupQkvGradOp::verify() {
+  return checkGroupedQkv(*this, getQkvGrad(), getGrad(), getNumHeads(),
+                         getKvHeads());
+}
+
 LogicalResult RotaryOp::verify() {
   if (failed(Checker(*this).rank("qkv", getQkv(), 3,
                                  "[batch, sequence, 3 * width]")))
@@ -200,6 +276,15 @@ LogicalResult RotaryOp::verify() {
   if (!(getTheta().convertToDouble() > 1))
     return emitOpError() << "expected theta above 1, got "
                          << getTheta().convertToDouble();
+  if (std::optional<ArrayRef<double>> scaling = getLlama3Scaling()) {
+    if (scaling->size() != 4 ||
+        !checkRopeScaling({(*scaling)[0], (*scaling)[1], (*scaling)[2],
+                           static_cast<int64_t>((*scaling)[3])}) ||
+        (*scaling)[3] != std::floor((*scaling)[3]))
+      return emitOpError("expected llama3_scaling = [factor >= 1, 0 < "
+                         "low_freq_factor < high_freq_factor, "
+                         "original_context > 0, an integer]");
+  }
   return success();
 }
 
@@ -533,12 +618,21 @@ LogicalResult RmsNormOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult GroupQkvOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
+                                   SmallVectorImpl<Value> &operandGrads) {
+  Value grad =
+      GroupQkvGradOp::create(b, getLoc(), getQkv().getType(), resultGrads[0],
+                             getNumHeadsAttr(), getKvHeadsAttr());
+  operandGrads.assign({grad});
+  return success();
+}
+
 LogicalResult RotaryOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   // A rotation's transpose is its inverse.
-  Value grad = RotaryOp::create(b, getLoc(), getType(), resultGrads[0],
-                                getNumHeadsAttr(), getThetaAttr(),
-                                getInverse() ? nullptr : b.getUnitAttr());
+  Value grad = RotaryOp::create(
+      b, getLoc(), getType(), resultGrads[0], getNumHeadsAttr(), getThetaAttr(),
+      getInverse() ? nullptr : b.getUnitAttr(), getLlama3ScalingAttr());
   operandGrads.assign({grad});
   return success();
 }

@@ -134,6 +134,33 @@ def Loom_RmsNormOp : Loom_Op<"rms_norm", [Loom_MixedPrecision, Pure, Loom_Differ
   }];
 }
 
+def Loom_GroupQkvOp : Loom_Op<"group_qkv", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed,
+    DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface,
+      ["getTensorParallelBlocks"]>, InferTypeOpAdaptor]> {
+  let summary = "grouped queries, keys and values as every head's";
+  let description = [{
+    Grouped-query attention's projection output `qkv` [B, T, G (R + 2) D]
+    holds, for each of the G = `kv_heads` groups, its R = num_heads / G
+    query heads, then its key head and its value head, D channels each
+    (the layout that lets tensor parallelism give each rank whole groups).
+    The result [B, T, 3 num_heads D] is what `loom.causal_attention` reads:
+    all queries, then each query head's key, then its value, the group's
+    key and value repeated for each of its R queries (Hugging Face's
+    repeat_kv).
+
+    ```mlir
+    %all = loom.group_qkv %qkv {num_heads = 4 : i64, kv_heads = 2 : i64}
+        : tensor<2x16x96xf32> -> tensor<2x16x192xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$qkv,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$kv_heads);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$qkv attr-dict `:` type($qkv) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Loom_RotaryOp : Loom_Op<"rotary", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed,
     DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface,
       ["getTensorParallelBlocks"]>,
@@ -150,6 +177,13 @@ def Loom_RotaryOp : Loom_Op<"rotary", [Loom_MixedPrecision, Pure, Loom_Different
     With `inverse`, the rotation by minus each angle: the gradient, since
     a rotation's transpose is its inverse.
 
+    `llama3_scaling` = [factor, low_freq_factor, high_freq_factor,
+    original_context] scales the frequencies as Llama 3.1 and 3.2 do:
+    those of wavelengths (2 pi / frequency) above original_context /
+    low_freq_factor are divided by factor, those below original_context /
+    high_freq_factor kept, and those between blended linearly in
+    original_context / wavelength.
+
     ```mlir
     %r = loom.rotary %qkv {num_heads = 4 : i64, theta = 10000.0 : f64}
         : tensor<2x16x192xf32>
@@ -157,7 +191,8 @@ def Loom_RotaryOp : Loom_Op<"rotary", [Loom_MixedPrecision, Pure, Loom_Different
   }];
   let arguments = (ins Loom_FloatTensor:$qkv,
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
-                   Loom_PositiveF64Attr:$theta, UnitAttr:$inverse);
+                   Loom_PositiveF64Attr:$theta, UnitAttr:$inverse,
+                   OptionalAttr<DenseF64ArrayAttr>:$llama3_scaling);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$qkv attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -616,6 +651,23 @@ def Loom_RmsNormGradOp : Loom_Op<"rms_norm_grad", [Loom_MixedPrecision, Pure,
     $grad `,` $input `,` $weight `,` $rstd attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
+}
+
+def Loom_GroupQkvGradOp : Loom_Op<"group_qkv_grad", [Loom_MixedPrecision, Pure,
+    InferTypeOpAdaptor]> {
+  let summary = "gradient of grouping queries, keys and values";
+  let description = [{
+    The transpose of `loom.group_qkv`: from the cotangent `grad` of every
+    head's queries, keys and values [B, T, 3 num_heads D], the grouped
+    layout's [B, T, G (R + 2) D], each group's key and value cotangents the
+    sums over its R query heads.
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$kv_heads);
+  let results = (outs Loom_FloatTensor:$qkv_grad);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($qkv_grad)";
   let hasVerifier = 1;
 }
 

@@ -258,6 +258,29 @@ CausalAttentionOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
 int64_t CausalAttentionOp::getTensorParallelBlocks(unsigned index) { return 3; }
 
 LogicalResult
+GroupQkvOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
+  // The column-parallel projection gives each rank whole groups: their
+  // queries, keys and values make its heads'.
+  int64_t size = rewriter.getSize();
+  if (getKvHeads() % size)
+    return emitOpError() << "has " << getKvHeads()
+                         << " key/value heads, which tensor parallelism over "
+                         << size << " ranks does not divide";
+  if (rewriter.getLayout(getQkv()) != TensorLayout::split(2, 1))
+    return emitOpError("needs its groups split among the ranks (the output "
+                       "of a column-parallel projection)");
+  rewriter.getRewriter().modifyOpInPlace(*this, [&] {
+    setNumHeads(getNumHeads() / size);
+    setKvHeads(getKvHeads() / size);
+    getResult().setType(rewriter.getPartType(getResult().getType(), 2));
+  });
+  rewriter.setLayout(getResult(), TensorLayout::split(2, 3));
+  return success();
+}
+
+int64_t GroupQkvOp::getTensorParallelBlocks(unsigned index) { return 1; }
+
+LogicalResult
 RotaryOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   // Each rank turns its heads' queries and keys, the column-parallel
   // projection's blocks, as the attention after it reads them.

@@ -8,6 +8,8 @@
 
 #include "Lowering.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::loom;
 using namespace mlir::loom::lowering;
@@ -275,6 +277,116 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
   }
 };
 
+/// Every head's queries, keys and values [B, T, 3, G, R, D] from the groups
+/// [B, T, G, R + 2, D]: the queries moved, each group's key and value read
+/// once for each of its R query heads.
+struct GroupQkvLowering : LoomPattern<GroupQkvOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(GroupQkvOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    auto shape = op.getQkv().getType().getShape();
+    int64_t B = shape[0], T = shape[1], G = op.getKvHeads();
+    int64_t R = op.getNumHeads() / G, D = shape[2] / (G * (R + 2));
+    auto groupedType = RankedTensorType::get({B, T, G, R + 2, D}, L.f32());
+    ReassociationIndices groupedLead[] = {{0}, {1}, {2, 3, 4}};
+    Value grouped = tensor::ExpandShapeOp::create(
+        L.b, L.loc, groupedType, adaptor.getQkv(), groupedLead);
+    // Loop dimensions (b, t, part, g, j, d); the queries' head j of group
+    // g, and the group's key (head R) or value (head R + 1).
+    auto at = [&](std::optional<int64_t> head) {
+      SmallVector<AffineExpr> exprs;
+      for (unsigned d : {0u, 1u, 3u})
+        exprs.push_back(getAffineDimExpr(d, L.ctx));
+      exprs.push_back(head ? getAffineConstantExpr(*head, L.ctx)
+                           : getAffineDimExpr(4, L.ctx));
+      exprs.push_back(getAffineDimExpr(5, L.ctx));
+      return AffineMap::get(6, 0, exprs, L.ctx);
+    };
+    // The queries' heads alone, so that j's range is theirs.
+    auto b = [&](int64_t v) -> OpFoldResult { return L.b.getIndexAttr(v); };
+    Value queries = tensor::ExtractSliceOp::create(
+        L.b, L.loc, grouped,
+        ArrayRef<OpFoldResult>{b(0), b(0), b(0), b(0), b(0)},
+        ArrayRef<OpFoldResult>{b(B), b(T), b(G), b(R), b(D)},
+        ArrayRef<OpFoldResult>{b(1), b(1), b(1), b(1), b(1)});
+    Value all = L.generic(
+        {queries, grouped, grouped}, L.empty({B, T, 3, G, R, D}),
+        {at(std::nullopt), at(R), at(R + 1), L.identity(6)},
+        SmallVector<IteratorType>(6, kPar),
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value part = L.index(nb, 2);
+          auto is = [&](int64_t which) {
+            return arith::CmpIOp::create(
+                nb, l, arith::CmpIPredicate::eq, part,
+                arith::ConstantIndexOp::create(nb, l, which));
+          };
+          Value kv = arith::SelectOp::create(nb, l, is(1), a[1], a[2]);
+          linalg::YieldOp::create(
+              nb, l,
+              arith::SelectOp::create(nb, l, is(0), a[0], kv).getResult());
+        })[0];
+    ReassociationIndices lead[] = {{0}, {1}, {2, 3, 4, 5}};
+    return {tensor::CollapseShapeOp::create(L.b, L.loc, all, lead)};
+  }
+};
+
+/// The groups' cotangents [B, T, G, R + 2, D]: the queries' moved back, each
+/// group's key and value cotangents summed over its R query heads (loop
+/// dimension j, a reduction that the queries' rows take at j = 0 only).
+struct GroupQkvGradLowering : LoomPattern<GroupQkvGradOp> {
+  using LoomPattern::LoomPattern;
+  SmallVector<Value> lower(GroupQkvGradOp op, OpAdaptor adaptor,
+                           Lowering &L) const override {
+    auto shape = op.getQkvGrad().getType().getShape();
+    int64_t B = shape[0], T = shape[1], G = op.getKvHeads();
+    int64_t R = op.getNumHeads() / G, D = shape[2] / (G * (R + 2));
+    auto allType = RankedTensorType::get({B, T, 3, G, R, D}, L.f32());
+    ReassociationIndices allLead[] = {{0}, {1}, {2, 3, 4, 5}};
+    Value all = tensor::ExpandShapeOp::create(L.b, L.loc, allType,
+                                              adaptor.getGrad(), allLead);
+    // Loop dimensions (b, t, g, s, d, j): slot s of group g.
+    // The queries' cotangents at (b, t, g, j, d) give the loops j's range;
+    // the body reads the element it needs itself.
+    AffineMap queryAt = AffineMap::get(
+        6, 0,
+        {getAffineDimExpr(0, L.ctx), getAffineDimExpr(1, L.ctx),
+         getAffineConstantExpr(0, L.ctx), getAffineDimExpr(2, L.ctx),
+         getAffineDimExpr(5, L.ctx), getAffineDimExpr(4, L.ctx)},
+        L.ctx);
+    Value sums = L.generic(
+        all, L.zeros({B, T, G, R + 2, D}), {queryAt, L.map(6, {0, 1, 2, 3, 4})},
+        {kPar, kPar, kPar, kPar, kPar, kRed},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value s = L.index(nb, 3), j = L.index(nb, 5);
+          auto constant = [&](int64_t v) {
+            return arith::ConstantIndexOp::create(nb, l, v);
+          };
+          Value isQuery = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::ult, s, constant(R));
+          Value part = arith::SelectOp::create(
+              nb, l, isQuery, constant(0),
+              arith::SubIOp::create(nb, l, s, constant(R - 1)));
+          Value head = arith::SelectOp::create(nb, l, isQuery, s, j);
+          Value v = tensor::ExtractOp::create(
+              nb, l, all,
+              ValueRange{L.index(nb, 0), L.index(nb, 1), part, L.index(nb, 2),
+                         head, L.index(nb, 4)});
+          Value counted = arith::OrIOp::create(
+              nb, l,
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::uge, s,
+                                    constant(R)),
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, j,
+                                    constant(0)));
+          Value term =
+              arith::SelectOp::create(nb, l, counted, v, L.f32(nb, 0.0));
+          linalg::YieldOp::create(
+              nb, l, arith::AddFOp::create(nb, l, a[1], term).getResult());
+        })[0];
+    ReassociationIndices lead[] = {{0}, {1}, {2, 3, 4}};
+    return {tensor::CollapseShapeOp::create(L.b, L.loc, sums, lead)};
+  }
+};
+
 /// Rotates the queries and keys of each head, channel j with channel
 /// j + D/2, through a view [B, T, 3, NH, 2, D/2] of the fused tensor whose
 /// fifth dimension picks the half of the head.
@@ -331,6 +443,46 @@ struct RotaryLowering : LoomPattern<RotaryOp> {
     return {tensor::CollapseShapeOp::create(L.b, L.loc, rotated, lead)};
   }
 
+  /// Llama 3's scaled frequency (Hugging Face's rope_type "llama3"), each
+  /// step in f32 as it computes it: by wavelength 2 pi / f, kept below
+  /// context / high, divided by the factor above context / low, and in
+  /// between blended by s = (context / wavelength - low) / (high - low)
+  /// into (1 - s) f / factor + s f.
+  static Value scaleLlama3(OpBuilder &nb, Location l, Lowering &L,
+                           Value frequency, ArrayRef<double> scaling) {
+    double factor = scaling[0], low = scaling[1], high = scaling[2],
+           context = scaling[3];
+    auto f32 = [&](double v) { return L.f32(nb, v); };
+    Value wavelength = arith::DivFOp::create(nb, l, f32(2 * M_PI), frequency);
+    Value divided = arith::DivFOp::create(nb, l, frequency, f32(factor));
+    Value longWave = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT,
+                                           wavelength, f32(context / low));
+    Value shortWave = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OLT,
+                                            wavelength, f32(context / high));
+    Value kept = arith::SelectOp::create(nb, l, longWave, divided, frequency);
+    Value smooth = arith::DivFOp::create(
+        nb, l,
+        arith::SubFOp::create(
+            nb, l, arith::DivFOp::create(nb, l, f32(context), wavelength),
+            f32(low)),
+        f32(high - low));
+    Value blended = arith::AddFOp::create(
+        nb, l,
+        arith::DivFOp::create(
+            nb, l,
+            arith::MulFOp::create(
+                nb, l, arith::SubFOp::create(nb, l, f32(1.0), smooth), kept),
+            f32(factor)),
+        arith::MulFOp::create(nb, l, smooth, kept));
+    Value medium = arith::AndIOp::create(
+        nb, l, arith::XOrIOp::create(nb, l, longWave, trueValue(nb, l)),
+        arith::XOrIOp::create(nb, l, shortWave, trueValue(nb, l)));
+    return arith::SelectOp::create(nb, l, medium, blended, kept);
+  }
+  static Value trueValue(OpBuilder &nb, Location l) {
+    return arith::ConstantOp::create(nb, l, nb.getBoolAttr(true));
+  }
+
   /// The cosines and sines [T, D/2] of the angles t * theta^(-2j/D), each
   /// step in f32 as Hugging Face computes them, so that the rotations
   /// match its to rounding.
@@ -353,6 +505,8 @@ struct RotaryLowering : LoomPattern<RotaryOp> {
               nb, l, twoJ, L.f32(nb, static_cast<double>(D)));
           Value power = math::PowFOp::create(nb, l, L.f32(nb, theta), exponent);
           Value frequency = arith::DivFOp::create(nb, l, L.f32(nb, 1.0), power);
+          if (std::optional<ArrayRef<double>> scaling = op.getLlama3Scaling())
+            frequency = scaleLlama3(nb, l, L, frequency, *scaling);
           Value angle = arith::MulFOp::create(nb, l, position, frequency);
           linalg::YieldOp::create(
               nb, l,
@@ -402,5 +556,6 @@ bool mlir::loom::isFusedAttention(Operation *op, int64_t maxHeadDim) {
 void mlir::loom::populateLoomAttentionToLinalgPatterns(
     RewritePatternSet &patterns) {
   patterns.add<CausalAttentionLowering, CausalAttentionGradLowering,
-               RotaryLowering>(patterns.getContext());
+               GroupQkvLowering, GroupQkvGradLowering, RotaryLowering>(
+      patterns.getContext());
 }

@@ -103,15 +103,18 @@ inline constexpr char kArch[] = "arch";
 inline constexpr char kStackedLine[] = "stacked";
 
 /// `tensor <name> shape=... init=normal|zeros|ones [std=...] [rows=...]
-/// [hf=...] [hf_transpose=1]`: a parameter of the whole model, in the
-/// model's order, as the compiler derived it from the description: its
-/// whole shape (a stacked one's leading with the layers), how it starts (drawn
-/// from a normal distribution of `std`, or constant), the rows of its first
-/// dimension that are real (`rows`, of a token table padded past the
-/// vocabulary: the rest are zeros, drawn for nothing and left out of
+/// [hf=...] [hf_transpose=1] [hf_rows=...] [hf_groups=...]`: a parameter of the
+/// whole model, in the model's order, as the compiler derived it from the
+/// description: its whole shape (a stacked one's leading with the layers), how
+/// it starts (drawn from a normal distribution of `std`, or constant), the rows
+/// of its first dimension that are real (`rows`, of a token table padded past
+/// the vocabulary: the rest are zeros, drawn for nothing and left out of
 /// exports), and its name in Hugging Face's checkpoints (`hf`, a `*`
 /// standing for the layer of a stacked tensor), stored transposed there
-/// with `hf_transpose=1`.
+/// with `hf_transpose=1`. An `hf` of several comma-separated names divides
+/// the first dimension (a layer's, for a stacked tensor) among them: evenly,
+/// or `hf_rows` rows each (comma-separated) in each of `hf_groups` groups,
+/// one after the other.
 inline constexpr char kTensorLine[] = "tensor";
 namespace tensor {
 inline constexpr char kShape[] = "shape";
@@ -120,6 +123,8 @@ inline constexpr char kStd[] = "std";
 inline constexpr char kRows[] = "rows";
 inline constexpr char kHf[] = "hf";
 inline constexpr char kHfTranspose[] = "hf_transpose";
+inline constexpr char kHfRows[] = "hf_rows";
+inline constexpr char kHfGroups[] = "hf_groups";
 /// The values of `init`.
 inline constexpr char kNormal[] = "normal";
 inline constexpr char kZeros[] = "zeros";

@@ -167,9 +167,10 @@ int loom_model_set_loss_scaling(loom_model *model, float initial_scale,
 /// a token table without its padding rows, GPT-2's block matrices
 /// transposed to Conv1D's (in, out), Llama's fused query, key and value
 /// projection as its three; a tied head is left to Hugging Face to tie.
-/// It is written as a checkpoint is: a temporary file renamed, or directly into a path that is not a
-/// regular file; under several ranks every rank calls it, the ranks gather
-/// the model, rank 0 writes it and every rank returns rank 0's outcome.
+/// It is written as a checkpoint is: a temporary file renamed, or directly into
+/// a path that is not a regular file; under several ranks every rank calls it,
+/// the ranks gather the model, rank 0 writes it and every rank returns rank 0's
+/// outcome.
 int loom_model_export_safetensors(const loom_model *model, const char *path);
 /// Sets the parameters from a safetensors file, or from the shards a
 /// Hugging Face index (a path ending in .json, its weight_map naming each

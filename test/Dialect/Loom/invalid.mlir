@@ -785,3 +785,32 @@ func.func @swiglu_types(%g: tensor<2x8xf32>, %u: tensor<2x4xf32>) {
 // expected-error @+1 {{'rope_theta' must be finite and above 1, got 0.5}}
 module attributes {loom.model = #loom.model<name = "m", layers = 1, width = 8, heads = 2, hidden = 8, vocab = 4, padded_vocab = 4, positions = 4, tied = true, epsilon = 1.0e-5, position = rope, rope_theta = 0.5>} {}
 
+// -----
+
+func.func @rotary_scaling(%qkv: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{expected llama3_scaling = [factor >= 1, 0 < low_freq_factor < high_freq_factor, original_context > 0, an integer]}}
+  %0 = loom.rotary %qkv {num_heads = 2 : i64, theta = 10000.0 : f64, llama3_scaling = array<f64: 8.0, 4.0, 1.0, 64.0>} : tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @group_qkv_width(%qkv: tensor<2x4x18xf32>) {
+  // expected-error @+1 {{expected kv_heads * (num_heads / kv_heads + 2) (4) to divide the grouped tensor's last dimension (18)}}
+  %0 = "loom.group_qkv"(%qkv) {num_heads = 2 : i64, kv_heads = 1 : i64} : (tensor<2x4x18xf32>) -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @group_qkv_heads(%qkv: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{expected kv_heads (2) to divide num_heads (3)}}
+  %0 = "loom.group_qkv"(%qkv) {num_heads = 3 : i64, kv_heads = 2 : i64} : (tensor<2x4x16xf32>) -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'kv_heads' (3) must divide 'heads' (2)}}
+module attributes {loom.model = #loom.model<name = "m", layers = 1, width = 8, heads = 2, hidden = 8, vocab = 4, padded_vocab = 4, positions = 4, tied = true, epsilon = 1.0e-5, kv_heads = 3>} {}
+

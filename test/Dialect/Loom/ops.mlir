@@ -141,12 +141,13 @@ module attributes {
   }
 
   // A Llama's parts print; GPT-2's (the defaults) are left out above.
-  // CHECK: module @llama attributes {loom.model = #loom.model<name = "tiny-llama", layers = 1, width = 8, heads = 2, hidden = 24, vocab = 11, padded_vocab = 16, positions = 6, tied = false, epsilon = 1.0e-06, norm = rmsnorm, position = rope, rope_theta = 500000.0, mlp = swiglu, biases = qkv>}
+  // CHECK: module @llama attributes {loom.model = #loom.model<name = "tiny-llama", layers = 1, width = 8, heads = 2, hidden = 24, vocab = 11, padded_vocab = 16, positions = 6, tied = false, epsilon = 1.0e-06, norm = rmsnorm, position = rope, rope_theta = 500000.0, mlp = swiglu, biases = qkv, kv_heads = 1, rope_factor = 8.0, rope_original_context = 8192>}
   module @llama attributes {
     loom.model = #loom.model<name = "tiny-llama", layers = 1, width = 8,
         heads = 2, hidden = 24, vocab = 11, padded_vocab = 16, positions = 6,
         tied = false, epsilon = 1.0e-6, norm = rmsnorm, position = rope,
-        rope_theta = 500000.0, mlp = swiglu, biases = qkv>} {}
+        rope_theta = 500000.0, mlp = swiglu, biases = qkv, kv_heads = 1,
+      rope_factor = 8.0, rope_original_context = 8192>} {}
 
   // The ops of Llama's block, and an embedding without a position table.
   // CHECK-LABEL: func.func @llama_block
@@ -156,16 +157,23 @@ module attributes {
   // CHECK: loom.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
   // CHECK: loom.rotary %{{.*}} {num_heads = 2 : i64, theta = 1.000000e+04 : f64} : tensor<2x4x24xf32>
   // CHECK: loom.rotary %{{.*}} {inverse, num_heads = 2 : i64, theta = 1.000000e+04 : f64} : tensor<2x4x24xf32>
+  // CHECK: loom.rotary %{{.*}} {llama3_scaling = array<f64: 8.000000e+00, 1.000000e+00, 4.000000e+00, 6.400000e+01>, num_heads = 2 : i64, theta = 5.000000e+05 : f64} : tensor<2x4x24xf32>
+  // CHECK: loom.group_qkv %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64} : tensor<2x4x16xf32> -> tensor<2x4x24xf32>
+  // CHECK: loom.group_qkv_grad %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64} : tensor<2x4x24xf32> -> tensor<2x4x16xf32>
   // CHECK: loom.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   // CHECK: loom.swiglu_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   func.func @llama_block(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>,
-                         %w: tensor<8xf32>, %qkv: tensor<2x4x24xf32>) {
+                         %w: tensor<8xf32>, %qkv: tensor<2x4x24xf32>,
+                         %grouped: tensor<2x4x16xf32>) {
     %x = loom.embedding %t, %wte : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
     %dwte = loom.embedding_grad %x, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
     %h, %rstd = loom.rms_norm %x, %w {epsilon = 1.0e-5 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
     %dx, %dw = loom.rms_norm_grad %h, %x, %w, %rstd : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
     %r = loom.rotary %qkv {num_heads = 2 : i64, theta = 10000.0 : f64} : tensor<2x4x24xf32>
     %back = loom.rotary %r {num_heads = 2 : i64, theta = 10000.0 : f64, inverse} : tensor<2x4x24xf32>
+    %scaled = loom.rotary %qkv {num_heads = 2 : i64, theta = 500000.0 : f64, llama3_scaling = array<f64: 8.0, 1.0, 4.0, 64.0>} : tensor<2x4x24xf32>
+    %all = loom.group_qkv %grouped {num_heads = 2 : i64, kv_heads = 1 : i64} : tensor<2x4x16xf32> -> tensor<2x4x24xf32>
+    %dgrouped = loom.group_qkv_grad %all {num_heads = 2 : i64, kv_heads = 1 : i64} : tensor<2x4x24xf32> -> tensor<2x4x16xf32>
     %s = loom.swiglu %h, %x : tensor<2x4x8xf32>
     %dg, %du = loom.swiglu_grad %s, %h, %x : tensor<2x4x8xf32>
     return
