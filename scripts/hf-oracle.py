@@ -1,7 +1,8 @@
-"""Writes a small random Llama or Qwen2 with Hugging Face transformers, and
-its first training steps in PyTorch: the fixtures of test/e2e/hf-llama.test.
+"""Writes a small random GPT-2, Llama or Qwen2 with Hugging Face transformers,
+and its first training steps in PyTorch: the fixtures of
+test/e2e/hf-transformers.test.
 
-    hf-oracle.py {llama,qwen2} OUT_DIR --data FILE [--steps N]
+    hf-oracle.py {gpt2,llama,qwen2} OUT_DIR --data FILE [--steps N]
 
 OUT_DIR receives config.json and model.safetensors (transformers'
 save_pretrained, f32) and expected.log: the steps as loom-run prints them
@@ -26,6 +27,16 @@ BATCH, SEQ = 4, 32
 
 
 def config(family):
+    if family == "gpt2":
+        # No dropout, weights from N(0, 0.2) as for the others.
+        return transformers.GPT2Config(
+            vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            initializer_range=0.2)
+    return llama_config(family)
+
+
+def llama_config(family):
     """Llama with as many key/value heads as query heads and Llama 3's
     rotary scaling; Qwen2 with grouped-query attention (2 key/value heads
     for 4) and its q/k/v biases."""
@@ -63,7 +74,7 @@ def batches(tokens, steps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("family", choices=["llama", "qwen2"])
+    ap.add_argument("family", choices=["gpt2", "llama", "qwen2"])
     ap.add_argument("out")
     ap.add_argument("--data", required=True)
     ap.add_argument("--steps", type=int, default=10)
@@ -73,10 +84,11 @@ def main():
     torch.manual_seed(a.seed)
     model = transformers.AutoModelForCausalLM.from_config(
         config(a.family), attn_implementation="eager").float()
-    # Qwen2's q/k/v biases start at zero; random ones test them.
+    model.eval()  # no dropout; the gradients are the same
+    # Biases start at zero; random ones test them (GPT-2's, Qwen2's q/k/v).
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("proj.bias"):
+            if name.endswith("bias"):
                 p.normal_(0.0, 0.02)
     os.makedirs(a.out, exist_ok=True)
     model.save_pretrained(a.out, safe_serialization=True)

@@ -2,7 +2,8 @@
 # Regenerates the manifest seeds of the fuzzers (fuzz/corpus/manifest/)
 # with this build's loomc, after a change of the manifest's format: the
 # micro-gpt model of test/e2e/Inputs under one rank, dp=2,tp=2,zero=3 and a
-# two-stage pipeline of two micro-batches, and pp2-layer-run-overflow, the pipeline's manifest
+# two-stage pipeline of two micro-batches, micro-qwen2 (with the safetensors
+# harness's seed), and pp2-layer-run-overflow, the pipeline's manifest
 # with one layer run's first layer a 90-digit number and another stage's
 # run moved onto layer 0 (a crash the manifest fuzzer once found).
 #
@@ -45,4 +46,14 @@ text = text.replace(first, first.replace("layers=0:1", "layers=0" + "8" * 89 + "
 text = text.replace(second, second.replace("layers=1:1", "layers=0:1"), 1)
 open(sys.argv[2], "w").write(text)
 PY
+# A Llama-family model for the safetensors harness: grouped key/value heads
+# and q/k/v biases, whose Hugging Face tensors interleave in the fused
+# projection; and its initial weights as the harness's seed.
+"$build_dir/bin/loomc" "$root/test/e2e/Inputs/micro-qwen2.json" -o "$work/micro-qwen2.loom"
+manifest "$work/micro-qwen2.loom" "$corpus/micro-qwen2"
+mkdir -p "$root/fuzz/corpus/safetensors"
+"$LOOM_PYTHON" "$root/test/e2e/Inputs/make-shard.py" "$work/tokens.bin" 100 11
+"$build_dir/bin/loom-run" "$work/micro-qwen2.loom" --data "$work/tokens.bin" \
+  --steps 0 --threads 1 --quiet \
+  --export-safetensors "$root/fuzz/corpus/safetensors/micro-qwen2.safetensors"
 echo "regenerated $(ls "$corpus" | wc -l) manifest seeds in $corpus"

@@ -213,7 +213,10 @@ bool readHeader(const std::string &path,
                     "object (byte %zu)",
                     path.c_str(), reader.position() + 8);
   uint64_t dataStart = 8 + size;
-  for (const auto &[name, entry] : root.members) {
+  for (const auto &member : root.members) {
+    // Named, not bound: the lambda below captures the name.
+    const std::string &name = member.first;
+    const Json &entry = member.second;
     if (name == "__metadata__")
       continue;
     auto bad = [&](const char *why) {
