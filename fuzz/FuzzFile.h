@@ -8,9 +8,13 @@
 #ifndef LOOM_FUZZ_FUZZFILE_H
 #define LOOM_FUZZ_FUZZFILE_H
 
+#include "Manifest.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <unistd.h>
 
@@ -35,6 +39,19 @@ inline const char *writeInput(const uint8_t *data, size_t size) {
     std::abort();
   }
   return path.c_str();
+}
+/// The model of the manifest file `path`, read once; aborts the run if it
+/// cannot be opened (the seed is broken, not the input).
+inline loom_model *openModel(const char *path) {
+  std::ifstream file(path);
+  std::string text((std::istreambuf_iterator<char>(file)),
+                   std::istreambuf_iterator<char>());
+  loom_model *model = loom::openManifest(text.c_str(), /*layout=*/true);
+  if (!model) {
+    std::fprintf(stderr, "%s: %s\n", path, loom_last_error());
+    std::abort();
+  }
+  return model;
 }
 } // namespace loom::fuzz
 

@@ -8,26 +8,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "FuzzFile.h"
-#include "Manifest.h"
 
 #include <cstddef>
 #include <cstdint>
-#include <fstream>
-#include <iterator>
-#include <string>
 
 static loom_model *model() {
-  static loom_model *micro = [] {
-    std::ifstream file(LOOM_FUZZ_MANIFEST);
-    std::string text((std::istreambuf_iterator<char>(file)),
-                     std::istreambuf_iterator<char>());
-    loom_model *m = loom::openManifest(text.c_str(), /*layout=*/true);
-    if (!m) {
-      std::fprintf(stderr, "%s: %s\n", LOOM_FUZZ_MANIFEST, loom_last_error());
-      std::abort();
-    }
-    return m;
-  }();
+  static loom_model *micro = loom::fuzz::openModel(LOOM_FUZZ_MANIFEST);
   return micro;
 }
 

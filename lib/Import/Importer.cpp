@@ -44,6 +44,16 @@ private:
   /// Builds one layer's body from `in` and its parameters `w` (by name).
   Value buildGpt2Layer(Value in, function_ref<Value(StringRef)> w);
   Value buildLlamaLayer(Value in, function_ref<Value(StringRef)> w);
+  /// A layer's input type and its batch and sequence.
+  std::tuple<RankedTensorType, int64_t, int64_t> layerShape(Value in) {
+    auto type = cast<RankedTensorType>(in.getType());
+    return {type, type.getDimSize(0), type.getDimSize(1)};
+  }
+  /// Megatron's column and row splits of a linear.
+  std::pair<TensorSplitAttr, TensorSplitAttr> splits() {
+    return {TensorSplitAttr::get(builder.getContext(), TensorSplit::column),
+            TensorSplitAttr::get(builder.getContext(), TensorSplit::row)};
+  }
   /// A normalization of the family's kind, named `what`.
   Value norm(StringRef what, Value x, Value weight, Value bias);
   bool isLlama() const { return config.arch.norm == NormKind::rmsnorm; }
@@ -205,11 +215,9 @@ Value ForwardBuilder::norm(StringRef what, Value x, Value weight, Value bias) {
 Value ForwardBuilder::buildGpt2Layer(Value in,
                                      function_ref<Value(StringRef)> w) {
   const ArchitectureConfig &arch = config.arch;
-  auto inType = cast<RankedTensorType>(in.getType());
-  int64_t B = inType.getDimSize(0), T = inType.getDimSize(1);
+  auto [inType, B, T] = layerShape(in);
   int64_t C = arch.width, H = arch.hidden;
-  auto column = TensorSplitAttr::get(builder.getContext(), TensorSplit::column);
-  auto row = TensorSplitAttr::get(builder.getContext(), TensorSplit::row);
+  auto [column, row] = splits();
   Value h = norm("h.*.ln_1", in, w("ln_1.weight"), w("ln_1.bias"));
   Value qkv = LinearOp::create(
       builder, loc("h.*.attn.c_attn"), activation({B, T, 3 * C}), h,
@@ -235,11 +243,9 @@ Value ForwardBuilder::buildGpt2Layer(Value in,
 Value ForwardBuilder::buildLlamaLayer(Value in,
                                       function_ref<Value(StringRef)> w) {
   const ArchitectureConfig &arch = config.arch;
-  auto inType = cast<RankedTensorType>(in.getType());
-  int64_t B = inType.getDimSize(0), T = inType.getDimSize(1);
+  auto [inType, B, T] = layerShape(in);
   int64_t C = arch.width, H = arch.hidden;
-  auto column = TensorSplitAttr::get(builder.getContext(), TensorSplit::column);
-  auto row = TensorSplitAttr::get(builder.getContext(), TensorSplit::row);
+  auto [column, row] = splits();
   Value h =
       norm("h.*.input_layernorm", in, w("input_layernorm.weight"), Value());
   Value qkvBias =

@@ -89,6 +89,23 @@ LogicalResult partitionRowwise(Operation *op, OpOperand &rows,
 }
 } // namespace
 
+/// Whether `op`'s `numHeads` heads divide among the ranks and its fused
+/// queries, keys and values `qkv` come split by heads (the blocks of a
+/// column-parallel projection), as attention and the rotation need.
+static LogicalResult checkHeadsSplit(Operation *op, int64_t numHeads, Value qkv,
+                                     TensorParallelRewriter &rewriter) {
+  int64_t size = rewriter.getSize();
+  if (numHeads % size)
+    return op->emitOpError()
+           << "has " << numHeads << " heads, which tensor parallelism over "
+           << size << " ranks does not divide";
+  if (rewriter.getLayout(qkv) != TensorLayout::split(2, 3))
+    return op->emitOpError("needs its queries, keys and values split by "
+                           "heads (the output of a column-parallel "
+                           "projection)");
+  return success();
+}
+
 /// The index of the first token of this rank's part of the vocabulary.
 static Value buildVocabStart(TensorParallelRewriter &rewriter, Location loc,
                              int64_t rowsPerRank) {
@@ -238,13 +255,8 @@ CausalAttentionOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   // Heads are independent: each rank attends with its heads' queries, keys
   // and values, the column-parallel projection's blocks.
   int64_t size = rewriter.getSize();
-  if (getNumHeads() % size)
-    return emitOpError() << "has " << getNumHeads()
-                         << " heads, which tensor parallelism over " << size
-                         << " ranks does not divide";
-  if (rewriter.getLayout(getQkv()) != TensorLayout::split(2, 3))
-    return emitOpError("needs its queries, keys and values split by heads "
-                       "(the output of a column-parallel projection)");
+  if (failed(checkHeadsSplit(*this, getNumHeads(), getQkv(), rewriter)))
+    return failure();
   rewriter.getRewriter().modifyOpInPlace(*this, [&] {
     setNumHeads(getNumHeads() / size);
     getResult().setType(rewriter.getPartType(getResult().getType(), 2));
@@ -285,13 +297,8 @@ RotaryOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   // Each rank turns its heads' queries and keys, the column-parallel
   // projection's blocks, as the attention after it reads them.
   int64_t size = rewriter.getSize();
-  if (getNumHeads() % size)
-    return emitOpError() << "has " << getNumHeads()
-                         << " heads, which tensor parallelism over " << size
-                         << " ranks does not divide";
-  if (rewriter.getLayout(getQkv()) != TensorLayout::split(2, 3))
-    return emitOpError("needs its queries, keys and values split by heads "
-                       "(the output of a column-parallel projection)");
+  if (failed(checkHeadsSplit(*this, getNumHeads(), getQkv(), rewriter)))
+    return failure();
   rewriter.getRewriter().modifyOpInPlace(*this, [&] {
     setNumHeads(getNumHeads() / size);
     getResult().setType(getQkv().getType());
