@@ -68,6 +68,15 @@ void appendHfTensors(std::vector<HfTensor> &tensors, const Param &param,
 }
 } // namespace
 
+bool loom::checkHfNames(const loom_model &model, const char *path) {
+  for (const Param &p : model.params)
+    if (p.spec.hfName.empty())
+      return setError("%s: this model (%s) has no Hugging Face name for "
+                      "its tensor %s",
+                      path, model.info.name, p.name.c_str());
+  return true;
+}
+
 std::vector<HfTensor> loom::hfTensors(const loom_model &model) {
   std::vector<HfTensor> tensors;
   auto stacked = [](const Param &p) {
@@ -151,11 +160,8 @@ int writeSafetensors(const loom_model &model, const char *path,
 
 extern "C" int loom_model_export_safetensors(const loom_model *model,
                                              const char *path) {
-  for (const Param &p : model->params)
-    if (p.spec.hfName.empty())
-      return setError("%s: this model (%s) has no Hugging Face name for "
-                      "its tensor %s",
-                      path, model->info.name, p.name.c_str());
+  if (!checkHfNames(*model, path))
+    return 1;
   // As a checkpoint: the replicas gather the whole model, rank 0 writes it.
   std::vector<float> whole;
   if (!model->gather(whole))

@@ -35,6 +35,10 @@ struct HfTensor {
   }
 };
 
+/// Whether every parameter has a Hugging Face name; else false, the error
+/// naming `path` (the file that was to be read or written) and the tensor.
+bool checkHfNames(const loom_model &model, const char *path);
+
 /// The model's tensors under their Hugging Face names (the tensor lines'
 /// `hf`), in the order the file holds them: the parameters' order, the
 /// layers of the stacked ones together where the first of them stands

@@ -403,11 +403,8 @@ bool readWhole(const loom_model &model, const std::string &path,
 
 extern "C" int loom_model_load_safetensors(loom_model *model,
                                            const char *path) {
-  for (const Param &p : model->params)
-    if (p.spec.hfName.empty())
-      return setError("%s: this model (%s) has no Hugging Face name for "
-                      "its tensor %s",
-                      path, model->info.name, p.name.c_str());
+  if (!checkHfNames(*model, path))
+    return 1;
   // Rank 0 reads; every rank gets the whole model and keeps its part.
   // Nothing changes before the whole file has been read and checked.
   std::vector<float> whole;

@@ -123,39 +123,38 @@ CostRow mlir::loom::dropoutCost(double b, double l, double n,
   return row;
 }
 
-CostRow mlir::loom::layerNormCost(double b, double l, double e,
-                                  double elementBytes) {
+namespace {
+/// A normalization over rows of `e` elements with `params` parameter vectors
+/// of the row's width, of `flopsFwd` and `flopsBwd` FLOPs an element.
+CostRow normalizationCost(double b, double l, double e, double elementBytes,
+                          double params, double flopsFwd, double flopsBwd) {
   CostRow row;
   double elements = b * l * e;
-  // Mean, variance, normalization and the affine map: 9 FLOPs an element;
-  // 13 for the gradients of the input, the weight and the bias.
-  row.flopsFwd = 9 * elements;
-  row.flopsBwd = 13 * elements;
+  row.flopsFwd = flopsFwd * elements;
+  row.flopsBwd = flopsBwd * elements;
   row.activationIn = row.activationOut = elements * elementBytes;
   row.activationBuffer = row.activationIn;
-  row.weights = 2 * e * elementBytes;
+  row.weights = params * e * elementBytes;
   row.memFwd = row.activationIn + row.activationOut + row.weights;
   row.activationGrad = row.activationIn + row.activationOut;
   row.weightsGrad = row.weights;
   row.memBwd = row.activationBuffer + row.activationGrad + row.weightsGrad;
   return row;
 }
+} // namespace
+
+CostRow mlir::loom::layerNormCost(double b, double l, double e,
+                                  double elementBytes) {
+  // Mean, variance, normalization and the affine map: 9 FLOPs an element;
+  // 13 for the gradients of the input, the weight and the bias.
+  return normalizationCost(b, l, e, elementBytes, /*params=*/2, 9, 13);
+}
 
 CostRow mlir::loom::rmsNormCost(double b, double l, double e,
                                 double elementBytes) {
-  CostRow row;
-  double elements = b * l * e;
   // Sum of squares, scaling and the weight: 4 FLOPs an element; 8 for the
   // gradients of the input and the weight.
-  row.flopsFwd = 4 * elements;
-  row.flopsBwd = 8 * elements;
-  row.activationIn = row.activationOut = elements * elementBytes;
-  row.activationBuffer = row.activationIn;
-  row.weights = e * elementBytes;
-  row.memFwd = row.activationIn + row.activationOut + row.weights;
-  row.activationGrad = row.activationIn + row.activationOut;
-  row.weightsGrad = row.weights;
-  row.memBwd = row.activationBuffer + row.activationGrad + row.weightsGrad;
+  CostRow row = normalizationCost(b, l, e, elementBytes, /*params=*/1, 4, 8);
   row.rowStatistics = b * l * 4; // the f32 reciprocal root mean square
   return row;
 }
