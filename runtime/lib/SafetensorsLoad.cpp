@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 
 using namespace loom;
 
@@ -160,6 +161,11 @@ private:
   size_t pos = 0;
 };
 
+bool endsWith(const std::string &text, const char *suffix) {
+  size_t n = std::strlen(suffix);
+  return text.size() >= n && text.compare(text.size() - n, n, suffix) == 0;
+}
+
 /// One tensor of a safetensors file: where its bytes lie and how to read
 /// them.
 struct StoredTensor {
@@ -262,9 +268,7 @@ bool readHeader(const std::string &path,
 /// index's directory.
 bool readTensors(const std::string &path,
                  std::map<std::string, StoredTensor> &tensors) {
-  bool index =
-      path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-  if (!index)
+  if (!endsWith(path, ".json"))
     return readHeader(path, tensors);
   if (!checkRegularFile(path.c_str()))
     return false;
@@ -309,9 +313,7 @@ bool readTensors(const std::string &path,
 bool isBuffer(const std::string &name) {
   for (const char *suffix :
        {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"})
-    if (name.size() >= std::strlen(suffix) &&
-        name.compare(name.size() - std::strlen(suffix), std::string::npos,
-                     suffix) == 0)
+    if (endsWith(name, suffix))
       return true;
   return false;
 }
@@ -360,6 +362,7 @@ bool readWhole(const loom_model &model, const std::string &path,
     return false;
   whole.assign(model.info.num_params, 0.0f);
   std::vector<unsigned char> bytes;
+  std::map<std::string, std::unique_ptr<std::ifstream>> streams;
   for (const HfTensor &t : hfTensors(model)) {
     StoredTensor *stored = findStored(tensors, t.name);
     if (!stored)
@@ -376,7 +379,11 @@ bool readWhole(const loom_model &model, const std::string &path,
       return setError("%s: tensor %s is %s; Loom reads F32, BF16 and F16",
                       stored->file.c_str(), t.name.c_str(),
                       stored->dtype.c_str());
-    std::ifstream in(stored->file, std::ios::binary);
+    // One stream per file (a shard holds many tensors), opened once.
+    std::unique_ptr<std::ifstream> &stream = streams[stored->file];
+    if (!stream)
+      stream = std::make_unique<std::ifstream>(stored->file, std::ios::binary);
+    std::ifstream &in = *stream;
     bytes.resize(stored->end - stored->begin);
     in.seekg(static_cast<std::streamoff>(stored->begin));
     if (!in.read(reinterpret_cast<char *>(bytes.data()),

@@ -277,6 +277,16 @@ struct CausalAttentionGradLowering : LoomPattern<CausalAttentionGradOp> {
   }
 };
 
+/// The sizes of grouped-query attention's tensors: batch B, sequence T, G
+/// key/value groups of R query heads each, head width D, from the grouped
+/// [B, T, G (R + 2) D] type.
+struct GroupSizes {
+  int64_t B, T, G, R, D;
+  GroupSizes(RankedTensorType grouped, int64_t numHeads, int64_t kvHeads)
+      : B(grouped.getDimSize(0)), T(grouped.getDimSize(1)), G(kvHeads),
+        R(numHeads / kvHeads), D(grouped.getDimSize(2) / (G * (R + 2))) {}
+};
+
 /// Every head's queries, keys and values [B, T, 3, G, R, D] from the groups
 /// [B, T, G, R + 2, D]: the queries moved, each group's key and value read
 /// once for each of its R query heads.
@@ -284,9 +294,9 @@ struct GroupQkvLowering : LoomPattern<GroupQkvOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(GroupQkvOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
-    auto shape = op.getQkv().getType().getShape();
-    int64_t B = shape[0], T = shape[1], G = op.getKvHeads();
-    int64_t R = op.getNumHeads() / G, D = shape[2] / (G * (R + 2));
+    // Named, not bound: the loops' bodies capture them.
+    GroupSizes sizes(op.getQkv().getType(), op.getNumHeads(), op.getKvHeads());
+    int64_t B = sizes.B, T = sizes.T, G = sizes.G, R = sizes.R, D = sizes.D;
     auto groupedType = RankedTensorType::get({B, T, G, R + 2, D}, L.f32());
     ReassociationIndices groupedLead[] = {{0}, {1}, {2, 3, 4}};
     Value grouped = tensor::ExpandShapeOp::create(
@@ -337,9 +347,9 @@ struct GroupQkvGradLowering : LoomPattern<GroupQkvGradOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(GroupQkvGradOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
-    auto shape = op.getQkvGrad().getType().getShape();
-    int64_t B = shape[0], T = shape[1], G = op.getKvHeads();
-    int64_t R = op.getNumHeads() / G, D = shape[2] / (G * (R + 2));
+    GroupSizes sizes(op.getQkvGrad().getType(), op.getNumHeads(),
+                     op.getKvHeads());
+    int64_t B = sizes.B, T = sizes.T, G = sizes.G, R = sizes.R, D = sizes.D;
     auto allType = RankedTensorType::get({B, T, 3, G, R, D}, L.f32());
     ReassociationIndices allLead[] = {{0}, {1}, {2, 3, 4, 5}};
     Value all = tensor::ExpandShapeOp::create(L.b, L.loc, allType,
