@@ -4,17 +4,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 using namespace loom;
 
+static constexpr std::pair<LrDecay, const char *> kDecayNames[] = {
+    {LrDecay::Constant, "constant"},
+    {LrDecay::Cosine, "cosine"},
+    {LrDecay::Linear, "linear"}};
+
 std::optional<LrDecay> loom::parseLrDecay(const std::string &name) {
-  if (name == "constant")
-    return LrDecay::Constant;
-  if (name == "cosine")
-    return LrDecay::Cosine;
-  if (name == "linear")
-    return LrDecay::Linear;
+  for (auto [decay, spelling] : kDecayNames)
+    if (name == spelling)
+      return decay;
   return std::nullopt;
+}
+
+const char *loom::lrDecayName(LrDecay decay) {
+  for (auto [known, spelling] : kDecayNames)
+    if (known == decay)
+      return spelling;
+  return "constant";
 }
 
 double LrSchedule::at(long long step) const {

@@ -18,6 +18,8 @@ enum class LrDecay { Constant, Cosine, Linear };
 
 /// "constant", "cosine", "linear"; none for another name.
 std::optional<LrDecay> parseLrDecay(const std::string &name);
+/// The name parseLrDecay reads.
+const char *lrDecayName(LrDecay decay);
 
 struct LrSchedule {
   /// The rate after the warm-up, and the one the decay ends at.

@@ -6,6 +6,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "LrSchedule.h"
+#include "MetricsLog.h"
+#include "Options.h"
+#include "RunDir.h"
+#include "TrainingData.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -25,292 +29,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+using namespace loom;
+
 namespace {
-const char *const kUsage =
-    "usage: loom-run ARTIFACT --data FILE [options]\n"
-    "\n"
-    "Trains the model compiled into ARTIFACT (by loomc) on FILE, an llm.c\n"
-    "token shard or any other file read as bytes (vocabulary 256).\n"
-    "\n"
-    "  --data FILE         training data\n"
-    "  --steps N           training steps (default 100)\n"
-    "  --lr X              learning rate (default: the model description's);\n"
-    "                      with a schedule, the one after the warm-up\n"
-    "  --warmup-steps N    raise the learning rate linearly from 0 over the\n"
-    "                      first N steps (default 0)\n"
-    "  --lr-schedule S     after the warm-up: constant (default), or cosine\n"
-    "                      or linear decay to --min-lr at the last step\n"
-    "  --min-lr X          the rate a decay ends at (default: --lr / 10)\n"
-    "  --lr-decay-end N    the step a decay ends at (default: the run's\n"
-    "                      last; give the whole run's when it is split over\n"
-    "                      several --load-state resumptions)\n"
-    "  --seed N            initialization seed (default 1337)\n"
-    "  --load FILE         start from an llm.c checkpoint instead, or from\n"
-    "                      Hugging Face weights: FILE.safetensors, or an\n"
-    "                      index of shards (model.safetensors.index.json)\n"
-    "  --save FILE         write an llm.c checkpoint after the last step\n"
-    "  --save-state FILE   also write the optimizer state and step count\n"
-    "  --load-state FILE   resume from them (after --load): the steps go on\n"
-    "                      from the saved count, on the batches that follow\n"
-    "  --export-safetensors FILE\n"
-    "                      write the parameters after the last step as a\n"
-    "                      safetensors file with the Hugging Face names\n"
-    "                      and layouts its manifest gives (GPT-2's:\n"
-    "                      GPT2LMHeadModel's state dict)\n"
-    "  --val-fraction X    hold out the last X of the data (default 0.1)\n"
-    "  --val-every K       validation loss every K steps and at the end\n"
-    "                      (default 0: never)\n"
-    "  --val-batches N     batches per validation (default 4)\n"
-    "  --threads N         threads for the step's loops and BLAS (default:\n"
-    "                      every core this process may use, divided among\n"
-    "                      the ranks allowed on the same cores); the same\n"
-    "                      N gives bitwise-identical losses run to run\n"
-    "  --loss-scale X      fp16 artifacts: the first loss scale (default\n"
-    "                      65536); it halves after a step whose gradients\n"
-    "                      overflowed, which is skipped\n"
-    "  --loss-scale-window N\n"
-    "                      fp16 artifacts: double the scale after N steps in\n"
-    "                      a row without overflow (default 2000)\n"
-    "  --allow-nonfinite   go on training after a loss that is NaN or\n"
-    "                      infinite (by default the run stops with exit 1)\n"
-    "  --peak-tflops X     the dense peak of one rank's device, in TFLOP/s,\n"
-    "                      for the step's precision (an H100 SXM's 989 for\n"
-    "                      bf16): each step line and the summary then give\n"
-    "                      the MFU, the model's FLOPs over all ranks' peak\n"
-    "                      (the cost model's count: docs/loom-run.md)\n"
-    "  --quiet             print only the summary line\n"
-    "  --verbose-ranks     under mpirun, every rank prints (prefixed with its\n"
-    "                      rank), not only rank 0\n"
-    "  --trace FILE        write the run's timeline as Chrome trace-event\n"
-    "                      JSON (Perfetto, chrome://tracing): a track per\n"
-    "                      rank, with each step, its micro-batches' forward\n"
-    "                      and backward passes, its collectives and messages\n"
-    "                      and the optimizer\n"
-    "\n"
-    "An artifact compiled for several ranks runs under mpirun, one loom-run\n"
-    "per rank: mpirun -np N loom-run ARTIFACT --data FILE. The job's size\n"
-    "must be the plan's pp * dp * tp.\n";
-
-struct Options {
-  std::string artifact, data, load, save, exportSafetensors, loadState,
-      saveState, trace;
-  long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0,
-            lossScaleWindow = 2000;
-  double lr = -1, minLr = -1, valFraction = 0.1, lossScale = 65536,
-         peakTflops = 0;
-  long long warmupSteps = 0, lrDecayEnd = 0;
-  loom::LrDecay lrDecay = loom::LrDecay::Constant;
-  bool quiet = false, verboseRanks = false, lossScaleGiven = false,
-       allowNonfinite = false;
-};
-
-int usageError(const std::string &message) {
-  std::fprintf(stderr, "loom-run: error: %s\n(loom-run --help for usage)\n",
-               message.c_str());
-  return 1;
-}
-
-bool parseInt(const char *text, long long min, long long &out) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text, &end, 10);
-  if (!*text || *end || errno || v < min)
-    return false;
-  out = v;
-  return true;
-}
-
-bool parseReal(const char *text, double min, double max, double &out) {
-  char *end = nullptr;
-  double v = std::strtod(text, &end);
-  if (!*text || *end || !(v >= min && v <= max))
-    return false;
-  out = v;
-  return true;
-}
-
-/// Whether a file can be written at `path` (given with `flag`): checked
-/// before training, so that a run does not end by losing its checkpoint.
-/// The file is written as `path`.partial next to it and renamed, or
-/// directly into a path that is not a regular file (/dev/null).
-std::string unwritable(const std::string &path, const char *flag) {
-  struct stat status;
-  if (::stat(path.c_str(), &status) == 0) {
-    if (S_ISDIR(status.st_mode))
-      return path + " (" + flag + "): is a directory";
-    if (!S_ISREG(status.st_mode))
-      return ::access(path.c_str(), W_OK) == 0
-                 ? ""
-                 : path + " (" + flag +
-                       "): cannot write: " + std::strerror(errno);
-  }
-  size_t slash = path.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "."
-                    : slash == 0               ? "/"
-                                               : path.substr(0, slash);
-  if (::stat(dir.c_str(), &status) != 0 || !S_ISDIR(status.st_mode))
-    return path + " (" + flag + "): no directory " + dir;
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    return path + " (" + flag + "): cannot write in " + dir + ": " +
-           std::strerror(errno);
-  return "";
-}
-
-/// A flag that takes a value: a path, an integer or a number, in bounds,
-/// or a learning-rate schedule's name.
-struct ValueFlag {
-  const char *name;
-  std::string *path = nullptr;
-  long long *integer = nullptr;
-  double *real = nullptr;
-  loom::LrDecay *decay = nullptr;
-  double min = 0, max = 0;
-
-  /// What the value must be, for the error that echoes a bad one.
-  std::string expected() const {
-    if (decay)
-      return "constant, cosine or linear";
-    char text[96];
-    if (integer && max == 0)
-      std::snprintf(text, sizeof(text), "an integer, %g or more", min);
-    else
-      std::snprintf(text, sizeof(text), "%s from %g to %g",
-                    integer ? "an integer" : "a number", min, max);
-    return text;
-  }
-  bool parse(const char *v) const {
-    if (decay) {
-      std::optional<loom::LrDecay> parsed = loom::parseLrDecay(v);
-      if (parsed)
-        *decay = *parsed;
-      return parsed.has_value();
-    }
-    if (path) {
-      *path = v;
-      return true;
-    }
-    if (integer) {
-      long long parsed;
-      if (!parseInt(v, static_cast<long long>(min), parsed) ||
-          (max != 0 && parsed > max))
-        return false;
-      *integer = parsed;
-      return true;
-    }
-    return parseReal(v, min, max, *real);
-  }
-};
-
-int parseArgs(int argc, char **argv, Options &o) {
-  auto path = [](const char *name, std::string &to) {
-    ValueFlag f{name};
-    f.path = &to;
-    return f;
-  };
-  // max 0: no upper bound.
-  auto integer = [](const char *name, long long &to, long long min,
-                    long long max = 0) {
-    ValueFlag f{name};
-    f.integer = &to;
-    f.min = min;
-    f.max = max;
-    return f;
-  };
-  auto real = [](const char *name, double &to, double min, double max) {
-    ValueFlag f{name};
-    f.real = &to;
-    f.min = min;
-    f.max = max;
-    return f;
-  };
-  auto schedule = [](const char *name, loom::LrDecay &to) {
-    ValueFlag f{name};
-    f.decay = &to;
-    return f;
-  };
-  const ValueFlag flags[] = {
-      path("--data", o.data),
-      path("--load", o.load),
-      path("--save", o.save),
-      path("--load-state", o.loadState),
-      path("--save-state", o.saveState),
-      path("--export-safetensors", o.exportSafetensors),
-      path("--trace", o.trace),
-      integer("--steps", o.steps, 0),
-      integer("--seed", o.seed, 0),
-      integer("--val-every", o.valEvery, 0),
-      integer("--val-batches", o.valBatches, 1),
-      integer("--threads", o.threads, 1, 1024),
-      real("--lr", o.lr, 0.0, 1e3),
-      real("--min-lr", o.minLr, 0.0, 1e3),
-      integer("--warmup-steps", o.warmupSteps, 0),
-      integer("--lr-decay-end", o.lrDecayEnd, 1),
-      schedule("--lr-schedule", o.lrDecay),
-      real("--val-fraction", o.valFraction, 0.0, 0.9),
-      real("--loss-scale", o.lossScale, 0x1p-24, 0x1p64),
-      real("--peak-tflops", o.peakTflops, 1e-6, 1e6),
-      integer("--loss-scale-window", o.lossScaleWindow, 1),
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (a == "--quiet") {
-      o.quiet = true;
-      continue;
-    }
-    if (a == "--verbose-ranks") {
-      o.verboseRanks = true;
-      continue;
-    }
-    if (a == "--allow-nonfinite") {
-      o.allowNonfinite = true;
-      continue;
-    }
-    if (a.rfind("--", 0) == 0) {
-      const ValueFlag *flag = nullptr;
-      for (const ValueFlag &f : flags)
-        if (a == f.name)
-          flag = &f;
-      if (!flag)
-        return usageError("unknown option " + a);
-      if (i + 1 >= argc)
-        return usageError(a + " needs a value");
-      const char *v = argv[++i];
-      if (!flag->parse(v))
-        return usageError("bad value for " + a + ": '" + v + "' (expected " +
-                          flag->expected() + ")");
-      if (flag->path && !*v)
-        return usageError(a + " needs a file name, got an empty one");
-      if (flag->real == &o.lossScale || flag->integer == &o.lossScaleWindow)
-        o.lossScaleGiven = true;
-      continue;
-    }
-    if (!o.artifact.empty())
-      return usageError("more than one artifact given (" + a + ")");
-    o.artifact = a;
-  }
-  if (o.artifact.empty())
-    return usageError("no artifact given");
-  if (o.data.empty())
-    return usageError("no --data given");
-  for (auto [path, flag] :
-       {std::pair<const std::string &, const char *>{o.save, "--save"},
-        {o.saveState, "--save-state"},
-        {o.exportSafetensors, "--export-safetensors"},
-        {o.trace, "--trace"}})
-    if (!path.empty()) {
-      std::string why = unwritable(path, flag);
-      if (!why.empty()) {
-        std::fprintf(stderr, "loom-run: error: %s\n", why.c_str());
-        return 1;
-      }
-    }
-  return 0;
-}
-
 /// Standard output of the run: rank 0's, or every rank's with
 /// --verbose-ranks, each line then prefixed with its rank.
 bool printing = true;
@@ -405,8 +126,9 @@ public:
   int openData();
   int startWeights();
   void describe() const;
+  int startLog();
   int train();
-  void summarize() const;
+  int summarize();
   int writeOutputs();
   /// The exit status of a run that ended well: a run cut short by a signal
   /// says so to whoever started it.
@@ -414,29 +136,44 @@ public:
 
 private:
   int trainStep(long long step);
-  int validate(long long step);
+  /// The mean loss of --val-batches batches of the held-out data.
+  int validate(long long step, double &loss);
   /// The model's FLOPs per second over the peak of every rank's device,
   /// with --peak-tflops: `prefix` and a percentage, or nothing.
   std::string mfu(double ms, const char *prefix) const;
+  double mfuFraction(double ms) const;
   /// Fills tokens and targets with the next training batch.
   int nextBatch();
+  /// Continues from --resume's newest checkpoint: the weights, the
+  /// optimizer state and the data position.
+  int resume();
+  /// Starts from --load, --load-state or the initialization.
+  int loadWeights();
+  /// Writes the checkpoint of the step just taken into the run directory.
+  int saveCheckpoint(long long step);
+  /// Writes a record to --log (rank 0), failing the run if it cannot.
+  int logRecord(const JsonRecord &record);
 
   Options &o;
   loom_model *model = nullptr;
   const loom_model_info *info = nullptr;
   const loom_dist_info *dist = nullptr;
-  loom_dataset *data = nullptr;
-  int64_t size = 0, valBegin = 0, cursor = 0, tokensPerStep = 0;
+  TrainingData data;
+  /// The seed the data's shards are shuffled from: the run's, kept by its
+  /// checkpoints.
+  uint64_t dataSeed = 0;
+  int64_t tokensPerStep = 0;
+  /// Training sequences taken from the data: where the next batch starts.
+  long long sequences = 0;
   std::vector<int32_t> tokens, targets;
-  long long first = 1, last = 0, stoppedAfter = 0;
+  long long first = 1, last = 0, stoppedAfter = 0, savedStep = 0;
   loom::LrSchedule schedule;
   double totalMs = 0, lastLoss = 0;
+  std::optional<RunDir> runDir;
+  MetricsLog log;
 };
 
-Run::~Run() {
-  loom_dataset_close(data);
-  loom_model_close(model);
-}
+Run::~Run() { loom_model_close(model); }
 
 int Run::openModel() {
   if (o.threads > 0)
@@ -469,19 +206,9 @@ int Run::openModel() {
 }
 
 int Run::openData() {
-  data = loom_dataset_open(o.data.c_str(), info->vocab);
-  if (!data)
-    return fail(loom_last_error());
-  size = loom_dataset_size(data);
-  valBegin = size - static_cast<int64_t>(size * o.valFraction);
-  int64_t need = info->sequence + 1;
-  if (valBegin < need || (o.valEvery > 0 && size - valBegin < need)) {
-    std::string msg = o.data + ": " + std::to_string(size) +
-                      " tokens are too few: training and validation each "
-                      "need at least " +
-                      std::to_string(need) + " (sequence + 1)";
-    return fail(msg.c_str());
-  }
+  dataSeed = static_cast<uint64_t>(o.seed);
+  if (std::string error = data.open(o, *info, dataSeed); !error.empty())
+    return fail(error.c_str());
   tokensPerStep = info->batch * info->sequence;
   try {
     tokens.resize(tokensPerStep);
@@ -510,6 +237,30 @@ int Run::startWeights() {
   if (loom_model_set_loss_scaling(model, static_cast<float>(o.lossScale),
                                   o.lossScaleWindow))
     return fail(loom_last_error());
+  if (!o.resume.empty()) {
+    if (int rc = resume())
+      return rc;
+  } else if (int rc = loadWeights()) {
+    return rc;
+  }
+  if (!o.out.empty())
+    runDir.emplace(o.out);
+  schedule.peak = o.lr >= 0 ? o.lr : info->lr;
+  schedule.final = o.minLr >= 0 ? o.minLr : schedule.peak / 10;
+  schedule.warmup = o.warmupSteps;
+  schedule.decay = o.lrDecay;
+  schedule.last = o.lrDecayEnd ? o.lrDecayEnd : last;
+  if (schedule.decay != loom::LrDecay::Constant &&
+      schedule.final > schedule.peak) {
+    std::string why = "--min-lr " + formatValue(schedule.final) +
+                      " is above the learning rate " +
+                      formatValue(schedule.peak) + ", which a decay lowers";
+    return fail(why.c_str());
+  }
+  return 0;
+}
+
+int Run::loadWeights() {
   if (!o.load.empty()) {
     // Hugging Face's files by their extension, llm.c's otherwise.
     auto endsWith = [&](const std::string &suffix) {
@@ -531,21 +282,67 @@ int Run::startWeights() {
   // on, and counts its steps on from theirs.
   first = loom_model_get_step(model) + 1;
   last = first + o.steps - 1;
-  schedule.peak = o.lr >= 0 ? o.lr : info->lr;
-  schedule.final = o.minLr >= 0 ? o.minLr : schedule.peak / 10;
-  schedule.warmup = o.warmupSteps;
-  schedule.decay = o.lrDecay;
-  schedule.last = o.lrDecayEnd ? o.lrDecayEnd : last;
-  if (schedule.decay != loom::LrDecay::Constant &&
-      schedule.final > schedule.peak) {
-    std::string why = "--min-lr " + formatValue(schedule.final) +
-                      " is above the learning rate " +
-                      formatValue(schedule.peak) + ", which a decay lowers";
-    return fail(why.c_str());
+  sequences = (first - 1) * info->batch;
+  return 0;
+}
+
+/// Rank 0's `count` integers on every rank.
+static int broadcastFromRankZero(const loom_dist_info &dist, long long *values,
+                                 int count) {
+  if (dist.world_size == 1)
+    return 0;
+  // As 16-bit words, which the collective moves without looking at them.
+  return loom_rt_broadcast(loom_dist_group(LOOM_GROUP_WORLD), LOOM_DTYPE_BF16,
+                           values, count * sizeof(long long) / 2, 0);
+}
+
+int Run::resume() {
+  RunDir from(o.resume);
+  // Rank 0 finds the checkpoint and reads its position; the other ranks
+  // take its findings, never the file system's.
+  long long found[4] = {0, 0, 0, 0};
+  if (dist->rank == 0) {
+    RunPosition position;
+    std::string error = from.newest(position.step);
+    if (error.empty())
+      error = from.readPosition(position.step, position);
+    if (!error.empty())
+      return fail(error.c_str());
+    found[0] = position.step;
+    found[1] = position.sequences;
+    found[2] = position.lastStep;
+    found[3] = position.dataSeed;
   }
-  for (long long skipped = 1; skipped < first; ++skipped)
-    if (int rc = nextBatch())
-      return rc;
+  if (broadcastFromRankZero(*dist, found, 4))
+    return fail(loom_last_error());
+  // The data is shuffled as the run that wrote the checkpoint shuffled it.
+  if (static_cast<uint64_t>(found[3]) != dataSeed) {
+    dataSeed = static_cast<uint64_t>(found[3]);
+    if (std::string error = data.open(o, *info, dataSeed); !error.empty())
+      return fail(error.c_str());
+  }
+  std::string dir = from.stepPath(found[0]);
+  std::string weights = dir + "/" + RunDir::modelFile();
+  std::string state = dir + "/" + RunDir::optimizerFile();
+  if (loom_model_load_safetensors(model, weights.c_str()) ||
+      loom_model_load_optimizer_state(model, state.c_str()))
+    return fail(loom_last_error());
+  if (loom_model_get_step(model) != found[0]) {
+    std::string msg = state + ": holds the state after " +
+                      std::to_string(loom_model_get_step(model)) +
+                      " steps, and its checkpoint is of step " +
+                      std::to_string(found[0]);
+    return fail(msg.c_str());
+  }
+  first = found[0] + 1;
+  // --steps is the whole run's last step here: the same command, rerun
+  // with --resume, finishes the run it started.
+  last = std::max(o.stepsGiven ? o.steps : found[2], found[0]);
+  o.steps = last - found[0];
+  sequences = found[1];
+  if (!o.quiet)
+    report("loom-run: resuming from %s: step %lld of %lld\n", dir.c_str(),
+           found[0], last);
   return 0;
 }
 
@@ -575,14 +372,11 @@ void Run::describe() const {
   }
   if (info->micro_batches > 1)
     split += " in " + std::to_string(info->micro_batches) + " micro-batches";
-  report("loom-run: %s, %lld parameters, %lld x %lld tokens a step%s, "
-         "%lld %s tokens (%lld held out)\n",
+  report("loom-run: %s, %lld parameters, %lld x %lld tokens a step%s, %s\n",
          info->name, static_cast<long long>(info->num_params),
          static_cast<long long>(info->batch),
          static_cast<long long>(info->sequence), split.c_str(),
-         static_cast<long long>(size),
-         loom_dataset_is_shard(data) ? "shard" : "text",
-         static_cast<long long>(size - valBegin));
+         data.describe().c_str());
   if (info->param_bytes > 0)
     report("loom-run: per rank: parameters %lld B, gradients %lld B, "
            "optimizer state %lld B (%.2f MiB), activations %lld B per "
@@ -599,35 +393,40 @@ void Run::describe() const {
 }
 
 int Run::nextBatch() {
-  if (loom_dataset_batch(data, 0, valBegin, &cursor, info->batch,
-                         info->sequence, tokens.data(), targets.data()))
-    return fail(loom_last_error());
+  std::string error = data.batch(sequences, tokens.data(), targets.data());
+  if (!error.empty())
+    return fail(error.c_str());
+  sequences += info->batch;
   return 0;
 }
 
-int Run::validate(long long step) {
-  int64_t at = valBegin;
+int Run::validate(long long step, double &loss) {
   double sum = 0;
   for (long long i = 0; i < o.valBatches; ++i) {
-    float loss = 0;
-    if (loom_dataset_batch(data, valBegin, size, &at, info->batch,
-                           info->sequence, tokens.data(), targets.data()) ||
-        loom_model_eval(model, tokens.data(), targets.data(), &loss))
+    float batchLoss = 0;
+    std::string error = data.validationBatch(i, tokens.data(), targets.data());
+    if (!error.empty())
+      return fail(error.c_str());
+    if (loom_model_eval(model, tokens.data(), targets.data(), &batchLoss))
       return fail(loom_last_error());
-    sum += loss;
+    sum += batchLoss;
   }
-  report("step %5lld | val loss %s\n", step,
-         formatValue(sum / o.valBatches).c_str());
+  loss = sum / o.valBatches;
+  report("step %5lld | val loss %s\n", step, formatValue(loss).c_str());
   return 0;
+}
+
+double Run::mfuFraction(double ms) const {
+  double peak = o.peakTflops * 1e12 * std::max<int64_t>(dist->world_size, 1);
+  return info->model_flops / (ms * 1e-3) / peak;
 }
 
 std::string Run::mfu(double ms, const char *prefix) const {
   if (o.peakTflops <= 0 || ms <= 0)
     return "";
-  double peak = o.peakTflops * 1e12 * std::max<int64_t>(dist->world_size, 1);
   char text[64];
   std::snprintf(text, sizeof(text), "%s%.1f%%", prefix,
-                info->model_flops / (ms * 1e-3) / peak * 100.0);
+                mfuFraction(ms) * 100.0);
   return text;
 }
 
@@ -650,8 +449,8 @@ int Run::trainStep(long long step) {
   // fp16: the scale the step ran with, and whether its gradients
   // overflowed, which left the parameters as they were.
   char scaled[64] = "";
+  loom_loss_scale after{};
   if (scaling) {
-    loom_loss_scale after{};
     loom_model_get_loss_scale(model, &after);
     std::snprintf(scaled, sizeof(scaled), " | scale %g%s", before.scale,
                   after.last_skipped ? " | skipped (overflow)" : "");
@@ -674,9 +473,27 @@ int Run::trainStep(long long step) {
                       "saving (--allow-nonfinite trains on)";
     return fail(msg.c_str());
   }
-  if (o.valEvery > 0 && (step % o.valEvery == 0 || step == last))
-    return validate(step);
-  return 0;
+  JsonRecord record("step");
+  record.add("step", step)
+      .add("loss", static_cast<double>(loss))
+      .add("lr", lr)
+      .add("grad_norm", static_cast<double>(norm))
+      .add("ms", ms)
+      .add("tokens_per_s", tokensPerStep / ms * 1e3);
+  if (o.peakTflops > 0)
+    record.add("mfu", mfuFraction(ms));
+  record.add("memory_mib", loom_peak_memory_mib())
+      .add("tensor_bytes", static_cast<long long>(loom_heap_peak_bytes()));
+  if (scaling)
+    record.add("loss_scale", static_cast<double>(before.scale))
+        .addBool("skipped", after.last_skipped);
+  if (o.valEvery > 0 && (step % o.valEvery == 0 || step == last)) {
+    double valLoss = 0;
+    if (int rc = validate(step, valLoss))
+      return rc;
+    record.add("val_loss", valLoss);
+  }
+  return logRecord(record);
 }
 
 int Run::train() {
@@ -686,6 +503,9 @@ int Run::train() {
   for (long long step = first; step <= last; ++step) {
     if (int rc = trainStep(step))
       return rc;
+    if (runDir && o.saveEvery > 0 && step % o.saveEvery == 0 && step < last)
+      if (int rc = saveCheckpoint(step))
+        return rc;
     if (step < last && stopAgreed(*dist)) {
       stoppedAfter = step;
       o.steps = step - first + 1;
@@ -693,7 +513,7 @@ int Run::train() {
              stopSignal == SIGINT ? "interrupted (SIGINT)"
                                   : "terminated (SIGTERM)",
              step, last,
-             o.save.empty() && o.saveState.empty()
+             o.save.empty() && o.saveState.empty() && !runDir
                  ? ""
                  : "; saving what this step left");
       break;
@@ -702,9 +522,9 @@ int Run::train() {
   return 0;
 }
 
-void Run::summarize() const {
+int Run::summarize() {
   if (o.steps <= 0)
-    return;
+    return 0;
   // Under several ranks, the part of the step spent in its collectives
   // (waiting for the slowest rank included).
   char comm[64] = "";
@@ -730,6 +550,16 @@ void Run::summarize() const {
          tokensPerStep * o.steps / totalMs * 1e3, utilization.c_str(),
          loom_peak_memory_mib(), static_cast<long long>(loom_heap_peak_bytes()),
          static_cast<long long>(loom_heap_step_peak_bytes()), comm);
+  JsonRecord record("summary");
+  record.add("steps", o.steps)
+      .add("final_loss", lastLoss)
+      .add("ms_per_step", totalMs / o.steps)
+      .add("tokens_per_s", tokensPerStep * o.steps / totalMs * 1e3)
+      .add("memory_mib", loom_peak_memory_mib())
+      .add("tensor_bytes", static_cast<long long>(loom_heap_peak_bytes()));
+  if (stoppedAfter)
+    record.add("stopped_after", stoppedAfter);
+  return logRecord(record);
 }
 
 int Run::writeOutputs() {
@@ -746,7 +576,90 @@ int Run::writeOutputs() {
   if (!o.exportSafetensors.empty() &&
       loom_model_export_safetensors(model, o.exportSafetensors.c_str()))
     return fail(loom_last_error());
+  // The run directory gets the last step's checkpoint, unless the run
+  // trained none or --save-every has just written it.
+  long long step = loom_model_get_step(model);
+  if (runDir && step >= first && step != savedStep)
+    return saveCheckpoint(step);
   return 0;
+}
+
+int Run::saveCheckpoint(long long step) {
+  if (dist->rank == 0) {
+    std::string error = runDir->create();
+    if (error.empty())
+      error = runDir->begin(step);
+    if (!error.empty())
+      return fail(error.c_str());
+  }
+  std::string partial = runDir->partialPath(step);
+  std::string weights = partial + "/" + RunDir::modelFile();
+  std::string state = partial + "/" + RunDir::optimizerFile();
+  if (loom_model_export_safetensors(model, weights.c_str()) ||
+      loom_model_save_optimizer_state(model, state.c_str()))
+    return fail(loom_last_error());
+  if (dist->rank == 0) {
+    RunPosition position;
+    position.step = step;
+    position.sequences = sequences;
+    position.lastStep = last;
+    position.dataSeed = static_cast<long long>(dataSeed);
+    std::string error = runDir->commit(position, o.keepLast);
+    if (!error.empty())
+      return fail(error.c_str());
+  }
+  savedStep = step;
+  if (!o.quiet)
+    report("step %5lld | saved %s\n", step, runDir->stepPath(step).c_str());
+  return 0;
+}
+
+int Run::startLog() {
+  if (dist->rank != 0)
+    return 0;
+  std::string path = o.log;
+  if (path.empty() && runDir) {
+    // The run directory holds its log unless --log puts it elsewhere.
+    if (std::string error = runDir->create(); !error.empty())
+      return fail(error.c_str());
+    path = runDir->directory() + "/log.jsonl";
+  }
+  if (path.empty())
+    return 0;
+  // A resumed run goes on with the log of the run it continues.
+  if (std::string error = log.open(path, !o.resume.empty()); !error.empty())
+    return fail(error.c_str());
+  JsonRecord config("config");
+  config.add("model", info->name)
+      .add("artifact", o.artifact)
+      .add("params", static_cast<long long>(info->num_params))
+      .add("batch", static_cast<long long>(info->batch))
+      .add("sequence", static_cast<long long>(info->sequence))
+      .add("tokens_per_step", static_cast<long long>(tokensPerStep))
+      .add("ranks", static_cast<long long>(dist->world_size))
+      .add("pp", static_cast<long long>(info->pp))
+      .add("dp", static_cast<long long>(info->dp))
+      .add("tp", static_cast<long long>(info->tp))
+      .add("zero", static_cast<long long>(info->zero))
+      .add("micro_batches", static_cast<long long>(info->micro_batches))
+      .add("optimizer", info->optimizer)
+      .add("data", o.data)
+      .add("first_step", first)
+      .add("last_step", last)
+      .add("lr", schedule.peak)
+      .add("min_lr", schedule.final)
+      .add("warmup_steps", schedule.warmup)
+      .add("lr_schedule", loom::lrDecayName(schedule.decay))
+      .add("lr_decay_end", schedule.last)
+      .add("seed", o.seed);
+  if (o.peakTflops > 0)
+    config.add("peak_tflops", o.peakTflops);
+  return logRecord(config);
+}
+
+int Run::logRecord(const JsonRecord &record) {
+  std::string error = log.write(record);
+  return error.empty() ? 0 : fail(error.c_str());
 }
 } // namespace
 
@@ -764,9 +677,12 @@ int main(int argc, char **argv) {
     if (int rc = run.startWeights())
       return rc;
     run.describe();
+    if (int rc = run.startLog())
+      return rc;
     if (int rc = run.train())
       return rc;
-    run.summarize();
+    if (int rc = run.summarize())
+      return rc;
     if (int rc = run.writeOutputs())
       return rc;
     status = run.status();

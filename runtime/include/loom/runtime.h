@@ -211,6 +211,35 @@ int loom_dataset_is_shard(const loom_dataset *data);
 int loom_dataset_batch(const loom_dataset *data, int64_t begin, int64_t end,
                        int64_t *cursor, int64_t batch, int64_t sequence,
                        int32_t *tokens, int32_t *targets);
+/// Moves `*cursor` past the `windows` windows that loom_dataset_batch would
+/// take from it next, without reading them: where a resumed run's next
+/// batch starts.
+int loom_dataset_skip(const loom_dataset *data, int64_t begin, int64_t end,
+                      int64_t *cursor, int64_t windows, int64_t sequence);
+
+/// Training data in many files, read one at a time: `spec` is a directory
+/// (its files ending in .bin whose names hold `part`, "train" or "val", by
+/// name; a meta.json there, as scripts/prepare-data.py writes, must give a
+/// vocab_size within `vocab`), a glob pattern, or one file. Each file is an
+/// llm.c shard or text read as bytes, as loom_dataset_open reads them; its
+/// tokens are checked against `vocab` when it is first read. Window k of
+/// the run, of `sequence` tokens and their targets, is a function of k
+/// alone: epoch k / windows, in which every window of every file (one
+/// starting every `sequence` tokens) comes once, the files' order and each
+/// file's windows permuted from `seed` and the epoch, or in order without
+/// `shuffle`.
+typedef struct loom_loader loom_loader;
+loom_loader *loom_loader_open(const char *spec, const char *part,
+                              int64_t vocab, int64_t sequence, int shuffle,
+                              uint64_t seed);
+void loom_loader_close(loom_loader *loader);
+int64_t loom_loader_files(const loom_loader *loader);
+int64_t loom_loader_tokens(const loom_loader *loader);
+/// The windows of one epoch.
+int64_t loom_loader_windows(const loom_loader *loader);
+/// Fills `batch` rows with windows first, first + 1, ...
+int loom_loader_batch(loom_loader *loader, int64_t first, int64_t batch,
+                      int32_t *tokens, int32_t *targets);
 
 /// The process's peak resident memory in MiB, for reports.
 double loom_peak_memory_mib(void);
