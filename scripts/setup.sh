@@ -49,6 +49,13 @@ if ! "$LOOM_PYTHON" -c "import numpy, safetensors" 2>/dev/null; then
   echo "loom setup: installing numpy and safetensors into $LOOM_PYTHON"
   pip_install numpy safetensors
 fi
+# Preparing token shards from text (scripts/prepare-data.py: tokenizers for
+# a Hugging Face tokenizer.json, tiktoken for GPT-2's) and drawing training
+# logs (scripts/plot.py), with the tests of both.
+if ! "$LOOM_PYTHON" -c "import tokenizers, tiktoken, matplotlib" 2>/dev/null; then
+  echo "loom setup: installing tokenizers, tiktoken and matplotlib into $LOOM_PYTHON"
+  pip_install tokenizers tiktoken matplotlib
+fi
 # JAX on the CPU: the independent GPT-2 trainer that the fp32 and bf16
 # losses are checked against (scripts/jax-gpt2.py, test/e2e/jax-reference.test).
 if ! "$LOOM_PYTHON" -c "import jax" 2>/dev/null; then

@@ -1,0 +1,2 @@
+# Stands for a Python without matplotlib (test/tools/scripts/plot.test).
+raise ModuleNotFoundError("No module named 'matplotlib'")
