@@ -121,7 +121,9 @@ bool loom::readTokenFile(const char *path, int64_t vocab,
   if (file.bad())
     return setError("%s: cannot read", path);
   int32_t header[256] = {};
-  std::memcpy(header, bytes.data(), std::min(bytes.size(), sizeof(header)));
+  // An empty file's data() may be null, which memcpy must not get.
+  if (!bytes.empty())
+    std::memcpy(header, bytes.data(), std::min(bytes.size(), sizeof(header)));
   const ShardFormat *format =
       bytes.size() >= sizeof(int32_t) ? shardFormat(header[0]) : nullptr;
   shard = format != nullptr;

@@ -171,6 +171,13 @@ static cl::opt<int64_t>
                      cl::desc("Sequence length, replacing the file's"),
                      cl::value_desc("N"), cl::cat(loomcCategory));
 
+static cl::opt<int64_t> totalBatchTokens(
+    "total-batch-tokens",
+    cl::desc("Tokens of one optimizer step, as llm.c's -d: the description's "
+             "batch_size becomes each replica's micro-batch, and the step "
+             "accumulates the gradients of as many micro-batches as make N"),
+    cl::value_desc("N"), cl::cat(loomcCategory));
+
 static cl::opt<int64_t> padVocab(
     "pad-vocab",
     cl::desc("Pad the token table to a multiple of N rows (llm.c uses 128)"),
@@ -181,6 +188,39 @@ static cl::opt<double> memoryMargin(
     cl::desc("Share of each GPU's memory a plan must leave free, in [0, 1), "
              "replacing the cluster's memory_margin (default 0.08)"),
     cl::value_desc("fraction"), cl::cat(loomcCategory));
+
+/// --total-batch-tokens N, after the plan: N / sequence sequences a step,
+/// in micro-batches of the description's batch_size on each replica (the
+/// planner chooses them under --plan auto).
+static bool applyTotalBatch(ModelConfig &config) {
+  auto error = [](const llvm::Twine &message) {
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--total-batch-tokens " << totalBatchTokens << ": " << message
+        << "\n";
+    return false;
+  };
+  int64_t sequence = config.training.sequenceLength;
+  int64_t microBatch = config.training.batchSize;
+  if (totalBatchTokens <= 0)
+    return error("must be positive");
+  if (totalBatchTokens % sequence)
+    return error("is not a multiple of the sequence length " +
+                 llvm::Twine(sequence));
+  int64_t sequences = totalBatchTokens / sequence;
+  config.training.batchSize = sequences;
+  if (config.planAuto)
+    return true;
+  PlanConfig plan = config.plan.value_or(PlanConfig());
+  if (plan.microBatches != 1)
+    return error("gives the micro-batches itself: leave mb out of the plan");
+  if (sequences % (microBatch * plan.dp))
+    return error("is " + llvm::Twine(sequences) +
+                 " sequences, not a multiple of batch_size x dp = " +
+                 llvm::Twine(microBatch) + " x " + llvm::Twine(plan.dp));
+  plan.microBatches = sequences / (microBatch * plan.dp);
+  config.plan = plan;
+  return true;
+}
 
 /// Applies the command line's overrides to the description; reports bad
 /// values as errors of the flag.
@@ -231,6 +271,8 @@ static bool applyOverrides(ModelConfig &config) {
     if (precision)
       config.training.precision = *precision;
   }
+  if (totalBatchTokens.getNumOccurrences())
+    ok = applyTotalBatch(config) && ok;
   return ok;
 }
 
