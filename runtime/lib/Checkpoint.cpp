@@ -237,6 +237,13 @@ int loom_model_load_optimizer_state(loom_model *model, const char *path) {
                      : header[2] == 2 ? "sgd"
                                       : "an unknown optimizer",
                      header[3], model->optimizer.c_str());
+  // The steps' counter, which the compiled step takes for AdamW's bias
+  // correction, is a float: exact to 2^24, past which a step would not count.
+  constexpr int32_t kMaxSteps = (1 << 24) - 1;
+  if (header[3] > kMaxSteps)
+    return !setError("%s: the state after %d steps; a run counts at most %d "
+                     "(a damaged file?)",
+                     path, header[3], kMaxSteps);
   float scale = 0;
   std::memcpy(&scale, &header[kLossScaleWord + 1], sizeof(float));
   bool scaled = header[kLossScaleWord] == 1;

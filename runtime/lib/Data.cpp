@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -109,8 +110,28 @@ bool loom::countTokenFile(const char *path, int64_t &count) {
   return checkShardHeader(path, *format, header, size, count);
 }
 
+/// Whether a file that is no shard has a shard's header nonetheless, one
+/// word off: a magic of 0 or near llm.c's, or a version and token count
+/// that match the file's size as a 16- or 32-bit shard. Text has none.
+static bool looksLikeShard(const int32_t *header, uint64_t fileBytes) {
+  constexpr uint64_t headerBytes = 256 * sizeof(int32_t);
+  if (fileBytes < headerBytes)
+    return false;
+  if (header[0] == 0)
+    return true;
+  for (const ShardFormat &f : kShardFormats) {
+    if (std::abs(static_cast<int64_t>(header[0]) - f.magic) <= 1000)
+      return true;
+    if (header[1] == f.version && header[2] > 0 &&
+        fileBytes == headerBytes + f.tokenBytes * uint64_t(header[2]))
+      return true;
+  }
+  return false;
+}
+
 bool loom::readTokenFile(const char *path, int64_t vocab,
-                         std::vector<int32_t> &tokens, bool &shard) {
+                         std::vector<int32_t> &tokens, bool &shard,
+                         bool asBytes) {
   if (!checkRegularFile(path))
     return false;
   std::ifstream file(path, std::ios::binary);
@@ -124,8 +145,9 @@ bool loom::readTokenFile(const char *path, int64_t vocab,
   // An empty file's data() may be null, which memcpy must not get.
   if (!bytes.empty())
     std::memcpy(header, bytes.data(), std::min(bytes.size(), sizeof(header)));
-  const ShardFormat *format =
-      bytes.size() >= sizeof(int32_t) ? shardFormat(header[0]) : nullptr;
+  const ShardFormat *format = bytes.size() >= sizeof(int32_t) && !asBytes
+                                  ? shardFormat(header[0])
+                                  : nullptr;
   shard = format != nullptr;
   if (format) {
     int64_t count = 0;
@@ -144,7 +166,15 @@ bool loom::readTokenFile(const char *path, int64_t vocab,
       tokens[i] = static_cast<int32_t>(std::min<uint32_t>(token, INT32_MAX));
     }
   } else {
-    // Plain text: each byte is a token.
+    // Plain text: each byte is a token. A damaged shard must not quietly
+    // become another dataset.
+    if (!asBytes && looksLikeShard(header, bytes.size()))
+      return setError("%s: starts like an llm.c token shard (its first word "
+                      "%d is not a shard's magic, %d or %d), but is none: "
+                      "damaged? (loom-run --data-bytes reads it as bytes "
+                      "anyway)",
+                      path, header[0], kShardFormats[0].magic,
+                      kShardFormats[1].magic);
     if (vocab < 256)
       return setError("%s: is not an llm.c token shard, and reading it as "
                       "text bytes needs a vocabulary of at least 256, but the "
@@ -169,6 +199,14 @@ extern "C" {
 loom_dataset *loom_dataset_open(const char *path, int64_t vocab) {
   auto data = std::make_unique<loom_dataset>();
   if (!readTokenFile(path, vocab, data->tokens, data->shard))
+    return nullptr;
+  return data.release();
+}
+
+loom_dataset *loom_dataset_open_bytes(const char *path, int64_t vocab) {
+  auto data = std::make_unique<loom_dataset>();
+  if (!readTokenFile(path, vocab, data->tokens, data->shard,
+                     /*asBytes=*/true))
     return nullptr;
   return data.release();
 }
@@ -199,8 +237,17 @@ int loom_dataset_skip(const loom_dataset *data, int64_t begin, int64_t end,
                       int64_t *cursor, int64_t windows, int64_t sequence) {
   if (!checkRange(data, begin, end, sequence))
     return 1;
-  for (int64_t w = 0; w < windows; ++w)
-    nextWindow(begin, end, cursor, sequence);
+  // In constant time: a resumed run's count of windows may be anything a
+  // state file says.
+  int64_t perPass = (end - begin - 1) / sequence;
+  if (*cursor < begin || *cursor + sequence + 1 > end)
+    *cursor = begin;
+  int64_t leftInPass = (end - *cursor - 1) / sequence;
+  if (windows < leftInPass) {
+    *cursor += windows * sequence;
+    return 0;
+  }
+  *cursor = begin + (windows - leftInPass) % perPass * sequence;
   return 0;
 }
 

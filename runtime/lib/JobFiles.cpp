@@ -11,7 +11,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
+
 #include <sys/stat.h>
+#include <unistd.h>
 
 /// Whether this process is rank 0 of its job (or in no job).
 bool loom::isFirstRank() {
@@ -40,25 +44,56 @@ int loom::shareOutcome(int failed, const char *what, const char *path) {
   return flag != 0;
 }
 
+/// The file a path names for writing: a symbolic link's target, followed
+/// to the end of a chain (relative targets from the link's directory),
+/// whether or not that file exists yet; false when the chain loops.
+static bool followLinks(const std::string &path, std::string &target) {
+  target = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat status;
+    if (::lstat(target.c_str(), &status) != 0 || !S_ISLNK(status.st_mode))
+      return true;
+    std::vector<char> buffer(static_cast<size_t>(status.st_size) + 256);
+    ssize_t n = ::readlink(target.c_str(), buffer.data(), buffer.size() - 1);
+    if (n < 0)
+      return true;
+    std::string link(buffer.data(), static_cast<size_t>(n));
+    size_t slash = target.find_last_of('/');
+    if (link.front() != '/' && slash != std::string::npos)
+      link = target.substr(0, slash + 1) + link;
+    target = link;
+  }
+  return false;
+}
+
 /// Writes `path` with `write(file)`, false on a failed write. A regular
 /// file (or a missing one) is written as `<path>.partial` and renamed over
 /// it once complete, so that a failure never leaves a partial file and
-/// keeps the previous one; anything else that exists (/dev/null, a pipe) is
-/// written directly: renaming would replace it.
+/// keeps the previous one; a symbolic link is written through, the file it
+/// names replaced so. A device (/dev/null) is written directly: renaming
+/// would replace it. A FIFO or a socket is refused: opening one waits for
+/// a reader, maybe forever.
 int loom::writeFile(const char *path,
                     const std::function<bool(FILE *)> &write) {
+  std::string file;
+  if (!followLinks(path, file))
+    return !setError("%s: cannot write: a loop of symbolic links", path);
   struct stat status;
-  bool direct = ::stat(path, &status) == 0 && !S_ISREG(status.st_mode);
-  std::string target =
-      direct ? std::string(path) : std::string(path) + ".partial";
-  FILE *file = std::fopen(target.c_str(), "wb");
-  if (!file)
+  bool exists = ::stat(file.c_str(), &status) == 0;
+  if (exists && (S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode)))
+    return !setError("%s: is a %s, whose opening would wait for a reader: "
+                     "give a regular file",
+                     path, S_ISFIFO(status.st_mode) ? "FIFO" : "socket");
+  bool direct = exists && !S_ISREG(status.st_mode);
+  std::string target = direct ? file : file + ".partial";
+  FILE *out = std::fopen(target.c_str(), "wb");
+  if (!out)
     return !setError("%s: cannot write%s: %s", path,
                      direct ? "" : (" (as " + target + ")").c_str(),
                      std::strerror(errno));
-  bool ok = write(file);
-  ok &= std::fclose(file) == 0;
-  if (ok && (direct || std::rename(target.c_str(), path) == 0))
+  bool ok = write(out);
+  ok &= std::fclose(out) == 0;
+  if (ok && (direct || std::rename(target.c_str(), file.c_str()) == 0))
     return 0;
   int error = errno;
   if (!direct)

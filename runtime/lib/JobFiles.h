@@ -28,7 +28,8 @@ int shareOutcome(int failed, const char *what, const char *path);
 /// rank 0 read from a file. Nonzero, the error set, on a failed broadcast.
 int broadcastFromFirstRank(std::vector<float> &values, int64_t count);
 /// Writes `path` with `write(file)`, nonzero (the error set) on a failed
-/// write; a regular file through a temporary renamed over it.
+/// write; a regular file through a temporary renamed over it, a symbolic
+/// link through to the file it names; a FIFO or socket is refused.
 int writeFile(const char *path, const std::function<bool(FILE *)> &write);
 } // namespace loom
 

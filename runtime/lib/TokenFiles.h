@@ -16,9 +16,12 @@ namespace loom {
 
 /// Reads every token of `path`, each below `vocab`; false with the error
 /// set (naming the file, and the position of a token outside the
-/// vocabulary) otherwise. `shard` tells an llm.c shard from text.
+/// vocabulary) otherwise. `shard` tells an llm.c shard from text; a file
+/// that is no shard but has a shard's header one word off is refused
+/// unless read `asBytes`, as bytes whatever it holds.
 bool readTokenFile(const char *path, int64_t vocab,
-                   std::vector<int32_t> &tokens, bool &shard);
+                   std::vector<int32_t> &tokens, bool &shard,
+                   bool asBytes = false);
 
 /// The tokens `path` holds, from a shard's header or a text file's size,
 /// without reading them; false with the error set for a file that is

@@ -168,3 +168,41 @@ TEST(Loader, BadDirectories) {
 }
 
 } // namespace
+
+namespace {
+/// loom_dataset_skip in constant time lands where taking the windows one
+/// by one does, from any cursor.
+TEST(Dataset, SkipEqualsTaking) {
+  TempDir dir;
+  std::string path = dir.path + "/text";
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < 103; ++i)
+      out.put(static_cast<char>('a' + i % 26));
+  }
+  loom_dataset *data = loom_dataset_open(path.c_str(), 256);
+  ASSERT_NE(data, nullptr) << loom_last_error();
+  std::vector<int32_t> tokens(kSequence), targets(kSequence);
+  for (int64_t begin : {0, 5})
+    for (int64_t start : {int64_t(0), begin + 3, int64_t(99)})
+      for (int64_t windows : {0, 1, 5, 11, 12, 13, 100, 1001}) {
+        int64_t taken = start, skipped = start;
+        for (int64_t w = 0; w < windows; ++w)
+          ASSERT_EQ(loom_dataset_batch(data, begin, 90, &taken, 1, kSequence,
+                                       tokens.data(), targets.data()),
+                    0);
+        ASSERT_EQ(
+            loom_dataset_skip(data, begin, 90, &skipped, windows, kSequence),
+            0);
+        // The same next window.
+        std::vector<int32_t> a(kSequence), b(kSequence);
+        loom_dataset_batch(data, begin, 90, &taken, 1, kSequence, a.data(),
+                           targets.data());
+        loom_dataset_batch(data, begin, 90, &skipped, 1, kSequence, b.data(),
+                           targets.data());
+        EXPECT_EQ(taken, skipped) << begin << " " << start << " " << windows;
+        EXPECT_EQ(a, b);
+      }
+  loom_dataset_close(data);
+}
+} // namespace

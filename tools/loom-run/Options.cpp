@@ -24,6 +24,9 @@ const char *const kUsage =
     "  --data DATA         training data: a file, or a directory or glob\n"
     "                      pattern of token shards (prepare-data.py's),\n"
     "                      shuffled each epoch from --seed\n"
+    "  --data-bytes        read a --data file as bytes whatever it holds (a\n"
+    "                      file that starts like a damaged token shard is\n"
+    "                      refused otherwise)\n"
     "  --val-data DATA     validation data: a file, directory or pattern\n"
     "                      (default: the --data directory's val shards, or\n"
     "                      the last --val-fraction of a --data file)\n"
@@ -219,6 +222,11 @@ std::string loom::unwritable(const std::string &path, const char *flag) {
   if (::stat(path.c_str(), &status) == 0) {
     if (S_ISDIR(status.st_mode))
       return path + " (" + flag + "): is a directory";
+    // Opening one waits for a reader, maybe forever, after the training.
+    if (S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode))
+      return path + " (" + flag + "): is a " +
+             (S_ISFIFO(status.st_mode) ? "FIFO" : "socket") +
+             ", whose opening would wait for a reader: give a regular file";
     if (!S_ISREG(status.st_mode))
       return ::access(path.c_str(), W_OK) == 0
                  ? ""
@@ -306,6 +314,10 @@ int loom::parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--allow-nonfinite") {
       o.allowNonfinite = true;
+      continue;
+    }
+    if (a == "--data-bytes") {
+      o.dataBytes = true;
       continue;
     }
     if (a.rfind("--", 0) == 0) {

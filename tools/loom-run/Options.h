@@ -28,7 +28,8 @@ struct Options {
   long long warmupSteps = 0, lrDecayEnd = 0;
   LrDecay lrDecay = LrDecay::Constant;
   bool quiet = false, verboseRanks = false, lossScaleGiven = false,
-       allowNonfinite = false, stepsGiven = false, seedGiven = false;
+       allowNonfinite = false, stepsGiven = false, seedGiven = false,
+       dataBytes = false;
 };
 
 /// Fills `o` from the command line; 0, or the exit status after printing

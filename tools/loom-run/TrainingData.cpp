@@ -36,6 +36,9 @@ std::string TrainingData::open(const Options &o, const loom_model_info &info,
   sequence = info.sequence;
   bool validating = o.valEvery > 0;
   if (namesShards(o.data)) {
+    if (o.dataBytes)
+      return o.data + " (--data): --data-bytes reads one file as bytes, not "
+                      "a directory or pattern of shards";
     train = loom_loader_open(o.data.c_str(), "train", info.vocab, sequence,
                              /*shuffle=*/1, seed);
     if (!train)
@@ -47,7 +50,8 @@ std::string TrainingData::open(const Options &o, const loom_model_info &info,
                          "shards: give --val-data with --val-every");
     }
   } else {
-    file = loom_dataset_open(o.data.c_str(), info.vocab);
+    file = o.dataBytes ? loom_dataset_open_bytes(o.data.c_str(), info.vocab)
+                       : loom_dataset_open(o.data.c_str(), info.vocab);
     if (!file)
       return loom_last_error();
     size = loom_dataset_size(file);

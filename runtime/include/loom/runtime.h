@@ -198,9 +198,14 @@ int loom_trace_write(const char *path);
 
 typedef struct loom_dataset loom_dataset;
 
-/// Reads an llm.c token shard (magic 20240520) or, for any other file, its
-/// bytes as tokens (vocabulary 256). Tokens must be below `vocab`.
+/// Reads an llm.c token shard (magic 20240520, or 20240801 for 32-bit
+/// tokens) or, for any other file, its bytes as tokens (vocabulary 256).
+/// Tokens must be below `vocab`.
 loom_dataset *loom_dataset_open(const char *path, int64_t vocab);
+/// Reads any file as bytes (vocabulary 256), a shard's header included. A
+/// file loom_dataset_open takes for a damaged shard (a header one word off
+/// a shard's) is refused there, not silently trained on as text.
+loom_dataset *loom_dataset_open_bytes(const char *path, int64_t vocab);
 void loom_dataset_close(loom_dataset *data);
 int64_t loom_dataset_size(const loom_dataset *data);
 /// 1 for an llm.c shard, 0 for text bytes.
