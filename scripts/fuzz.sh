@@ -14,8 +14,8 @@ seconds="${1:-12}"
 shift || true
 harnesses=("$@")
 [ "${#harnesses[@]}" -gt 0 ] ||
-  harnesses=(model-json plan-string manifest checkpoint token-shard
-             safetensors)
+  harnesses=(model-json plan-string cuda-arch manifest checkpoint
+             token-shard safetensors)
 
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

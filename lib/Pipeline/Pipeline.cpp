@@ -435,6 +435,7 @@ void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
   GpuNVVMAttachTargetOptions nvvm;
   nvvm.chip = cudaArch.str();
   // PTX 8.0, which CUDA 12 and later assemble, is the first with sm_90.
+  // checkCudaArch's architectures are those this version knows.
   nvvm.features = "+ptx80";
   nvvm.optLevel = 3;
   pm.addPass(createGpuNVVMAttachTarget(nvvm));

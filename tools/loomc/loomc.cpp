@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/LoomDialect.h"
+#include "loom/Dialect/LoomHardware.h"
 #include "loom/Import/Importer.h"
 #include "loom/InitLoom.h"
 #include "loom/Pipeline/Pipeline.h"
@@ -64,7 +65,7 @@ static cl::opt<Target> target("target",
 static cl::opt<std::string> cudaArch(
     "cuda-arch",
     cl::desc("GPU architecture of the kernels with --target=cuda: sm_80 "
-             "(A100) or sm_90 (H100)"),
+             "(A100), sm_86, sm_87, sm_89, sm_90 (H100) or sm_90a"),
     cl::init("sm_90"), cl::value_desc("sm_XX"), cl::cat(loomcCategory));
 
 static cl::opt<std::string> cudaPath(
@@ -427,6 +428,16 @@ int main(int argc, char **argv) {
         << "--" << flag->ArgStr << " must be at least " << least << ", got "
         << *flag << "\n";
     return 1;
+  }
+  // Before any pass: LLVM's NVPTX back end aborts on an architecture it
+  // does not know, and the passes would report one per op.
+  if (target == Target::Cuda || cudaArch.getNumOccurrences()) {
+    std::string why = checkCudaArch(cudaArch);
+    if (!why.empty()) {
+      llvm::WithColor::error(llvm::errs(), "loomc")
+          << "--cuda-arch=" << cudaArch << ": " << why << "\n";
+      return 1;
+    }
   }
   if (emit == EmitStage::Ptx && target != Target::Cuda) {
     llvm::WithColor::error(llvm::errs(), "loomc")

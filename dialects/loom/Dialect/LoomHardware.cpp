@@ -20,6 +20,9 @@
 #include "loom/Dialect/LoomHardware.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -76,4 +79,19 @@ std::string mlir::loom::getGpuNames() {
     names += spec.name.str();
   }
   return names;
+}
+
+llvm::ArrayRef<llvm::StringRef> mlir::loom::getCudaArchs() {
+  static const llvm::StringRef archs[] = {"sm_80", "sm_86", "sm_87",
+                                          "sm_89", "sm_90", "sm_90a"};
+  return archs;
+}
+
+std::string mlir::loom::checkCudaArch(llvm::StringRef arch) {
+  if (llvm::is_contained(getCudaArchs(), arch))
+    return "";
+  return "'" + arch.str() +
+         "' is not an architecture Loom's kernels are compiled for: one of " +
+         llvm::join(getCudaArchs(), ", ") +
+         " (an artifact runs on its architecture and later ones)";
 }

@@ -1,7 +1,8 @@
 //===- LoomHardware.h - The GPU catalogue -----------------------*- C++ -*-===//
 //
-// Published peak figures of the GPUs Loom plans for. Units are SI: FLOP/s,
-// bytes, bytes/s. Peaks are dense (no structured sparsity).
+// Published peak figures of the GPUs Loom plans for, and the architectures
+// it compiles kernels for. Units are SI: FLOP/s, bytes, bytes/s. Peaks are
+// dense (no structured sparsity).
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +53,13 @@ const GpuSpec *lookupGpu(llvm::StringRef name);
 
 /// "V100-16GB, V100-32GB, ..." for messages.
 std::string getGpuNames();
+
+/// The architectures `--target=cuda` compiles kernels for: sm_80 and later
+/// (the kernels convert to bf16 and multiply on Ampere's tensor cores) that
+/// PTX 8.0, which the CUDA pipeline writes, knows.
+llvm::ArrayRef<llvm::StringRef> getCudaArchs();
+/// Whether `arch` is one of them: "", or why not, naming them.
+std::string checkCudaArch(llvm::StringRef arch);
 
 } // namespace loom
 } // namespace mlir
