@@ -5,17 +5,24 @@
 # processes under mpirun, one thread each), for each ZeRO stage; and each
 # rank's bytes of parameters, gradients and optimizer state as compiled.
 #
-#   scripts/bench-dp.sh [--steps-tiny N] [--steps-124m N]
+#   scripts/bench-dp.sh [--steps-tiny N] [--steps-124m N] [--models tiny,124m]
+#
+# One row a plan, its six columns separated by at least one space (the
+# plan's label holds spaces of its own); test/tools/scripts/bench-dp.test
+# parses them.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
-steps_tiny=30 steps_124m=4
+steps_tiny=30 steps_124m=4 models=tiny,124m
+usage="usage: scripts/bench-dp.sh [--steps-tiny N] [--steps-124m N] [--models tiny,124m]"
 while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || { echo "$usage" >&2; exit 1; }
   case "$1" in
     --steps-tiny) steps_tiny="$2"; shift 2 ;;
     --steps-124m) steps_124m="$2"; shift 2 ;;
-    *) echo "usage: scripts/bench-dp.sh [--steps-tiny N] [--steps-124m N]" >&2; exit 1 ;;
+    --models) models="$2"; shift 2 ;;
+    *) echo "$usage" >&2; exit 1 ;;
   esac
 done
 "$root/scripts/setup.sh" >&2
@@ -28,7 +35,11 @@ mpirun=(mpirun --oversubscribe)
 [ "$(id -u)" -ne 0 ] || mpirun+=(--allow-run-as-root)
 
 printf '%-6s %-28s %10s %10s %14s %12s\n' model plan "ms/step" "tokens/s" "comm ms/step" "state MiB"
-for model in tiny 124m; do
+for model in ${models//,/ }; do
+  case "$model" in
+    tiny | 124m) ;;
+    *) echo "scripts/bench-dp.sh: --models: unknown model '$model' (tiny, 124m)" >&2; exit 1 ;;
+  esac
   if [ "$model" = tiny ]; then
     json="$root/examples/gpt2-tiny.json" shape=() steps="$steps_tiny"
   else
@@ -50,8 +61,10 @@ for model in tiny 124m; do
     ms="$(sed -n 's/.*, \([0-9.]*\) ms\/step, .*/\1/p' <<< "$line")"
     tps="$(sed -n 's/.* \([0-9]*\) tok\/s.*/\1/p' <<< "$line")"
     comm="$(sed -n 's/.*communication \([0-9.]*\) ms\/step.*/\1/p' <<< "$line")"
+    # The compiled state's line alone: the activations' and the peak's
+    # lines end in MiB too, and broke the row over three lines.
     state="$("$build_dir/bin/loomc" "$json" "${shape[@]}" --plan "$plan" --emit=memory |
-      sed -n 's/^compiled .*(\([0-9.]*\) MiB)$/\1/p')"
+      sed -n 's/^compiled  *per rank: parameters .*(\([0-9.]*\) MiB)$/\1/p')"
     printf '%-6s %-28s %10s %10s %14s %12s\n' "$model" "$label" "$ms" "$tps" "${comm:--}" "$state"
   done
 done
