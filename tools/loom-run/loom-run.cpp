@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,6 +81,10 @@ std::string formatValue(double value) {
 /// The signal (SIGINT or SIGTERM) that asked training to stop, 0 if none.
 volatile std::sig_atomic_t stopSignal = 0;
 
+/// The flags of standard output and error (by descriptor) before a stop
+/// request made them non-blocking; -1 while untouched.
+volatile std::sig_atomic_t outputFlags[3] = {-1, -1, -1};
+
 /// The first SIGINT or SIGTERM lets the step in flight finish and ends
 /// training after it, saving what --save asks for; a second one ends the
 /// process at once, as the default action would have.
@@ -90,9 +95,32 @@ void requestStop(int signal) {
     return;
   }
   stopSignal = signal;
+  // Whoever reads the output may be going too: signalled, mpirun stops
+  // reading its ranks' terminals, and rank 0, blocked on a full one, would
+  // never save before mpirun's SIGKILL a second later. From here on a line
+  // that cannot be written is lost (a write into a pipe or terminal fails
+  // instead of waiting, a closed one's instead of ending the process), and
+  // the saves go ahead.
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat status;
+    int flags = ::fcntl(fd, F_GETFL);
+    if (::fstat(fd, &status) == 0 && !S_ISREG(status.st_mode) && flags >= 0 &&
+        !(flags & O_NONBLOCK) && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0)
+      outputFlags[fd] = flags;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+/// Gives a terminal the process shares with its shell back its blocking
+/// writes.
+void restoreOutputFlags() {
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO})
+    if (outputFlags[fd] >= 0)
+      ::fcntl(fd, F_SETFL, outputFlags[fd]);
 }
 
 void installStopHandlers() {
+  std::atexit(restoreOutputFlags);
   struct sigaction action {};
   action.sa_handler = requestStop;
   sigemptyset(&action.sa_mask);
