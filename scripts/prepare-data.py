@@ -34,6 +34,8 @@ EOT_CANDIDATES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSONL_SUFFIX = ".jsonl"
 SHARD_NAME = re.compile(r"^(train|val)_\d+\.bin$")
+# Each token's bytes, for loom-run's samples (docs/data.md).
+VOCAB_FILE = "vocab.hex"
 # Documents are tokenized in batches, which both packages spread over the
 # cores; a batch's text is bounded so that a few huge files stay in memory.
 BATCH_DOCUMENTS = 1024
@@ -281,6 +283,9 @@ class Tiktoken:
     def encode(self, texts):
         return self.encoding.encode_ordinary_batch(texts, num_threads=os.cpu_count() or 1)
 
+    def token_bytes(self, token):
+        return self.encoding.decode_single_token_bytes(token)
+
 
 class HuggingFace:
     """A Hugging Face tokenizer.json through the tokenizers package."""
@@ -301,6 +306,7 @@ class HuggingFace:
             pass
         self.vocab_size = self.tokenizer.get_vocab_size(with_added_tokens=True)
         self.eot = self.find_eot(path, eot)
+        self._byte_level = None
         self.name = os.path.basename(path)
         self.meta = {"kind": "tokenizers", "file": "tokenizer.json"}
         self.source = path
@@ -320,6 +326,42 @@ class HuggingFace:
 
     def encode(self, texts):
         return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def token_bytes(self, token):
+        """A token's bytes: GPT-2's byte-level alphabet mapped back, a
+        SentencePiece byte (<0x0A>) or word boundary (U+2581) as itself,
+        any other token's text as UTF-8."""
+        text = self.tokenizer.id_to_token(token)
+        if text is None:
+            return b""
+        if self._byte_level is None:
+            # GPT-2's alphabet where its decoder is byte-level.
+            decoder = json.loads(self.tokenizer.to_str()).get("decoder") or {}
+            self._byte_level = decoder.get("type") == "ByteLevel"
+        if self._byte_level:
+            decoder = byte_level_decoder()
+            if all(c in decoder for c in text):
+                return bytes(decoder[c] for c in text)
+        byte = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", text)
+        if byte:
+            return bytes([int(byte.group(1), 16)])
+        return text.replace("\u2581", " ").encode("utf-8")
+
+
+def byte_level_decoder():
+    """GPT-2's byte-level alphabet, character to byte: printable bytes are
+    themselves, the others shifted past 255 (as GPT-2's encoder.py maps
+    them)."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1))
+                 + list(range(ord("\xae"), ord("\xff") + 1)))
+    decoder, shifted = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            decoder[chr(byte)] = byte
+        else:
+            decoder[chr(256 + shifted)] = byte
+            shifted += 1
+    return decoder
 
 
 def short(error):
@@ -356,7 +398,7 @@ def check_out(out, tokenizer):
         names = os.listdir(out)
     except OSError as e:
         raise UserError(f"{out} (--out): cannot read: {e.strerror}")
-    taken = sorted(n for n in names if SHARD_NAME.match(n) or n == "meta.json")
+    taken = sorted(n for n in names if SHARD_NAME.match(n) or n in ("meta.json", VOCAB_FILE))
     if taken:
         more = f" and {len(taken) - 1} more" if len(taken) > 1 else ""
         raise UserError(f"{out} (--out): already holds {taken[0]}{more}; "
@@ -494,6 +536,7 @@ def write_meta(out, tokenizer, token_bytes, train, val, partials):
         "vocab_size": tokenizer.vocab_size,
         "eot_token": tokenizer.eot,
         "token_bytes": token_bytes,
+        "vocab_file": VOCAB_FILE,
         "train": train.summary(),
         "val": val.summary(),
     }
@@ -503,6 +546,17 @@ def write_meta(out, tokenizer, token_bytes, train, val, partials):
         json.dump(meta, f, indent=2)
         f.write("\n")
     return path
+
+
+def write_vocab(out, tokenizer, partials):
+    """vocab.hex: `loom-vocab 1 TOKENS END_OF_TEXT`, then each token's
+    bytes in hexadecimal, a line each, by id."""
+    path = os.path.join(out, VOCAB_FILE + ".partial")
+    partials.append(path)
+    with open(path, "w") as f:
+        f.write(f"loom-vocab 1 {tokenizer.vocab_size} {tokenizer.eot}\n")
+        for token in range(tokenizer.vocab_size):
+            f.write(tokenizer.token_bytes(token).hex() + "\n")
 
 
 def publish(out, tokenizer, train, val, meta_partial, partials):
@@ -518,7 +572,7 @@ def publish(out, tokenizer, train, val, meta_partial, partials):
             partials.append(copy)
     # Until meta.json is in place a failure removes the shards renamed so
     # far, so that a rerun into the same directory is not refused.
-    for name in train.shards + val.shards:
+    for name in train.shards + val.shards + [VOCAB_FILE]:
         final = os.path.join(out, name)
         os.replace(final + ".partial", final)
         partials.append(final)
@@ -640,6 +694,7 @@ def run(argv):
     try:
         train, val = write_shards(inputs, a.text_field, tokenizer, a, total,
                                   token_bytes, partials, progress)
+        write_vocab(a.out, tokenizer, partials)
         meta = write_meta(a.out, tokenizer, token_bytes, train, val, partials)
         publish(a.out, tokenizer, train, val, meta, partials)
         published = True

@@ -138,6 +138,8 @@ struct StepLowering {
   bool splitReductions = false;
   LoomSplitReductionsOptions split;
   LoomGemmEpiloguesOptions epilogues;
+  /// Whether the artifact gets @logits, to sample from.
+  bool logits = false;
 };
 } // namespace
 
@@ -163,6 +165,10 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
   // After the collectives of the gradients, which stay f32 with the
   // optimizer; before the memory report, which counts the narrow storage.
   pm.addPass(createLoomLowerPrecision());
+  // From @forward as mixed precision left it, so that sampling computes
+  // what training does.
+  if (lowering.logits)
+    pm.addPass(createLoomBuildLogits());
   LoomMemoryReportOptions memory;
   memory.print = print;
   pm.addPass(createLoomMemoryReport(memory));
@@ -200,6 +206,7 @@ static bool isFused(Choice choice, Choice fused, Target target) {
 /// How the step is lowered to linalg for `options`' target and attention.
 static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
   StepLowering lowering;
+  lowering.logits = options.logits;
   lowering.linalg.fusedAttention = options.fusedAttention;
   lowering.linalg.sortedTokenGradient = options.sortedTokenGradient;
   lowering.linalg.runtimeSoftmaxStats =

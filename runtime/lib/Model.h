@@ -266,6 +266,8 @@ struct loom_model {
   /// optimizer state, each tensor as the step's argument has it (a shard
   /// under ZeRO).
   loom::StepVector<float> values, grads, state;
+  /// The scores the logits entry writes (loomc --logits).
+  loom::StepVector<float> logits;
   /// The optimizer state's tensors, as the step lists them.
   std::vector<loom::Param> states;
   std::map<std::string, size_t> stateIndex;

@@ -194,6 +194,9 @@ private:
   bool readCheckpoint(std::istringstream &line);
   bool readEntry(std::istringstream &line);
   bool readArg(std::istringstream &line);
+  /// The logits entry point (loomc --logits): its tokens and scores are of
+  /// one micro-batch of `rows` sequences.
+  bool checkLogitsEntry(int64_t rows);
   /// Whether the current entry lists the arguments its entry line
   /// announced.
   bool argsComplete();
@@ -614,6 +617,8 @@ bool ManifestReader::finish() {
                 " over dp = " + std::to_string(info.dp) + " replicas");
   info.micro_batches = stepRows / microRows;
   m.forwardChunks = info.batch / microRows;
+  if (m.entries.count(LOOM_OUTPUT_LOGITS) && !checkLogitsEntry(microRows))
+    return false;
   if (m.planMicroBatches && m.planMicroBatches != info.micro_batches)
     return fail("the plan's " + std::to_string(m.planMicroBatches) +
                 " micro-batches do not match the entry points' shapes");
@@ -623,6 +628,29 @@ bool ManifestReader::finish() {
                 std::to_string(info.layers));
   info.name = m.name.c_str();
   info.optimizer = m.optimizer.c_str();
+  return true;
+}
+bool ManifestReader::checkLogitsEntry(int64_t rows) {
+  // Its tokens and scores: one micro-batch, as @forward's.
+  bool tokens = false, scores = false;
+  for (const Arg &arg : m.entries[LOOM_OUTPUT_LOGITS].args) {
+    if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TOKENS)
+      tokens = arg.shape == std::vector<int64_t>{rows, m.info.sequence};
+    else if (arg.kind == LOOM_ARG_OUTPUT && arg.name == LOOM_OUTPUT_LOGITS)
+      scores = arg.shape == std::vector<int64_t>{rows, m.info.sequence,
+                                                 m.info.padded_vocab} &&
+               arg.dtype == "f32";
+    else if (arg.kind != LOOM_ARG_PARAM)
+      return fail("entry point 'logits' has an argument '" + arg.kind + " " +
+                  arg.name + "' it should not");
+  }
+  if (!tokens || !scores)
+    return fail("entry point 'logits' does not take " + std::to_string(rows) +
+                " x " + std::to_string(m.info.sequence) +
+                " tokens and return their f32 scores over the padded "
+                "vocabulary of " +
+                std::to_string(m.info.padded_vocab));
+  m.info.logits_rows = rows;
   return true;
 }
 } // namespace
@@ -665,6 +693,9 @@ bool loom_model::checkModelShapes() {
         auto param = paramSizes.find(arg.name.substr(gradPrefix.size()));
         if (param == paramSizes.end() || param->second != arg.size())
           return fail(where + " is not the size of a parameter of the entry");
+      } else if (arg.kind == LOOM_ARG_OUTPUT &&
+                 arg.name == LOOM_OUTPUT_LOGITS) {
+        // Its shape is the logits entry's check (checkLogitsEntry).
       } else if (arg.kind == LOOM_ARG_INPUT || arg.kind == LOOM_ARG_OUTPUT) {
         // The scalars: lr, step, the loss scale, the loss and the norm.
         if (!arg.shape.empty())

@@ -76,6 +76,10 @@ void *loom_model::bufferFor(const Arg &arg) {
       return &scalars[0].gradNorm;
     if (arg.name.rfind(gradPrefix, 0) == 0)
       return paramFor(arg.name.substr(gradPrefix.size()), grads.data());
+    if (arg.name == LOOM_OUTPUT_LOGITS) {
+      logits.assign(arg.size(), 0.0f);
+      return logits.data();
+    }
   }
   return nullptr;
 }
@@ -301,6 +305,17 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
                          &sum, 1))
     return 1;
   *loss = sum / static_cast<float>(model->forwardChunks);
+  return 0;
+}
+
+int loom_model_logits(loom_model *model, const int32_t *tokens, float *logits) {
+  if (!model->info.logits_rows)
+    return !setError("%s: has no logits entry point: compile it with loomc "
+                     "--logits to sample from it",
+                     model->path.c_str());
+  if (!model->call(LOOM_OUTPUT_LOGITS, tokens, nullptr))
+    return 1;
+  std::copy(model->logits.begin(), model->logits.end(), logits);
   return 0;
 }
 

@@ -88,6 +88,23 @@ const char *const kUsage =
     "                      after the run's configuration; scripts/plot.py\n"
     "                      draws it (default with --out: DIR/log.jsonl)\n"
     "\n"
+    "Sampling (an artifact compiled with loomc --logits):\n"
+    "  --sample-every N    print text the model generates every N steps\n"
+    "  --generate          generate instead of training (after --load or\n"
+    "                      --resume), print it and exit\n"
+    "  --sample-tokens K   tokens to generate (default 64)\n"
+    "  --prompt TEXT       the text to continue, for a model of bytes\n"
+    "  --prompt-tokens L   the token ids to continue, comma-separated\n"
+    "                      (scripts/tokenize-text.py DATA TEXT prints them)\n"
+    "                      (default: the data's end-of-text token, or a\n"
+    "                      newline for bytes)\n"
+    "  --temperature X     0 for the most likely token each time (default\n"
+    "                      1: the model's distribution)\n"
+    "  --top-k K           draw among the K most likely only (default 0:\n"
+    "                      all)\n"
+    "  --vocab FILE        the tokens' bytes (default: vocab.hex of the\n"
+    "                      --data directory; bytes for 256 tokens)\n"
+    "\n"
     "A run directory:\n"
     "  --out DIR           write checkpoints into DIR/step-NNNNNNNN (the\n"
     "                      weights, the optimizer state and the data\n"
@@ -281,6 +298,13 @@ int loom::parseArgs(int argc, char **argv, Options &o) {
       path("--log", o.log),
       path("--out", o.out),
       path("--resume", o.resume),
+      path("--prompt", o.prompt),
+      path("--prompt-tokens", o.promptTokens),
+      path("--vocab", o.vocab),
+      integer("--sample-every", o.sampleEvery, 0),
+      integer("--sample-tokens", o.sampleTokens, 1, 1 << 20),
+      integer("--top-k", o.topK, 0),
+      real("--temperature", o.temperature, 0.0, 100.0),
       integer("--save-every", o.saveEvery, 1),
       integer("--keep-last", o.keepLast, 1),
       integer("--steps", o.steps, 0),
@@ -316,6 +340,10 @@ int loom::parseArgs(int argc, char **argv, Options &o) {
       o.allowNonfinite = true;
       continue;
     }
+    if (a == "--generate") {
+      o.generate = true;
+      continue;
+    }
     if (a == "--data-bytes") {
       o.dataBytes = true;
       continue;
@@ -334,7 +362,12 @@ int loom::parseArgs(int argc, char **argv, Options &o) {
         return usageError("bad value for " + a + ": '" + v + "' (expected " +
                           flag->expected() + ")");
       if (flag->path && !*v)
-        return usageError(a + " needs a file name, got an empty one");
+        return usageError(
+            a +
+            (flag->path == &o.prompt || flag->path == &o.promptTokens
+                 ? " needs a value"
+                 : " needs a file name") +
+            ", got an empty one");
       if (flag->real == &o.lossScale || flag->integer == &o.lossScaleWindow)
         o.lossScaleGiven = true;
       o.stepsGiven |= flag->integer == &o.steps;
@@ -347,8 +380,14 @@ int loom::parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.artifact.empty())
     return usageError("no artifact given");
-  if (o.data.empty())
+  if (o.data.empty() && !o.generate)
     return usageError("no --data given");
+  // Standard output holds the text alone.
+  if (o.generate)
+    o.quiet = true;
+  if (!o.prompt.empty() && !o.promptTokens.empty())
+    return usageError("--prompt and --prompt-tokens both give the prompt: "
+                      "give one");
   if (int rc = checkRunDirectory(o))
     return rc;
   for (auto [path, flag] :

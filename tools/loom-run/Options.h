@@ -21,15 +21,20 @@ struct Options {
   /// The run directory (--out) periodic checkpoints go into, and the one
   /// --resume continues from (then also --out's default).
   std::string out, resume;
+  /// Sampling (--sample-every, --generate): the prompt as text or token
+  /// ids, and the vocabulary that turns tokens into text.
+  std::string prompt, promptTokens, vocab;
   long long steps = 100, seed = 1337, valEvery = 0, valBatches = 4, threads = 0,
-            lossScaleWindow = 2000, saveEvery = 0, keepLast = 3;
+            lossScaleWindow = 2000, saveEvery = 0, keepLast = 3,
+            sampleEvery = 0, sampleTokens = 64, topK = 0;
+  double temperature = 1.0;
   double lr = -1, minLr = -1, valFraction = 0.1, lossScale = 65536,
          peakTflops = 0;
   long long warmupSteps = 0, lrDecayEnd = 0;
   LrDecay lrDecay = LrDecay::Constant;
   bool quiet = false, verboseRanks = false, lossScaleGiven = false,
        allowNonfinite = false, stepsGiven = false, seedGiven = false,
-       dataBytes = false;
+       dataBytes = false, generate = false;
 };
 
 /// Fills `o` from the command line; 0, or the exit status after printing

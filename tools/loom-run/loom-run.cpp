@@ -9,6 +9,7 @@
 #include "MetricsLog.h"
 #include "Options.h"
 #include "RunDir.h"
+#include "Sampler.h"
 #include "TrainingData.h"
 #include "loom/runtime.h"
 
@@ -155,6 +156,9 @@ public:
   int startWeights();
   void describe() const;
   int startLog();
+  int prepareSampling();
+  /// --generate: text from the weights loaded, printed; no training.
+  int generate();
   int train();
   int summarize();
   int writeOutputs();
@@ -179,6 +183,9 @@ private:
   int loadWeights();
   /// Writes the checkpoint of the step just taken into the run directory.
   int saveCheckpoint(long long step);
+  /// Generates text from the weights of `step` and prints it (rank 0);
+  /// `text` gets it.
+  int sampleText(long long step, std::string &text);
   /// Writes a record to --log (rank 0), failing the run if it cannot.
   int logRecord(const JsonRecord &record);
 
@@ -199,6 +206,8 @@ private:
   double totalMs = 0, lastLoss = 0;
   std::optional<RunDir> runDir;
   MetricsLog log;
+  Vocabulary vocabulary;
+  std::vector<int32_t> prompt;
 };
 
 Run::~Run() { loom_model_close(model); }
@@ -344,7 +353,7 @@ int Run::resume() {
   if (broadcastFromRankZero(*dist, found, 4))
     return fail(loom_last_error());
   // The data is shuffled as the run that wrote the checkpoint shuffled it.
-  if (static_cast<uint64_t>(found[3]) != dataSeed) {
+  if (static_cast<uint64_t>(found[3]) != dataSeed && !o.data.empty()) {
     dataSeed = static_cast<uint64_t>(found[3]);
     if (std::string error = data.open(o, *info, dataSeed); !error.empty())
       return fail(error.c_str());
@@ -521,6 +530,15 @@ int Run::trainStep(long long step) {
       return rc;
     record.add("val_loss", valLoss);
   }
+  if (o.sampleEvery > 0 && (step % o.sampleEvery == 0 || step == last)) {
+    std::string text;
+    if (int rc = sampleText(step, text))
+      return rc;
+    if (dist->rank == 0) {
+      report("step %5lld | sample:\n%s\n", step, printable(text).c_str());
+      record.add("sample", text);
+    }
+  }
   return logRecord(record);
 }
 
@@ -689,6 +707,117 @@ int Run::logRecord(const JsonRecord &record) {
   std::string error = log.write(record);
   return error.empty() ? 0 : fail(error.c_str());
 }
+/// Token ids written "1,2,3" into `tokens`; false for anything else.
+static bool parseTokenList(const std::string &text,
+                           std::vector<int32_t> &tokens) {
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = std::min(text.find(',', at), text.size());
+    char *end = nullptr;
+    std::string item = text.substr(at, comma - at);
+    errno = 0;
+    long long value = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end || errno || value < 0 || value > INT32_MAX)
+      return false;
+    tokens.push_back(static_cast<int32_t>(value));
+    at = comma + 1;
+  }
+  return !tokens.empty();
+}
+
+int Run::prepareSampling() {
+  if (o.sampleEvery == 0 && !o.generate)
+    return 0;
+  if (!info->logits_rows) {
+    std::string msg = o.artifact +
+                      ": compiled without --logits, so nothing samples from "
+                      "it: compile it with loomc --logits";
+    return fail(msg.c_str());
+  }
+  // The vocabulary: --vocab, a data directory's, or bytes.
+  std::string table = o.vocab;
+  struct stat status;
+  if (table.empty() && !o.data.empty() &&
+      ::stat(o.data.c_str(), &status) == 0 && S_ISDIR(status.st_mode) &&
+      ::stat((o.data + "/vocab.hex").c_str(), &status) == 0)
+    table = o.data + "/vocab.hex";
+  if (!table.empty()) {
+    if (std::string error = vocabulary.read(table); !error.empty())
+      return fail(error.c_str());
+    if (vocabulary.size() > info->vocab) {
+      std::string msg =
+          table + ": a vocabulary of " + std::to_string(vocabulary.size()) +
+          " tokens, more than the model's " + std::to_string(info->vocab);
+      return fail(msg.c_str());
+    }
+  }
+  if (!o.promptTokens.empty()) {
+    if (!parseTokenList(o.promptTokens, prompt))
+      return fail(("--prompt-tokens '" + o.promptTokens +
+                   "': not token ids separated by commas")
+                      .c_str());
+  } else if (!o.prompt.empty()) {
+    if (!vocabulary.isBytes() || info->vocab < 256) {
+      std::string msg =
+          "--prompt reads text as bytes, and this model's tokens are " +
+          (table.empty() ? std::string("not bytes")
+                         : "a tokenizer's (" + table + ")") +
+          ": give --prompt-tokens (scripts/tokenize-text.py DATA TEXT prints "
+          "them)";
+      return fail(msg.c_str());
+    }
+    prompt = vocabulary.encodeBytes(o.prompt);
+  } else {
+    // Where documents start: after the end-of-text token, or a newline.
+    prompt = {vocabulary.isBytes() ? int32_t('\n') % int32_t(info->vocab)
+                                   : vocabulary.endOfText()};
+  }
+  for (int32_t token : prompt)
+    if (token >= info->vocab) {
+      std::string msg = "the prompt's token " + std::to_string(token) +
+                        " is outside the model's vocabulary of " +
+                        std::to_string(info->vocab);
+      return fail(msg.c_str());
+    }
+  if (static_cast<int64_t>(prompt.size()) > info->sequence) {
+    std::string msg = "the prompt is " + std::to_string(prompt.size()) +
+                      " tokens, more than the model's context of " +
+                      std::to_string(info->sequence);
+    return fail(msg.c_str());
+  }
+  return 0;
+}
+
+int Run::sampleText(long long step, std::string &text) {
+  // Each rank holds the whole model: rank 0 samples alone.
+  if (dist->rank != 0)
+    return 0;
+  SampleSettings settings;
+  settings.temperature = o.temperature;
+  settings.topK = o.topK;
+  settings.seed = static_cast<uint64_t>(o.seed) * 0x9e3779b97f4a7c15ULL ^
+                  static_cast<uint64_t>(step);
+  std::vector<int32_t> tokens = prompt;
+  if (std::string error =
+          sample(model, *info, settings, o.sampleTokens, tokens);
+      !error.empty())
+    return fail(error.c_str());
+  text = vocabulary.decode(tokens);
+  return 0;
+}
+
+int Run::generate() {
+  std::string text;
+  if (int rc = sampleText(loom_model_get_step(model), text))
+    return rc;
+  if (dist->rank == 0) {
+    std::fputs(printable(text).c_str(), stdout);
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -700,10 +829,20 @@ int main(int argc, char **argv) {
     Run run(o);
     if (int rc = run.openModel())
       return rc;
-    if (int rc = run.openData())
-      return rc;
+    // Generating reads no data, but for its vocabulary.
+    if (!(o.generate && o.data.empty()))
+      if (int rc = run.openData())
+        return rc;
     if (int rc = run.startWeights())
       return rc;
+    if (int rc = run.prepareSampling())
+      return rc;
+    if (o.generate) {
+      if (int rc = run.generate())
+        return rc;
+      loom_dist_finalize();
+      return 0;
+    }
     run.describe();
     if (int rc = run.startLog())
       return rc;

@@ -172,6 +172,13 @@ static cl::opt<int64_t>
                      cl::desc("Sequence length, replacing the file's"),
                      cl::value_desc("N"), cl::cat(loomcCategory));
 
+static cl::opt<bool> logits(
+    "logits",
+    cl::desc("Add an entry point that returns the next-token scores, which "
+             "loom-run --sample-every and --generate sample text from "
+             "(plans without tensor or pipeline parallelism or ZeRO-3)"),
+    cl::init(false), cl::cat(loomcCategory));
+
 static cl::opt<int64_t> totalBatchTokens(
     "total-batch-tokens",
     cl::desc("Tokens of one optimizer step, as llm.c's -d: the description's "
@@ -482,6 +489,7 @@ int main(int argc, char **argv) {
   pipeline.gelu = gelu;
   pipeline.residualAdd = residualAdd;
   pipeline.lossStatistics = lossStatistics;
+  pipeline.logits = logits;
   buildLoomPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     // A plan that does not fit in memory is not bad input: scripts that try

@@ -163,6 +163,11 @@ struct LoomPipelineOptions : public PassPipelineOptions<LoomPipelineOptions> {
                      "the tokens sorted by row (else as generated loops "
                      "that walk every token per column)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> logits{
+      *this, "logits",
+      llvm::cl::desc("Add @logits, the next-token scores the runtime "
+                     "samples text from (loom-build-logits)"),
+      llvm::cl::init(false)};
   PassOptions::Option<LossStatistics> lossStatistics{
       *this, "loss-statistics",
       llvm::cl::desc("Who computes the loss's softmax statistics over "

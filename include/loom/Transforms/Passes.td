@@ -185,6 +185,21 @@ def LoomShardParameters : Pass<"loom-shard-parameters", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def LoomBuildLogits : Pass<"loom-build-logits", "::mlir::ModuleOp"> {
+  let summary = "Add @logits: the model's next-token scores, to sample from";
+  let description = [{
+    Clones `@forward`, whose single result is the `loom.cross_entropy` of
+    the model's logits, into `@logits`: the same ops up to the loss's
+    operand, which it returns (converted to f32 where mixed precision
+    stores it narrower) with `loom.output = "logits"`, without the targets
+    only the loss read. Run after `loom-lower-precision`, so that it
+    computes exactly what training does. The plan must leave every
+    parameter whole on each rank (no tensor or pipeline parallelism, ZeRO
+    below 3), so that a rank samples alone; another is an error.
+  }];
+  let dependentDialects = ["::mlir::loom::LoomDialect"];
+}
+
 def LoomHoistConversions
     : Pass<"loom-hoist-conversions", "::mlir::ModuleOp"> {
   let summary = "Convert a value once per step: mixed precision's "

@@ -124,6 +124,9 @@ static inline int64_t loom_attention_grad_scratch(int64_t batch, int64_t seq,
    parameter as LOOM_OUTPUT_GRAD_PREFIX followed by its name. */
 #define LOOM_OUTPUT_LOSS "loss"
 #define LOOM_OUTPUT_GRAD_NORM "grad_norm"
+/* The next-token scores of every position, [rows, sequence, padded vocab]
+   (loomc --logits). */
+#define LOOM_OUTPUT_LOGITS "logits"
 #define LOOM_OUTPUT_GRAD_PREFIX "grad."
 
 /* Optimizer state: one of these, a dot, then the parameter's name. */

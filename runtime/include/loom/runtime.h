@@ -67,6 +67,9 @@ typedef struct loom_model_info {
      (abi.h's loom_param_flops_per_token and loom_attention_flops_per_token,
      the cost model's count), over all ranks. */
   double model_flops;
+  /* The sequences loom_model_logits scores at once: the artifact's
+     micro-batch, or 0 for an artifact compiled without --logits. */
+  int64_t logits_rows;
 } loom_model_info;
 
 /// Opens an artifact and allocates its parameters, optimizer state and
@@ -109,6 +112,13 @@ int loom_model_train_step(loom_model *model, const int32_t *tokens,
 /// stages one after the other, and every rank returns the loss.
 int loom_model_eval(loom_model *model, const int32_t *tokens,
                     const int32_t *targets, float *loss);
+/// The next-token scores of `logits_rows` sequences of `sequence` tokens:
+/// `logits` gets rows x sequence x padded_vocab floats, position t's scores
+/// those of the token after tokens[0..t] (the padding columns past `vocab`
+/// are no token's). Needs an artifact compiled with loomc --logits, whose
+/// plan leaves every parameter whole on each rank (no tensor or pipeline
+/// parallelism, ZeRO below 3): each rank computes alone.
+int loom_model_logits(loom_model *model, const int32_t *tokens, float *logits);
 /// The loss and the gradient of every parameter for `batch * sequence`
 /// tokens (the mean over its micro-batches, as the step accumulates them),
 /// written to `grads` in the layout of loom_model_params (num_params floats).
@@ -234,9 +244,8 @@ int loom_dataset_skip(const loom_dataset *data, int64_t begin, int64_t end,
 /// file's windows permuted from `seed` and the epoch, or in order without
 /// `shuffle`.
 typedef struct loom_loader loom_loader;
-loom_loader *loom_loader_open(const char *spec, const char *part,
-                              int64_t vocab, int64_t sequence, int shuffle,
-                              uint64_t seed);
+loom_loader *loom_loader_open(const char *spec, const char *part, int64_t vocab,
+                              int64_t sequence, int shuffle, uint64_t seed);
 void loom_loader_close(loom_loader *loader);
 int64_t loom_loader_files(const loom_loader *loader);
 int64_t loom_loader_tokens(const loom_loader *loader);

@@ -102,7 +102,13 @@ expect("meta eot_token", meta["eot_token"], eot)
 expect("meta token_bytes", meta["token_bytes"], 2 if vocab <= 65536 else 4)
 files = sorted(os.listdir(a.dir))
 expect("files", files, sorted(meta["train"]["shards"] + meta["val"]["shards"]
-                              + ["meta.json", "tokenizer.json"]))
+                              + ["meta.json", "tokenizer.json", "vocab.hex"]))
+
+with open(os.path.join(a.dir, "vocab.hex")) as f:
+    header, *lines = f.read().splitlines()
+expect("vocab.hex header", header, f"loom-vocab 1 {vocab} {eot}")
+expect("vocab.hex tokens", len(lines), vocab)
+token_bytes = [bytes.fromhex(line) for line in lines]
 
 want = expected_documents(a.documents)
 got = []
@@ -117,6 +123,10 @@ for i, (ids, text) in enumerate(zip(documents, want)):
     if max(ids, default=0) >= vocab:
         fail(f"document {i}: a token outside the vocabulary")
     expect(f"document {i}", tokenizer.decode(ids, skip_special_tokens=False), text)
+    # vocab.hex, loom-run's way back from tokens to text: each token's
+    # bytes, joined, are the document's.
+    expect(f"document {i} from vocab.hex", b"".join(token_bytes[t] for t in ids),
+           text.encode("utf-8"))
 shards = len(meta["train"]["shards"]) + len(meta["val"]["shards"])
 print(f"data: {len(documents)} documents (train {len(got[0])}, val {len(got[1])}), "
       f"{meta['train']['tokens'] + meta['val']['tokens']} tokens in {shards} shards "

@@ -1,0 +1,116 @@
+//===- BuildLogits.cpp - The loom-build-logits pass -----------------------===//
+//
+// Sampling from a model needs its next-token distribution, which the
+// training step never returns: @forward ends in the loss. @logits is
+// @forward up to the loss's operand, returned in f32. It is built late,
+// after mixed precision, so that it computes exactly what @forward does,
+// and only for plans whose ranks hold every parameter whole: each rank
+// then samples on its own, with no collective to agree on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/LoomDialect.h"
+#include "loom/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
+
+namespace mlir {
+namespace loom {
+#define GEN_PASS_DEF_LOOMBUILDLOGITS
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// Why the plan's ranks do not each hold the whole model, or "".
+std::string partialModel(const PlanConfig &plan) {
+  if (plan.tp > 1)
+    return "tensor parallelism splits its layers (tp = " +
+           std::to_string(plan.tp) + ")";
+  if (plan.pp > 1)
+    return "pipeline parallelism splits its layers (pp = " +
+           std::to_string(plan.pp) + ")";
+  if (plan.zero >= 3)
+    return "ZeRO-3 shards its parameters";
+  return "";
+}
+
+struct BuildLogitsPass
+    : public loom::impl::LoomBuildLogitsBase<BuildLogitsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<PlanConfig> plan = getResolvedPlan(module);
+    if (failed(plan))
+      return signalPassFailure();
+    std::string why = partialModel(*plan);
+    if (!why.empty()) {
+      module.emitError() << "loom-build-logits: sampling needs every "
+                            "parameter on each rank, and "
+                         << why;
+      return signalPassFailure();
+    }
+    auto forward = module.lookupSymbol<func::FuncOp>(
+        LoomDialect::getForwardFunctionName());
+    if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
+      module.emitError() << "loom-build-logits: expected a function @"
+                         << LoomDialect::getForwardFunctionName();
+      return signalPassFailure();
+    }
+    auto returnOp =
+        cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    auto loss = returnOp.getNumOperands() == 1
+                    ? returnOp.getOperand(0).getDefiningOp<CrossEntropyOp>()
+                    : CrossEntropyOp();
+    if (!loss) {
+      forward.emitOpError()
+          << "loom-build-logits: expected @"
+          << LoomDialect::getForwardFunctionName()
+          << " to return the loom.cross_entropy of the model's logits";
+      return signalPassFailure();
+    }
+    if (failed(buildLogits(module, forward, loss)))
+      return signalPassFailure();
+  }
+
+  LogicalResult buildLogits(ModuleOp module, func::FuncOp forward,
+                            CrossEntropyOp forwardLoss) {
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(forward);
+    auto logits = cast<func::FuncOp>(b.clone(*forward));
+    logits.setSymName("logits");
+    // The clone's loss, found again by position: the same op of the body.
+    auto returnOp =
+        cast<func::ReturnOp>(logits.getBody().front().getTerminator());
+    auto loss = returnOp.getOperand(0).getDefiningOp<CrossEntropyOp>();
+    Value scores = loss.getLogits();
+    b.setInsertionPoint(returnOp);
+    auto type = cast<RankedTensorType>(scores.getType());
+    if (!type.getElementType().isF32())
+      scores = ConvertOp::create(b, forwardLoss.getLoc(),
+                                 type.clone(b.getF32Type()), scores,
+                                 /*scale=*/Value());
+    func::ReturnOp::create(b, returnOp.getLoc(), scores);
+    returnOp.erase();
+    Value targets = loss.getTargets();
+    loss.erase();
+    logits.setType(b.getFunctionType(logits.getArgumentTypes(),
+                                     TypeRange{scores.getType()}));
+    logits.setResultAttr(0, LoomDialect::getOutputAttrName(),
+                         b.getStringAttr("logits"));
+    // The targets only the loss read.
+    if (auto argument = dyn_cast<BlockArgument>(targets);
+        argument && targets.use_empty()) {
+      llvm::BitVector erase(logits.getNumArguments());
+      erase.set(argument.getArgNumber());
+      if (failed(logits.eraseArguments(erase)))
+        return failure();
+    }
+    return success();
+  }
+};
+} // namespace
