@@ -172,6 +172,13 @@ static cl::opt<int64_t>
                      cl::desc("Sequence length, replacing the file's"),
                      cl::value_desc("N"), cl::cat(loomcCategory));
 
+static cl::opt<std::string> hfConfig(
+    "hf-config",
+    cl::desc("Also write the model's Hugging Face config.json to FILE, from "
+             "which transformers builds the model loom-run "
+             "--export-safetensors' weights fill"),
+    cl::value_desc("file"), cl::cat(loomcCategory));
+
 static cl::opt<bool> logits(
     "logits",
     cl::desc("Add an entry point that returns the next-token scores, which "
@@ -228,6 +235,27 @@ static bool applyTotalBatch(ModelConfig &config) {
   plan.microBatches = sequences / (microBatch * plan.dp);
   config.plan = plan;
   return true;
+}
+
+/// --hf-config: the description as transformers' config.json.
+static LogicalResult writeHfConfig(const ModelConfig &config) {
+  llvm::Expected<std::string> text = writeHuggingFaceConfig(config.arch);
+  if (!text) {
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--hf-config " << hfConfig << ": "
+        << llvm::toString(text.takeError()) << "\n";
+    return failure();
+  }
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(hfConfig, &error);
+  if (!file) {
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--hf-config " << hfConfig << ": " << error << "\n";
+    return failure();
+  }
+  file->os() << *text;
+  file->keep();
+  return success();
 }
 
 /// Applies the command line's overrides to the description; reports bad
@@ -405,6 +433,8 @@ int main(int argc, char **argv) {
     return 1;
   ConfigDiagnostics diag(inputFilename, llvm::errs());
   if (!applyOverrides(*config) || !finalizeModelConfig(*config, diag))
+    return 1;
+  if (!hfConfig.empty() && failed(writeHfConfig(*config)))
     return 1;
 
   DialectRegistry registry;

@@ -77,6 +77,14 @@ inline bool isAutoPlan(llvm::StringRef text) { return text.trim() == "auto"; }
 /// problem found.
 bool finalizeModelConfig(ModelConfig &config, ConfigDiagnostics &diag);
 
+/// The Hugging Face config.json of `arch`: GPT-2's, Llama's or Qwen2's, the
+/// keys the readers take back, from which transformers'
+/// AutoModelForCausalLM builds the model that loom-run's
+/// --export-safetensors weights fill. Fails, saying why, for parts no
+/// Hugging Face family combines.
+llvm::Expected<std::string>
+writeHuggingFaceConfig(const ArchitectureConfig &arch);
+
 } // namespace loom
 } // namespace mlir
 
