@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/runtime.h"
+#include "loom/splitmix.h"
 
 #include "Error.h"
 #include "Json.h"
@@ -57,16 +58,9 @@ private:
 };
 
 namespace {
-/// splitmix64: a small generator whose streams for different seeds are
-/// independent enough to shuffle data by.
 struct Random {
   uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return loom_splitmix64(&state); }
 };
 
 /// 0 .. n-1, shuffled (Fisher-Yates) from `key`, or in order.

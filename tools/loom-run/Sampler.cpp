@@ -2,6 +2,8 @@
 
 #include "Sampler.h"
 
+#include "loom/splitmix.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -14,17 +16,11 @@
 using namespace loom;
 
 namespace {
-/// splitmix64, as the data loader shuffles with: a stream per seed.
+/// The runtime's stream, as the data loader shuffles with.
 struct Random {
   uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
   /// Uniform in [0, 1).
-  double uniform() { return (next() >> 11) * 0x1p-53; }
+  double uniform() { return (loom_splitmix64(&state) >> 11) * 0x1p-53; }
 };
 
 /// One token from `scores` (the vocabulary's, without padding columns).

@@ -401,6 +401,40 @@ static int printModule(ModuleOp module) {
   return 0;
 }
 
+/// The code generation flags, before any pass runs: each error names its
+/// flag.
+static bool checkCodeGenerationFlags() {
+  // Numeric flags with a lower bound.
+  for (auto [flag, least] :
+       {std::pair<cl::opt<int64_t> *, int64_t>{&cudaThreadBytes, 0},
+        {&cudaNestsPerLaunch, 1},
+        {&cudaReductionRows, 1},
+        {&embeddingRowBlocks, 0}}) {
+    if (*flag >= least)
+      continue;
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--" << flag->ArgStr << " must be at least " << least << ", got "
+        << *flag << "\n";
+    return false;
+  }
+  // Before any pass: LLVM's NVPTX back end aborts on an architecture it
+  // does not know, and the passes would report one per op.
+  if (target == Target::Cuda || cudaArch.getNumOccurrences()) {
+    std::string why = checkCudaArch(cudaArch);
+    if (!why.empty()) {
+      llvm::WithColor::error(llvm::errs(), "loomc")
+          << "--cuda-arch=" << cudaArch << ": " << why << "\n";
+      return false;
+    }
+  }
+  if (emit == EmitStage::Ptx && target != Target::Cuda) {
+    llvm::WithColor::error(llvm::errs(), "loomc")
+        << "--emit=ptx needs --target=cuda: a CPU step has no kernels\n";
+    return false;
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAsmPrinterCLOptions();
@@ -453,34 +487,8 @@ int main(int argc, char **argv) {
     return 1;
   importTimer.stop();
 
-  // Numeric flags with a lower bound.
-  for (auto [flag, least] :
-       {std::pair<cl::opt<int64_t> *, int64_t>{&cudaThreadBytes, 0},
-        {&cudaNestsPerLaunch, 1},
-        {&cudaReductionRows, 1},
-        {&embeddingRowBlocks, 0}}) {
-    if (*flag >= least)
-      continue;
-    llvm::WithColor::error(llvm::errs(), "loomc")
-        << "--" << flag->ArgStr << " must be at least " << least << ", got "
-        << *flag << "\n";
+  if (!checkCodeGenerationFlags())
     return 1;
-  }
-  // Before any pass: LLVM's NVPTX back end aborts on an architecture it
-  // does not know, and the passes would report one per op.
-  if (target == Target::Cuda || cudaArch.getNumOccurrences()) {
-    std::string why = checkCudaArch(cudaArch);
-    if (!why.empty()) {
-      llvm::WithColor::error(llvm::errs(), "loomc")
-          << "--cuda-arch=" << cudaArch << ": " << why << "\n";
-      return 1;
-    }
-  }
-  if (emit == EmitStage::Ptx && target != Target::Cuda) {
-    llvm::WithColor::error(llvm::errs(), "loomc")
-        << "--emit=ptx needs --target=cuda: a CPU step has no kernels\n";
-    return 1;
-  }
 
   std::string toolkit = cudaPath;
   if (toolkit.empty()) {
