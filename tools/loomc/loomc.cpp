@@ -342,8 +342,10 @@ static cl::opt<AttentionLowering> attention(
 
 static cl::opt<Framework> costFramework(
     "cost-framework",
-    cl::desc("Whose memory and overheads the cost model prices (default "
-             "pytorch)"),
+    cl::desc("Whose memory and overheads the cost model prices (default: "
+             "loom, the compiled step's own, for what loomc compiles; "
+             "pytorch, a PyTorch trainer's, for --emit=plan and --emit=cost, "
+             "which predict other frameworks' runs)"),
     cl::init(Framework::pytorch), getFrameworkValues(), cl::cat(loomcCategory));
 
 /// Prints a diagnostic as the description reader does ("model.json: error:
@@ -514,7 +516,12 @@ int main(int argc, char **argv) {
   pipeline.summary = summary;
   pipeline.materializedAttention = materializedAttention;
   pipeline.fusedAttention = attention == AttentionLowering::Fused;
-  pipeline.costFramework = costFramework;
+  // A plan loomc compiles is chosen by the memory it will have; the
+  // reports price the trainer they are compared with.
+  bool report = emit == EmitStage::Plan || emit == EmitStage::Cost;
+  pipeline.costFramework = costFramework.getNumOccurrences() || report
+                               ? costFramework.getValue()
+                               : Framework::loom;
   pipeline.target = target;
   pipeline.cudaArch = cudaArch;
   pipeline.cudaPath = toolkit;
