@@ -9,6 +9,11 @@
 using namespace loom;
 
 namespace {
+bool isDirectory(const std::string &path) {
+  struct stat status;
+  return ::stat(path.c_str(), &status) == 0 && S_ISDIR(status.st_mode);
+}
+
 /// Whether `spec` names shards: a directory or a glob pattern.
 bool namesShards(const std::string &spec) {
   struct stat status;
@@ -43,12 +48,10 @@ std::string TrainingData::open(const Options &o, const loom_model_info &info,
                              /*shuffle=*/1, seed);
     if (!train)
       return loom_last_error();
-    if (validating && o.valData.empty()) {
-      struct stat status;
-      if (::stat(o.data.c_str(), &status) != 0)
-        return (o.data + " (--data): a pattern names no validation "
-                         "shards: give --val-data with --val-every");
-    }
+    // A directory holds its validation shards; a pattern names none.
+    if (validating && o.valData.empty() && !isDirectory(o.data))
+      return o.data + " (--data): a pattern names no validation shards: give "
+                      "--val-data with --val-every";
   } else {
     file = o.dataBytes ? loom_dataset_open_bytes(o.data.c_str(), info.vocab)
                        : loom_dataset_open(o.data.c_str(), info.vocab);
