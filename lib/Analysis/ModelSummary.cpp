@@ -111,11 +111,15 @@ void mlir::loom::printModelSummary(ModuleOp module, const ModelSummary &summary,
   if (plan)
     os << llvm::formatv(
         "plan: dp={0} tp={1} pp={2} zero={3} mb={4} "
-        "schedule={5} recompute={6} sp={7} ({8} ranks)\n",
+        "schedule={5} recompute={6} sp={7}{8} ({9} ranks)\n",
         plan.getDp(), plan.getTp(), plan.getPp(), plan.getZero(),
         plan.getMicroBatches(), getScheduleName(plan.getSchedule()),
         stringifyRecompute(plan.getRecompute()),
-        plan.getSequenceParallel() ? 1 : 0, plan.getWorldSize());
+        plan.getSequenceParallel() ? 1 : 0,
+        plan.getOffload() == Offload::none
+            ? std::string()
+            : " offload=" + stringifyOffload(plan.getOffload()).str(),
+        plan.getWorldSize());
   if (cluster)
     os << "cluster: " << cluster.getNodes() << " x " << cluster.getGpusPerNode()
        << " " << cluster.getGpu() << "\n";

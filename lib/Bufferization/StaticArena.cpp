@@ -357,9 +357,11 @@ void rewrite(Buffer &buffer, Value arena) {
 /// step's `loom.memory`, or the module's) and the step's arena, where its
 /// gradients are.
 void printRankPeak(func::FuncOp func, int64_t arena) {
+  bool hostFunction = func->hasAttr(LoomDialect::getHostAttrName());
   auto memory =
       func->getAttrOfType<DictionaryAttr>(LoomDialect::getMemoryAttrName());
-  if (!memory && func.getName() == LoomDialect::getTrainStepFunctionName())
+  if (!memory && (func.getName() == LoomDialect::getTrainStepFunctionName() ||
+                  hostFunction))
     memory = func->getParentOp()->getAttrOfType<DictionaryAttr>(
         LoomDialect::getMemoryAttrName());
   if (!memory)
@@ -370,6 +372,21 @@ void printRankPeak(func::FuncOp func, int64_t arena) {
   };
   int64_t parameters = bytesOf(LoomDialect::getMemoryParametersKey()),
           optimizer = bytesOf(LoomDialect::getMemoryOptimizerKey());
+  // Offload: the host keeps the master weights and the optimizer state,
+  // the device the parameters' copies, each memory an arena of its own.
+  if (memory.get(LoomDialect::getMemoryHostKey())) {
+    int64_t host = bytesOf(LoomDialect::getMemoryHostKey());
+    int64_t peak = (hostFunction ? host : parameters) + arena;
+    llvm::outs() << "compiled    " << func.getName() << ": the rank's "
+                 << (hostFunction ? "host" : "device") << " peak " << peak
+                 << " B = "
+                 << (hostFunction ? "master weights and optimizer state "
+                                  : "parameters ")
+                 << (hostFunction ? host : parameters) << " B + arena " << arena
+                 << " B (" << llvm::format("%.2f", peak / double(1 << 20))
+                 << " MiB)\n";
+    return;
+  }
   int64_t peak = parameters + optimizer + arena;
   llvm::outs() << "compiled    " << func.getName() << ": the rank's peak "
                << peak << " B = parameters " << parameters

@@ -43,6 +43,7 @@ std::optional<std::pair<StringRef, StringRef>> describeArg(func::FuncOp func,
   static const std::pair<StringRef, StringRef> kinds[] = {
       {LoomDialect::getParamAttrName(), LOOM_ARG_PARAM},
       {LoomDialect::getStateAttrName(), LOOM_ARG_STATE},
+      {LoomDialect::getParamCopyAttrName(), LOOM_ARG_PARAM_COPY},
       {LoomDialect::getInputAttrName(), LOOM_ARG_INPUT},
       {LoomDialect::getOutputAttrName(), LOOM_ARG_OUTPUT}};
   for (auto [attrName, kind] : kinds)

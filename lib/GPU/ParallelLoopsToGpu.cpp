@@ -16,6 +16,8 @@
 
 #include "ParallelLoopsToGpu.h"
 
+#include "loom/Dialect/LoomDialect.h"
+
 #include "loom/Buffers/FillForwarding.h"
 #include "loom/GPU/Passes.h"
 
@@ -591,6 +593,17 @@ struct ParallelLoopsToGpuPass
         !checkOption("thread-bytes", threadBytes, 0) ||
         !checkOption("nests-per-launch", nestsPerLaunch, 1))
       return signalPassFailure();
+    // An offloaded optimizer's function runs on the host: its loops must
+    // stay host code, threaded there, which this lowering does not do yet.
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (func->hasAttr(LoomDialect::getHostAttrName())) {
+        func.emitError() << "loom-parallel-loops-to-gpu: @" << func.getName()
+                         << " runs on the host (an offload plan's optimizer); "
+                            "offload compiles for --target=cpu only so far "
+                            "(--emit=memory and earlier stages work for "
+                            "--target=cuda)";
+        return signalPassFailure();
+      }
     // A global is the host's memory: a kernel or a copy given its address
     // faults on the GPU at run time, so it is refused here.
     WalkResult globals = getOperation().walk([](memref::GetGlobalOp op) {

@@ -49,6 +49,7 @@ constexpr StringRef kOptimizerChoices = "\"adamw\", \"sgd\"";
 constexpr StringRef kScheduleChoices = "\"gpipe\", \"1f1b\", \"interleaved\"";
 constexpr StringRef kRecomputeChoices =
     "\"none\", \"selective\", \"full\", \"stage\"";
+constexpr StringRef kOffloadChoices = "\"none\", \"optimizer\", \"parameters\"";
 
 void readOptimizer(ObjectReader &reader, TrainingConfig &training) {
   reader.readEnum("type", training.optimizer, /*required=*/true,
@@ -113,6 +114,8 @@ void readPlanObject(ObjectReader &reader, PlanConfig &plan,
   reader.readEnum("recompute", plan.recompute, false, symbolizeRecompute,
                   kRecomputeChoices);
   reader.readBool("sequence_parallel", plan.sequenceParallel);
+  reader.readEnum("offload", plan.offload, false, symbolizeOffload,
+                  kOffloadChoices);
   Precision value;
   if (reader.readEnum("precision", value, false, symbolizePrecision,
                       kPrecisionChoices))
@@ -463,6 +466,12 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field,
         plan.sequenceParallel = false;
       else
         fail(key, "expects 0, 1, true or false, got '" + value + "'");
+    } else if (key == "offload") {
+      if (auto offload = symbolizeOffload(value))
+        plan.offload = *offload;
+      else
+        fail(key,
+             "expects one of none, optimizer, parameters, got '" + value + "'");
     } else if (key == "precision" && precision) {
       if (auto parsed = symbolizePrecision(value))
         *precision = *parsed;
@@ -470,7 +479,7 @@ bool mlir::loom::parsePlanString(StringRef text, StringRef field,
         fail(key, "expects one of fp32, bf16, fp16, got '" + value + "'");
     } else {
       fail(key, "is not a plan key (expected dp, tp, pp, zero, mb, "
-                "schedule, v, recompute, sp" +
+                "schedule, v, recompute, sp, offload" +
                     llvm::Twine(precision ? ", precision" : "") + ")");
     }
   }

@@ -7,6 +7,7 @@
 #include "loom/Bufferization/Passes.h"
 #include "loom/Bufferization/ScatterAddRows.h"
 #include "loom/Bufferization/SoftmaxStats.h"
+#include "loom/Bufferization/Transfer.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/LoomDialect.h"
 #include "loom/Export/Passes.h"
@@ -34,6 +35,7 @@ void mlir::loom::registerLoomDialects(DialectRegistry &registry) {
   registerAttentionBufferizationModels(registry);
   registerScatterAddRowsBufferizationModel(registry);
   registerSoftmaxStatsBufferizationModel(registry);
+  registerTransferBufferizationModel(registry);
   registerCollectiveDifferentiationModels(registry);
   // gpu-module-to-binary translates each kernel module to LLVM IR on its way
   // to PTX.

@@ -118,6 +118,10 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena,
   bufferize.unknownTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // An offloaded step's host function updates the master weights and state
+  // where they are: what it returns are its arguments, which its call
+  // then reads instead of buffers it would have to hand back.
+  pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
   pm.addPass(createLoomLowerGridIndices());
   // While the product's f32 buffer is its own allocation, whose uses say
   // when it dies; the arena then holds the narrow result instead.
@@ -165,6 +169,9 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
   // After the collectives of the gradients, which stay f32 with the
   // optimizer; before the memory report, which counts the narrow storage.
   pm.addPass(createLoomLowerPrecision());
+  // After the precision pass, whose conversions of the parameters say what
+  // the device's copies hold; before the memory report, which counts them.
+  pm.addPass(createLoomPlaceOffload());
   // From @forward as mixed precision left it, so that sampling computes
   // what training does.
   if (lowering.logits)

@@ -120,9 +120,26 @@ FailureOr<KeptActivations> measureKeptActivations(func::FuncOp grad) {
 
 /// A rank's step, measured: its parameter and optimizer state arguments
 /// and the gradients its updates read slices of.
+/// Under offload (loom-place-offload), the parameters are the device's
+/// copies; the master weights count with the optimizer state, and `host`
+/// is what of both the host keeps.
 struct StepMemory {
   int64_t parameters = 0, gradients = 0, optimizer = 0;
+  std::optional<int64_t> host;
 };
+
+/// The step's function, and the host function it calls with its updates
+/// (offload).
+SmallVector<func::FuncOp> getUpdatingFunctions(func::FuncOp step) {
+  SmallVector<func::FuncOp> functions = {step};
+  step.walk([&](func::CallOp call) {
+    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        call, call.getCalleeAttr());
+    if (callee && callee->hasAttr(LoomDialect::getHostAttrName()))
+      functions.push_back(callee);
+  });
+  return functions;
+}
 
 FailureOr<StepMemory> measureStep(func::FuncOp step) {
   StepMemory memory;
@@ -131,25 +148,32 @@ FailureOr<StepMemory> measureStep(func::FuncOp step) {
     if (!shaped || !shaped.hasStaticShape())
       continue;
     unsigned i = arg.getArgNumber();
+    bool host = step.getArgAttr(i, LoomDialect::getHostAttrName()) != nullptr;
+    if (host)
+      memory.host = memory.host.value_or(0) + bytesOf(shaped);
     if (step.getArgAttr(i, LoomDialect::getParamAttrName()))
-      memory.parameters += bytesOf(shaped);
+      (host ? memory.optimizer : memory.parameters) += bytesOf(shaped);
     else if (step.getArgAttr(i, LoomDialect::getStateAttrName()))
       memory.optimizer += bytesOf(shaped);
+    else if (step.getArgAttr(i, LoomDialect::getParamCopyAttrName()))
+      memory.parameters += bytesOf(shaped);
   }
   // The tensors the updates' gradients are views of: the whole reduced
   // gradients (or their buckets) when each rank updates a slice of them
-  // (ZeRO-1), the reduce-scattered shards from ZeRO-2 on.
+  // (ZeRO-1), the reduce-scattered shards from ZeRO-2 on; under offload,
+  // their copies in host memory.
   llvm::SetVector<Value> held;
-  step.walk([&](OptimizerUpdateOpInterface update) {
-    Value grad = update.getUpdateGrad();
-    while (Operation *def = grad.getDefiningOp()) {
-      if (!isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
-               tensor::ExpandShapeOp>(def))
-        break;
-      grad = def->getOperand(0);
-    }
-    held.insert(grad);
-  });
+  for (func::FuncOp function : getUpdatingFunctions(step))
+    function.walk([&](OptimizerUpdateOpInterface update) {
+      Value grad = update.getUpdateGrad();
+      while (Operation *def = grad.getDefiningOp()) {
+        if (!isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
+                 tensor::ExpandShapeOp>(def))
+          break;
+        grad = def->getOperand(0);
+      }
+      held.insert(grad);
+    });
   for (Value grad : held) {
     auto type = dyn_cast<ShapedType>(grad.getType());
     if (!type || !type.hasStaticShape())
@@ -225,6 +249,9 @@ DictionaryAttr memoryAttr(Builder &b, const StepMemory &memory,
                  std::array<int64_t, 4>{memory.parameters, memory.gradients,
                                         memory.optimizer, kept.total()}))
     figures.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(bytes)));
+  if (memory.host)
+    figures.push_back(b.getNamedAttr(LoomDialect::getMemoryHostKey(),
+                                     b.getI64IntegerAttr(*memory.host)));
   return b.getDictionaryAttr(figures);
 }
 
@@ -262,6 +289,12 @@ struct MemoryReportPass
                        memory->gradients, memory->optimizer);
       printActivationMemory(llvm::outs(), "compiled", kept->perLayer,
                             std::nullopt, kept->layers, kept->outside);
+      if (memory->host)
+        llvm::outs() << "compiled    offload: the host keeps " << *memory->host
+                     << " B of master weights and optimizer state and "
+                        "updates them; the device "
+                     << memory->parameters
+                     << " B of parameters in the step's precision\n";
     }
     markAllAnalysesPreserved();
   }

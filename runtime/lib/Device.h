@@ -37,6 +37,19 @@ void heapFree(void *ptr);
 /// loom_heap_step_peak_bytes counts.
 void heapBeginCall();
 void heapEndCall();
+/// While one is alive (and enabled), the heap's blocks are host memory,
+/// counted apart (loom_heap_host_peak_bytes): the master weights and
+/// optimizer state an offload plan keeps on the host.
+class HostMemoryScope {
+public:
+  explicit HostMemoryScope(bool enabled);
+  ~HostMemoryScope();
+  HostMemoryScope(const HostMemoryScope &) = delete;
+  HostMemoryScope &operator=(const HostMemoryScope &) = delete;
+
+private:
+  bool enabled;
+};
 
 /// Switches the runtime to its CUDA backend for kernels compiled for `arch`
 /// (sm_XX): loads the driver and cuBLASLt, picks this process's GPU

@@ -16,7 +16,10 @@
 // itself allocates, which a compiled step's static arena accounts for.
 //
 // Under the CUDA backend the blocks are managed memory, which the GPU's
-// kernels and the host's code both address.
+// kernels and the host's code both address. Between loom_rt_host_begin and
+// loom_rt_host_end (an offloaded optimizer's function, its arena) and in a
+// HostMemoryScope (the runtime's master weights and optimizer state under
+// offload) blocks are host memory, counted apart.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,9 +28,11 @@
 #include "loom/runtime.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -42,8 +47,14 @@ constexpr size_t kManagedAlignment = 256;
 /// the allocation, which begins `offset` bytes before that pointer.
 struct Header {
   size_t size, alignment, offset;
-  bool device;
+  bool device, host;
 };
+
+/// How many host-memory brackets are open: allocations are host memory
+/// while any is.
+std::atomic<int> hostDepth{0};
+/// Bytes loom_rt_transfer has copied either way.
+std::atomic<int64_t> transferred{0};
 
 Header *headerOf(void *ptr) {
   return reinterpret_cast<Header *>(static_cast<char *>(ptr) - sizeof(Header));
@@ -53,14 +64,15 @@ class BlockCache {
 public:
   void *allocate(size_t alignment, size_t size) {
     alignment = std::max(alignment, kMinAlignment);
-    bool device = loom::cudaActive();
+    bool host = hostDepth.load() > 0;
+    bool device = loom::cudaActive() && !host;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      auto it = freeBlocks.find(Key{size, alignment, device});
+      auto it = freeBlocks.find(Key{size, alignment, device, host});
       if (it != freeBlocks.end() && !it->second.empty()) {
         void *p = it->second.back();
         it->second.pop_back();
-        count(size);
+        count(size, host);
         return p;
       }
     }
@@ -79,9 +91,9 @@ public:
     char *p = base + ((first + alignment - 1) / alignment * alignment -
                       reinterpret_cast<uintptr_t>(base));
     *headerOf(p) =
-        Header{size, alignment, static_cast<size_t>(p - base), device};
+        Header{size, alignment, static_cast<size_t>(p - base), device, host};
     std::lock_guard<std::mutex> lock(mutex);
-    count(size);
+    count(size, host);
     return p;
   }
 
@@ -90,9 +102,10 @@ public:
       return;
     Header *header = headerOf(ptr);
     std::lock_guard<std::mutex> lock(mutex);
-    live -= header->size;
-    freeBlocks[Key{header->size, header->alignment, header->device}].push_back(
-        ptr);
+    at(header->host).live -= header->size;
+    freeBlocks[Key{header->size, header->alignment, header->device,
+                   header->host}]
+        .push_back(ptr);
   }
 
   void trim() {
@@ -108,53 +121,63 @@ public:
     freeBlocks.clear();
   }
 
-  size_t getPeak() {
+  size_t getPeak(bool host) {
     std::lock_guard<std::mutex> lock(mutex);
-    return peak;
+    return at(host).peak;
   }
 
   void beginCall() {
     std::lock_guard<std::mutex> lock(mutex);
-    callBase = callPeak = live;
+    for (Counts &c : counts)
+      c.callBase = c.callPeak = c.live;
   }
 
   void endCall() {
     std::lock_guard<std::mutex> lock(mutex);
-    stepPeak = std::max(stepPeak, callPeak - callBase);
+    for (Counts &c : counts)
+      c.stepPeak = std::max(c.stepPeak, c.callPeak - c.callBase);
   }
 
-  size_t getStepPeak() {
+  size_t getStepPeak(bool host) {
     std::lock_guard<std::mutex> lock(mutex);
-    return stepPeak;
+    return at(host).stepPeak;
   }
 
 private:
+  struct Counts {
+    size_t live = 0, peak = 0;
+    /// What was live when the current entry point's call began, the most
+    /// live during it, and the most any call added to what it began with.
+    size_t callBase = 0, callPeak = 0, stepPeak = 0;
+  };
+  /// The device's (all memory without offload), then the host's.
+  Counts &at(bool host) { return counts[host ? 1 : 0]; }
+
   /// Under the lock.
-  void count(size_t size) {
-    live += size;
-    peak = std::max(peak, live);
-    callPeak = std::max(callPeak, live);
+  void count(size_t size, bool host) {
+    Counts &c = at(host);
+    c.live += size;
+    c.peak = std::max(c.peak, c.live);
+    c.callPeak = std::max(c.callPeak, c.live);
   }
 
   struct Key {
     size_t size, alignment;
-    bool device;
+    bool device, host;
     bool operator==(const Key &other) const {
       return size == other.size && alignment == other.alignment &&
-             device == other.device;
+             device == other.device && host == other.host;
     }
   };
   struct KeyHash {
     size_t operator()(const Key &k) const {
-      return std::hash<size_t>()((k.size * 31 + k.alignment) * 2 + k.device);
+      return std::hash<size_t>()(
+          ((k.size * 31 + k.alignment) * 2 + k.device) * 2 + k.host);
     }
   };
   std::mutex mutex;
   std::unordered_map<Key, std::vector<void *>, KeyHash> freeBlocks;
-  size_t live = 0, peak = 0;
-  /// What was live when the current entry point's call began, the most
-  /// live during it, and the most any call added to what it began with.
-  size_t callBase = 0, callPeak = 0, stepPeak = 0;
+  Counts counts[2];
 };
 
 BlockCache &cache() {
@@ -169,6 +192,16 @@ void *loom::heapAllocate(size_t alignment, size_t size) {
 }
 
 void loom::heapFree(void *ptr) { cache().release(ptr); }
+
+loom::HostMemoryScope::HostMemoryScope(bool enabled) : enabled(enabled) {
+  if (enabled)
+    hostDepth.fetch_add(1);
+}
+
+loom::HostMemoryScope::~HostMemoryScope() {
+  if (enabled)
+    hostDepth.fetch_sub(1);
+}
 
 void loom::heapBeginCall() { cache().beginCall(); }
 
@@ -200,11 +233,32 @@ void _mlir_memref_to_llvm_free(void *ptr) { cache().release(ptr); }
 void loom_release_cached_memory(void) { cache().trim(); }
 
 int64_t loom_heap_peak_bytes(void) {
-  return static_cast<int64_t>(cache().getPeak());
+  return static_cast<int64_t>(cache().getPeak(false));
 }
 
 int64_t loom_heap_step_peak_bytes(void) {
-  return static_cast<int64_t>(cache().getStepPeak());
+  return static_cast<int64_t>(cache().getStepPeak(false));
 }
+
+int64_t loom_heap_host_peak_bytes(void) {
+  return static_cast<int64_t>(cache().getPeak(true));
+}
+
+int64_t loom_heap_host_step_peak_bytes(void) {
+  return static_cast<int64_t>(cache().getStepPeak(true));
+}
+
+void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t) {
+  // On the CPU the two memories are the two arenas; a GPU's step is not
+  // compiled with offload yet (loomc refuses it), so this is a copy.
+  std::memcpy(dst, src, static_cast<size_t>(bytes));
+  transferred.fetch_add(bytes);
+}
+
+int64_t loom_transferred_bytes(void) { return transferred.load(); }
+
+void loom_rt_host_begin(void) { hostDepth.fetch_add(1); }
+
+void loom_rt_host_end(void) { hostDepth.fetch_sub(1); }
 
 } // extern "C"

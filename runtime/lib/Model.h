@@ -266,6 +266,27 @@ struct loom_model {
   /// optimizer state, each tensor as the step's argument has it (a shard
   /// under ZeRO).
   loom::StepVector<float> values, grads, state;
+  /// Under offload=optimizer: the device's copy of each parameter in the
+  /// step's precision (`param_copy` arguments), at `offset` bytes of
+  /// `copyBytes`, as the parameter's `values` in `dtype`; stale once the
+  /// master weights are set other than by the step, refilled before it.
+  struct ParamCopy {
+    size_t param;
+    int32_t dtype;
+    int64_t offset;
+  };
+  std::vector<ParamCopy> copies;
+  std::map<std::string, size_t> copyIndex;
+  loom::StepVector<char> copyBytes;
+  mutable bool copiesStale = true;
+  /// Whether the plan offloads: the master weights and optimizer state are
+  /// host memory.
+  bool offloaded() const { return !copies.empty(); }
+  /// Lays out the param_copy arguments of the step (false, with the error
+  /// set, on one that matches no parameter this rank holds).
+  bool layoutParamCopies();
+  /// The copies from the master weights, where stale.
+  void refreshParamCopies();
   /// The scores the logits entry writes (loomc --logits).
   loom::StepVector<float> logits;
   /// The optimizer state's tensors, as the step lists them.
@@ -344,7 +365,10 @@ struct loom_model {
   /// part: a collective of the replicas when the plan shards them.
   bool gather(const std::vector<loom::Param> &tensors, const float *local,
               std::vector<float> &whole) const;
-  void scatter(const float *whole) { scatter(params, whole, values.data()); }
+  void scatter(const float *whole) {
+    scatter(params, whole, values.data());
+    copiesStale = true;
+  }
   bool gather(std::vector<float> &whole) const {
     return gather(params, values.data(), whole);
   }

@@ -535,13 +535,17 @@ bool ManifestReader::readArg(std::istringstream &line) {
   std::string shape;
   line >> arg.kind >> arg.name >> arg.dtype >> shape;
   if (arg.kind != LOOM_ARG_PARAM && arg.kind != LOOM_ARG_STATE &&
-      arg.kind != LOOM_ARG_INPUT && arg.kind != LOOM_ARG_OUTPUT)
+      arg.kind != LOOM_ARG_INPUT && arg.kind != LOOM_ARG_OUTPUT &&
+      arg.kind != LOOM_ARG_PARAM_COPY)
     return fail("argument of unknown kind '" + arg.kind + "': '" + lineText +
                 "'");
-  // Every buffer the runtime binds holds floats, but the tokens.
+  // Every buffer the runtime binds holds floats, but the tokens; the
+  // device's copies of the parameters are in the step's precision.
   bool tokens = arg.kind == LOOM_ARG_INPUT && (arg.name == LOOM_INPUT_TOKENS ||
                                                arg.name == LOOM_INPUT_TARGETS);
-  if (arg.dtype != (tokens ? "i32" : "f32"))
+  bool copy = arg.kind == LOOM_ARG_PARAM_COPY &&
+              (arg.dtype == "bf16" || arg.dtype == "f16");
+  if (!copy && arg.dtype != (tokens ? "i32" : "f32"))
     return fail("argument " + arg.name + " of type '" + arg.dtype +
                 "', expected " + (tokens ? "i32" : "f32"));
   if (!parseShape(shape, arg.shape))

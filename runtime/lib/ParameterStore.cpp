@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Dist.h"
+#include "Float.h"
 #include "Model.h"
 
 #include <cstring>
@@ -133,14 +134,23 @@ bool loom_model::layoutParams() {
   auto stepIt = entries.find(stepEntry);
   info.arena_bytes =
       stepIt == entries.end() ? 0 : std::max<int64_t>(stepIt->second.arena, 0);
-  if (!checkDeviceMemory())
+  if (!layoutParamCopies() || !checkDeviceMemory())
     return false;
   // A training step keeps its gradients in its arena; only the entry that
   // returns them (forward_grad) needs the runtime's own, allocated when it
   // is first called (allocateGradients).
   try {
-    values.assign(localOffset, 0.0f);
-    state.assign(stateSize, 0.0f);
+    {
+      HostMemoryScope host(offloaded());
+      values.assign(localOffset, 0.0f);
+      state.assign(stateSize, 0.0f);
+    }
+    int64_t copySize =
+        copies.empty()
+            ? 0
+            : copies.back().offset + params[copies.back().param].localSize *
+                                         elementSize(copies.back().dtype);
+    copyBytes.assign(copySize, 0);
     scalars.assign(1, Scalars{});
   } catch (const std::bad_alloc &) {
     return setError("%s: cannot allocate the parameters, gradients and "
@@ -148,6 +158,44 @@ bool loom_model::layoutParams() {
                     path.c_str(), std::string(loom_last_error()).c_str());
   }
   return true;
+}
+
+bool loom_model::layoutParamCopies() {
+  copies.clear();
+  copyIndex.clear();
+  int64_t offset = 0;
+  for (const Arg &arg : entries[stepEntry].args) {
+    if (arg.kind != LOOM_ARG_PARAM_COPY)
+      continue;
+    auto param = paramIndex.find(arg.name);
+    if (param == paramIndex.end() || !params[param->second].held ||
+        params[param->second].localSize != arg.size())
+      return badManifest("the device copy " + arg.name +
+                         " is not the size of a parameter this rank holds");
+    int32_t dtype = arg.dtype == "bf16"  ? LOOM_DTYPE_BF16
+                    : arg.dtype == "f16" ? LOOM_DTYPE_F16
+                                         : LOOM_DTYPE_F32;
+    copyIndex[arg.name] = copies.size();
+    copies.push_back({param->second, dtype, offset});
+    // Each tensor at the heap's alignment.
+    offset += (arg.size() * elementSize(dtype) + 63) / 64 * 64;
+  }
+  copiesStale = true;
+  return true;
+}
+
+void loom_model::refreshParamCopies() {
+  if (!copiesStale)
+    return;
+  for (const ParamCopy &copy : copies) {
+    const Param &p = params[copy.param];
+    const float *master = values.data() + p.localOffset;
+    void *out = copyBytes.data() + copy.offset;
+    // The step's own conversion rounds to nearest even, as storeElement.
+    for (int64_t i = 0; i < p.localSize; ++i)
+      storeElement(copy.dtype, out, i, master[i]);
+  }
+  copiesStale = false;
 }
 
 void loom_model::scatter(const std::vector<Param> &tensors, const float *whole,
@@ -211,7 +259,11 @@ bool loom_model::replica(int64_t &index) const {
 
 extern "C" {
 
-float *loom_model_params(loom_model *model) { return model->values.data(); }
+float *loom_model_params(loom_model *model) {
+  // The caller may write the master weights.
+  model->copiesStale = true;
+  return model->values.data();
+}
 
 void loom_model_init(loom_model *model, uint64_t seed) {
   // splitmix64 feeding Box-Muller in double: the same seed gives the same

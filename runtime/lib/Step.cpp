@@ -43,6 +43,11 @@ bool loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
 void *loom_model::bufferFor(const Arg &arg) {
   if (arg.kind == LOOM_ARG_PARAM)
     return paramFor(arg.name, values.data());
+  if (arg.kind == LOOM_ARG_PARAM_COPY) {
+    auto it = copyIndex.find(arg.name);
+    return it == copyIndex.end() ? nullptr
+                                 : copyBytes.data() + copies[it->second].offset;
+  }
   if (arg.kind == LOOM_ARG_STATE) {
     size_t dot = arg.name.find('.');
     if (dot == std::string::npos)
@@ -154,6 +159,8 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
   scalars[0].lr = lr;
   scalars[0].step = step;
   scalars[0].lossScale = lossScaler.scale;
+  if (entryName == stepEntry)
+    refreshParamCopies();
   heapBeginCall();
   entry.fn(entry.buffers.data());
   heapEndCall();

@@ -589,13 +589,23 @@ int Run::summarize() {
     std::snprintf(of, sizeof(of), " of %g TFLOP/s a rank", o.peakTflops);
     utilization += of;
   }
+  // Under offload, the device's figures and the host's apart.
+  char host[160] = "";
+  if (loom_heap_host_peak_bytes() > 0)
+    std::snprintf(host, sizeof(host),
+                  "; host tensors %lld B, the host step's buffers %lld B, "
+                  "%lld B a step between host and device",
+                  static_cast<long long>(loom_heap_host_peak_bytes()),
+                  static_cast<long long>(loom_heap_host_step_peak_bytes()),
+                  static_cast<long long>(loom_transferred_bytes() / o.steps));
   report("loom-run: %lld steps%s, final loss %s, %.2f ms/step, %.0f "
-         "tok/s%s, peak memory %.1f MiB (tensors %lld B, the step's "
-         "buffers %lld B)%s\n",
+         "tok/s%s, peak memory %.1f MiB (%stensors %lld B, the step's "
+         "buffers %lld B%s)%s\n",
          o.steps, scaled, formatValue(lastLoss).c_str(), totalMs / o.steps,
          tokensPerStep * o.steps / totalMs * 1e3, utilization.c_str(),
-         loom_peak_memory_mib(), static_cast<long long>(loom_heap_peak_bytes()),
-         static_cast<long long>(loom_heap_step_peak_bytes()), comm);
+         loom_peak_memory_mib(), *host ? "device " : "",
+         static_cast<long long>(loom_heap_peak_bytes()),
+         static_cast<long long>(loom_heap_step_peak_bytes()), host, comm);
   JsonRecord record("summary");
   record.add("steps", o.steps)
       .add("final_loss", lastLoss)

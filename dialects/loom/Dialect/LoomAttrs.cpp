@@ -135,7 +135,7 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t microBatches, Schedule schedule,
                                Recompute recompute, bool sequenceParallel,
                                int64_t virtualStages,
-                               DenseI64ArrayAttr stageLayers) {
+                               DenseI64ArrayAttr stageLayers, Offload) {
   for (auto [what, value] : {std::pair<StringRef, int64_t>{"dp", dp},
                              {"tp", tp},
                              {"pp", pp},
@@ -269,6 +269,7 @@ PlanConfig PlanAttr::getConfig() const {
   if (DenseI64ArrayAttr stages = getStageLayers())
     config.stageLayers.assign(stages.asArrayRef().begin(),
                               stages.asArrayRef().end());
+  config.offload = getOffload();
   return config;
 }
 
@@ -278,7 +279,8 @@ PlanAttr PlanAttr::get(MLIRContext *context, const PlanConfig &config) {
              config.sequenceParallel, config.virtualStages,
              config.stageLayers.empty()
                  ? DenseI64ArrayAttr()
-                 : DenseI64ArrayAttr::get(context, config.stageLayers));
+                 : DenseI64ArrayAttr::get(context, config.stageLayers),
+             config.offload);
 }
 
 ClusterConfig ClusterAttr::getConfig() const {

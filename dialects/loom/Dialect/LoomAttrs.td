@@ -66,6 +66,25 @@ def Loom_Recompute : I32EnumAttr<"Recompute", "activation recomputation", [
 }
 def Loom_RecomputeAttr : EnumAttr<Loom_Dialect, Loom_Recompute, "recompute">;
 
+def Loom_Offload : I32EnumAttr<"Offload",
+    "what a plan keeps in host memory", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"optimizer", 1>,
+    I32EnumAttrCase<"parameters", 2>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+def Loom_OffloadAttr : EnumAttr<Loom_Dialect, Loom_Offload, "offload">;
+
+def Loom_Placement : I32EnumAttr<"Placement",
+    "the memory a value lives in", [
+    I32EnumAttrCase<"host", 0>,
+    I32EnumAttrCase<"device", 1>]> {
+  let cppNamespace = "::mlir::loom";
+  let genSpecializedAttr = 0;
+}
+def Loom_PlacementAttr : EnumAttr<Loom_Dialect, Loom_Placement, "placement">;
+
 def Loom_TensorSplit : I32EnumAttr<"TensorSplit",
     "how tensor parallelism divides a matrix product", [
     I32EnumAttrCase<"column", 0>,
@@ -228,7 +247,10 @@ def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
     stage (0 to 3). `stage_layers` gives the layers of each of the pp * v
     pipeline stages in model order (stage c * pp + r is chunk c of pipeline
     rank r); `loom-plan` balances them with the cost model when a pipeline
-    plan does not give them. On a module, `loom.plan` may instead be the string
+    plan does not give them. `offload` keeps the optimizer's state and
+    update (`optimizer`) in host memory, the device holding the parameters
+    in the step's precision (loom-place-offload). On a module, `loom.plan`
+    may instead be the string
     "auto", which `loom-plan` replaces by the cost model's choice; whether a
     plan fits the module's model, batch and cluster is checked by
     `checkPlan` (loom/Dialect/LoomConfig.h) when the module is verified.
@@ -243,7 +265,8 @@ def Loom_PlanAttr : Loom_Attr<"Plan", "plan"> {
     "Recompute":$recompute,
     "bool":$sequence_parallel,
     DefaultValuedParameter<"int64_t", "1">:$virtual_stages,
-    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$stage_layers);
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$stage_layers,
+    DefaultValuedParameter<"Offload", "Offload::none">:$offload);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

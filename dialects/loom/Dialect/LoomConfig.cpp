@@ -39,6 +39,33 @@ void checkTensorParallel(
                           "the vocabulary, e.g. with loomc --pad-vocab)",
                           tp, arch.paddedVocab));
 }
+
+/// The plans loom-place-offload splits: the optimizer's updates must read
+/// the rank's parameters and state as they are held between steps.
+template <typename Violate>
+void checkOffload(const PlanConfig &plan, Violate violate) {
+  if (plan.offload == Offload::none)
+    return;
+  if (plan.offload == Offload::parameters) {
+    violate("plan.offload", "offload=parameters (parameters streamed from "
+                            "host memory) is not supported yet; "
+                            "offload=optimizer is");
+    return;
+  }
+  if (plan.pp > 1)
+    violate("plan.offload", "offload=optimizer does not combine with "
+                            "pipeline parallelism (pp > 1) yet");
+  if (plan.tp > 1)
+    violate("plan.offload", "offload=optimizer does not combine with "
+                            "tensor parallelism (tp > 1) yet");
+  if (plan.zero == 1 || plan.zero == 2)
+    violate("plan.offload",
+            llvm::formatv("offload=optimizer combines with ZeRO-0 and ZeRO-3, "
+                          "not ZeRO-{0} yet: the host would need the master "
+                          "weights sharded as the optimizer state is",
+                          plan.zero)
+                .str());
+}
 } // namespace
 
 SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
@@ -89,6 +116,7 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
                           kMaxPipelinePasses)
                 .str());
 
+  checkOffload(plan, violate);
   int64_t tp = plan.tp;
   if (plan.sequenceParallel && tp == 1)
     violate("plan.sp",
@@ -208,13 +236,17 @@ std::string mlir::loom::formatPlan(const PlanConfig &plan,
   std::string schedule = getScheduleName(plan.schedule).str();
   if (plan.virtualStages != 1)
     schedule += ",v=" + std::to_string(plan.virtualStages);
-  return llvm::formatv("dp={0},tp={1},pp={2},zero={3},mb={4},schedule={5},"
-                       "recompute={6},sp={7},precision={8}",
-                       plan.dp, plan.tp, plan.pp, plan.zero, plan.microBatches,
-                       schedule, stringifyRecompute(plan.recompute),
-                       plan.sequenceParallel ? 1 : 0,
-                       stringifyPrecision(precision))
-      .str();
+  std::string text =
+      llvm::formatv("dp={0},tp={1},pp={2},zero={3},mb={4},schedule={5},"
+                    "recompute={6},sp={7},precision={8}",
+                    plan.dp, plan.tp, plan.pp, plan.zero, plan.microBatches,
+                    schedule, stringifyRecompute(plan.recompute),
+                    plan.sequenceParallel ? 1 : 0,
+                    stringifyPrecision(precision))
+          .str();
+  if (plan.offload != Offload::none)
+    text += ",offload=" + stringifyOffload(plan.offload).str();
+  return text;
 }
 
 llvm::StringRef mlir::loom::stringifyTensorInit(TensorInit init) {

@@ -88,6 +88,9 @@ struct PlanConfig {
   /// Layers of each of the pp * virtualStages pipeline stages, in model
   /// order; empty until loom-plan balances them (or for pp = 1).
   llvm::SmallVector<int64_t> stageLayers;
+  /// What the host keeps (ZeRO-Offload): nothing, or the optimizer's state
+  /// and update.
+  Offload offload = Offload::none;
 
   int64_t getWorldSize() const { return dp * tp * pp; }
   /// The first layer of each stage, and the layer count after the last.

@@ -267,19 +267,27 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  // A dictionary of exactly `keys`, each a non-negative integer.
-  auto isByteCounts = [&](ArrayRef<StringLiteral> keys) {
+  // A dictionary of exactly `keys` and maybe `optional`, each a
+  // non-negative integer.
+  auto isByteCounts = [&](ArrayRef<StringLiteral> keys,
+                          StringRef optional = {}) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
-    return dict && dict.size() == keys.size() &&
-           llvm::all_of(keys, [&](StringRef key) {
-             auto v = dict.getAs<IntegerAttr>(key);
-             return v && v.getInt() >= 0;
-           });
+    auto isCount = [&](StringRef key) {
+      auto v = dict.getAs<IntegerAttr>(key);
+      return v && v.getInt() >= 0;
+    };
+    bool extra = !optional.empty() && dict && dict.get(optional);
+    return dict && dict.size() == keys.size() + extra &&
+           llvm::all_of(keys, isCount) && (!extra || isCount(optional));
   };
   if (name == getMemoryAttrName())
-    return expect(isByteCounts(getMemoryKeys()),
+    return expect(isByteCounts(getMemoryKeys(), getMemoryHostKey()),
                   "a dictionary of byte counts (parameters, gradients, "
-                  "optimizer, activations)");
+                  "optimizer, activations, and host under offload)");
+  if (name == getHostAttrName())
+    return expect(isa<UnitAttr>(attr.getValue()) &&
+                      isa<FunctionOpInterface>(op),
+                  "a unit attribute on a function");
   if (name == getArenaAttrName())
     return expect(isByteCounts(getArenaKeys()) && isa<FunctionOpInterface>(op),
                   "a dictionary of byte counts (bytes, live, communication, "
@@ -322,8 +330,15 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == getHostAttrName()) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "argument #" << argIndex << ": '" << name
+                             << "' must be a unit attribute";
+    return success();
+  }
   if (name == getParamAttrName() || name == getInputAttrName() ||
-      name == getStateAttrName() || name == getOutputAttrName()) {
+      name == getStateAttrName() || name == getOutputAttrName() ||
+      name == getParamCopyAttrName()) {
     auto str = dyn_cast<StringAttr>(attr.getValue());
     if (!str || str.getValue().empty())
       return op->emitError() << "argument #" << argIndex << ": '" << name

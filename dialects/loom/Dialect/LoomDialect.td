@@ -87,6 +87,24 @@ def Loom_Dialect : Dialect {
           getMemoryOptimizerKey(), getMemoryActivationsKey()};
       return keys;
     }
+    /// Under an offload plan: the bytes of the parameters and optimizer
+    /// state above that the rank keeps in host memory.
+    static constexpr ::llvm::StringLiteral getMemoryHostKey() {
+      return "host";
+    }
+    /// Unit attribute of a function whose code runs on the host and whose
+    /// buffers are host memory (the offloaded optimizer's,
+    /// loom-place-offload), and of a training step's argument kept in host
+    /// memory.
+    static constexpr ::llvm::StringLiteral getHostAttrName() {
+      return "loom.host";
+    }
+    /// Argument attribute of the device's copy of a parameter, in the
+    /// step's precision, whose master the host keeps (offload): the
+    /// parameter's name.
+    static constexpr ::llvm::StringLiteral getParamCopyAttrName() {
+      return "loom.param_copy";
+    }
     /// Function attribute: the static arena `loom-static-arena` placed the
     /// function's buffers in, a dictionary of i64 named by getArenaKeys():
     /// the arena's bytes, the most bytes of buffers live at once, and of

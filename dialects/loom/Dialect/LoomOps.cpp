@@ -5,6 +5,7 @@
 #include "loom/Dialect/LoomAutodiff.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -942,6 +943,22 @@ void SGDOp::setSkipCondition(Value skip) { getSkipMutable().assign(skip); }
 //===----------------------------------------------------------------------===//
 // Mixed precision
 //===----------------------------------------------------------------------===//
+
+OpFoldResult ConvertOp::fold(FoldAdaptor) {
+  // A narrow value widened to f32 and narrowed back is itself: f32 holds
+  // every bf16 and f16 exactly. The offloaded step widens the device's
+  // copies of the parameters for the gradient function, which narrows them.
+  auto widened = getInput().getDefiningOp<ConvertOp>();
+  if (!widened || getScale() || widened.getScale())
+    return {};
+  Value source = widened.getInput();
+  auto wide = getElementTypeOrSelf(widened.getResult().getType());
+  auto narrow = getElementTypeOrSelf(source.getType());
+  if (source.getType() != getResult().getType() || !wide.isF32() ||
+      !(narrow.isBF16() || narrow.isF16()))
+    return {};
+  return source;
+}
 
 LogicalResult ConvertOp::verify() {
   if (dimsOf(getInput()) != dimsOf(getResult()))

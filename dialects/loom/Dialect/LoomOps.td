@@ -837,6 +837,30 @@ def Loom_ConvertOp : Loom_Op<"convert", [Pure]> {
     $input (`scale` $scale^)? attr-dict `:` type($input) `to` type($result)
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Loom_TransferOp : Loom_Op<"transfer", [Pure,
+    AllTypesMatch<["source", "dest", "result"]>]> {
+  let summary = "a tensor copied between host and device memory";
+  let description = [{
+    `source`'s elements, copied into `dest`, which lives in the memory
+    `to` names; the result is `dest` so written. The offload placement
+    (loom-place-offload) moves gradients to the host and the updated
+    parameters back with it. Each becomes one runtime copy
+    (`loom_rt_transfer`): a copy-stream transfer from pinned memory on a
+    GPU, a copy between the two arenas on a CPU.
+
+    ```mlir
+    %h = loom.transfer %g into %buffer to host : tensor<384x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$source,
+                   AnyStaticShapeTensor:$dest, Loom_PlacementAttr:$to);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $source `into` $dest `to` $to attr-dict `:` type($result)
+  }];
 }
 
 def Loom_SeedOp : Loom_Op<"seed", [Pure]> {

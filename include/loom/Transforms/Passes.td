@@ -331,6 +331,38 @@ def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def LoomPlaceOffload : Pass<"loom-place-offload", "::mlir::ModuleOp"> {
+  let summary = "Place the optimizer's state and update in host memory "
+                "under offload=optimizer, with explicit transfers";
+  let description = [{
+    For a plan with `offload = optimizer` (ZeRO-Offload), splits the
+    training step into what the device runs and what the host runs:
+
+    - The optimizer updates, and the views of the parameters and state
+      they read, move into a private function `@train_step_host` marked
+      `loom.host`, which the step calls last. Its code runs on the host and
+      its buffers are host memory (a static arena of its own).
+    - The f32 parameters (the master weights) and the optimizer state are
+      marked `loom.host`: the runtime keeps them in host memory.
+    - The device computes with a copy of each parameter in the step's
+      precision, a new argument `loom.param_copy = "<name>"`: bf16 or f16
+      where the gradient function converts the parameter to it at once,
+      f32 otherwise.
+    - Every value the updates read from the device (the reduced gradients,
+      the clipping factor) enters the host function through a
+      `loom.transfer ... to host` into a host buffer; each updated
+      parameter leaves it converted to the copy's type through a
+      `loom.transfer ... to device` into the copy, which the step returns
+      as that argument's new value.
+
+    Plans without offload are left as they are. Pipelines, tensor
+    parallelism, ZeRO-1/2 and `offload = parameters` are refused with an
+    error (docs/offload.md says why).
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def LoomLowerPrecision : Pass<"loom-lower-precision", "::mlir::ModuleOp"> {
   let summary = "Store the layers' tensors in bf16 or f16, keep the master "
                 "weights, the optimizer and the loss in f32, scale the loss "

@@ -47,7 +47,7 @@ void mlir::loom::configureLoomToLinalgTarget(ConversionTarget &target) {
   target.addLegalOp<SendOp, RecvOp>();
   // The sorted token gradient and the loss's statistics are the runtime's,
   // like fused attention.
-  target.addLegalOp<ScatterAddRowsOp, SoftmaxStatsOp>();
+  target.addLegalOp<ScatterAddRowsOp, SoftmaxStatsOp, TransferOp>();
   target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
                          math::MathDialect, scf::SCFDialect,
                          tensor::TensorDialect>();

@@ -81,9 +81,9 @@ mlir::loom::widenMixedPrecisionOps(Operation *root,
       narrow.push_back(op);
       return WalkResult::advance();
     }
-    // Conversions, and the layer loops that carry the layers' values,
-    // lower whatever their element types.
-    if (isa<ConvertOp>(op) || op->getNumRegions() > 0 ||
+    // Conversions and transfers (copies), and the layer loops that carry
+    // the layers' values, lower whatever their element types.
+    if (isa<ConvertOp, TransferOp>(op) || op->getNumRegions() > 0 ||
         op->hasTrait<OpTrait::IsTerminator>())
       return WalkResult::advance();
     op->emitOpError() << "is lowered for f32 tensors only, got " << *found;

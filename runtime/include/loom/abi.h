@@ -34,6 +34,12 @@
 #define LOOM_RT_ATTENTION_GRAD "loom_rt_attention_grad"
 #define LOOM_RT_SCATTER_ADD_ROWS "loom_rt_scatter_add_rows"
 #define LOOM_RT_SOFTMAX_STATS "loom_rt_softmax_stats"
+#define LOOM_RT_TRANSFER "loom_rt_transfer"
+#define LOOM_RT_HOST_BEGIN "loom_rt_host_begin"
+#define LOOM_RT_HOST_END "loom_rt_host_end"
+/* loom_rt_transfer's directions. */
+#define LOOM_TO_HOST 0
+#define LOOM_TO_DEVICE 1
 #define LOOM_RT_PARALLEL_FOR "loom_rt_parallel_for"
 #define LOOM_RT_GROUP_ALL_REDUCE "loom_rt_group_all_reduce"
 #define LOOM_RT_GROUP_ALL_REDUCE_MAX "loom_rt_group_all_reduce_max"
@@ -107,6 +113,10 @@ static inline int64_t loom_attention_grad_scratch(int64_t batch, int64_t seq,
 #define LOOM_ARG_STATE "state"
 #define LOOM_ARG_INPUT "input"
 #define LOOM_ARG_OUTPUT "output"
+/* The device's copy of a parameter in the step's precision, whose f32
+   master the host keeps with the optimizer state (offload=optimizer); the
+   runtime fills it from the master whenever that is set. */
+#define LOOM_ARG_PARAM_COPY "param_copy"
 
 /* Inputs: token ids and next-token targets ([batch, sequence] int32), the
    learning rate and the step number (f32 scalars). */

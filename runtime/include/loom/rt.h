@@ -124,6 +124,16 @@ void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
 /// loom_scatter_add_rows_scratch(n, rows) int32s (abi.h). The rows are
 /// counting-sorted by index first, then each row's updates added: on the
 /// CPU a task per range of columns, on a GPU a thread per (row, column).
+/// Copies `bytes` from `src` to `dst` between host and device memory
+/// (`to`: LOOM_TO_HOST or LOOM_TO_DEVICE), the offloaded optimizer's
+/// gradients and parameters: between the two arenas on the CPU. The bytes
+/// are counted for the run's report (loom_transferred_bytes).
+void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t to);
+/// Bracket the call of a function whose buffers are host memory (the
+/// offloaded optimizer's, loom-place-offload): the heap serves and counts
+/// what is allocated in between as host memory.
+void loom_rt_host_begin(void);
+void loom_rt_host_end(void);
 void loom_rt_scatter_add_rows(int32_t dtype, int64_t n, int64_t rows,
                               int64_t columns, int64_t row_start,
                               const int32_t *indices, const void *updates,

@@ -269,6 +269,15 @@ int64_t loom_heap_peak_bytes(void);
 /// allocates (nothing, when every buffer is in its arena).
 int64_t loom_heap_step_peak_bytes(void);
 
+/// The same two figures for host memory under an offload plan: the master
+/// weights and optimizer state the runtime keeps there, and the arena of
+/// the host's part of the step (0 without offload, whose memory the two
+/// above count whole).
+int64_t loom_heap_host_peak_bytes(void);
+int64_t loom_heap_host_step_peak_bytes(void);
+/// Bytes copied between host and device memory so far (offload).
+int64_t loom_transferred_bytes(void);
+
 /// Returns to the system the buffers generated code has freed. The runtime
 /// keeps them for the next step otherwise (see lib/Memory.cpp).
 void loom_release_cached_memory(void);

@@ -1,0 +1,88 @@
+//===- BufferizeTransfer.cpp - Host and device copies on buffers ----------===//
+//
+// loom.transfer writes its source into its destination's buffer with one
+// call of the runtime's loom_rt_transfer, which knows how the two memories
+// are reached (a copy stream on a GPU, memcpy between the arenas on a
+// CPU). The result is the destination's buffer. A source that may not be
+// contiguous is copied into a contiguous buffer first.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Buffers/DataPointer.h"
+
+#include "loom/Dialect/LoomDialect.h"
+
+#include "loom/Bufferization/Transfer.h"
+#include "loom/abi.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
+
+using namespace mlir;
+using namespace mlir::bufferization;
+
+namespace {
+struct TransferModel
+    : public BufferizableOpInterface::ExternalModel<TransferModel,
+                                                    loom::TransferOp> {
+  bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
+                              const AnalysisState &) const {
+    return &operand == &cast<loom::TransferOp>(op).getSourceMutable();
+  }
+  bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
+                               const AnalysisState &) const {
+    return &operand == &cast<loom::TransferOp>(op).getDestMutable();
+  }
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
+                                      const AnalysisState &) const {
+    auto transfer = cast<loom::TransferOp>(op);
+    if (&operand != &transfer.getDestMutable())
+      return {};
+    return {{transfer.getResult(), BufferRelation::Equivalent}};
+  }
+
+  LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto op = cast<loom::TransferOp>(rawOp);
+    Location loc = op.getLoc();
+    FailureOr<Value> source =
+        loom::getReadableBuffer(rewriter, op, op.getSource(), options, state);
+    FailureOr<Value> dest = getBuffer(rewriter, op.getDest(), options, state);
+    if (failed(source) || failed(dest))
+      return failure();
+    if (!memref::isStaticShapeAndContiguousRowMajor(
+            cast<MemRefType>(dest->getType())))
+      return op.emitOpError("transfers into a buffer that may not be "
+                            "contiguous");
+    auto type = op.getResult().getType();
+    int64_t bytes = type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+    auto i32 = [&](int32_t value) -> Value {
+      return arith::ConstantOp::create(rewriter, loc,
+                                       rewriter.getI32IntegerAttr(value));
+    };
+    SmallVector<Value> args = {
+        loom::buildDataPointer(rewriter, loc, *dest),
+        loom::buildDataPointer(rewriter, loc, *source),
+        arith::ConstantOp::create(rewriter, loc,
+                                  rewriter.getI64IntegerAttr(bytes)),
+        i32(op.getTo() == loom::Placement::host ? LOOM_TO_HOST
+                                                : LOOM_TO_DEVICE)};
+    loom::buildRuntimeCall(rewriter, op, LOOM_RT_TRANSFER, args);
+    replaceOpWithBufferizedValues(rewriter, op, *dest);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::loom::registerTransferBufferizationModel(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, loom::LoomDialect *) {
+    loom::TransferOp::attachInterface<TransferModel>(*ctx);
+    ctx->loadDialect<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect,
+                     memref::MemRefDialect>();
+  });
+}

@@ -1,0 +1,55 @@
+// RUN: loom-opt %s --loom-place-offload --split-input-file | FileCheck %s
+
+// offload=optimizer: the master weights and state stay the step's arguments,
+// marked host; the device computes with a bf16 copy (the gradient function
+// converts the parameter to bf16 at once), which the host function refreshes
+// through an explicit transfer after its update.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: {loom.host, loom.param = "w"}
+// CHECK-SAME: {loom.host, loom.state = "m.w"}
+// CHECK-SAME: %[[COPY:[a-z0-9]+]]: tensor<4x8xbf16> {loom.param_copy = "w"}
+// CHECK-SAME: tensor<4x8xbf16> {loom.updates = 6 : i64})
+// CHECK: %[[WIDE:.*]] = loom.convert %[[COPY]] : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK: %[[GRAD:.*]]:2 = call @forward_grad(%[[WIDE]],
+// CHECK: call @loom_rt_host_begin()
+// CHECK-NEXT: %[[HOST:.*]]:4 = call @train_step_host(%arg0, %arg1, %arg2, %[[GRAD]]#1, %arg4, %arg5, %[[COPY]]) {no_inline}
+// CHECK-NEXT: call @loom_rt_host_end()
+// CHECK-NEXT: return %[[GRAD]]#0, %[[HOST]]#0, %[[HOST]]#1, %[[HOST]]#2, %[[HOST]]#3
+// CHECK-LABEL: func.func private @train_step_host
+// CHECK-SAME: attributes {loom.host, no_inline}
+// CHECK: %[[G:.*]] = loom.transfer %arg3 into %{{.*}} to host : tensor<4x8xf32>
+// CHECK: %[[LR:.*]] = loom.transfer %arg4 into %{{.*}} to host : tensor<f32>
+// CHECK: %[[NEW:.*]], %{{.*}}, %{{.*}} = loom.adamw %arg0, %[[G]], %arg1, %arg2, %[[LR]]
+// CHECK: %[[NARROW:.*]] = loom.convert %[[NEW]] : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK: %[[BACK:.*]] = loom.transfer %[[NARROW]] into %arg6 to device : tensor<4x8xbf16>
+// CHECK: return %[[NEW]], %{{.*}}, %{{.*}}, %[[BACK]]
+// CHECK: func.func private @loom_rt_host_begin()
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
+  func.func @forward_grad(%w: tensor<4x8xf32> {loom.param = "w"}, %t: tensor<2x4xi32> {loom.input = "tokens"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.grad = "w"}) {
+    %n = loom.convert %w : tensor<4x8xf32> to tensor<4x8xbf16>
+    %back = loom.convert %n : tensor<4x8xbf16> to tensor<4x8xf32>
+    %s = loom.sum_squares %back : tensor<4x8xf32> -> tensor<f32>
+    return %s, %back : tensor<f32>, tensor<4x8xf32>
+  }
+  func.func @train_step(%w: tensor<4x8xf32> {loom.param = "w"}, %m: tensor<4x8xf32> {loom.state = "m.w"}, %v: tensor<4x8xf32> {loom.state = "v.w"}, %t: tensor<2x4xi32> {loom.input = "tokens"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.updates = 0 : i64}, tensor<4x8xf32> {loom.updates = 1 : i64}, tensor<4x8xf32> {loom.updates = 2 : i64}) {
+    %loss, %g = call @forward_grad(%w, %t) : (tensor<4x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<4x8xf32>)
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %g, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    return %loss, %p, %m2, %v2 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// Without offload the step is left as it is.
+// CHECK-LABEL: module attributes
+// CHECK-NOT: loom.host
+// CHECK: loom.adamw
+// CHECK-NOT: train_step_host
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
+  func.func @train_step(%w: tensor<4xf32> {loom.param = "w"}, %m: tensor<4xf32> {loom.state = "m.w"}, %v: tensor<4xf32> {loom.state = "v.w"}, %g: tensor<4xf32> {loom.input = "g"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<4xf32> {loom.updates = 0 : i64}, tensor<4xf32> {loom.updates = 1 : i64}, tensor<4xf32> {loom.updates = 2 : i64}) {
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %g, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+    return %p, %m2, %v2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+}
