@@ -288,8 +288,11 @@ struct ExportEntriesPass
         auto name = func.getArgAttrOfType<StringAttr>(
             i, LoomDialect::getParamAttrName());
         auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
+        // An offloaded step's master weights may be slices of the
+        // flattened tensors (ZeRO-1/2); the other entries show the stack.
         if (!name || !name.getValue().starts_with(LOOM_STACKED_PREFIX) ||
-            !type || type.getRank() == 0)
+            !type || type.getRank() == 0 ||
+            func.getArgAttr(i, LoomDialect::getHostAttrName()))
           continue;
         // The verifier checked that the runs add up to the leading
         // dimension.

@@ -15,6 +15,7 @@
 #include "loom/abi.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -58,7 +59,10 @@ FailureOr<llvm::SetVector<Operation *>> collectHostOps(func::FuncOp step) {
   for (Operation &op : body.without_terminator()) {
     bool update = isa<OptimizerUpdateOpInterface>(op);
     anyUpdate |= update;
+    // Communication stays on the device: ZeRO-1/2's gathers of the updated
+    // parameters run there, on what the host sends back.
     bool derived = isPure(&op) && op.getNumRegions() == 0 &&
+                   !isa<shard::ShardDialect>(op.getDialect()) &&
                    llvm::all_of(op.getOperands(),
                                 [&](Value v) { return host.contains(v); });
     if (!update && !derived)
@@ -92,15 +96,27 @@ FailureOr<llvm::SetVector<Operation *>> collectHostOps(func::FuncOp step) {
   return ops;
 }
 
+/// Whether `use` reads a parameter for its optimizer update only: the
+/// update itself, or a view of the parameter (the rank's slice of it under
+/// ZeRO-1/2) that only updates read.
+bool isReadByUpdatesOnly(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (isa<OptimizerUpdateOpInterface>(user))
+    return true;
+  if (!isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
+           tensor::ExpandShapeOp>(user))
+    return false;
+  return llvm::all_of(user->getResult(0).getUses(), isReadByUpdatesOnly);
+}
+
 /// The element type the device keeps parameter `param` in: the type every
 /// function it is passed to converts it to at once (bf16, f16), or its own.
-Type getCopyElementType(func::FuncOp step, BlockArgument param,
-                        const llvm::SetVector<Operation *> &hostOps) {
+Type getCopyElementType(BlockArgument param) {
   Type own = cast<RankedTensorType>(param.getType()).getElementType();
   Type narrow;
   for (OpOperand &use : param.getUses()) {
     Operation *user = use.getOwner();
-    if (hostOps.contains(user))
+    if (isReadByUpdatesOnly(use))
       continue;
     auto call = dyn_cast<func::CallOp>(user);
     auto callee = call ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
@@ -135,32 +151,29 @@ void callRuntime(OpBuilder &b, ModuleOp module, Location loc, StringRef name) {
   func::CallOp::create(b, loc, callee, ValueRange());
 }
 
-struct PlaceOffloadPass
-    : public loom::impl::LoomPlaceOffloadBase<PlaceOffloadPass> {
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<PlanConfig> plan = getResolvedPlan(module);
-    if (failed(plan))
-      return signalPassFailure();
-    if (plan->offload == Offload::none)
-      return;
-    if (plan->offload != Offload::optimizer || plan->pp > 1 || plan->tp > 1 ||
-        plan->zero == 1 || plan->zero == 2) {
-      module.emitError() << "loom-place-offload places offload=optimizer "
-                            "under data parallelism with ZeRO-0 or ZeRO-3 "
-                            "only (docs/offload.md), not offload="
-                         << stringifyOffload(plan->offload)
-                         << " with pp = " << plan->pp << ", tp = " << plan->tp
-                         << ", ZeRO-" << plan->zero;
-      return signalPassFailure();
-    }
-    FailureOr<func::FuncOp> step = getTrainStep(module);
-    if (failed(step) || failed(place(module, *step)))
-      return signalPassFailure();
-  }
-
-  LogicalResult place(ModuleOp module, func::FuncOp step);
+/// The parameter argument an update's parameter operand is (ZeRO-0/3) or
+/// views through a slice of its flattened form (ZeRO-1/2), and that view's
+/// ops, outermost last.
+struct UpdatedParam {
+  BlockArgument arg;
+  SmallVector<Operation *> views;
 };
+
+std::optional<UpdatedParam> getUpdatedParam(OptimizerUpdateOpInterface update) {
+  UpdatedParam param;
+  Value v = update.getUpdatedParam();
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
+             tensor::ExpandShapeOp>(def))
+      return std::nullopt;
+    param.views.push_back(def);
+    v = def->getOperand(0);
+  }
+  param.arg = dyn_cast<BlockArgument>(v);
+  if (!param.arg)
+    return std::nullopt;
+  return param;
+}
 
 /// What crosses into the host function, in the order of its arguments.
 struct HostInputs {
@@ -186,42 +199,78 @@ HostInputs collectInputs(const llvm::SetVector<Operation *> &ops,
   return inputs;
 }
 
-LogicalResult PlaceOffloadPass::place(ModuleOp module, func::FuncOp step) {
-  if (module.lookupSymbol(kHostFunctionName))
-    return module.emitError()
-           << "the module has a @" << kHostFunctionName << " already";
-  FailureOr<llvm::SetVector<Operation *>> hostOps = collectHostOps(step);
-  if (failed(hostOps))
-    return failure();
-  Block &body = step.getBody().front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  MLIRContext *ctx = &getContext();
-  Location loc = step.getLoc();
-  Builder b(ctx);
+/// The host function's results: the step's results it computes (new
+/// master weights and state), the copies it refreshes (ZeRO-0/3), then
+/// what the device reads of its results (ZeRO-1/2's updated slices), each
+/// of the last two transferred into a device buffer.
+struct HostOutputs {
+  SmallVector<unsigned> stepResults;
+  SmallVector<std::pair<unsigned, BlockArgument>> copies;
+  llvm::SetVector<Value> toDevice;
+};
 
+/// The rewriting of one training step for offload=optimizer.
+class OffloadPlacement {
+public:
+  OffloadPlacement(ModuleOp module, func::FuncOp step)
+      : module(module), step(step), body(step.getBody().front()),
+        ret(cast<func::ReturnOp>(body.getTerminator())), b(step.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult addCopies();
+  LogicalResult shardMasters();
+  LogicalResult outline(const llvm::SetVector<Operation *> &hostOps);
+  func::FuncOp buildHostFunction(const llvm::SetVector<Operation *> &hostOps,
+                                 const HostInputs &inputs,
+                                 const HostOutputs &outputs,
+                                 ValueRange operands);
+  std::optional<unsigned> resultUpdating(unsigned arg);
+
+  ModuleOp module;
+  func::FuncOp step;
+  Block &body;
+  func::ReturnOp ret;
+  Builder b;
+  /// Each parameter's argument number and its device copy.
+  llvm::MapVector<unsigned, BlockArgument> copies;
+  /// ZeRO-1/2: each copy's new value is the whole parameter the device
+  /// gathers from the ranks' updated parts, converted.
+  SmallVector<std::pair<BlockArgument, Value>> gatheredCopies;
+};
+
+std::optional<unsigned> OffloadPlacement::resultUpdating(unsigned arg) {
+  for (unsigned r = 0, e = step.getNumResults(); r < e; ++r)
+    if (auto updates = step.getResultAttrOfType<IntegerAttr>(
+            r, LoomDialect::getUpdatesAttrName());
+        updates && updates.getInt() == arg)
+      return r;
+  return std::nullopt;
+}
+
+LogicalResult OffloadPlacement::addCopies() {
   // The device's copy of each parameter, appended to the step's arguments;
   // what the device computes reads it, widened where the gradient function
   // narrows it again (the conversions fold away).
-  llvm::MapVector<unsigned, BlockArgument> copies;
   unsigned numArgs = step.getNumArguments();
   for (unsigned i = 0; i < numArgs; ++i) {
-    auto name =
-        step.getArgAttrOfType<StringAttr>(i, LoomDialect::getParamAttrName());
     if (step.getArgAttr(i, LoomDialect::getParamAttrName()) ||
         step.getArgAttr(i, LoomDialect::getStateAttrName()))
       step.setArgAttr(i, LoomDialect::getHostAttrName(), b.getUnitAttr());
+    auto name =
+        step.getArgAttrOfType<StringAttr>(i, LoomDialect::getParamAttrName());
     if (!name)
       continue;
     BlockArgument param = step.getArgument(i);
     auto type = cast<RankedTensorType>(param.getType());
-    Type element = getCopyElementType(step, param, *hostOps);
-    auto copyType = RankedTensorType::get(type.getShape(), element);
+    Type element = getCopyElementType(param);
     unsigned index = step.getNumArguments();
-    if (failed(
-            step.insertArgument(index, copyType,
-                                b.getDictionaryAttr(b.getNamedAttr(
-                                    LoomDialect::getParamCopyAttrName(), name)),
-                                param.getLoc())))
+    if (failed(step.insertArgument(
+            index, RankedTensorType::get(type.getShape(), element),
+            b.getDictionaryAttr(
+                b.getNamedAttr(LoomDialect::getParamCopyAttrName(), name)),
+            param.getLoc())))
       return failure();
     BlockArgument copy = step.getArgument(index);
     copies[i] = copy;
@@ -230,49 +279,187 @@ LogicalResult PlaceOffloadPass::place(ModuleOp module, func::FuncOp step) {
     if (element != type.getElementType())
       read = ConvertOp::create(atStart, param.getLoc(), type, copy, Value());
     param.replaceUsesWithIf(read, [&](OpOperand &use) {
-      return !hostOps->contains(use.getOwner()) && use.getOwner() != ret &&
+      return !isReadByUpdatesOnly(use) && use.getOwner() != ret &&
              use.getOwner() != read.getDefiningOp();
     });
   }
+  return success();
+}
 
-  HostInputs inputs = collectInputs(*hostOps, step);
-  // Which of the step's results the host computes: each updated parameter
-  // and state tensor, by the argument it is the new value of.
-  SmallVector<unsigned> hostResults;
+LogicalResult OffloadPlacement::shardMasters() {
+  // ZeRO-1/2: each rank updates its slice of the flattened parameter, and
+  // the step returns the whole gathered from the ranks' slices. The host
+  // keeps only the slice of the master: the argument becomes it
+  // (`loom.shard = 0` of the flattened tensor), the update's result is its
+  // new value, and what the device gathers, converted, is the copy's.
+  SmallVector<OptimizerUpdateOpInterface> updates(
+      body.getOps<OptimizerUpdateOpInterface>());
+  for (OptimizerUpdateOpInterface update : updates) {
+    std::optional<UpdatedParam> param = getUpdatedParam(update);
+    if (!param || param->views.empty() || param->arg.getOwner() != &body ||
+        !copies.count(param->arg.getArgNumber()))
+      continue;
+    unsigned argNumber = param->arg.getArgNumber();
+    std::optional<unsigned> r = resultUpdating(argNumber);
+    if (!r)
+      return update->emitOpError("updates a parameter the step returns no "
+                                 "new value of (loom.updates)");
+    gatheredCopies.push_back({copies[argNumber], ret.getOperand(*r)});
+    ret->setOperand(*r, update.getNewParamValue());
+    Value slice = update.getUpdatedParam();
+    if (!param->arg.use_empty() &&
+        llvm::any_of(param->arg.getUses(),
+                     [&](OpOperand &use) { return !isReadByUpdatesOnly(use); }))
+      return update->emitOpError("updates a slice of a parameter the device "
+                                 "reads besides");
+    param->arg.setType(slice.getType());
+    slice.replaceAllUsesWith(param->arg);
+    for (Operation *view : param->views)
+      if (view->use_empty())
+        view->erase();
+    step.setArgAttr(argNumber, LoomDialect::getShardAttrName(),
+                    b.getI64IntegerAttr(0));
+  }
+  step.setType(
+      b.getFunctionType(body.getArgumentTypes(), ret.getOperandTypes()));
+  return success();
+}
+
+LogicalResult OffloadPlacement::run() {
+  if (module.lookupSymbol(kHostFunctionName))
+    return module.emitError()
+           << "the module has a @" << kHostFunctionName << " already";
+  if (failed(addCopies()) || failed(shardMasters()))
+    return failure();
+  FailureOr<llvm::SetVector<Operation *>> hostOps = collectHostOps(step);
+  if (failed(hostOps) || failed(outline(*hostOps)))
+    return failure();
+  // The copies the device gathers: the whole parameter, converted.
+  OpBuilder sb(ret);
+  SmallVector<Value> results(ret.getOperands());
+  SmallVector<Type> types(step.getResultTypes());
+  SmallVector<unsigned> copyArgs;
+  for (auto [copy, gathered] : gatheredCopies) {
+    Value value = gathered;
+    if (value.getType() != copy.getType())
+      value =
+          ConvertOp::create(sb, ret.getLoc(), copy.getType(), value, Value());
+    results.push_back(value);
+    types.push_back(copy.getType());
+    copyArgs.push_back(copy.getArgNumber());
+  }
+  unsigned first = step.getNumResults();
+  ret->setOperands(results);
+  step.setType(b.getFunctionType(step.getArgumentTypes(), types));
+  for (auto [i, arg] : llvm::enumerate(copyArgs))
+    step.setResultAttr(first + i, LoomDialect::getUpdatesAttrName(),
+                       b.getI64IntegerAttr(arg));
+  return success();
+}
+
+LogicalResult
+OffloadPlacement::outline(const llvm::SetVector<Operation *> &hostOps) {
+  HostInputs inputs = collectInputs(hostOps, step);
+  HostOutputs outputs;
+  llvm::DenseSet<unsigned> gathered;
+  for (auto [copy, value] : gatheredCopies)
+    gathered.insert(copy.getArgNumber());
   for (unsigned r = 0, e = ret.getNumOperands(); r < e; ++r) {
     Operation *def = ret.getOperand(r).getDefiningOp();
-    if (def && hostOps->contains(def))
-      hostResults.push_back(r);
-  }
-
-  // The host function: its arguments the held tensors, the device's values
-  // and the copies it writes; its results the new held tensors, then the
-  // new copies.
-  SmallVector<Type> argTypes, resultTypes;
-  for (Value v : inputs.held)
-    argTypes.push_back(v.getType());
-  for (Value v : inputs.fromDevice)
-    argTypes.push_back(v.getType());
-  SmallVector<std::pair<unsigned, BlockArgument>> copyResults;
-  for (unsigned r : hostResults) {
-    resultTypes.push_back(ret.getOperand(r).getType());
+    if (!def || !hostOps.contains(def))
+      continue;
+    outputs.stepResults.push_back(r);
     auto updates = step.getResultAttrOfType<IntegerAttr>(
         r, LoomDialect::getUpdatesAttrName());
     if (!updates)
       return ret.emitOpError("returns a value the optimizer computes that "
                              "updates no argument (loom.updates)");
     auto copy = copies.find(updates.getInt());
-    if (copy != copies.end())
-      copyResults.push_back({r, copy->second});
+    if (copy != copies.end() && !gathered.contains(copy->second.getArgNumber()))
+      outputs.copies.push_back({r, copy->second});
   }
-  for (auto [r, copy] : copyResults) {
-    argTypes.push_back(copy.getType());
-    resultTypes.push_back(copy.getType());
-  }
+  // The call goes where the device first reads what the host computed, or
+  // last; everything the host reads must be made before that.
+  Operation *at = ret;
+  for (Operation &op : body.without_terminator())
+    if (!hostOps.contains(&op) && llvm::any_of(op.getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return def && hostOps.contains(def);
+        })) {
+      at = &op;
+      break;
+    }
+  for (Operation *op : hostOps)
+    for (Value v : op->getResults())
+      for (Operation *user : v.getUsers())
+        if (user != ret && !hostOps.contains(user))
+          outputs.toDevice.insert(v);
+  for (Value v : inputs.fromDevice)
+    if (Operation *def = v.getDefiningOp();
+        def && def->getBlock() == &body && !def->isBeforeInBlock(at))
+      return def->emitOpError("is made after the device reads the optimizer's "
+                              "results; the host's update cannot be placed");
 
+  Location loc = step.getLoc();
+  OpBuilder sb(at);
+  SmallVector<Value> operands(inputs.held.begin(), inputs.held.end());
+  operands.append(inputs.fromDevice.begin(), inputs.fromDevice.end());
+  for (auto [r, copy] : outputs.copies)
+    operands.push_back(copy);
+  for (Value v : outputs.toDevice) {
+    auto type = cast<RankedTensorType>(v.getType());
+    operands.push_back(tensor::EmptyOp::create(sb, v.getLoc(), type.getShape(),
+                                               type.getElementType()));
+  }
+  func::FuncOp hostFn = buildHostFunction(hostOps, inputs, outputs, operands);
+  callRuntime(sb, module, loc, LOOM_RT_HOST_BEGIN);
+  auto call = func::CallOp::create(sb, loc, hostFn, operands);
+  call.setNoInline(true);
+  callRuntime(sb, module, loc, LOOM_RT_HOST_END);
+
+  unsigned next = 0;
+  for (unsigned r : outputs.stepResults)
+    ret->setOperand(r, call.getResult(next++));
+  SmallVector<Value> copyResults;
+  for (size_t i = 0; i < outputs.copies.size(); ++i)
+    copyResults.push_back(call.getResult(next++));
+  for (Value v : outputs.toDevice)
+    v.replaceUsesWithIf(call.getResult(next++), [&](OpOperand &use) {
+      return !hostOps.contains(use.getOwner());
+    });
+  // Readers first: the set lists the block's ops from its end.
+  for (Operation *op : hostOps)
+    op->erase();
+
+  SmallVector<Value> results(ret.getOperands());
+  results.append(copyResults);
+  unsigned first = step.getNumResults();
+  ret->setOperands(results);
+  SmallVector<Type> types(step.getResultTypes());
+  for (auto [r, copy] : outputs.copies)
+    types.push_back(copy.getType());
+  step.setType(b.getFunctionType(step.getArgumentTypes(), types));
+  for (auto [i, entry] : llvm::enumerate(outputs.copies))
+    step.setResultAttr(first + i, LoomDialect::getUpdatesAttrName(),
+                       b.getI64IntegerAttr(entry.second.getArgNumber()));
+  return success();
+}
+
+func::FuncOp OffloadPlacement::buildHostFunction(
+    const llvm::SetVector<Operation *> &hostOps, const HostInputs &inputs,
+    const HostOutputs &outputs, ValueRange operands) {
+  SmallVector<Type> resultTypes;
+  for (unsigned r : outputs.stepResults)
+    resultTypes.push_back(ret.getOperand(r).getType());
+  for (auto [r, copy] : outputs.copies)
+    resultTypes.push_back(copy.getType());
+  for (Value v : outputs.toDevice)
+    resultTypes.push_back(v.getType());
+  Location loc = step.getLoc();
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
-  auto hostFn = func::FuncOp::create(mb, loc, kHostFunctionName,
-                                     b.getFunctionType(argTypes, resultTypes));
+  auto hostFn =
+      func::FuncOp::create(mb, loc, kHostFunctionName,
+                           b.getFunctionType(TypeRange(operands), resultTypes));
   hostFn.setPrivate();
   hostFn.setNoInline(true);
   hostFn->setAttr(LoomDialect::getHostAttrName(), b.getUnitAttr());
@@ -290,56 +477,52 @@ LogicalResult PlaceOffloadPass::place(ModuleOp module, func::FuncOp step) {
                                       buffer, Placement::host));
   }
   for (Operation &op : body.without_terminator()) {
-    if (hostOps->contains(&op)) {
-      for (Value v : op.getOperands())
-        if (Operation *def = v.getDefiningOp();
-            def && def->hasTrait<OpTrait::ConstantLike>() &&
-            !mapping.contains(v))
-          hb.clone(*def, mapping);
-      hb.clone(op, mapping);
-    }
+    if (!hostOps.contains(&op))
+      continue;
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp();
+          def && def->hasTrait<OpTrait::ConstantLike>() && !mapping.contains(v))
+        hb.clone(*def, mapping);
+    hb.clone(op, mapping);
   }
   SmallVector<Value> results;
-  for (unsigned r : hostResults)
+  for (unsigned r : outputs.stepResults)
     results.push_back(mapping.lookup(ret.getOperand(r)));
-  for (auto [r, copy] : copyResults) {
+  for (auto [r, copy] : outputs.copies) {
     Value master = mapping.lookup(ret.getOperand(r));
-    auto copyType = cast<RankedTensorType>(copy.getType());
-    if (copyType != master.getType())
-      master = ConvertOp::create(hb, loc, copyType, master, Value());
+    if (copy.getType() != master.getType())
+      master = ConvertOp::create(hb, loc, copy.getType(), master, Value());
     results.push_back(TransferOp::create(
         hb, loc, master, entry->getArgument(a++), Placement::device));
   }
+  for (Value v : outputs.toDevice)
+    results.push_back(TransferOp::create(hb, v.getLoc(), mapping.lookup(v),
+                                         entry->getArgument(a++),
+                                         Placement::device));
   func::ReturnOp::create(hb, loc, results);
-
-  // The step calls it last and returns what it computed; the copies' new
-  // values as new results.
-  OpBuilder sb(ret);
-  SmallVector<Value> operands(inputs.held.begin(), inputs.held.end());
-  operands.append(inputs.fromDevice.begin(), inputs.fromDevice.end());
-  for (auto [r, copy] : copyResults)
-    operands.push_back(copy);
-  callRuntime(sb, module, loc, LOOM_RT_HOST_BEGIN);
-  auto call = func::CallOp::create(sb, loc, hostFn, operands);
-  call.setNoInline(true);
-  callRuntime(sb, module, loc, LOOM_RT_HOST_END);
-  for (auto [i, r] : llvm::enumerate(hostResults))
-    ret->setOperand(r, call.getResult(i));
-  SmallVector<Value> newResults(ret.getOperands());
-  for (auto [i, entry] : llvm::enumerate(copyResults))
-    newResults.push_back(call.getResult(hostResults.size() + i));
-  // Readers first: the set lists the block's ops from its end.
-  for (Operation *op : *hostOps)
-    op->erase();
-  unsigned firstNew = step.getNumResults();
-  ret->setOperands(newResults);
-  SmallVector<Type> stepResults(step.getResultTypes());
-  for (auto [r, copy] : copyResults)
-    stepResults.push_back(copy.getType());
-  step.setType(b.getFunctionType(step.getArgumentTypes(), stepResults));
-  for (auto [i, entry] : llvm::enumerate(copyResults))
-    step.setResultAttr(firstNew + i, LoomDialect::getUpdatesAttrName(),
-                       b.getI64IntegerAttr(entry.second.getArgNumber()));
-  return success();
+  return hostFn;
 }
+
+struct PlaceOffloadPass
+    : public loom::impl::LoomPlaceOffloadBase<PlaceOffloadPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<PlanConfig> plan = getResolvedPlan(module);
+    if (failed(plan))
+      return signalPassFailure();
+    if (plan->offload == Offload::none)
+      return;
+    if (plan->offload != Offload::optimizer || plan->pp > 1 || plan->tp > 1) {
+      module.emitError() << "loom-place-offload places offload=optimizer "
+                            "under data parallelism only (docs/offload.md), "
+                            "not offload="
+                         << stringifyOffload(plan->offload)
+                         << " with pp = " << plan->pp << ", tp = " << plan->tp;
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> step = getTrainStep(module);
+    if (failed(step) || failed(OffloadPlacement(module, *step).run()))
+      return signalPassFailure();
+  }
+};
 } // namespace

@@ -273,7 +273,10 @@ struct loom_model {
   struct ParamCopy {
     size_t param;
     int32_t dtype;
-    int64_t offset;
+    int64_t offset, count;
+    /// The whole parameter, of which the rank's master is a slice
+    /// (ZeRO-1/2): filled from the gathered whole.
+    bool whole;
   };
   std::vector<ParamCopy> copies;
   std::map<std::string, size_t> copyIndex;
@@ -285,8 +288,9 @@ struct loom_model {
   /// Lays out the param_copy arguments of the step (false, with the error
   /// set, on one that matches no parameter this rank holds).
   bool layoutParamCopies();
-  /// The copies from the master weights, where stale.
-  void refreshParamCopies();
+  /// The copies from the master weights, where stale (false, with the
+  /// error set, when gathering the masters fails).
+  bool refreshParamCopies();
   /// The scores the logits entry writes (loomc --logits).
   loom::StepVector<float> logits;
   /// The optimizer state's tensors, as the step lists them.

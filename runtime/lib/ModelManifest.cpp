@@ -719,6 +719,11 @@ bool loom_model::checkModelShapes() {
           whole[arg.tpDim] *= info.tp;
         if (!arg.layerRuns.empty())
           whole[0] = info.layers;
+        // A master weight sharded as ZeRO-1/2 shard the state: a slice of
+        // the flattened whole.
+        if (arg.shard >= 0 && whole.size() == 1 && expected.size() != 1 &&
+            whole[0] == product(expected, 0, expected.size()))
+          whole = expected;
         if (whole != expected)
           return fail(where + " makes a whole tensor of " + formatShape(whole) +
                       ", but its tensor line says " + formatShape(expected));

@@ -53,6 +53,13 @@ bool loom_model::layoutParams() {
     p.part = p.dpShape;
     p.tpDim = arg.tpDim;
     p.tpBlocks = arg.tpBlocks;
+    // A master weight kept as ZeRO-1/2 keep the state (offload): the
+    // rank's slice of the flattened whole, whose part is the tensor's own.
+    auto spec = tensorSpecs.find(arg.name);
+    if (arg.kind == LOOM_ARG_PARAM && p.shard >= 0 &&
+        spec != tensorSpecs.end() &&
+        spec->second.shape.size() != arg.shape.size())
+      p.part = spec->second.shape;
     if (arg.kind == LOOM_ARG_STATE) {
       // Optimizer state is divided as its parameter ("m.wte" is wte's),
       // flattened or not.
@@ -148,8 +155,8 @@ bool loom_model::layoutParams() {
     int64_t copySize =
         copies.empty()
             ? 0
-            : copies.back().offset + params[copies.back().param].localSize *
-                                         elementSize(copies.back().dtype);
+            : copies.back().offset +
+                  copies.back().count * elementSize(copies.back().dtype);
     copyBytes.assign(copySize, 0);
     scalars.assign(1, Scalars{});
   } catch (const std::bad_alloc &) {
@@ -168,15 +175,20 @@ bool loom_model::layoutParamCopies() {
     if (arg.kind != LOOM_ARG_PARAM_COPY)
       continue;
     auto param = paramIndex.find(arg.name);
-    if (param == paramIndex.end() || !params[param->second].held ||
-        params[param->second].localSize != arg.size())
+    const Param *p =
+        param == paramIndex.end() ? nullptr : &params[param->second];
+    // The rank's part of the parameter, or (ZeRO-1/2) the whole of what
+    // it holds a slice of.
+    bool whole = p && p->shard >= 0 && p->localSize != arg.size() &&
+                 p->size == arg.size();
+    if (!p || !p->held || (p->localSize != arg.size() && !whole))
       return badManifest("the device copy " + arg.name +
                          " is not the size of a parameter this rank holds");
     int32_t dtype = arg.dtype == "bf16"  ? LOOM_DTYPE_BF16
                     : arg.dtype == "f16" ? LOOM_DTYPE_F16
                                          : LOOM_DTYPE_F32;
     copyIndex[arg.name] = copies.size();
-    copies.push_back({param->second, dtype, offset});
+    copies.push_back({param->second, dtype, offset, arg.size(), whole});
     // Each tensor at the heap's alignment.
     offset += (arg.size() * elementSize(dtype) + 63) / 64 * 64;
   }
@@ -184,18 +196,28 @@ bool loom_model::layoutParamCopies() {
   return true;
 }
 
-void loom_model::refreshParamCopies() {
+bool loom_model::refreshParamCopies() {
   if (!copiesStale)
-    return;
+    return true;
+  // Copies of whole parameters whose masters the ranks hold slices of
+  // (ZeRO-1/2) come from the gathered whole: every rank refreshes at
+  // once, as every rank steps at once.
+  std::vector<float> gathered;
+  if (std::any_of(copies.begin(), copies.end(),
+                  [](const ParamCopy &c) { return c.whole; }) &&
+      !gather(gathered))
+    return false;
   for (const ParamCopy &copy : copies) {
     const Param &p = params[copy.param];
-    const float *master = values.data() + p.localOffset;
+    const float *master =
+        copy.whole ? gathered.data() + p.offset : values.data() + p.localOffset;
     void *out = copyBytes.data() + copy.offset;
     // The step's own conversion rounds to nearest even, as storeElement.
-    for (int64_t i = 0; i < p.localSize; ++i)
+    for (int64_t i = 0; i < copy.count; ++i)
       storeElement(copy.dtype, out, i, master[i]);
   }
   copiesStale = false;
+  return true;
 }
 
 void loom_model::scatter(const std::vector<Param> &tensors, const float *whole,

@@ -159,8 +159,8 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
   scalars[0].lr = lr;
   scalars[0].step = step;
   scalars[0].lossScale = lossScaler.scale;
-  if (entryName == stepEntry)
-    refreshParamCopies();
+  if (entryName == stepEntry && !refreshParamCopies())
+    return false;
   heapBeginCall();
   entry.fn(entry.buffers.data());
   heapEndCall();

@@ -58,13 +58,6 @@ void checkOffload(const PlanConfig &plan, Violate violate) {
   if (plan.tp > 1)
     violate("plan.offload", "offload=optimizer does not combine with "
                             "tensor parallelism (tp > 1) yet");
-  if (plan.zero == 1 || plan.zero == 2)
-    violate("plan.offload",
-            llvm::formatv("offload=optimizer combines with ZeRO-0 and ZeRO-3, "
-                          "not ZeRO-{0} yet: the host would need the master "
-                          "weights sharded as the optimizer state is",
-                          plan.zero)
-                .str());
 }
 } // namespace
 

@@ -355,9 +355,15 @@ def LoomPlaceOffload : Pass<"loom-place-offload", "::mlir::ModuleOp"> {
       `loom.transfer ... to device` into the copy, which the step returns
       as that argument's new value.
 
+    Under ZeRO-1/2, where each rank updates a slice of the flattened
+    parameter and the step gathers the whole, the host keeps the slice of
+    the master weights only: the parameter argument becomes it
+    (`loom.shard = 0`), the updated slice goes back to the device, which
+    gathers it, and the gathered whole, converted, is the copy's new value.
+
     Plans without offload are left as they are. Pipelines, tensor
-    parallelism, ZeRO-1/2 and `offload = parameters` are refused with an
-    error (docs/offload.md says why).
+    parallelism and `offload = parameters` are refused with an error
+    (docs/offload.md says why).
   }];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::tensor::TensorDialect"];
