@@ -286,6 +286,9 @@ compileMemory(ModuleOp module, const PlanEstimate &estimate,
                            LoomDialect::getMemoryOptimizerKey());
     rank.arena = bytes(step, LoomDialect::getArenaAttrName(),
                        LoomDialect::getArenaBytesKey());
+    rank.host = std::max<int64_t>(bytes(held, LoomDialect::getMemoryAttrName(),
+                                        LoomDialect::getMemoryHostKey()),
+                                  0);
     if (rank.parameters < 0 || rank.optimizer < 0 || rank.arena < 0) {
       why = "the compiled step @" + name +
             " has no memory figures (loom.memory, loom.arena)";

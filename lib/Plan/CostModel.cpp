@@ -53,6 +53,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     f.reduceBucketElements = 5e8;
     f.prefetchElements = 5e7;
     f.overlapContention = 0.8;
+    f.offloadsGradientBuckets = true;
     // Fitted on seed 001's micro-batch sweep (docs/cost-model.md).
     f.kernelDispatch = kEagerKernelDispatch;
     break;
@@ -426,6 +427,10 @@ private:
   Recompute recomputation;
   int64_t dp, tp, pp, m;
   double elementBytes, gradBytes, masterGradBytes, optimizerBytes;
+  /// Under offload, a parameter's bytes on the host: the master weights
+  /// (f32 training keeps them as the parameters), the optimizer state and
+  /// the f32 gradient's copy.
+  double hostBytes = 0;
   double sendBytes, sendTime;
   PipelineSchedule schedule;
 };
@@ -449,6 +454,8 @@ PlanPricer::PlanPricer(const CostModel &model, const PlanConfig &plan,
   optimizerBytes = training.optimizer == OptimizerKind::adamw
                        ? (mixed ? 12 : 8)
                        : (training.momentum != 0 ? 4 : 0) + (mixed ? 4 : 0);
+  if (plan.offload == Offload::optimizer)
+    hostBytes = optimizerBytes + (mixed ? 0 : 4) + 4;
   double activationBytesPerToken = elementBytes *
                                    model.getArchitecture().width /
                                    (plan.sequenceParallel ? tp : 1);
@@ -564,6 +571,14 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   double gradients = params * gradBytes / (plan.zero >= 2 ? shard : 1) +
                      params * masterGradBytes / (plan.zero >= 1 ? shard : 1);
   double optimizer = params * optimizerBytes / (plan.zero >= 1 ? shard : 1);
+  // Offload: the host keeps the rank's part of the state, the device none.
+  double host = params * hostBytes / (plan.zero >= 1 ? shard : 1);
+  if (host > 0) {
+    optimizer = 0;
+    // Streamed to the host, the gradients hold a bucket of the device.
+    if (fw.offloadsGradientBuckets)
+      gradients = std::min(params, fw.reduceBucketElements) * gradBytes;
+  }
   double temporary = w.transient;
   // The gathered layer and what is prefetched after it, or the bucket
   // that gradients are reduced through.
@@ -576,6 +591,7 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
     temporary += std::min(params, fw.reduceBucketElements) * gradBytes;
   RankMemory rank{weights,  gradients, optimizer, w.kept + w.keptOutside,
                   inFlight, temporary};
+  rank.host = host;
   rank.reserve = rank.live() * fw.allocatorReserve;
   int64_t communicators = (dp > 1) + (tp > 1) + (pp > 1);
   rank.runtime = fw.contextBytes + communicators * fw.communicatorBytes;
@@ -638,13 +654,34 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
     double optimizerTime =
         optimizerParams * (optimizerTraffic + gradBytes) /
         (cluster.gpu->hbmBandwidth * cluster.efficiency.memory);
+    double transfer = 0, exposedTransfer = 0;
+    if (plan.offload == Offload::optimizer) {
+      // The host updates at its share of the node's memory bandwidth; the
+      // rank's f32 gradients go to it over the host link, and the updated
+      // parameters come back in the step's precision. A framework that
+      // streams the gradients out during the backward pass hides them
+      // behind it (the copy engines do not contend with the kernels);
+      // Loom's step moves them after it.
+      const EfficiencyAssumptions &e = cluster.efficiency;
+      double hostBandwidth =
+          cluster.gpu->hostMemoryBandwidth / cluster.gpusPerNode * e.memory;
+      optimizerTime = optimizerParams * (optimizerTraffic + 4) / hostBandwidth;
+      double link = cluster.gpu->hostLinkBandwidth * e.link;
+      double down = optimizerParams * 4 / link;
+      double up = optimizerParams * elementBytes / link;
+      transfer = down + up;
+      exposedTransfer =
+          (fw.offloadsGradientBuckets ? std::max(0.0, down - w.backward)
+                                      : down) +
+          up;
+    }
     // Fill and drain: pp - 1 micro-batches' time, of one chunk's when
     // interleaved (Narayanan et al. 2021).
     double bubble =
         (pp - 1) * perMicroBatch /
         (plan.schedule == Schedule::interleaved ? plan.virtualStages : 1);
-    double stageTime =
-        m * perMicroBatch + bubble + dpComm + optimizerTime + fw.stepOverhead;
+    double stageTime = m * perMicroBatch + bubble + dpComm + optimizerTime +
+                       exposedTransfer + fw.stepOverhead;
     if (stageTime > worstTime) {
       worstTime = stageTime;
       est.computeTime = m * (w.compute + w.recompute);
@@ -654,6 +691,8 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
       est.bubbleTime = bubble;
       est.dpCommTime = dpComm;
       est.optimizerTime = optimizerTime;
+      est.hostTransferTime = transfer;
+      est.exposedTransferTime = exposedTransfer;
       est.fixedTime = fw.stepOverhead;
       est.stepTime = stageTime;
     }
@@ -663,6 +702,7 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
       est.weights = rank.weights;
       est.gradients = rank.gradients;
       est.optimizerState = rank.optimizerState;
+      est.hostMemory = rank.host;
       est.activations = held * (w.kept + w.keptOutside);
       est.keptPerLayer = w.kept / est.layersPerStage[stage];
       est.keptStatisticsPerLayer = w.keptStatistics / est.layersPerStage[stage];

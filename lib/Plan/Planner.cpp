@@ -109,57 +109,63 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
       model.getTraining().precision, *model.getCluster().gpu);
   const Recompute recomputes[] = {Recompute::none, Recompute::selective,
                                   Recompute::full, Recompute::stage};
-  for (int64_t tp : getDivisors(world)) {
-    for (int64_t pp : getDivisors(world / tp)) {
-      int64_t dp = world / (tp * pp);
-      PlanConfig base;
-      base.dp = dp;
-      base.tp = tp;
-      base.pp = pp;
-      // No micro-batch count splits a batch that dp does not divide; tensor
-      // parallelism must divide the heads and a stage needs a layer. Pruned
-      // here, such a pair costs nothing whatever the world's size.
-      if (batch % dp || arch.heads % tp || pp > arch.layers) {
-        ++search.evaluated;
-        ++search.illegal;
-        continue;
-      }
-      for (int64_t m : getDivisors(batch / dp)) {
-        for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-          for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b}) {
-            if (pp == 1 && schedule != Schedule::gpipe)
-              continue;
-            for (Recompute recompute : recomputes) {
-              if (pp == 1 && recompute == Recompute::stage)
+  auto searchWith = [&](Offload offload) {
+    for (int64_t tp : getDivisors(world)) {
+      for (int64_t pp : getDivisors(world / tp)) {
+        // Offload places a step of one stage and no tensor parallelism.
+        if (offload != Offload::none && (tp > 1 || pp > 1))
+          continue;
+        int64_t dp = world / (tp * pp);
+        PlanConfig base;
+        base.dp = dp;
+        base.tp = tp;
+        base.pp = pp;
+        // No micro-batch count splits a batch that dp does not divide; tensor
+        // parallelism must divide the heads and a stage needs a layer. Pruned
+        // here, such a pair costs nothing whatever the world's size.
+        if (batch % dp || arch.heads % tp || pp > arch.layers) {
+          ++search.evaluated;
+          ++search.illegal;
+          continue;
+        }
+        for (int64_t m : getDivisors(batch / dp)) {
+          for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+            for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b}) {
+              if (pp == 1 && schedule != Schedule::gpipe)
                 continue;
-              // A framework whose selective step is its none step: the
-              // same plan twice, which would take two of the plans kept
-              // and compiled.
-              if (recompute == Recompute::selective &&
-                  model.getFramework().selectiveIsNone)
-                continue;
-              for (bool sp : {false, true}) {
-                if (sp && tp == 1)
+              for (Recompute recompute : recomputes) {
+                if (pp == 1 && recompute == Recompute::stage)
                   continue;
-                for (Precision precision : precisions) {
-                  PlanConfig plan = base;
-                  plan.microBatches = m;
-                  plan.zero = zero;
-                  plan.schedule = schedule;
-                  plan.recompute = recompute;
-                  plan.sequenceParallel = sp;
-                  ++search.evaluated;
-                  PlanEstimate est = model.estimate(plan, precision);
-                  if (!est.illegal.empty()) {
-                    ++search.illegal;
-                  } else if (est.fits()) {
-                    ++search.fit;
-                    ranked.add(std::move(est));
-                  } else {
-                    ++search.doNotFit;
-                    if (!leastMemory || est.memory() < leastMemory->memory())
-                      leastMemory = est;
-                    faster.add(std::move(est));
+                // A framework whose selective step is its none step: the
+                // same plan twice, which would take two of the plans kept
+                // and compiled.
+                if (recompute == Recompute::selective &&
+                    model.getFramework().selectiveIsNone)
+                  continue;
+                for (bool sp : {false, true}) {
+                  if (sp && tp == 1)
+                    continue;
+                  for (Precision precision : precisions) {
+                    PlanConfig plan = base;
+                    plan.microBatches = m;
+                    plan.zero = zero;
+                    plan.schedule = schedule;
+                    plan.recompute = recompute;
+                    plan.sequenceParallel = sp;
+                    plan.offload = offload;
+                    ++search.evaluated;
+                    PlanEstimate est = model.estimate(plan, precision);
+                    if (!est.illegal.empty()) {
+                      ++search.illegal;
+                    } else if (est.fits()) {
+                      ++search.fit;
+                      ranked.add(std::move(est));
+                    } else {
+                      ++search.doNotFit;
+                      if (!leastMemory || est.memory() < leastMemory->memory())
+                        leastMemory = est;
+                      faster.add(std::move(est));
+                    }
                   }
                 }
               }
@@ -168,6 +174,13 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
         }
       }
     }
+  };
+  searchWith(Offload::none);
+  // The optimizer's state on the host when nothing else fits: slower, but
+  // a step that runs.
+  if (search.fit == 0) {
+    search.offloaded = true;
+    searchWith(Offload::optimizer);
   }
   ranked.prune();
   faster.prune();
@@ -214,11 +227,15 @@ static void printCompiledMemory(llvm::raw_ostream &os,
       est.capacity / kBytesPerGiB, 100 * (1 - est.usable / est.capacity),
       est.tensorMemory() / kBytesPerGiB, est.reserve / kBytesPerGiB,
       est.runtime / kBytesPerGiB);
-  for (auto [r, rank] : llvm::enumerate(est.compiledRanks))
+  for (auto [r, rank] : llvm::enumerate(est.compiledRanks)) {
     os << llvm::formatv("  compiled stage {0}: tensors {1} B = parameters {2} "
-                        "B + optimizer state {3} B + the step's arena {4} B\n",
+                        "B + optimizer state {3} B + the step's arena {4} B",
                         r, rank.peak(), rank.parameters, rank.optimizer,
                         rank.arena);
+    if (rank.host)
+      os << llvm::formatv("; the host keeps {0} B", rank.host);
+    os << "\n";
+  }
   double error = 100 * (modelTensors / est.tensorMemory() - 1);
   os << llvm::formatv("  the cost model's tensors for stage {0}: {1:F0} B, "
                       "{2:F1}% {3} than compiled\n",
@@ -238,11 +255,23 @@ static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
       "  step time: {0:F4} s = pipeline {1:F4} (compute {2:F4}, of which "
       "recompute {3:F4}; tensor-parallel comm {4:F4}; stage sends {5:F4}; "
       "bubble {6:F4}) + exposed data-parallel comm {7:F4} + optimizer "
-      "{8:F4} + fixed {9:F4}\n",
+      "{8:F4} + fixed {9:F4}{10}\n",
       est.stepTime,
       est.computeTime + est.tpCommTime + est.ppCommTime + est.bubbleTime,
       est.computeTime, est.recomputeTime, est.tpCommTime, est.ppCommTime,
-      est.bubbleTime, est.dpCommTime, est.optimizerTime, est.fixedTime);
+      est.bubbleTime, est.dpCommTime, est.optimizerTime, est.fixedTime,
+      est.plan.offload == Offload::none
+          ? std::string()
+          : llvm::formatv(" + host transfers {0:F4}", est.exposedTransferTime)
+                .str());
+  if (est.plan.offload == Offload::optimizer)
+    os << llvm::formatv(
+        "  offload: the host keeps {0:F2} GiB (master weights, optimizer "
+        "state, the gradients' copies) and updates in the optimizer's time "
+        "above; the transfers take {1:F4} s over the host link, of which "
+        "the backward pass does not hide {2:F4}\n",
+        est.hostMemory / kBytesPerGiB, est.hostTransferTime,
+        est.exposedTransferTime);
   os << llvm::formatv("  throughput: {0:F0} tokens/s; MFU {1:F4}, HFU {2:F4} "
                       "(peak {3:F0} TFLOP/s per GPU)\n",
                       est.tokensPerSecond, est.mfu, est.hfu,
@@ -278,6 +307,25 @@ std::string mlir::loom::describeOutOfMemory(const PlanEstimate &est) {
       .str();
 }
 
+/// What choosing offload costs: the fastest plan without it, which does
+/// not fit, against the choice.
+static void printOffloadCost(llvm::raw_ostream &os, const PlanSearch &search) {
+  const PlanEstimate &chosen = search.ranked.front();
+  const PlanEstimate *fastest = nullptr;
+  for (const PlanEstimate &est : search.outOfMemory)
+    if (est.plan.offload == Offload::none &&
+        (!fastest || est.stepTime < fastest->stepTime))
+      fastest = &est;
+  os << "  no plan fits without offload";
+  if (fastest)
+    os << llvm::formatv(": the fastest, {0}, would take {1:F4} s/step "
+                        "({2}); offload takes {3:F1}% longer",
+                        formatPlan(fastest->plan, fastest->precision),
+                        fastest->stepTime, describeOutOfMemory(*fastest),
+                        100 * (chosen.stepTime / fastest->stepTime - 1));
+  os << "\n";
+}
+
 void mlir::loom::printPlanReport(llvm::raw_ostream &os, const CostModel &model,
                                  const PlanSearch &search,
                                  const PlanEstimate *explicitPlan) {
@@ -306,6 +354,8 @@ void mlir::loom::printPlanReport(llvm::raw_ostream &os, const CostModel &model,
     return;
   os << "chosen ";
   printEstimate(os, model, search.ranked.front());
+  if (search.offloaded)
+    printOffloadCost(os, search);
   os << "best plans:\n";
   printTableHeader(os);
   // A row that differs from one above only in a ZeRO stage that changes

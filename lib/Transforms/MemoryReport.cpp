@@ -121,8 +121,8 @@ FailureOr<KeptActivations> measureKeptActivations(func::FuncOp grad) {
 /// A rank's step, measured: its parameter and optimizer state arguments
 /// and the gradients its updates read slices of.
 /// Under offload (loom-place-offload), the parameters are the device's
-/// copies; the master weights count with the optimizer state, and `host`
-/// is what of both the host keeps.
+/// copies and the optimizer state none; `host` is the master weights and
+/// state the host keeps.
 struct StepMemory {
   int64_t parameters = 0, gradients = 0, optimizer = 0;
   std::optional<int64_t> host;
@@ -148,11 +148,11 @@ FailureOr<StepMemory> measureStep(func::FuncOp step) {
     if (!shaped || !shaped.hasStaticShape())
       continue;
     unsigned i = arg.getArgNumber();
-    bool host = step.getArgAttr(i, LoomDialect::getHostAttrName()) != nullptr;
-    if (host)
+    // Offload: the master weights and the state are the host's, apart.
+    if (step.getArgAttr(i, LoomDialect::getHostAttrName()))
       memory.host = memory.host.value_or(0) + bytesOf(shaped);
-    if (step.getArgAttr(i, LoomDialect::getParamAttrName()))
-      (host ? memory.optimizer : memory.parameters) += bytesOf(shaped);
+    else if (step.getArgAttr(i, LoomDialect::getParamAttrName()))
+      memory.parameters += bytesOf(shaped);
     else if (step.getArgAttr(i, LoomDialect::getStateAttrName()))
       memory.optimizer += bytesOf(shaped);
     else if (step.getArgAttr(i, LoomDialect::getParamCopyAttrName()))

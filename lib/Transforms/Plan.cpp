@@ -225,6 +225,11 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
       printActivationMemory(llvm::outs(), "cost model", chosen.keptPerLayer,
                             chosen.keptStatisticsPerLayer, chosen.stageLayers,
                             chosen.keptOutsideLayers);
+      if (chosen.plan.offload != Offload::none)
+        llvm::outs() << llvm::formatv(
+            "cost model  offload: the host keeps {0:F0} B of master weights, "
+            "optimizer state and the gradients' copies\n",
+            chosen.hostMemory);
       if (chosen.plan.pp > 1)
         for (auto [r, rank] : llvm::enumerate(chosen.stageMemory))
           printPipelineRankMemory(llvm::outs(), "cost model", r, rank.state(),

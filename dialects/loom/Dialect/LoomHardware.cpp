@@ -11,6 +11,12 @@
 //          3,350 GB/s, NVLink 4 at 900 GB/s (450 each way); DGX H100 has one
 //          400 Gb/s NDR link per GPU.
 //   H200:  H100's compute with 141 GB at 4,800 GB/s.
+// The host side, per GPU, from the reference nodes' data sheets: DGX-1
+// (V100): PCIe 3 x16, 16 GB/s each way; two Xeon E5-2698 v4, four
+// channels of DDR4-2400 each, 153.6 GB/s. DGX A100: PCIe 4 x16, 32 GB/s;
+// two EPYC 7742, eight channels of DDR4-3200 each, 409.6 GB/s. DGX H100
+// (and H200): PCIe 5 x16, 64 GB/s; two Xeon 8480C, eight channels of
+// DDR5-4800 each, 614.4 GB/s. A node's GPUs share its memory bandwidth.
 // Memory sizes are binary: an "A100-40GB" has 40 GiB (nvidia-smi reports
 // 40,960 MiB), an H100 80 GiB. The H200's 141 GB are the marketing figure
 // of 144 GiB of HBM3e of which the driver reports 143,771 MiB; 140 GiB here.
@@ -32,17 +38,17 @@ constexpr double T = 1e12, G = 1e9, GiB = kBytesPerGiB;
 
 constexpr GpuSpec kCatalogue[] = {
     {"V100-16GB", 125 * T, 0, 0, 15.7 * T, 31.4 * T, 16 * GiB, 900 * G, 150 * G,
-     6.25 * G},
+     6.25 * G, 16 * G, 153.6 * G},
     {"V100-32GB", 125 * T, 0, 0, 15.7 * T, 31.4 * T, 32 * GiB, 900 * G, 150 * G,
-     6.25 * G},
+     6.25 * G, 16 * G, 153.6 * G},
     {"A100-40GB", 312 * T, 312 * T, 156 * T, 19.5 * T, 78 * T, 40 * GiB,
-     1555 * G, 300 * G, 25 * G},
+     1555 * G, 300 * G, 25 * G, 32 * G, 409.6 * G},
     {"A100-80GB", 312 * T, 312 * T, 156 * T, 19.5 * T, 78 * T, 80 * GiB,
-     2039 * G, 300 * G, 25 * G},
+     2039 * G, 300 * G, 25 * G, 32 * G, 409.6 * G},
     {"H100-SXM", 989 * T, 989 * T, 495 * T, 67 * T, 134 * T, 80 * GiB, 3350 * G,
-     450 * G, 50 * G},
+     450 * G, 50 * G, 64 * G, 614.4 * G},
     {"H200", 989 * T, 989 * T, 495 * T, 67 * T, 134 * T, 140 * GiB, 4800 * G,
-     450 * G, 50 * G},
+     450 * G, 50 * G, 64 * G, 614.4 * G},
 };
 } // namespace
 

@@ -36,6 +36,11 @@ struct GpuSpec {
   /// Network bandwidth per GPU and direction across nodes, as in the
   /// vendor's reference node (DGX) for that GPU.
   double networkBandwidth;
+  /// The GPU's link to its host (PCIe x16) per direction, and the host
+  /// memory bandwidth of the reference node, which its GPUs share: what an
+  /// offloaded optimizer's transfers and update run at.
+  double hostLinkBandwidth;
+  double hostMemoryBandwidth;
 
   /// Tensor-core peak for matrix products computed in `precision`.
   double matrixPeak(Precision precision) const;

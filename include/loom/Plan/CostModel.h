@@ -103,6 +103,10 @@ struct FrameworkAssumptions {
   /// in any case (Loom's step), where Megatron-LM's selective drops the
   /// core's activations and reruns it.
   bool selectiveIsNone = false;
+  /// Under offload=optimizer, the gradients leave the device bucket by
+  /// bucket as the backward pass makes them (DeepSpeed's ZeRO-Offload),
+  /// rather than after it (Loom's step, which holds them all first).
+  bool offloadsGradientBuckets = false;
   /// The framework's own kernels where they were measured, replacing the
   /// cluster's EfficiencyAssumptions: the half-performance width of its
   /// matrix products and the share of the peak its fused attention reaches.
@@ -226,6 +230,9 @@ struct RankMemory {
   double reserve = 0;
   /// The CUDA context and the communicators' buffers.
   double runtime = 0;
+  /// Under offload=optimizer, host memory, apart from the rest: the master
+  /// weights, the optimizer state and the gradients' copies.
+  double host = 0;
   /// What the rank holds between steps.
   double state() const { return weights + gradients + optimizerState; }
   /// Everything the rank's tensors need at once.
@@ -241,6 +248,9 @@ struct RankMemory {
 /// every buffer of the step, its gradients and activations included.
 struct CompiledRankMemory {
   int64_t parameters = 0, optimizer = 0, arena = 0;
+  /// What the host keeps under offload (the master weights and optimizer
+  /// state, counted in none of the above).
+  int64_t host = 0;
   int64_t peak() const { return parameters + optimizer + arena; }
 };
 
@@ -260,7 +270,11 @@ struct PlanEstimate {
   double ppCommTime = 0; ///< Activations sent between stages.
   double bubbleTime = 0; ///< Pipeline fill and drain.
   double dpCommTime = 0; ///< Exposed gradient sync and ZeRO gathers.
+  /// The update; under offload the host's, with the exposed transfers.
   double optimizerTime = 0;
+  /// Under offload: the gradients to the host and the parameters back, all
+  /// of it, and what of it the backward pass does not hide.
+  double hostTransferTime = 0, exposedTransferTime = 0;
   double fixedTime = 0; ///< The framework's fixed cost of a step.
   double tokensPerSecond = 0;
   double mfu = 0, hfu = 0;
@@ -269,6 +283,8 @@ struct PlanEstimate {
   int64_t worstStage = 0;
   double weights = 0, gradients = 0, optimizerState = 0;
   double activations = 0, temporary = 0, reserve = 0, runtime = 0;
+  /// Host memory under offload (RankMemory::host).
+  double hostMemory = 0;
   /// What that rank keeps for the backward pass of one micro-batch: each of
   /// its layers (they are alike), and the embedding and head when it holds
   /// them. `activations` is this times the micro-batches in flight.

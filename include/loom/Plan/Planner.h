@@ -30,6 +30,8 @@ struct PlanSearch {
   int64_t illegal = 0;
   int64_t fit = 0;      ///< Plans that fit, kept or not.
   int64_t doNotFit = 0; ///< Legal plans out of memory, kept or not.
+  /// Nothing fit without offload, and the search went on with it.
+  bool offloaded = false;
   static constexpr size_t kKeptPlans = 64;
 };
 
