@@ -264,6 +264,20 @@ struct ExportEntriesPass
     os << line;
     for (auto [key, name] : llvm::zip_equal(keys, fields))
       field(os, name, counts.getAs<IntegerAttr>(key).getInt());
+    // Offload: what the host keeps, and the arena of the step's host part.
+    if (auto host =
+            counts.getAs<IntegerAttr>(LoomDialect::getMemoryHostKey())) {
+      int64_t bytes = host.getInt();
+      auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op)
+                                      : op->getParentOfType<ModuleOp>();
+      for (auto func : module.getOps<func::FuncOp>())
+        if (func->hasAttr(LoomDialect::getHostAttrName()))
+          if (auto arena = func->getAttrOfType<DictionaryAttr>(
+                  LoomDialect::getArenaAttrName()))
+            bytes += arena.getAs<IntegerAttr>(LoomDialect::getArenaBytesKey())
+                         .getInt();
+      field(os, M::memory::kHost, bytes);
+    }
     os << "\n";
   }
 

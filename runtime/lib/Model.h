@@ -288,6 +288,10 @@ struct loom_model {
   /// Lays out the param_copy arguments of the step (false, with the error
   /// set, on one that matches no parameter this rank holds).
   bool layoutParamCopies();
+  /// Whether the host has the memory an offload plan needs: its own and
+  /// `device` bytes more (the device's part, on a CPU). False, with the
+  /// error set, when not.
+  bool checkHostMemory(int64_t device);
   /// The copies from the master weights, where stale (false, with the
   /// error set, when gathering the masters fails).
   bool refreshParamCopies();
@@ -333,6 +337,7 @@ struct loom_model {
     info.grad_bytes = bytes[1];
     info.state_bytes = bytes[2];
     info.activation_bytes = bytes[3];
+    info.host_bytes = bytes[4];
   }
   /// Checks every parameter's whole shape against the model line, which
   /// checkpoints' headers are written from.

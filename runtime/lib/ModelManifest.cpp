@@ -354,11 +354,13 @@ bool ManifestReader::readPlan(std::istringstream &line) {
 bool ManifestReader::readMemory(std::istringstream &line) {
   // After an entry line, that entry's figures (a pipeline rank's).
   ManifestFields f(line);
-  std::vector<int64_t> bytes(4);
+  std::vector<int64_t> bytes(5);
   if (!f.integer(M::memory::kParameters, bytes[0], 0, INT64_MAX / 8) ||
       !f.integer(M::memory::kGradients, bytes[1], 0, INT64_MAX / 8) ||
       !f.integer(M::memory::kOptimizer, bytes[2], 0, INT64_MAX / 8) ||
       !f.integer(M::memory::kActivations, bytes[3], 0, INT64_MAX / 8) ||
+      (f.has(M::memory::kHost) &&
+       !f.integer(M::memory::kHost, bytes[4], 0, INT64_MAX / 8)) ||
       !f.allRead())
     return badLine(M::kMemoryLine, f);
   if (current && !current->memory.empty())

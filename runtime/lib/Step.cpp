@@ -171,6 +171,28 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
   return true;
 }
 
+bool loom_model::checkHostMemory(int64_t device) {
+  // Offload: the host keeps the master weights and the optimizer state and
+  // runs the update in an arena of its own; on a CPU the device's memory is
+  // the same machine's, counted as well (`device`).
+  if (info.host_bytes <= 0)
+    return true;
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || pageSize <= 0)
+    return true;
+  size_t total = static_cast<size_t>(pages) * static_cast<size_t>(pageSize);
+  int64_t needed = info.host_bytes + device;
+  if (static_cast<size_t>(needed) <= total)
+    return true;
+  return setError("%s: the offloaded step needs %lld MiB of host memory "
+                  "(master weights, optimizer state and the host's arena "
+                  "%lld MiB, as compiled%s) and this machine has %lld MiB",
+                  path.c_str(), static_cast<long long>(needed >> 20),
+                  static_cast<long long>(info.host_bytes >> 20),
+                  device ? ", with the device's part on the same memory" : "",
+                  static_cast<long long>(total >> 20));
+}
+
 bool loom_model::checkDeviceMemory() {
   // The compiled step's own count (the manifest's memory and arena lines):
   // the runtime's parameters and optimizer state and the step's arena,
@@ -182,6 +204,8 @@ bool loom_model::checkDeviceMemory() {
       arena ? info.arena_bytes : info.grad_bytes + info.activation_bytes;
   int64_t needed = info.param_bytes + info.state_bytes + stepBytes;
   size_t available = 0, total = 0;
+  if (!checkHostMemory(cudaActive() ? 0 : needed))
+    return false;
   if (cudaActive()) {
     if (!cudaMemoryInfo(available, total))
       return false;

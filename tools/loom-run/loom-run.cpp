@@ -427,6 +427,10 @@ void Run::describe() const {
   if (info->arena_bytes > 0)
     report("loom-run: the step's buffers: an arena of %lld B, as compiled\n",
            static_cast<long long>(info->arena_bytes));
+  if (info->host_bytes > 0)
+    report("loom-run: offload: the host keeps and uses %lld B (master "
+           "weights, optimizer state and its arena), as compiled\n",
+           static_cast<long long>(info->host_bytes));
 }
 
 int Run::nextBatch() {

@@ -80,6 +80,9 @@ inline constexpr char kParameters[] = "parameters";
 inline constexpr char kGradients[] = "gradients";
 inline constexpr char kOptimizer[] = "optimizer";
 inline constexpr char kActivations[] = "activations";
+/// Optional, under offload: the bytes the host keeps and uses (master
+/// weights, optimizer state and the host step's arena).
+inline constexpr char kHost[] = "host";
 } // namespace memory
 
 /// `arena bytes=... live=... communication=... kept=... gradients=...`,

@@ -70,6 +70,11 @@ typedef struct loom_model_info {
   /* The sequences loom_model_logits scores at once: the artifact's
      micro-batch, or 0 for an artifact compiled without --logits. */
   int64_t logits_rows;
+  /* Under offload=optimizer, the bytes the host keeps and uses as compiled
+     (the memory line's host: master weights, optimizer state and the arena
+     of the step's host part); the figures above are then the device's. 0
+     without offload. */
+  int64_t host_bytes;
 } loom_model_info;
 
 /// Opens an artifact and allocates its parameters, optimizer state and
