@@ -140,7 +140,8 @@ Type getCopyElementType(BlockArgument param) {
 
 /// Calls the runtime's `name()`, declared on first use: the brackets that
 /// tell it the host function's buffers are host memory.
-void callRuntime(OpBuilder &b, ModuleOp module, Location loc, StringRef name) {
+Operation *callRuntime(OpBuilder &b, ModuleOp module, Location loc,
+                       StringRef name) {
   auto callee = module.lookupSymbol<func::FuncOp>(name);
   if (!callee) {
     OpBuilder::InsertionGuard guard(b);
@@ -148,7 +149,7 @@ void callRuntime(OpBuilder &b, ModuleOp module, Location loc, StringRef name) {
     callee = func::FuncOp::create(b, loc, name, b.getFunctionType({}, {}));
     callee.setPrivate();
   }
-  func::CallOp::create(b, loc, callee, ValueRange());
+  return func::CallOp::create(b, loc, callee, ValueRange());
 }
 
 /// The parameter argument an update's parameter operand is (ZeRO-0/3) or
@@ -412,10 +413,17 @@ OffloadPlacement::outline(const llvm::SetVector<Operation *> &hostOps) {
                                                type.getElementType()));
   }
   func::FuncOp hostFn = buildHostFunction(hostOps, inputs, outputs, operands);
-  callRuntime(sb, module, loc, LOOM_RT_HOST_BEGIN);
+  Operation *begin = callRuntime(sb, module, loc, LOOM_RT_HOST_BEGIN);
   auto call = func::CallOp::create(sb, loc, hostFn, operands);
   call.setNoInline(true);
-  callRuntime(sb, module, loc, LOOM_RT_HOST_END);
+  Operation *end = callRuntime(sb, module, loc, LOOM_RT_HOST_END);
+  // The timeline's optimizer span is the host's update now.
+  for (auto trace : llvm::make_early_inc_range(body.getOps<TraceBeginOp>()))
+    if (trace.getSpan() == TraceSpan::optimizer)
+      trace->moveBefore(begin);
+  for (auto trace : llvm::make_early_inc_range(body.getOps<TraceEndOp>()))
+    if (trace.getSpan() == TraceSpan::optimizer)
+      trace->moveAfter(end);
 
   unsigned next = 0;
   for (unsigned r : outputs.stepResults)

@@ -11,9 +11,12 @@
 // CHECK-SAME: tensor<4x8xbf16> {loom.updates = 6 : i64})
 // CHECK: %[[WIDE:.*]] = loom.convert %[[COPY]] : tensor<4x8xbf16> to tensor<4x8xf32>
 // CHECK: %[[GRAD:.*]]:2 = call @forward_grad(%[[WIDE]],
-// CHECK: call @loom_rt_host_begin()
+// The timeline's optimizer span is the host's call.
+// CHECK: loom.trace_begin optimizer
+// CHECK-NEXT: call @loom_rt_host_begin()
 // CHECK-NEXT: %[[HOST:.*]]:4 = call @train_step_host(%arg0, %arg1, %arg2, %[[GRAD]]#1, %arg4, %arg5, %[[COPY]]) {no_inline}
 // CHECK-NEXT: call @loom_rt_host_end()
+// CHECK-NEXT: loom.trace_end optimizer
 // CHECK-NEXT: return %[[GRAD]]#0, %[[HOST]]#0, %[[HOST]]#1, %[[HOST]]#2, %[[HOST]]#3
 // CHECK-LABEL: func.func private @train_step_host
 // CHECK-SAME: attributes {loom.host, no_inline}
@@ -34,7 +37,9 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
   func.func @train_step(%w: tensor<4x8xf32> {loom.param = "w"}, %m: tensor<4x8xf32> {loom.state = "m.w"}, %v: tensor<4x8xf32> {loom.state = "v.w"}, %t: tensor<2x4xi32> {loom.input = "tokens"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.updates = 0 : i64}, tensor<4x8xf32> {loom.updates = 1 : i64}, tensor<4x8xf32> {loom.updates = 2 : i64}) {
     %loss, %g = call @forward_grad(%w, %t) : (tensor<4x8xf32>, tensor<2x4xi32>) -> (tensor<f32>, tensor<4x8xf32>)
     %one = arith.constant dense<1.0> : tensor<f32>
+    loom.trace_begin optimizer micro_batch -1 chunk -1
     %p, %m2, %v2 = loom.adamw %w, %g, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    loom.trace_end optimizer
     return %loss, %p, %m2, %v2 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
   }
 }
