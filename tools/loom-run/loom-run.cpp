@@ -203,7 +203,9 @@ private:
   std::vector<int32_t> tokens, targets;
   long long first = 1, last = 0, stoppedAfter = 0, savedStep = 0;
   loom::LrSchedule schedule;
-  double totalMs = 0, lastLoss = 0;
+  /// Every step's time and the first's, which allocates the step's buffers
+  /// and warms the caches.
+  double totalMs = 0, firstMs = 0, lastLoss = 0;
   std::optional<RunDir> runDir;
   MetricsLog log;
   Vocabulary vocabulary;
@@ -486,6 +488,8 @@ int Run::trainStep(long long step) {
                   std::chrono::steady_clock::now() - start)
                   .count();
   totalMs += ms;
+  if (step == first)
+    firstMs = ms;
   lastLoss = loss;
   // fp16: the scale the step ran with, and whether its gradients
   // overflowed, which left the parameters as they were.
@@ -587,7 +591,14 @@ int Run::summarize() {
     std::snprintf(scaled, sizeof(scaled),
                   ", %lld skipped (overflow), loss scale %g",
                   static_cast<long long>(scale.skipped_steps), scale.scale);
-  std::string utilization = mfu(totalMs / o.steps, ", MFU ");
+  // The means are of the steps after the first, where there are any.
+  long long timed = o.steps > 1 ? o.steps - 1 : o.steps;
+  double msPerStep = (o.steps > 1 ? totalMs - firstMs : totalMs) / timed;
+  char which[64] = "";
+  if (o.steps > 1)
+    std::snprintf(which, sizeof(which), " (steps %lld-%lld)", first + 1,
+                  first + o.steps - 1);
+  std::string utilization = mfu(msPerStep, ", MFU ");
   if (!utilization.empty()) {
     char of[48];
     std::snprintf(of, sizeof(of), " of %g TFLOP/s a rank", o.peakTflops);
@@ -602,19 +613,20 @@ int Run::summarize() {
                   static_cast<long long>(loom_heap_host_peak_bytes()),
                   static_cast<long long>(loom_heap_host_step_peak_bytes()),
                   static_cast<long long>(loom_transferred_bytes() / o.steps));
-  report("loom-run: %lld steps%s, final loss %s, %.2f ms/step, %.0f "
+  report("loom-run: %lld steps%s, final loss %s, %.2f ms/step%s, %.0f "
          "tok/s%s, peak memory %.1f MiB (%stensors %lld B, the step's "
          "buffers %lld B%s)%s\n",
-         o.steps, scaled, formatValue(lastLoss).c_str(), totalMs / o.steps,
-         tokensPerStep * o.steps / totalMs * 1e3, utilization.c_str(),
+         o.steps, scaled, formatValue(lastLoss).c_str(), msPerStep, which,
+         tokensPerStep / msPerStep * 1e3, utilization.c_str(),
          loom_peak_memory_mib(), *host ? "device " : "",
          static_cast<long long>(loom_heap_peak_bytes()),
          static_cast<long long>(loom_heap_step_peak_bytes()), host, comm);
   JsonRecord record("summary");
   record.add("steps", o.steps)
       .add("final_loss", lastLoss)
-      .add("ms_per_step", totalMs / o.steps)
-      .add("tokens_per_s", tokensPerStep * o.steps / totalMs * 1e3)
+      .add("ms_per_step", msPerStep)
+      .add("tokens_per_s", tokensPerStep / msPerStep * 1e3)
+      .add("timed_steps", timed)
       .add("memory_mib", loom_peak_memory_mib())
       .add("tensor_bytes", static_cast<long long>(loom_heap_peak_bytes()));
   if (stoppedAfter)

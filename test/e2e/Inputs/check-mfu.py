@@ -24,4 +24,11 @@ for ms, printed in steps:
     # The line rounds the time to 0.01 ms and the MFU to 0.1%.
     if abs(expected - float(printed)) > 0.05 + expected * 0.01 / float(ms):
         sys.exit(f"step of {ms} ms: MFU {printed}%, expected {expected:.2f}%")
+# The summary's mean is of the steps after the first (which allocates the
+# step's buffers), where there are any.
+summary = re.search(r"^loom-run: \d+ steps.*?, ([0-9.]+) ms/step", text, re.M)
+timed = [float(ms) for ms, _ in steps][1:] or [float(steps[0][0])]
+if summary and abs(float(summary.group(1)) - sum(timed) / len(timed)) > 0.01:
+    sys.exit(f"summary of {summary.group(1)} ms/step, the steps after the "
+             f"first take {sum(timed) / len(timed):.3f}")
 print(f"{len(steps)} steps, MFU as counted: {flops:.6g} FLOPs a step")
