@@ -297,8 +297,11 @@ LogicalResult OffloadPlacement::shardMasters() {
       body.getOps<OptimizerUpdateOpInterface>());
   for (OptimizerUpdateOpInterface update : updates) {
     std::optional<UpdatedParam> param = getUpdatedParam(update);
-    if (!param || param->views.empty() || param->arg.getOwner() != &body ||
-        !copies.count(param->arg.getArgNumber()))
+    if (!param || param->arg.getOwner() != &body ||
+        !copies.count(param->arg.getArgNumber()) ||
+        llvm::none_of(param->views, [](Operation *view) {
+          return isa<tensor::ExtractSliceOp>(view);
+        }))
       continue;
     unsigned argNumber = param->arg.getArgNumber();
     std::optional<unsigned> r = resultUpdating(argNumber);
@@ -308,9 +311,7 @@ LogicalResult OffloadPlacement::shardMasters() {
     gatheredCopies.push_back({copies[argNumber], ret.getOperand(*r)});
     ret->setOperand(*r, update.getNewParamValue());
     Value slice = update.getUpdatedParam();
-    if (!param->arg.use_empty() &&
-        llvm::any_of(param->arg.getUses(),
-                     [&](OpOperand &use) { return !isReadByUpdatesOnly(use); }))
+    if (!llvm::all_of(param->arg.getUses(), isReadByUpdatesOnly))
       return update->emitOpError("updates a slice of a parameter the device "
                                  "reads besides");
     param->arg.setType(slice.getType());
