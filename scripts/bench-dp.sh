@@ -58,7 +58,7 @@ for model in ${models//,/ }; do
       line="$("${mpirun[@]}" -np 2 "$build_dir/bin/loom-run" "$artifact" --data "$data" --steps "$steps" --threads 1 --quiet)"
       label="$plan (2 x 1 thread)"
     fi
-    ms="$(sed -n 's/.*, \([0-9.]*\) ms\/step, .*/\1/p' <<< "$line")"
+    ms="$(sed -n 's/.*, \([0-9.]*\) ms\/step[ ,].*/\1/p' <<< "$line")"
     tps="$(sed -n 's/.* \([0-9]*\) tok\/s.*/\1/p' <<< "$line")"
     comm="$(sed -n 's/.*communication \([0-9.]*\) ms\/step.*/\1/p' <<< "$line")"
     # The compiled state's line alone: the activations' and the peak's
