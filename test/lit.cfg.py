@@ -62,15 +62,27 @@ if subprocess.run([loom_python, "-c", "import jax"],
 # round differently (AVX-512's on an AMD EPYC): a test that holds a
 # diverging quantity to a bound (a single step's loss of two precisions)
 # must not depend on the machine. Without AVX2, the machine's own.
-def _has_avx2():
+def _cpu_flags():
     try:
         with open("/proc/cpuinfo") as cpuinfo:
-            return any(line.startswith("flags") and " avx2" in line
-                       for line in cpuinfo)
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
     except OSError:
-        return False
+        pass
+    return set()
+_flags = _cpu_flags()
 config.substitutions.append(
-    ("%haswell-blas", "env OPENBLAS_CORETYPE=Haswell" if _has_avx2() else "env"))
+    ("%haswell-blas", "env OPENBLAS_CORETYPE=Haswell" if "avx2" in _flags else "env"))
+# LOOM_TEST_OPENBLAS_CORETYPE=<set>: the suite with another of OpenBLAS's
+# kernel sets (docs/loom-run.md, "GEMMs on the CPU").
+if os.environ.get("LOOM_TEST_OPENBLAS_CORETYPE"):
+    config.environment["OPENBLAS_CORETYPE"] = os.environ["LOOM_TEST_OPENBLAS_CORETYPE"]
+# "cpu-avx", "cpu-avx512f": the machine's vector units, for the tests of
+# which kernels and which code a CPU gets.
+for _flag in ("avx", "avx512f"):
+    if _flag in _flags:
+        config.available_features.add("cpu-" + _flag)
 
 llvm_config.use_default_substitutions()
 config.substitutions = [s for s in config.substitutions if s[0] != "%python"]

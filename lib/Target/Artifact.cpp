@@ -21,8 +21,11 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
@@ -141,6 +144,27 @@ void compile(llvm::Module &module, Compiled &object, unsigned optLevel) {
   }
 }
 } // namespace
+
+/// Records, as the artifact's LOOM_CPU_SYMBOL, the CPU its code is generated
+/// for and which of the features in LOOM_X86_FEATURES that code may use, so
+/// that the runtime can refuse a CPU without them before running any of it.
+static void recordTargetCpu(llvm::Module &module,
+                            const llvm::TargetMachine &machine) {
+  std::string text = machine.getTargetCPU().str();
+  if (machine.getTargetTriple().isX86()) {
+    const llvm::MCSubtargetInfo &subtarget = *machine.getMCSubtargetInfo();
+#define LOOM_RECORD_FEATURE(name, ...)                                         \
+  if (subtarget.checkFeatures("+" name))                                       \
+    text += " " name;
+    LOOM_X86_FEATURES(LOOM_RECORD_FEATURE)
+#undef LOOM_RECORD_FEATURE
+  }
+  llvm::Constant *value =
+      llvm::ConstantDataArray::getString(module.getContext(), text);
+  new llvm::GlobalVariable(module, value->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, value,
+                           LOOM_CPU_SYMBOL);
+}
 
 /// Writes the linked artifact's checksum (abi.h) over the zeros its
 /// manifest was compiled with.
@@ -270,6 +294,7 @@ LogicalResult mlir::loom::writeArtifact(ModuleOp module, llvm::StringRef path,
     return module.emitError() << "cannot generate code for CPU '" << cpu << "'";
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(triple);
+  recordTargetCpu(*llvmModule, *machine);
   translateTimer.stop();
 
   // Optimization and code generation take most of a large step's compile

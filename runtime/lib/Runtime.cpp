@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/runtime.h"
+#include "CpuFeatures.h"
 #include "Manifest.h"
 #include "Model.h"
 
@@ -15,7 +16,10 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <sys/resource.h>
+#include <vector>
 
 using namespace loom;
 
@@ -64,6 +68,31 @@ static bool checkObjectFile(const char *path) {
   return checkArtifactChecksum(path, bytes);
 }
 
+/// Checks that this CPU has every feature the artifact's code may use: an
+/// instruction it lacks would stop the program with SIGILL midway.
+static bool checkTargetCpu(const char *path, void *handle) {
+  auto *target = static_cast<const char *>(dlsym(handle, LOOM_CPU_SYMBOL));
+  if (!target)
+    return setError("%s: the artifact does not say which CPU its code is for "
+                    "(compiled by an older loomc?): compile it again",
+                    path);
+  std::string_view required = target;
+  std::string_view cpu = required.substr(0, required.find(' '));
+  required.remove_prefix(cpu.size());
+  std::vector<std::string> missing =
+      missingCpuFeatures(required, hostCpuFeatures());
+  if (missing.empty())
+    return true;
+  std::string list;
+  for (const std::string &name : missing)
+    list += (list.empty() ? "" : ", ") + name;
+  return setError("%s: compiled for CPU '%.*s' and uses %s, which this CPU "
+                  "lacks; "
+                  "compile it on this machine, or for an older CPU with "
+                  "loomc --target-cpu (such as x86-64-v3)",
+                  path, static_cast<int>(cpu.size()), cpu.data(), list.c_str());
+}
+
 extern "C" {
 
 loom_model *loom_model_open(const char *path) {
@@ -80,6 +109,8 @@ loom_model *loom_model_open(const char *path) {
              dlerror());
     return nullptr;
   }
+  if (!checkTargetCpu(path, model->handle))
+    return nullptr;
   auto *manifest =
       static_cast<const char *>(dlsym(model->handle, LOOM_MANIFEST_SYMBOL));
   if (!manifest) {

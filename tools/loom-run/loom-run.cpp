@@ -426,6 +426,8 @@ void Run::describe() const {
            (info->param_bytes + info->grad_bytes + info->state_bytes) /
                1048576.0,
            static_cast<long long>(info->activation_bytes));
+  if (*loom_blas_kernels())
+    report("loom-run: GEMMs: %s\n", loom_blas_kernels());
   if (info->arena_bytes > 0)
     report("loom-run: the step's buffers: an arena of %lld B, as compiled\n",
            static_cast<long long>(info->arena_bytes));
@@ -847,6 +849,7 @@ int Run::generate() {
 } // namespace
 
 int main(int argc, char **argv) {
+  loom_select_blas_kernels(argv);
   Options o;
   if (int rc = parseArgs(argc, argv, o))
     return rc;

@@ -23,6 +23,48 @@
    followed by r: every rank calls its own, and each gets the loss. */
 #define LOOM_STAGE_EVAL_PREFIX "eval_stage"
 
+/* The CPU an artifact's native code was generated for: a string, the
+   LLVM CPU name, then each of the features below that the code may use,
+   space-separated. The runtime refuses to load the code on a CPU that
+   lacks one of them, where it would stop at the first such instruction. */
+#define LOOM_CPU_SYMBOL "loom_target_cpu"
+
+/* The x86-64 features that generated code may need, by LLVM's name, and
+   where CPUID reports them: X(name, leaf, subleaf, register (0 EAX, 1 EBX,
+   2 ECX, 3 EDX), bit, the XCR0 bits the operating system must have set for
+   the registers they use). */
+#define LOOM_X86_FEATURES(X)                                                   \
+  X("popcnt", 1, 0, 2, 23, 0x0)                                                \
+  X("sse4.2", 1, 0, 2, 20, 0x0)                                                \
+  X("movbe", 1, 0, 2, 22, 0x0)                                                 \
+  X("lzcnt", 0x80000001u, 0, 2, 5, 0x0)                                        \
+  X("bmi", 7, 0, 1, 3, 0x0)                                                    \
+  X("bmi2", 7, 0, 1, 8, 0x0)                                                   \
+  X("avx", 1, 0, 2, 28, 0x6)                                                   \
+  X("f16c", 1, 0, 2, 29, 0x6)                                                  \
+  X("fma", 1, 0, 2, 12, 0x6)                                                   \
+  X("avx2", 7, 0, 1, 5, 0x6)                                                   \
+  X("avxvnni", 7, 1, 0, 4, 0x6)                                                \
+  X("gfni", 7, 0, 2, 8, 0x0)                                                   \
+  X("vaes", 7, 0, 2, 9, 0x6)                                                   \
+  X("vpclmulqdq", 7, 0, 2, 10, 0x6)                                            \
+  X("avx512f", 7, 0, 1, 16, 0xe6)                                              \
+  X("avx512dq", 7, 0, 1, 17, 0xe6)                                             \
+  X("avx512cd", 7, 0, 1, 28, 0xe6)                                             \
+  X("avx512bw", 7, 0, 1, 30, 0xe6)                                             \
+  X("avx512vl", 7, 0, 1, 31, 0xe6)                                             \
+  X("avx512vnni", 7, 0, 2, 11, 0xe6)                                           \
+  X("avx512bf16", 7, 1, 0, 5, 0xe6)                                            \
+  X("avx512fp16", 7, 0, 3, 23, 0xe6)                                           \
+  X("avx512ifma", 7, 0, 1, 21, 0xe6)                                           \
+  X("avx512vbmi", 7, 0, 2, 1, 0xe6)                                            \
+  X("avx512vbmi2", 7, 0, 2, 6, 0xe6)                                           \
+  X("avx512bitalg", 7, 0, 2, 12, 0xe6)                                         \
+  X("avx512vpopcntdq", 7, 0, 2, 14, 0xe6)                                      \
+  X("amx-tile", 7, 0, 3, 24, 0x60000)                                          \
+  X("amx-bf16", 7, 0, 3, 22, 0x60000)                                          \
+  X("amx-int8", 7, 0, 3, 25, 0x60000)
+
 /* Functions of the runtime that generated code calls (rt.h). */
 #define LOOM_RT_SGEMM "loom_rt_sgemm"
 #define LOOM_RT_GEMM "loom_rt_gemm"

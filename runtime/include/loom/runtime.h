@@ -260,6 +260,26 @@ int64_t loom_loader_windows(const loom_loader *loader);
 int loom_loader_batch(loom_loader *loader, int64_t first, int64_t batch,
                       int32_t *tokens, int32_t *targets);
 
+/// Makes OpenBLAS use the kernels for the widest vector units this CPU has.
+/// OpenBLAS picks its kernels when it loads, and generic ones on a processor
+/// it does not know; where its pick is narrower, this sets OPENBLAS_CORETYPE
+/// and executes the program again with `argv`, so that it returns only where
+/// nothing needed to change. A user's OPENBLAS_CORETYPE is kept. Call it
+/// first in main, before any thread or MPI starts.
+void loom_select_blas_kernels(char **argv);
+
+/// One line naming the BLAS, its kernels and who chose them, for reports;
+/// empty while the CUDA backend is on, whose GEMMs run in cuBLASLt.
+const char *loom_blas_kernels(void);
+
+/// OpenBLAS's kernel sets this CPU can run (names OPENBLAS_CORETYPE takes),
+/// space-separated, the best match for its vector units first.
+const char *loom_blas_kernel_sets(void);
+
+/// This CPU's features among those an artifact's code may need (abi.h's
+/// LOOM_X86_FEATURES), space-separated.
+const char *loom_cpu_features(void);
+
 /// The process's peak resident memory in MiB, for reports.
 double loom_peak_memory_mib(void);
 

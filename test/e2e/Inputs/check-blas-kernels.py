@@ -1,0 +1,42 @@
+"""Checks that loom-run's GEMMs line names OpenBLAS kernels for the widest
+vector units /proc/cpuinfo lists.
+
+    check-blas-kernels.py LOG
+"""
+import re
+import sys
+
+# OpenBLAS's kernel sets by the vector units they use.
+WIDTHS = {
+    "skylakex": "avx512", "cooperlake": "avx512", "sapphirerapids": "avx512",
+    "haswell": "avx2", "zen": "avx2", "excavator": "avx2",
+    "sandybridge": "avx", "bulldozer": "avx", "piledriver": "avx",
+    "steamroller": "avx",
+}
+
+
+def widest(flags):
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        return "avx512"
+    if {"avx2", "fma"} <= flags:
+        return "avx2"
+    return "avx" if "avx" in flags else "sse"
+
+
+def main():
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = next(set(line.split(":", 1)[1].split()) for line in cpuinfo
+                     if line.startswith("flags"))
+    with open(sys.argv[1]) as log:
+        match = re.search(r"GEMMs: OpenBLAS \S+, (\w+) kernels", log.read())
+    if not match:
+        sys.exit("no GEMMs line in " + sys.argv[1])
+    kernels = match.group(1)
+    expected = widest(flags)
+    got = WIDTHS.get(kernels.lower(), "sse")
+    if got != expected:
+        sys.exit(f"{kernels} kernels use {got}; this CPU has {expected}")
+    print(f"kernels match the CPU: {expected}")
+
+
+main()
