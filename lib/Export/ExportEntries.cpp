@@ -173,6 +173,7 @@ struct ExportEntriesPass
       field(os, M::plan::kPp, plan->pp);
       field(os, M::plan::kZero, plan->zero);
       field(os, M::plan::kMicroBatches, plan->microBatches);
+      field(os, M::plan::kRecompute, stringifyRecompute(plan->recompute));
       if (plan->pp > 1) {
         field(os, M::plan::kSchedule, getScheduleName(plan->schedule));
         field(os, M::plan::kVirtualStages, plan->virtualStages);

@@ -312,6 +312,9 @@ struct loom_model {
   bool llmcLayout = false;
   int64_t planMicroBatches = 0, stackedLayers = 0;
   std::string schedule;
+  /// What the backward pass recomputes (the plan line's), "none" without a
+  /// plan line.
+  std::string recompute = "none";
   /// The entry point train steps run: "train_step", or the pipeline rank's
   /// own program.
   std::string stepEntry = "train_step";

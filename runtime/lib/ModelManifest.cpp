@@ -335,8 +335,12 @@ bool ManifestReader::readPlan(std::istringstream &line) {
       !f.integer(M::plan::kPp, info.pp, 1, kMaxManifestRanks) ||
       !f.integer(M::plan::kZero, info.zero, 0, 3) ||
       !f.integer(M::plan::kMicroBatches, m.planMicroBatches, 1,
-                 kMaxManifestSize))
+                 kMaxManifestSize) ||
+      !f.text(M::plan::kRecompute, m.recompute))
     return badLine(M::kPlanLine, f);
+  if (m.recompute != "none" && m.recompute != "selective" &&
+      m.recompute != "full" && m.recompute != "stage")
+    return fail("bad recomputation in the plan line '" + lineText + "'");
   if (info.pp > 1) {
     if (!f.text(M::plan::kSchedule, m.schedule) ||
         !f.integer(M::plan::kVirtualStages, info.virtual_stages, 1,

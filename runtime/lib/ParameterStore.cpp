@@ -129,11 +129,17 @@ bool loom_model::layoutParams() {
   };
   int64_t localOffset = total(params, true), stateSize = total(states, true);
   info.num_params = total(params, false);
-  info.model_flops =
-      static_cast<double>(info.batch) * info.sequence *
-      (loom_param_flops_per_token(static_cast<double>(info.num_params), 3) +
-       loom_attention_flops_per_token(info.layers, info.width, info.sequence,
-                                      3));
+  auto stepFlops = [&](int paramPasses, int attentionPasses) {
+    return static_cast<double>(info.batch) * info.sequence *
+           (loom_param_flops_per_token(static_cast<double>(info.num_params),
+                                       paramPasses) +
+            loom_attention_flops_per_token(info.layers, info.width,
+                                           info.sequence, attentionPasses));
+  };
+  info.model_flops = stepFlops(3, 3);
+  bool layersAgain = recompute == "full" || recompute == "stage";
+  info.hardware_flops =
+      stepFlops(layersAgain ? 4 : 3, recompute == "none" ? 3 : 4);
   info.local_params = localOffset;
   info.state_floats = stateSize;
   info.num_state = total(states, false);

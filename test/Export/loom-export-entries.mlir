@@ -47,7 +47,7 @@ module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, h
     return %l : memref<f32>
   }
 }
-// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=2 tp=1 pp=1 zero=3 micro_batches=1\0Amemory parameters=80 gradients=80 optimizer=80 activations=96\0Astacked h.* 1\0A{{.*}}entry forward loom_entry_forward 4\0Aarg param w f32 4x4 shard=0\0Aarg param h.*.ln_1.weight f32 1x2 shard=1\0A
+// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=2 tp=1 pp=1 zero=3 micro_batches=1 recompute=none\0Amemory parameters=80 gradients=80 optimizer=80 activations=96\0Astacked h.* 1\0A{{.*}}entry forward loom_entry_forward 4\0Aarg param w f32 4x4 shard=0\0Aarg param h.*.ln_1.weight f32 1x2 shard=1\0A
 
 // -----
 
@@ -58,7 +58,7 @@ module attributes {loom.model = #loom.model<name = "t", layers = 1, width = 4, h
     return %l : memref<f32>
   }
 }
-// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=1 tp=2 pp=1 zero=0 micro_batches=1\0Astacked h.* 1\0A{{.*}}entry forward loom_entry_forward 4\0Aarg param w f32 8x4\0Aarg param h.*.attn.c_attn.weight f32 1x6x4 tp_dim=1 tp_blocks=3\0A
+// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=1 tp=2 pp=1 zero=0 micro_batches=1 recompute=none\0Astacked h.* 1\0A{{.*}}entry forward loom_entry_forward 4\0Aarg param w f32 8x4\0Aarg param h.*.attn.c_attn.weight f32 1x6x4 tp_dim=1 tp_blocks=3\0A
 
 // -----
 
@@ -73,7 +73,7 @@ module attributes {loom.model = #loom.model<name = "t", layers = 3, width = 4, h
     return %l : memref<f32>
   }
 }
-// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=1 tp=1 pp=2 zero=0 micro_batches=2 schedule=1f1b virtual_stages=1\0Astacked h.* 3\0A{{.*}}entry train_step_stage0 loom_entry_train_step_stage0 4\0Amemory parameters=160 gradients=160 optimizer=0 activations=96\0Aarg param wte f32 8x4\0Aarg param h.*.ln_1.weight f32 2x4 layers=0:2\0A{{.*}}entry train_step_stage1 loom_entry_train_step_stage1 4\0Aarg param wte f32 8x4\0Aarg param h.*.ln_1.weight f32 1x4 layers=2:1\0A
+// CHECK: llvm.mlir.global external constant @loom_manifest("{{.*}}\0Aplan dp=1 tp=1 pp=2 zero=0 micro_batches=2 recompute=none schedule=1f1b virtual_stages=1\0Astacked h.* 3\0A{{.*}}entry train_step_stage0 loom_entry_train_step_stage0 4\0Amemory parameters=160 gradients=160 optimizer=0 activations=96\0Aarg param wte f32 8x4\0Aarg param h.*.ln_1.weight f32 2x4 layers=0:2\0A{{.*}}entry train_step_stage1 loom_entry_train_step_stage1 4\0Aarg param wte f32 8x4\0Aarg param h.*.ln_1.weight f32 1x4 layers=2:1\0A
 
 // -----
 

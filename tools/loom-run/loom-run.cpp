@@ -173,7 +173,7 @@ private:
   /// The model's FLOPs per second over the peak of every rank's device,
   /// with --peak-tflops: `prefix` and a percentage, or nothing.
   std::string mfu(double ms, const char *prefix) const;
-  double mfuFraction(double ms) const;
+  double flopsFraction(double flops, double ms) const;
   /// Fills tokens and targets with the next training batch.
   int nextBatch();
   /// Continues from --resume's newest checkpoint: the weights, the
@@ -461,17 +461,23 @@ int Run::validate(long long step, double &loss) {
   return 0;
 }
 
-double Run::mfuFraction(double ms) const {
+/// `flops` a step over every rank's peak, at `ms` a step: MFU with the
+/// model's FLOPs, HFU with the hardware's (recomputation included).
+double Run::flopsFraction(double flops, double ms) const {
   double peak = o.peakTflops * 1e12 * std::max<int64_t>(dist->world_size, 1);
-  return info->model_flops / (ms * 1e-3) / peak;
+  return flops / (ms * 1e-3) / peak;
 }
 
+/// The MFU, and the HFU where the plan recomputes.
 std::string Run::mfu(double ms, const char *prefix) const {
   if (o.peakTflops <= 0 || ms <= 0)
     return "";
-  char text[64];
-  std::snprintf(text, sizeof(text), "%s%.1f%%", prefix,
-                mfuFraction(ms) * 100.0);
+  char text[96];
+  int n = std::snprintf(text, sizeof(text), "%s%.1f%%", prefix,
+                        flopsFraction(info->model_flops, ms) * 100.0);
+  if (info->hardware_flops != info->model_flops)
+    std::snprintf(text + n, sizeof(text) - n, " (HFU %.1f%%)",
+                  flopsFraction(info->hardware_flops, ms) * 100.0);
   return text;
 }
 
@@ -528,7 +534,8 @@ int Run::trainStep(long long step) {
       .add("ms", ms)
       .add("tokens_per_s", tokensPerStep / ms * 1e3);
   if (o.peakTflops > 0)
-    record.add("mfu", mfuFraction(ms));
+    record.add("mfu", flopsFraction(info->model_flops, ms))
+        .add("hfu", flopsFraction(info->hardware_flops, ms));
   record.add("memory_mib", loom_peak_memory_mib())
       .add("tensor_bytes", static_cast<long long>(loom_heap_peak_bytes()));
   if (scaling)
@@ -628,8 +635,11 @@ int Run::summarize() {
       .add("final_loss", lastLoss)
       .add("ms_per_step", msPerStep)
       .add("tokens_per_s", tokensPerStep / msPerStep * 1e3)
-      .add("timed_steps", timed)
-      .add("memory_mib", loom_peak_memory_mib())
+      .add("timed_steps", timed);
+  if (o.peakTflops > 0)
+    record.add("mfu", flopsFraction(info->model_flops, msPerStep))
+        .add("hfu", flopsFraction(info->hardware_flops, msPerStep));
+  record.add("memory_mib", loom_peak_memory_mib())
       .add("tensor_bytes", static_cast<long long>(loom_heap_peak_bytes()));
   if (stoppedAfter)
     record.add("stopped_after", stoppedAfter);

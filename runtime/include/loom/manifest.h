@@ -58,7 +58,8 @@ inline constexpr char kMomentum[] = "momentum";
 inline constexpr char kGradClip[] = "grad_clip";
 } // namespace training
 
-/// `plan dp=... tp=... pp=... zero=... micro_batches=...`, and with pp > 1
+/// `plan dp=... tp=... pp=... zero=... micro_batches=... recompute=...`, and
+/// with pp > 1
 /// the schedule and its virtual stages.
 inline constexpr char kPlanLine[] = "plan";
 namespace plan {
@@ -67,6 +68,10 @@ inline constexpr char kTp[] = "tp";
 inline constexpr char kPp[] = "pp";
 inline constexpr char kZero[] = "zero";
 inline constexpr char kMicroBatches[] = "micro_batches";
+/// What the backward pass recomputes: none, selective (attention's scores
+/// and weighted sums), full (each layer's forward) or stage (each pipeline
+/// stage's forward); it sets the hardware FLOPs that HFU counts.
+inline constexpr char kRecompute[] = "recompute";
 inline constexpr char kSchedule[] = "schedule";
 inline constexpr char kVirtualStages[] = "virtual_stages";
 } // namespace plan

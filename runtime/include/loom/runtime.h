@@ -75,6 +75,11 @@ typedef struct loom_model_info {
      of the step's host part); the figures above are then the device's. 0
      without offload. */
   int64_t host_bytes;
+  /* The FLOPs of one training step as HFU counts them: model_flops plus
+     the forward pass the plan recomputes (abi.h's counts with 4 passes:
+     attention's alone under recompute=selective, all under full or
+     stage). */
+  double hardware_flops;
 } loom_model_info;
 
 /// Opens an artifact and allocates its parameters, optimizer state and
