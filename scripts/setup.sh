@@ -56,6 +56,12 @@ if ! "$LOOM_PYTHON" -c "import tokenizers, tiktoken, matplotlib" 2>/dev/null; th
   echo "loom setup: installing tokenizers, tiktoken and matplotlib into $LOOM_PYTHON"
   pip_install tokenizers tiktoken matplotlib
 fi
+# TensorBoard's own reader of event files, which loom-run --tensorboard's
+# test reads them back with (test/e2e/tensorboard.test).
+if ! "$LOOM_PYTHON" -c "import tensorboard" 2>/dev/null; then
+  echo "loom setup: installing tensorboard into $LOOM_PYTHON"
+  pip_install tensorboard
+fi
 # JAX on the CPU: the independent GPT-2 trainer that the fp32 and bf16
 # losses are checked against (scripts/jax-gpt2.py, test/e2e/jax-reference.test).
 if ! "$LOOM_PYTHON" -c "import jax" 2>/dev/null; then

@@ -55,6 +55,11 @@ config.substitutions.append(("%lit_helpers", os.path.join(config.test_source_roo
 if subprocess.run([loom_python, "-c", "import jax"],
                   capture_output=True).returncode == 0:
     config.available_features.add("jax")
+# "tensorboard": TensorBoard's event reader, which reads loom-run's event
+# files back (scripts/setup.sh installs it).
+if subprocess.run([loom_python, "-c", "import tensorboard"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("tensorboard")
 
 # "%haswell-blas loom-run ...": OpenBLAS's Haswell (AVX2) kernels, whatever
 # the machine's newest. lit passes no OPENBLAS_CORETYPE through, and

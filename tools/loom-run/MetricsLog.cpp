@@ -18,6 +18,7 @@ void JsonRecord::key(const char *name) {
 
 JsonRecord &JsonRecord::add(const char *name, double value) {
   key(name);
+  numberFields.emplace_back(name, value);
   if (!std::isfinite(value)) {
     text += "null";
     return *this;
@@ -31,6 +32,7 @@ JsonRecord &JsonRecord::add(const char *name, double value) {
 
 JsonRecord &JsonRecord::add(const char *name, long long value) {
   key(name);
+  numberFields.emplace_back(name, static_cast<double>(value));
   text += std::to_string(value);
   return *this;
 }

@@ -12,13 +12,17 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace loom {
 
 /// One JSON object, built field by field in order.
 class JsonRecord {
 public:
-  explicit JsonRecord(const char *type) { add("type", std::string(type)); }
+  explicit JsonRecord(const char *type) : kind(type) {
+    add("type", std::string(type));
+  }
 
   /// A number; NaN and infinities, which JSON cannot hold, as null.
   JsonRecord &add(const char *key, double value);
@@ -30,10 +34,18 @@ public:
   JsonRecord &addBool(const char *key, bool value);
 
   std::string str() const { return text + "}"; }
+  /// The record's type ("config", "step", "summary") and its numbers, by
+  /// key, in order (TensorBoard's scalars).
+  const std::string &type() const { return kind; }
+  const std::vector<std::pair<std::string, double>> &numbers() const {
+    return numberFields;
+  }
 
 private:
   void key(const char *name);
+  std::string kind;
   std::string text = "{";
+  std::vector<std::pair<std::string, double>> numberFields;
 };
 
 class MetricsLog {

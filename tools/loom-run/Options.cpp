@@ -87,6 +87,8 @@ const char *const kUsage =
     "                      learning rate, norm, time, throughput, memory)\n"
     "                      after the run's configuration; scripts/plot.py\n"
     "                      draws it (default with --out: DIR/log.jsonl)\n"
+    "  --tensorboard DIR   the step lines' figures as TensorBoard scalars,\n"
+    "                      in a new event file in DIR\n"
     "\n"
     "Sampling (an artifact compiled with loomc --logits):\n"
     "  --sample-every N    print text the model generates every N steps\n"
@@ -296,6 +298,7 @@ int loom::parseArgs(int argc, char **argv, Options &o) {
       path("--export-safetensors", o.exportSafetensors),
       path("--trace", o.trace),
       path("--log", o.log),
+      path("--tensorboard", o.tensorboard),
       path("--out", o.out),
       path("--resume", o.resume),
       path("--prompt", o.prompt),

@@ -17,7 +17,7 @@ namespace loom {
 
 struct Options {
   std::string artifact, data, valData, load, save, exportSafetensors, loadState,
-      saveState, trace, log;
+      saveState, trace, log, tensorboard;
   /// The run directory (--out) periodic checkpoints go into, and the one
   /// --resume continues from (then also --out's default).
   std::string out, resume;

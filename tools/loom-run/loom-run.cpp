@@ -10,6 +10,7 @@
 #include "Options.h"
 #include "RunDir.h"
 #include "Sampler.h"
+#include "TensorBoard.h"
 #include "TrainingData.h"
 #include "loom/runtime.h"
 
@@ -208,6 +209,7 @@ private:
   double totalMs = 0, firstMs = 0, lastLoss = 0;
   std::optional<RunDir> runDir;
   MetricsLog log;
+  TensorBoardWriter tensorboard;
   Vocabulary vocabulary;
   std::vector<int32_t> prompt;
 };
@@ -701,6 +703,9 @@ int Run::saveCheckpoint(long long step) {
 int Run::startLog() {
   if (dist->rank != 0)
     return 0;
+  if (!o.tensorboard.empty())
+    if (std::string error = tensorboard.open(o.tensorboard); !error.empty())
+      return fail(error.c_str());
   std::string path = o.log;
   if (path.empty() && runDir) {
     // The run directory holds its log unless --log puts it elsewhere.
@@ -743,6 +748,17 @@ int Run::startLog() {
 
 int Run::logRecord(const JsonRecord &record) {
   std::string error = log.write(record);
+  if (error.empty() && tensorboard.isOpen() && record.type() == "step") {
+    // The step's figures under the log's names, but the step itself.
+    std::vector<std::pair<std::string, double>> scalars;
+    int64_t step = 0;
+    for (const auto &field : record.numbers())
+      if (field.first == "step")
+        step = static_cast<int64_t>(field.second);
+      else
+        scalars.push_back(field);
+    error = tensorboard.write(step, scalars);
+  }
   return error.empty() ? 0 : fail(error.c_str());
 }
 /// Token ids written "1,2,3" into `tokens`; false for anything else.
