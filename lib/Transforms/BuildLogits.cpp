@@ -4,8 +4,11 @@
 // training step never returns: @forward ends in the loss. @logits is
 // @forward up to the loss's operand, returned in f32. It is built late,
 // after mixed precision, so that it computes exactly what @forward does,
-// and only for plans whose ranks hold every parameter whole: each rank
-// then samples on its own, with no collective to agree on.
+// and only for plans whose ranks each compute the whole model's scores:
+// with every parameter whole (a rank then samples on its own), or under
+// ZeRO-3, whose @forward gathers the replicas' shards first (every rank
+// then makes the same calls). Tensor and pipeline parallelism leave each
+// rank a part of the scores or of the layers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,7 +30,7 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-/// Why the plan's ranks do not each hold the whole model, or "".
+/// Why the plan's ranks do not each compute the whole model, or "".
 std::string partialModel(const PlanConfig &plan) {
   if (plan.tp > 1)
     return "tensor parallelism splits its layers (tp = " +
@@ -35,8 +38,6 @@ std::string partialModel(const PlanConfig &plan) {
   if (plan.pp > 1)
     return "pipeline parallelism splits its layers (pp = " +
            std::to_string(plan.pp) + ")";
-  if (plan.zero >= 3)
-    return "ZeRO-3 shards its parameters";
   return "";
 }
 
@@ -49,8 +50,8 @@ struct BuildLogitsPass
       return signalPassFailure();
     std::string why = partialModel(*plan);
     if (!why.empty()) {
-      module.emitError() << "loom-build-logits: sampling needs every "
-                            "parameter on each rank, and "
+      module.emitError() << "loom-build-logits: sampling needs the whole "
+                            "model on each rank, and "
                          << why;
       return signalPassFailure();
     }

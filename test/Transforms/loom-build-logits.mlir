@@ -42,7 +42,7 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 
 // -----
 
-// expected-error @below {{loom-build-logits: sampling needs every parameter on each rank, and tensor parallelism splits its layers (tp = 2)}}
+// expected-error @below {{loom-build-logits: sampling needs the whole model on each rank, and tensor parallelism splits its layers (tp = 2)}}
 module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
   func.func @forward(%tokens: tensor<2x3xi32> {loom.input = "tokens"}) -> (tensor<f32> {loom.output = "loss"}) {
     %zero = arith.constant dense<0.0> : tensor<f32>

@@ -193,9 +193,10 @@ def LoomBuildLogits : Pass<"loom-build-logits", "::mlir::ModuleOp"> {
     operand, which it returns (converted to f32 where mixed precision
     stores it narrower) with `loom.output = "logits"`, without the targets
     only the loss read. Run after `loom-lower-precision`, so that it
-    computes exactly what training does. The plan must leave every
-    parameter whole on each rank (no tensor or pipeline parallelism, ZeRO
-    below 3), so that a rank samples alone; another is an error.
+    computes exactly what training does. Each rank must compute the whole
+    model: no tensor or pipeline parallelism, which is an error. Under
+    ZeRO-3, `@logits` gathers the replicas' shards as `@forward` does, and
+    every rank calls it.
   }];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
