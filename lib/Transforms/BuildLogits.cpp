@@ -5,10 +5,11 @@
 // @forward up to the loss's operand, returned in f32. It is built late,
 // after mixed precision, so that it computes exactly what @forward does,
 // and only for plans whose ranks each compute the whole model's scores:
-// with every parameter whole (a rank then samples on its own), or under
-// ZeRO-3, whose @forward gathers the replicas' shards first (every rank
-// then makes the same calls). Tensor and pipeline parallelism leave each
-// rank a part of the scores or of the layers.
+// with every parameter whole (a rank then samples on its own); under
+// ZeRO-3, whose @forward gathers the replicas' shards first; or under
+// tensor parallelism, where the ranks gather the blocks of columns of the
+// scores that vocabulary parallelism leaves each (every rank then makes
+// the same calls). Pipeline parallelism leaves each rank some layers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"
 
@@ -32,9 +34,6 @@ using namespace mlir::loom;
 namespace {
 /// Why the plan's ranks do not each compute the whole model, or "".
 std::string partialModel(const PlanConfig &plan) {
-  if (plan.tp > 1)
-    return "tensor parallelism splits its layers (tp = " +
-           std::to_string(plan.tp) + ")";
   if (plan.pp > 1)
     return "pipeline parallelism splits its layers (pp = " +
            std::to_string(plan.pp) + ")";
@@ -74,12 +73,28 @@ struct BuildLogitsPass
           << " to return the loom.cross_entropy of the model's logits";
       return signalPassFailure();
     }
-    if (failed(buildLogits(module, forward, loss)))
+    if (failed(buildLogits(module, forward, loss, plan->tp)))
       return signalPassFailure();
   }
 
+  /// Under vocabulary parallelism each of the `tp` ranks holds a block of
+  /// the scores' columns, in rank order: they gather the whole rows.
+  static Value gatherVocabulary(OpBuilder &b, CrossEntropyOp loss, Value scores,
+                                int64_t tp) {
+    if (!loss.getVocabStart() || !loss.getGridAttr())
+      return scores;
+    auto type = cast<RankedTensorType>(scores.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    int64_t vocabDim = type.getRank() - 1;
+    shape[vocabDim] *= tp;
+    SmallVector<shard::GridAxis> axes(loss.getGridAxesAttr().asArrayRef());
+    return shard::AllGatherOp::create(b, loss.getLoc(), type.clone(shape),
+                                      loss.getGridAttr().getValue(), axes,
+                                      scores, APInt(64, vocabDim));
+  }
+
   LogicalResult buildLogits(ModuleOp module, func::FuncOp forward,
-                            CrossEntropyOp forwardLoss) {
+                            CrossEntropyOp forwardLoss, int64_t tp) {
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(forward);
     auto logits = cast<func::FuncOp>(b.clone(*forward));
@@ -88,8 +103,8 @@ struct BuildLogitsPass
     auto returnOp =
         cast<func::ReturnOp>(logits.getBody().front().getTerminator());
     auto loss = returnOp.getOperand(0).getDefiningOp<CrossEntropyOp>();
-    Value scores = loss.getLogits();
     b.setInsertionPoint(returnOp);
+    Value scores = gatherVocabulary(b, loss, loss.getLogits(), tp);
     auto type = cast<RankedTensorType>(scores.getType());
     if (!type.getElementType().isF32())
       scores = ConvertOp::create(b, forwardLoss.getLoc(),

@@ -42,8 +42,28 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 
 // -----
 
-// expected-error @below {{loom-build-logits: sampling needs the whole model on each rank, and tensor parallelism splits its layers (tp = 2)}}
+// Vocabulary parallelism (tp = 2): each rank's block of columns of the
+// scores, gathered into whole rows, in rank order.
 module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
+  shard.grid @loom_grid(shape = 1x1x2)
+  func.func @forward(%w: tensor<4x4xf32> {loom.param = "w"}, %x: tensor<2x3x4xf32> {loom.input = "x"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32> {loom.output = "loss"}) {
+    %start = arith.constant 0 : index
+    %logits = loom.linear %x, %w : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+    %loss = loom.cross_entropy %logits, %targets vocab_start %start {grid = @loom_grid, grid_axes = array<i16: 2>, num_classes = 7 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi32>, index) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: -> (tensor<2x3x8xf32> {loom.output = "logits"})
+// CHECK: %[[BLOCK:.*]] = loom.linear
+// CHECK: %[[ROWS:.*]] = shard.all_gather %[[BLOCK]] on @loom_grid grid_axes = [2] gather_axis = 2 : tensor<2x3x4xf32> -> tensor<2x3x8xf32>
+// CHECK: return %[[ROWS]] : tensor<2x3x8xf32>
+
+// -----
+
+// expected-error @below {{loom-build-logits: sampling needs the whole model on each rank, and pipeline parallelism splits its layers (pp = 2)}}
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
   func.func @forward(%tokens: tensor<2x3xi32> {loom.input = "tokens"}) -> (tensor<f32> {loom.output = "loss"}) {
     %zero = arith.constant dense<0.0> : tensor<f32>
     return %zero : tensor<f32>

@@ -194,9 +194,10 @@ def LoomBuildLogits : Pass<"loom-build-logits", "::mlir::ModuleOp"> {
     stores it narrower) with `loom.output = "logits"`, without the targets
     only the loss read. Run after `loom-lower-precision`, so that it
     computes exactly what training does. Each rank must compute the whole
-    model: no tensor or pipeline parallelism, which is an error. Under
-    ZeRO-3, `@logits` gathers the replicas' shards as `@forward` does, and
-    every rank calls it.
+    model: pipeline parallelism is an error. Under ZeRO-3, `@logits`
+    gathers the replicas' shards as `@forward` does; under vocabulary
+    parallelism (tp > 1) an all-gather of the ranks' blocks of columns
+    returns whole rows; every rank then calls it.
   }];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }
