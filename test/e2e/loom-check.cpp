@@ -13,6 +13,11 @@
 //   loom-check checkpoint ARTIFACT FILE
 //                                    save, load into a fresh model, and get
 //                                    the identical next-step loss
+//   loom-check logits ARTIFACT WEIGHTS TOKENS OUT
+//                                    the scores after each of TOKENS (ids
+//                                    separated by commas) from the
+//                                    safetensors WEIGHTS, written to OUT as
+//                                    f32, a row of `vocab` per token
 //
 //===----------------------------------------------------------------------===//
 
@@ -300,12 +305,46 @@ int checkpoint(loom_model *model, const char *artifact, const char *path) {
   loom_model_close(fresh);
   return ok ? 0 : 1;
 }
+
+/// The first sequence's scores after each of `tokens`, the other rows and
+/// positions filled with token 0, which causal attention keeps out of them.
+int logits(loom_model *model, const char *weights, const char *list,
+           const char *out) {
+  const loom_model_info &info = *loom_model_get_info(model);
+  if (loom_model_load_safetensors(model, weights))
+    return failWith(loom_last_error());
+  std::vector<int32_t> tokens(info.logits_rows * info.sequence, 0);
+  int64_t count = 0;
+  for (const char *at = list; *at && count < info.sequence; ++count) {
+    char *end;
+    tokens[count] = static_cast<int32_t>(std::strtol(at, &end, 10));
+    if (end == at || tokens[count] < 0 || tokens[count] >= info.vocab)
+      return failWith("TOKENS: expected token ids separated by commas");
+    at = *end == ',' ? end + 1 : end;
+  }
+  std::vector<float> scores(info.logits_rows * info.sequence *
+                            info.padded_vocab);
+  if (loom_model_logits(model, tokens.data(), scores.data()))
+    return failWith(loom_last_error());
+  std::FILE *file = std::fopen(out, "wb");
+  if (!file)
+    return failWith("cannot open OUT");
+  for (int64_t t = 0; t < count; ++t)
+    std::fwrite(&scores[t * info.padded_vocab], sizeof(float), info.vocab,
+                file);
+  std::fclose(file);
+  std::printf("logits: %lld tokens x %lld scores\n",
+              static_cast<long long>(count),
+              static_cast<long long>(info.vocab));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   if (argc < 3)
     return failWith("usage: loom-check reference|gradcheck|overfit|"
-                    "checkpoint ARTIFACT [FILE]");
+                    "checkpoint|logits ARTIFACT [FILE...]");
   std::string mode = argv[1];
   loom_model *model = loom_model_open(argv[2]);
   if (!model)
@@ -319,6 +358,8 @@ int main(int argc, char **argv) {
     rc = overfit(model);
   else if (mode == "checkpoint" && argc == 4)
     rc = checkpoint(model, argv[2], argv[3]);
+  else if (mode == "logits" && argc == 6)
+    rc = logits(model, argv[3], argv[4], argv[5]);
   else
     rc = failWith("unknown mode or missing argument");
   loom_model_close(model);

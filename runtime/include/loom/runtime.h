@@ -125,9 +125,10 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
 /// The next-token scores of `logits_rows` sequences of `sequence` tokens:
 /// `logits` gets rows x sequence x padded_vocab floats, position t's scores
 /// those of the token after tokens[0..t] (the padding columns past `vocab`
-/// are no token's). Needs an artifact compiled with loomc --logits, whose
-/// plan leaves every parameter whole on each rank (no tensor or pipeline
-/// parallelism, ZeRO below 3): each rank computes alone.
+/// are no token's). Needs an artifact compiled with loomc --logits, without
+/// pipeline parallelism. Where each rank holds the whole model it computes
+/// alone; under ZeRO-3 or tensor parallelism the scores gather the ranks'
+/// shards or columns, and every rank calls it with the same tokens.
 int loom_model_logits(loom_model *model, const int32_t *tokens, float *logits);
 /// The loss and the gradient of every parameter for `batch * sequence`
 /// tokens (the mean over its micro-batches, as the step accumulates them),
