@@ -254,19 +254,48 @@ def need(package):
                         f"{sys.executable} -m pip install {package}")
 
 
+# GPT-2's BPE ranks as tiktoken's r50k_base file holds them, which
+# scripts/setup.sh fetches into the build (LOOM_GPT2_BPE): its SHA-256.
+GPT2_BPE_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+
+
+def gpt2_from_ranks(tiktoken, path):
+    """tiktoken's gpt2 encoding from a local copy of its ranks: the same
+    pattern, ranks and end-of-text token, without a download."""
+    import base64
+    import hashlib
+    from tiktoken_ext.openai_public import r50k_pat_str
+    with open(path, "rb") as f:
+        data = f.read()
+    if hashlib.sha256(data).hexdigest() != GPT2_BPE_SHA256:
+        raise UserError(f"{path} (LOOM_GPT2_BPE): not GPT-2's BPE ranks (its SHA-256 differs)")
+    ranks = {base64.b64decode(token): int(rank)
+             for token, rank in (line.split() for line in data.splitlines() if line)}
+    return tiktoken.Encoding(name="gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": 50256}, explicit_n_vocab=50257)
+
+
 class Tiktoken:
-    """GPT-2's BPE through tiktoken; its files come from openaipublic at
-    first use and are cached (TIKTOKEN_CACHE_DIR)."""
+    """GPT-2's BPE through tiktoken: from the ranks setup fetched
+    (LOOM_GPT2_BPE), else tiktoken's download from openaipublic at first use,
+    cached (TIKTOKEN_CACHE_DIR)."""
 
     def __init__(self, eot):
         tiktoken = need("tiktoken")
+        local = os.environ.get("LOOM_GPT2_BPE", "")
         try:
-            self.encoding = tiktoken.get_encoding("gpt2")
+            if local and os.path.isfile(local):
+                self.encoding = gpt2_from_ranks(tiktoken, local)
+            else:
+                self.encoding = tiktoken.get_encoding("gpt2")
+        except UserError:
+            raise
         except Exception as e:  # noqa: BLE001 - a download's errors vary by package version
             raise UserError(
                 "cannot load tiktoken's gpt2 encoding: it is downloaded from "
                 "openaipublic.blob.core.windows.net at first use and cached in "
-                "TIKTOKEN_CACHE_DIR; without a network, copy a cache there "
+                "TIKTOKEN_CACHE_DIR; without a network, scripts/setup.sh fetches "
+                "its ranks from PyPI into the build (LOOM_GPT2_BPE) "
                 f"({type(e).__name__}: {short(e)})")
         self.vocab_size = self.encoding.n_vocab
         self.eot = self.encoding.eot_token if eot is None else self.single(eot)

@@ -69,6 +69,30 @@ if ! "$LOOM_PYTHON" -c "import jax" 2>/dev/null; then
   pip_install "jax[cpu]"
 fi
 
+# GPT-2's BPE for scripts/prepare-data.py without a network: tiktoken
+# downloads it from openaipublic at first use, and the same file (tiktoken's
+# r50k_base ranks, checked by their SHA-256) ships in openai-whisper's
+# source package on PyPI. Only that file is kept, in the build directory,
+# where bin/loom-python and the tests point prepare-data.py (LOOM_GPT2_BPE).
+gpt2_bpe="$build_dir/share/gpt2.tiktoken"
+gpt2_bpe_sha256=306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930
+if [ ! -f "$gpt2_bpe" ]; then
+  echo "loom setup: fetching GPT-2's BPE ranks (openai-whisper's source package on PyPI)"
+  fetch="$(mktemp -d)"
+  if "$LOOM_PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
+       openai-whisper==20250625 -d "$fetch" >/dev/null 2>&1 &&
+     tar --no-same-owner -xzf "$fetch"/openai_whisper-20250625.tar.gz -C "$fetch" \
+       openai_whisper-20250625/whisper/assets/gpt2.tiktoken &&
+     echo "$gpt2_bpe_sha256  $fetch/openai_whisper-20250625/whisper/assets/gpt2.tiktoken" |
+       sha256sum --check --status; then
+    mkdir -p "$build_dir/share"
+    mv "$fetch"/openai_whisper-20250625/whisper/assets/gpt2.tiktoken "$gpt2_bpe"
+  else
+    echo "loom setup: warning: could not fetch GPT-2's BPE ranks; prepare-data.py --tokenizer gpt2 will need tiktoken's download" >&2
+  fi
+  rm -rf "$fetch"
+fi
+
 configured="$(sed -n 's/^LOOM_PYTHON:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null)" ||
   configured=""
 if [ ! -f "$build_dir/build.ninja" ]; then

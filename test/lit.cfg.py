@@ -55,6 +55,11 @@ config.substitutions.append(("%lit_helpers", os.path.join(config.test_source_roo
 if subprocess.run([loom_python, "-c", "import jax"],
                   capture_output=True).returncode == 0:
     config.available_features.add("jax")
+# LOOM_GPT2_BPE: GPT-2's BPE ranks setup fetched (scripts/prepare-data.py),
+# and "gpt2-bpe" where they are there.
+config.environment["LOOM_GPT2_BPE"] = os.path.join(config.loom_obj_root, "share", "gpt2.tiktoken")
+if os.path.isfile(config.environment["LOOM_GPT2_BPE"]):
+    config.available_features.add("gpt2-bpe")
 # "tensorboard": TensorBoard's event reader, which reads loom-run's event
 # files back (scripts/setup.sh installs it).
 if subprocess.run([loom_python, "-c", "import tensorboard"],
