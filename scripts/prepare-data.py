@@ -22,7 +22,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import sys
 import time
@@ -275,6 +274,37 @@ def gpt2_from_ranks(tiktoken, path):
                              special_tokens={"<|endoftext|>": 50256}, explicit_n_vocab=50257)
 
 
+def byte_level_alphabet():
+    """The character byte-level BPE vocabularies (tokenizer.json, GPT-2's
+    own files) spell each byte with: printable Latin-1 bytes stand for
+    themselves, the others, in order, for the code points from 256 on."""
+    kept = [*range(0x21, 0x7f), *range(0xa1, 0xad), *range(0xae, 0x100)]
+    table = {b: chr(b) for b in kept}
+    table.update({b: chr(256 + i) for i, b in enumerate(b for b in range(256) if b not in kept)})
+    return table
+
+
+def merges_from_ranks(ranks):
+    """The merges that rebuild each token of more than one byte of a
+    rank-ordered BPE vocabulary (tiktoken's), in rank order: the two parts
+    its bytes come to when merged with lower-ranked tokens only."""
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) < 2:
+            continue
+        parts = [token[i:i + 1] for i in range(len(token))]
+        while len(parts) > 2:
+            best, at = min((ranks.get(parts[i] + parts[i + 1], math.inf), i)
+                           for i in range(len(parts) - 1))
+            if best >= rank:
+                break
+            parts[at:at + 2] = [parts[at] + parts[at + 1]]
+        if len(parts) != 2:
+            raise UserError(f"token {rank} is no merge of two lower-ranked tokens")
+        merges.append((parts[0], parts[1]))
+    return merges
+
+
 class Tiktoken:
     """GPT-2's BPE through tiktoken: from the ranks setup fetched
     (LOOM_GPT2_BPE), else tiktoken's download from openaipublic at first use,
@@ -300,8 +330,8 @@ class Tiktoken:
         self.vocab_size = self.encoding.n_vocab
         self.eot = self.encoding.eot_token if eot is None else self.single(eot)
         self.name = "gpt2"
-        self.meta = {"kind": "tiktoken", "name": "gpt2"}
-        self.source = None
+        self.meta = {"kind": "tiktoken", "name": "gpt2", "file": "tokenizer.json"}
+        self._json = None
 
     def single(self, text):
         try:
@@ -314,6 +344,30 @@ class Tiktoken:
 
     def token_bytes(self, token):
         return self.encoding.decode_single_token_bytes(token)
+
+    def tokenizer_json(self):
+        """The same BPE as a Hugging Face tokenizer.json (byte-level, GPT-2's
+        pattern, the end-of-text token special), which transformers loads
+        next to an exported model."""
+        if self._json is None:
+            self._json = self.build_tokenizer_json()
+        return self._json
+
+    def build_tokenizer_json(self):
+        tokenizers = need("tokenizers")
+        ranks = {self.encoding.decode_single_token_bytes(token): token
+                 for token in range(self.vocab_size) if token != self.encoding.eot_token}
+        alphabet = byte_level_alphabet()
+        spell = lambda token: "".join(alphabet[b] for b in token)  # noqa: E731
+        model = tokenizers.models.BPE(
+            vocab={spell(token): rank for token, rank in ranks.items()},
+            merges=[(spell(a), spell(b)) for a, b in merges_from_ranks(ranks)])
+        tokenizer = tokenizers.Tokenizer(model)
+        tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = tokenizers.decoders.ByteLevel()
+        tokenizer.post_processor = tokenizers.processors.ByteLevel(trim_offsets=False)
+        tokenizer.add_special_tokens([tokenizers.AddedToken("<|endoftext|>", special=True)])
+        return tokenizer.to_str()
 
 
 class HuggingFace:
@@ -339,6 +393,11 @@ class HuggingFace:
         self.name = os.path.basename(path)
         self.meta = {"kind": "tokenizers", "file": "tokenizer.json"}
         self.source = path
+
+    def tokenizer_json(self):
+        """The file itself, copied next to the shards."""
+        with open(self.source, encoding="utf-8", newline="") as f:
+            return f.read()
 
     def find_eot(self, path, eot):
         if eot is not None:
@@ -433,7 +492,7 @@ def check_out(out, tokenizer):
         raise UserError(f"{out} (--out): already holds {taken[0]}{more}; "
                         "choose an empty directory, nothing is overwritten")
     copy = os.path.join(out, "tokenizer.json")
-    if tokenizer.source and os.path.exists(copy) and not same_content(copy, tokenizer.source):
+    if os.path.exists(copy) and not same_content(copy, tokenizer.tokenizer_json()):
         raise UserError(f"{out} (--out): already holds another tokenizer.json; "
                         "choose an empty directory, nothing is overwritten")
 
@@ -450,13 +509,11 @@ def make_out(out):
     return True
 
 
-def same_content(a, b):
+def same_content(path, text):
     try:
-        if os.path.samefile(a, b):
-            return True
-        with open(a, "rb") as fa, open(b, "rb") as fb:
-            return fa.read() == fb.read()
-    except OSError:
+        with open(path, encoding="utf-8", newline="") as f:
+            return f.read() == text
+    except (OSError, UnicodeDecodeError):
         return False
 
 
@@ -591,14 +648,14 @@ def write_vocab(out, tokenizer, partials):
 def publish(out, tokenizer, train, val, meta_partial, partials):
     """Renames the finished files into place, meta.json last: a directory
     with a meta.json is complete."""
-    if tokenizer.source:
-        copy = os.path.join(out, "tokenizer.json")
-        if not os.path.exists(copy):
-            partial = copy + ".partial"
-            partials.append(partial)
-            shutil.copyfile(tokenizer.source, partial)
-            os.replace(partial, copy)
-            partials.append(copy)
+    copy = os.path.join(out, "tokenizer.json")
+    if not os.path.exists(copy):
+        partial = copy + ".partial"
+        partials.append(partial)
+        with open(partial, "w", encoding="utf-8", newline="") as f:
+            f.write(tokenizer.tokenizer_json())
+        os.replace(partial, copy)
+        partials.append(copy)
     # Until meta.json is in place a failure removes the shards renamed so
     # far, so that a rerun into the same directory is not refused.
     for name in train.shards + val.shards + [VOCAB_FILE]:
