@@ -241,8 +241,20 @@ struct ResultBufferCollective
       callee = LOOM_RT_GROUP_REDUCE_SCATTER;
       count = result.getNumElements();
     }
-    if (!isF32(input) || !isF32(result) || !result.hasStaticShape())
-      return op.emitOpError("only static f32 tensors run on the runtime's "
+    // Gathers move bf16 and f16 as they are (offload's narrowed slices);
+    // sums are of f32 only.
+    loom_dtype dtype = LOOM_DTYPE_F32;
+    if constexpr (gather) {
+      FailureOr<loom_dtype> moved = messageType(op, input.getElementType());
+      if (failed(moved))
+        return failure();
+      dtype = *moved;
+    } else if (!isF32(input) || !isF32(result)) {
+      return op.emitOpError("only f32 tensors are summed on the runtime's "
+                            "communicators");
+    }
+    if (!result.hasStaticShape())
+      return op.emitOpError("only static tensors run on the runtime's "
                             "communicators");
     bool leading = llvm::all_of(input.getShape().take_front(axis),
                                 [](int64_t d) { return d == 1; });
@@ -283,7 +295,7 @@ struct ResultBufferCollective
     callCollective(rewriter, op, callee, *group,
                    {gather || !blocks ? *send : blocks,
                     !gather || !blocks ? *recv : blocks},
-                   {count});
+                   {count}, dtype);
     if (gather && blocks)
       linalg::TransposeOp::create(rewriter, loc, blocks,
                                   splitDim(rewriter, loc, *recv, axis, ranks),

@@ -44,10 +44,23 @@ bool isHostArgument(func::FuncOp step, Value value) {
          step.getArgAttr(i, LoomDialect::getStateAttrName());
 }
 
+/// Whether `op` converts a value to a narrower element type, unscaled.
+bool isNarrowing(Operation *op) {
+  auto convert = dyn_cast<ConvertOp>(op);
+  if (!convert || convert.getScale())
+    return false;
+  return getElementTypeOrSelf(convert.getResult().getType())
+             .getIntOrFloatBitWidth() <
+         getElementTypeOrSelf(convert.getInput().getType())
+             .getIntOrFloatBitWidth();
+}
+
 /// The ops of the step's block that move to the host: the optimizer
 /// updates, and the pure ops between the host's arguments (parameters,
 /// state, constants) and the updates or the step's results (the views of
-/// the parameters an update reads, the reshapes of what it returns).
+/// the parameters an update reads, the reshapes of what it returns), and
+/// the narrowing of what the host computes for the device, which then
+/// crosses in fewer bytes.
 FailureOr<llvm::SetVector<Operation *>> collectHostOps(func::FuncOp step) {
   Block &body = step.getBody().front();
   llvm::DenseSet<Value> host;
@@ -82,7 +95,7 @@ FailureOr<llvm::SetVector<Operation *>> collectHostOps(func::FuncOp step) {
     bool hostUsers = llvm::all_of(op->getUsers(), [&](Operation *user) {
       return user == terminator || ops.contains(user);
     });
-    if (update || (hostUsers && !op->use_empty()))
+    if (update || (hostUsers && !op->use_empty()) || isNarrowing(op))
       ops.insert(op);
   }
   WalkResult nested = step.walk([&](OptimizerUpdateOpInterface update) {
@@ -228,6 +241,7 @@ private:
                                  const HostOutputs &outputs,
                                  ValueRange operands);
   std::optional<unsigned> resultUpdating(unsigned arg);
+  void narrowGathers();
 
   ModuleOp module;
   func::FuncOp step;
@@ -324,7 +338,93 @@ LogicalResult OffloadPlacement::shardMasters() {
   }
   step.setType(
       b.getFunctionType(body.getArgumentTypes(), ret.getOperandTypes()));
+  narrowGathers();
   return success();
+}
+
+/// ZeRO-1/2 with copies narrower than the masters: the updated slices are
+/// narrowed on the host, and cross to the device and are gathered (through
+/// the reshapes and the buckets of the collective) in the copies'
+/// precision: converting the gathered wholes gives the same elements, from
+/// fewer bytes moved. Only where every copy the data movement reaches has
+/// the same narrow type, and it moves nothing else.
+void OffloadPlacement::narrowGathers() {
+  if (gatheredCopies.empty())
+    return;
+  Type narrow = getElementTypeOrSelf(gatheredCopies.front().first.getType());
+  llvm::DenseSet<Value> wholes, slices;
+  for (auto [copy, whole] : gatheredCopies) {
+    if (getElementTypeOrSelf(copy.getType()) != narrow ||
+        getElementTypeOrSelf(whole.getType()) == narrow)
+      return;
+    wholes.insert(whole);
+  }
+  for (OptimizerUpdateOpInterface update :
+       body.getOps<OptimizerUpdateOpInterface>())
+    slices.insert(update.getNewParamValue());
+  // The data movement from the slices to the wholes, in block order.
+  llvm::SetVector<Operation *> moves;
+  SmallVector<Value> work(slices.begin(), slices.end());
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (user == ret || moves.contains(user))
+        continue;
+      if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+               tensor::InsertSliceOp, tensor::ExtractSliceOp,
+               shard::AllGatherOp>(user))
+        return;
+      moves.insert(user);
+      work.append(user->result_begin(), user->result_end());
+    }
+  }
+  for (Operation *op : moves) {
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (isa<RankedTensorType>(operand.getType()) &&
+          !slices.contains(operand) && !moves.contains(def) &&
+          !isa_and_nonnull<tensor::EmptyOp>(def))
+        return;
+    }
+    for (Value result : op->getResults())
+      for (Operation *user : result.getUsers())
+        if (!moves.contains(user))
+          return;
+  }
+  SmallVector<Operation *> ordered(moves.begin(), moves.end());
+  llvm::sort(ordered,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  auto narrowed = [&](Type type) {
+    return cast<RankedTensorType>(type).clone(narrow);
+  };
+  IRMapping map;
+  OpBuilder ob(step.getContext());
+  for (Value slice : slices)
+    if (llvm::any_of(slice.getUsers(),
+                     [&](Operation *user) { return moves.contains(user); })) {
+      ob.setInsertionPointAfterValue(slice);
+      map.map(slice,
+              ConvertOp::create(ob, slice.getLoc(), narrowed(slice.getType()),
+                                slice, Value()));
+    }
+  for (Operation *op : ordered) {
+    ob.setInsertionPoint(op);
+    for (Value operand : op->getOperands())
+      if (auto empty = operand.getDefiningOp<tensor::EmptyOp>();
+          empty && !map.contains(operand))
+        map.map(operand,
+                tensor::EmptyOp::create(ob, empty.getLoc(),
+                                        narrowed(empty.getType()).getShape(),
+                                        narrow, empty.getDynamicSizes()));
+    Operation *clone = ob.clone(*op, map);
+    for (Value result : clone->getResults())
+      if (isa<RankedTensorType>(result.getType()))
+        result.setType(narrowed(result.getType()));
+  }
+  for (auto &[copy, whole] : gatheredCopies)
+    whole = map.lookup(whole);
+  for (Operation *op : llvm::reverse(ordered))
+    op->erase();
 }
 
 LogicalResult OffloadPlacement::run() {
