@@ -621,12 +621,12 @@ struct PlaceOffloadPass
       return signalPassFailure();
     if (plan->offload == Offload::none)
       return;
-    if (plan->offload != Offload::optimizer || plan->pp > 1 || plan->tp > 1) {
+    if (plan->offload != Offload::optimizer || plan->pp > 1) {
       module.emitError() << "loom-place-offload places offload=optimizer "
-                            "under data parallelism only (docs/offload.md), "
-                            "not offload="
+                            "in a step of one pipeline stage only "
+                            "(docs/offload.md), not offload="
                          << stringifyOffload(plan->offload)
-                         << " with pp = " << plan->pp << ", tp = " << plan->tp;
+                         << " with pp = " << plan->pp;
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> step = getTrainStep(module);

@@ -55,9 +55,11 @@ void checkOffload(const PlanConfig &plan, Violate violate) {
   if (plan.pp > 1)
     violate("plan.offload", "offload=optimizer does not combine with "
                             "pipeline parallelism (pp > 1) yet");
-  if (plan.tp > 1)
-    violate("plan.offload", "offload=optimizer does not combine with "
-                            "tensor parallelism (tp > 1) yet");
+  // The host's slice of a master that tensor parallelism splits first.
+  if (plan.tp > 1 && plan.dp > 1 && (plan.zero == 1 || plan.zero == 2))
+    violate("plan.offload", "offload=optimizer with tensor parallelism "
+                            "(tp > 1) takes ZeRO-0 or ZeRO-3 over the "
+                            "replicas, not ZeRO-1 or 2, yet");
 }
 } // namespace
 
