@@ -740,7 +740,8 @@ int Run::startLog() {
       .add("warmup_steps", schedule.warmup)
       .add("lr_schedule", loom::lrDecayName(schedule.decay))
       .add("lr_decay_end", schedule.last)
-      .add("seed", o.seed);
+      .add("seed", o.seed)
+      .add("data_seed", static_cast<long long>(dataSeed));
   if (o.peakTflops > 0)
     config.add("peak_tflops", o.peakTflops);
   return logRecord(config);
