@@ -352,13 +352,11 @@ void OffloadPlacement::narrowGathers() {
   if (gatheredCopies.empty())
     return;
   Type narrow = getElementTypeOrSelf(gatheredCopies.front().first.getType());
-  llvm::DenseSet<Value> wholes, slices;
-  for (auto [copy, whole] : gatheredCopies) {
+  for (auto [copy, whole] : gatheredCopies)
     if (getElementTypeOrSelf(copy.getType()) != narrow ||
         getElementTypeOrSelf(whole.getType()) == narrow)
       return;
-    wholes.insert(whole);
-  }
+  llvm::DenseSet<Value> slices;
   for (OptimizerUpdateOpInterface update :
        body.getOps<OptimizerUpdateOpInterface>())
     slices.insert(update.getNewParamValue());

@@ -215,12 +215,4 @@ const char *loom_blas_kernel_sets(void) {
   return line.c_str();
 }
 
-const char *loom_cpu_features(void) {
-  static std::string line;
-  line.clear();
-  for (const std::string &name : hostCpuFeatures().names)
-    line += (line.empty() ? "" : " ") + name;
-  return line.c_str();
-}
-
 } // extern "C"

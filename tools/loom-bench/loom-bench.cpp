@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <string>
 #include <strings.h>
 #include <sys/wait.h>
@@ -92,16 +93,22 @@ double sgemmGflopsWith(const std::string &kernels) {
   return gflops;
 }
 
-/// The fastest SGEMM among OpenBLAS's kernel sets this CPU runs, as a factor
-/// on the loaded set's figure; prints each set's.
+/// The fastest SGEMM among OpenBLAS's kernel sets this CPU runs and the
+/// loaded one (which a user's OPENBLAS_CORETYPE may have picked outside
+/// them), as a factor on the loaded set's figure; prints each set's.
 double referenceFactor() {
-  std::string sets = loom_blas_kernel_sets(), loaded = openblas_get_corename();
+  std::string loaded = openblas_get_corename();
+  std::vector<std::string> sets;
+  std::istringstream listed(loom_blas_kernel_sets());
+  for (std::string kernels; listed >> kernels;)
+    sets.push_back(kernels);
+  if (std::none_of(sets.begin(), sets.end(), [&](const std::string &kernels) {
+        return !strcasecmp(kernels.c_str(), loaded.c_str());
+      }))
+    sets.push_back(loaded);
   std::string line, best = loaded;
   double bestRate = 0, loadedRate = 0;
-  for (size_t at = 0; at < sets.size();) {
-    size_t end = std::min(sets.find(' ', at), sets.size());
-    std::string kernels = sets.substr(at, end - at);
-    at = end + 1;
+  for (const std::string &kernels : sets) {
     double rate = sgemmGflopsWith(kernels);
     char figure[32] = "(not taken)";
     if (rate > 0)

@@ -428,8 +428,8 @@ void Run::describe() const {
            (info->param_bytes + info->grad_bytes + info->state_bytes) /
                1048576.0,
            static_cast<long long>(info->activation_bytes));
-  if (*loom_blas_kernels())
-    report("loom-run: GEMMs: %s\n", loom_blas_kernels());
+  if (const char *kernels = loom_blas_kernels(); *kernels)
+    report("loom-run: GEMMs: %s\n", kernels);
   if (info->arena_bytes > 0)
     report("loom-run: the step's buffers: an arena of %lld B, as compiled\n",
            static_cast<long long>(info->arena_bytes));

@@ -282,10 +282,6 @@ const char *loom_blas_kernels(void);
 /// space-separated, the best match for its vector units first.
 const char *loom_blas_kernel_sets(void);
 
-/// This CPU's features among those an artifact's code may need (abi.h's
-/// LOOM_X86_FEATURES), space-separated.
-const char *loom_cpu_features(void);
-
 /// The process's peak resident memory in MiB, for reports.
 double loom_peak_memory_mib(void);
 
