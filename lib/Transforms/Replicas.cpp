@@ -42,6 +42,10 @@ std::string mlir::loom::getStageEvalName(int64_t r) {
   return (LOOM_STAGE_EVAL_PREFIX + Twine(r)).str();
 }
 
+std::string mlir::loom::getStageLogitsName(int64_t r) {
+  return (LOOM_STAGE_LOGITS_PREFIX + Twine(r)).str();
+}
+
 FailureOr<SmallVector<func::FuncOp>> mlir::loom::getStageSteps(ModuleOp module,
                                                                int64_t pp) {
   SmallVector<func::FuncOp> steps;

@@ -29,6 +29,8 @@ FailureOr<func::FuncOp> getTrainStep(ModuleOp module);
 std::string getStageStepName(int64_t r);
 /// The name of pipeline rank `r`'s forward pass alone (validation).
 std::string getStageEvalName(int64_t r);
+/// The name of pipeline rank `r`'s scores for sampling (loom-build-logits).
+std::string getStageLogitsName(int64_t r);
 
 /// The steps of the pipeline's `pp` ranks in rank order, or an error naming
 /// the pass that builds them.

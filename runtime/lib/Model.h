@@ -249,6 +249,10 @@ inline std::string stageEntry(int64_t r) {
 inline std::string stageEvalEntry(int64_t r) {
   return LOOM_STAGE_EVAL_PREFIX + std::to_string(r);
 }
+/// The scores to sample from that pipeline rank `r` computes.
+inline std::string stageLogitsEntry(int64_t r) {
+  return LOOM_STAGE_LOGITS_PREFIX + std::to_string(r);
+}
 
 } // namespace loom
 
@@ -320,6 +324,9 @@ struct loom_model {
   std::string stepEntry = "train_step";
   /// The forward pass alone a pipeline rank runs (loom_model_eval).
   std::string evalEntry;
+  /// The scores to sample from (loom_model_logits): "logits", or the
+  /// pipeline rank's own.
+  std::string logitsEntry = LOOM_OUTPUT_LOGITS;
   /// Micro-batches in the whole batch: forward and forward_grad run on
   /// every one of them, on every rank, without communicating.
   int64_t forwardChunks = 1;
@@ -351,6 +358,12 @@ struct loom_model {
   /// A pipeline artifact's entries: one step per pipeline rank, which
   /// together hold every layer once.
   bool checkPipelineEntries();
+  /// The pipeline ranks' entry points that say what which is: each rank's
+  /// step and, for all ranks or none, its forward pass alone and its scores.
+  bool checkPipelineEntryNames();
+  /// The logits entry point `name` (loomc --logits): its tokens and scores
+  /// are of one micro-batch of `rows` sequences.
+  bool checkLogitsEntry(const std::string &name, int64_t rows);
   /// Joins the job of a pipeline artifact, whose rank's stage decides what
   /// it holds, and keeps that rank's step only.
   bool joinPipeline();

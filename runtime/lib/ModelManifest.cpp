@@ -41,35 +41,76 @@ bool loom_model::parseLayerRuns(const std::string &text, Arg &arg) {
          arg.kind != LOOM_ARG_INPUT && arg.kind != LOOM_ARG_OUTPUT;
 }
 
-bool loom_model::checkPipelineEntries() {
+bool loom_model::checkLogitsEntry(const std::string &name, int64_t rows) {
+  auto fail = [&](const std::string &why) { return badManifest(why); };
+  // Its tokens and scores: one micro-batch, as @forward's.
+  bool tokens = false, scores = false;
+  for (const Arg &arg : entries[name].args) {
+    if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TOKENS)
+      tokens = arg.shape == std::vector<int64_t>{rows, info.sequence};
+    else if (arg.kind == LOOM_ARG_OUTPUT && arg.name == LOOM_OUTPUT_LOGITS)
+      scores = arg.shape == std::vector<int64_t>{rows, info.sequence,
+                                                 info.padded_vocab} &&
+               arg.dtype == "f32";
+    else if (arg.kind != LOOM_ARG_PARAM)
+      return fail("entry point '" + name + "' has an argument '" + arg.kind +
+                  " " + arg.name + "' it should not");
+  }
+  if (!tokens || !scores)
+    return fail("entry point '" + name + "' does not take " +
+                std::to_string(rows) + " x " + std::to_string(info.sequence) +
+                " tokens and return their f32 scores over the padded "
+                "vocabulary of " +
+                std::to_string(info.padded_vocab));
+  info.logits_rows = rows;
+  return true;
+}
+
+bool loom_model::checkPipelineEntryNames() {
   auto fail = [&](const std::string &why) { return badManifest(why); };
   for (int64_t r = 0; r < info.pp; ++r)
     if (!entries.count(stageEntry(r)))
       return fail("no '" + stageEntry(r) + "' entry point for pipeline rank " +
                   std::to_string(r) + " of " + std::to_string(info.pp));
-  // With every rank's step there, and every rank's forward pass alone or
-  // none, any other entry is one too many.
-  int64_t evals = 0;
-  for (int64_t r = 0; r < info.pp; ++r)
-    evals += entries.count(stageEvalEntry(r));
-  if (evals != 0 && evals != info.pp)
-    return fail("pipeline ranks' " LOOM_STAGE_EVAL_PREFIX "<rank> entry "
-                "points: " +
-                std::to_string(evals) + " of " + std::to_string(info.pp));
-  info.can_eval = evals == info.pp;
+  // With every rank's step there, and every rank's forward pass alone and
+  // scores or none, any other entry is one too many.
+  for (auto [prefix, entryOf] :
+       {std::make_pair(LOOM_STAGE_EVAL_PREFIX, &loom::stageEvalEntry),
+        std::make_pair(LOOM_STAGE_LOGITS_PREFIX, &loom::stageLogitsEntry)}) {
+    int64_t found = 0;
+    for (int64_t r = 0; r < info.pp; ++r)
+      found += entries.count(entryOf(r));
+    if (found != 0 && found != info.pp)
+      return fail(std::string("pipeline ranks' ") + prefix +
+                  "<rank> entry points: " + std::to_string(found) + " of " +
+                  std::to_string(info.pp));
+  }
+  info.can_eval = entries.count(stageEvalEntry(0)) != 0;
   for (const auto &[entryName, entry] : entries) {
     bool own = false;
     for (int64_t r = 0; r < info.pp && !own; ++r)
-      own = entryName == stageEntry(r) || entryName == stageEvalEntry(r);
+      own = entryName == stageEntry(r) || entryName == stageEvalEntry(r) ||
+            entryName == stageLogitsEntry(r);
     if (!own)
       return fail("entry point '" + entryName + "' in a pipeline artifact of " +
                   std::to_string(info.pp) +
                   " ranks, which run " LOOM_STAGE_STEP_PREFIX
-                  "<rank> and " LOOM_STAGE_EVAL_PREFIX "<rank>");
+                  "<rank>, " LOOM_STAGE_EVAL_PREFIX
+                  "<rank> and " LOOM_STAGE_LOGITS_PREFIX "<rank>");
   }
+  return true;
+}
+
+bool loom_model::checkPipelineEntries() {
+  auto fail = [&](const std::string &why) { return badManifest(why); };
+  if (!checkPipelineEntryNames())
+    return false;
   // Every rank takes the replica's whole share of the batch and cuts it
-  // into the plan's micro-batches.
-  for (const auto &[entryName, entry] : entries)
+  // into the plan's micro-batches; the scores are of one micro-batch.
+  bool sampled = entries.count(stageLogitsEntry(0)) != 0;
+  for (const auto &[entryName, entry] : entries) {
+    if (sampled && entryName.rfind(LOOM_STAGE_LOGITS_PREFIX, 0) == 0)
+      continue;
     for (const Arg &arg : entry.args)
       if (arg.kind == LOOM_ARG_INPUT &&
           (arg.name == LOOM_INPUT_TOKENS || arg.name == LOOM_INPUT_TARGETS) &&
@@ -80,16 +121,26 @@ bool loom_model::checkPipelineEntries() {
                     "' do not match the training batch of " +
                     std::to_string(info.batch) +
                     " over dp = " + std::to_string(info.dp) + " replicas");
+  }
   if (planMicroBatches < 1 || (info.batch / info.dp) % planMicroBatches)
     return fail("a pipeline's plan line must give micro-batches that divide "
                 "the batch");
   info.micro_batches = planMicroBatches;
-  // A rank's forward pass alone takes parameters its step holds, as the
+  if (sampled)
+    for (int64_t r = 0; r < info.pp; ++r)
+      if (!checkLogitsEntry(stageLogitsEntry(r),
+                            info.batch / info.dp / planMicroBatches))
+        return false;
+  // A rank's forward passes alone take parameters its step holds, as the
   // step holds them.
-  if (info.can_eval)
-    for (int64_t r = 0; r < info.pp; ++r) {
-      const Entry &step = entries[stageEntry(r)];
-      for (const Arg &arg : entries[stageEvalEntry(r)].args) {
+  for (int64_t r = 0; r < info.pp; ++r) {
+    const Entry &step = entries[stageEntry(r)];
+    for (const std::string &entryName :
+         {stageEvalEntry(r), stageLogitsEntry(r)}) {
+      auto it = entries.find(entryName);
+      if (it == entries.end())
+        continue;
+      for (const Arg &arg : it->second.args) {
         if (arg.kind != LOOM_ARG_PARAM)
           continue;
         bool held = std::any_of(
@@ -100,10 +151,11 @@ bool loom_model::checkPipelineEntries() {
                      own.layerRuns == arg.layerRuns;
             });
         if (!held)
-          return fail(arg.name + " of '" + stageEvalEntry(r) +
+          return fail(arg.name + " of '" + entryName +
                       "' is not the parameter '" + stageEntry(r) + "' holds");
       }
     }
+  }
   // Each layer of each stacked parameter on exactly one stage's step.
   std::map<std::string, std::vector<int>> holders;
   for (int64_t r = 0; r < info.pp; ++r) {
@@ -156,6 +208,7 @@ bool loom_model::joinPipeline() {
                     std::string(loom_last_error()).c_str());
   stepEntry = stageEntry(loom_dist_get_info()->pp_rank);
   evalEntry = stageEvalEntry(loom_dist_get_info()->pp_rank);
+  logitsEntry = stageLogitsEntry(loom_dist_get_info()->pp_rank);
   const Entry &own = entries[stepEntry];
   if (!own.memory.empty())
     setMemory(own.memory);
@@ -194,9 +247,6 @@ private:
   bool readCheckpoint(std::istringstream &line);
   bool readEntry(std::istringstream &line);
   bool readArg(std::istringstream &line);
-  /// The logits entry point (loomc --logits): its tokens and scores are of
-  /// one micro-batch of `rows` sequences.
-  bool checkLogitsEntry(int64_t rows);
   /// Whether the current entry lists the arguments its entry line
   /// announced.
   bool argsComplete();
@@ -627,7 +677,8 @@ bool ManifestReader::finish() {
                 " over dp = " + std::to_string(info.dp) + " replicas");
   info.micro_batches = stepRows / microRows;
   m.forwardChunks = info.batch / microRows;
-  if (m.entries.count(LOOM_OUTPUT_LOGITS) && !checkLogitsEntry(microRows))
+  if (m.entries.count(LOOM_OUTPUT_LOGITS) &&
+      !m.checkLogitsEntry(LOOM_OUTPUT_LOGITS, microRows))
     return false;
   if (m.planMicroBatches && m.planMicroBatches != info.micro_batches)
     return fail("the plan's " + std::to_string(m.planMicroBatches) +
@@ -638,29 +689,6 @@ bool ManifestReader::finish() {
                 std::to_string(info.layers));
   info.name = m.name.c_str();
   info.optimizer = m.optimizer.c_str();
-  return true;
-}
-bool ManifestReader::checkLogitsEntry(int64_t rows) {
-  // Its tokens and scores: one micro-batch, as @forward's.
-  bool tokens = false, scores = false;
-  for (const Arg &arg : m.entries[LOOM_OUTPUT_LOGITS].args) {
-    if (arg.kind == LOOM_ARG_INPUT && arg.name == LOOM_INPUT_TOKENS)
-      tokens = arg.shape == std::vector<int64_t>{rows, m.info.sequence};
-    else if (arg.kind == LOOM_ARG_OUTPUT && arg.name == LOOM_OUTPUT_LOGITS)
-      scores = arg.shape == std::vector<int64_t>{rows, m.info.sequence,
-                                                 m.info.padded_vocab} &&
-               arg.dtype == "f32";
-    else if (arg.kind != LOOM_ARG_PARAM)
-      return fail("entry point 'logits' has an argument '" + arg.kind + " " +
-                  arg.name + "' it should not");
-  }
-  if (!tokens || !scores)
-    return fail("entry point 'logits' does not take " + std::to_string(rows) +
-                " x " + std::to_string(m.info.sequence) +
-                " tokens and return their f32 scores over the padded "
-                "vocabulary of " +
-                std::to_string(m.info.padded_vocab));
-  m.info.logits_rows = rows;
   return true;
 }
 } // namespace

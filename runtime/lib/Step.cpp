@@ -106,9 +106,10 @@ bool loom_model::bindEntries() {
   for (auto &[entryName, entry] : entries) {
     entry.buffers.clear();
     entry.unboundGradients = false;
-    // A pipeline rank runs its own step and forward pass; the others' take
-    // what it lacks.
-    if (info.pp > 1 && entryName != stepEntry && entryName != evalEntry)
+    // A pipeline rank runs its own step, forward pass and scores; the
+    // others' take what it lacks.
+    if (info.pp > 1 && entryName != stepEntry && entryName != evalEntry &&
+        entryName != logitsEntry)
       continue;
     for (const Arg &arg : entry.args) {
       int64_t slot = entry.buffers.size();
@@ -344,7 +345,7 @@ int loom_model_logits(loom_model *model, const int32_t *tokens, float *logits) {
     return !setError("%s: has no logits entry point: compile it with loomc "
                      "--logits to sample from it",
                      model->path.c_str());
-  if (!model->call(LOOM_OUTPUT_LOGITS, tokens, nullptr))
+  if (!model->call(model->logitsEntry.c_str(), tokens, nullptr))
     return 1;
   std::copy(model->logits.begin(), model->logits.end(), logits);
   return 0;

@@ -62,8 +62,67 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 
 // -----
 
-// expected-error @below {{loom-build-logits: sampling needs the whole model on each rank, and pipeline parallelism splits its layers (pp = 2)}}
-module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
+// Pipeline parallelism (pp = 2, two micro-batches): each rank's
+// @logits_stage<r> is its @eval_stage<r> on the first micro-batch, the
+// last stage ending in its scores, which go to the other rank (tag 3).
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false>} {
+  func.func private @forward_stage0(%wte: tensor<8x4xf32> {loom.param = "wte"}, %tokens: tensor<1x3xi32> {loom.input = "tokens"}) -> tensor<1x3x4xf32> attributes {loom.stage = 0 : i64} {
+    %x = loom.embedding %tokens, %wte : (tensor<1x3xi32>, tensor<8x4xf32>) -> tensor<1x3x4xf32>
+    return %x : tensor<1x3x4xf32>
+  }
+  func.func private @forward_stage1(%head: tensor<8x4xf32> {loom.param = "lm_head.weight"}, %targets: tensor<1x3xi32> {loom.input = "targets"}, %x: tensor<1x3x4xf32> {loom.input = "activations"}) -> tensor<f32> attributes {loom.stage = 1 : i64} {
+    %logits = loom.linear %x, %head : (tensor<1x3x4xf32>, tensor<8x4xf32>) -> tensor<1x3x8xf32>
+    %loss = loom.cross_entropy %logits, %targets {num_classes = 8 : i64} : (tensor<1x3x8xf32>, tensor<1x3xi32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+  func.func @eval_stage0(%wte: tensor<8x4xf32> {loom.param = "wte"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32> {loom.output = "loss"}) {
+    %zero = arith.constant dense<0.0> : tensor<f32>
+    %t0 = tensor.extract_slice %tokens[0, 0] [1, 3] [1, 1] : tensor<2x3xi32> to tensor<1x3xi32>
+    %a0 = call @forward_stage0(%wte, %t0) : (tensor<8x4xf32>, tensor<1x3xi32>) -> tensor<1x3x4xf32>
+    loom.send %a0 to 1 tag 0 : tensor<1x3x4xf32>
+    %t1 = tensor.extract_slice %tokens[1, 0] [1, 3] [1, 1] : tensor<2x3xi32> to tensor<1x3xi32>
+    %a1 = call @forward_stage0(%wte, %t1) : (tensor<8x4xf32>, tensor<1x3xi32>) -> tensor<1x3x4xf32>
+    loom.send %a1 to 1 tag 0 : tensor<1x3x4xf32>
+    return %zero : tensor<f32>
+  }
+  func.func @eval_stage1(%head: tensor<8x4xf32> {loom.param = "lm_head.weight"}, %tokens: tensor<2x3xi32> {loom.input = "tokens"}, %targets: tensor<2x3xi32> {loom.input = "targets"}) -> (tensor<f32> {loom.output = "loss"}) {
+    %zero = arith.constant dense<0.0> : tensor<f32>
+    %y0 = tensor.extract_slice %targets[0, 0] [1, 3] [1, 1] : tensor<2x3xi32> to tensor<1x3xi32>
+    %a0 = loom.recv from 0 tag 0 : tensor<1x3x4xf32>
+    %l0 = call @forward_stage1(%head, %y0, %a0) : (tensor<8x4xf32>, tensor<1x3xi32>, tensor<1x3x4xf32>) -> tensor<f32>
+    %s0 = loom.add %l0, %zero : tensor<f32>
+    %y1 = tensor.extract_slice %targets[1, 0] [1, 3] [1, 1] : tensor<2x3xi32> to tensor<1x3xi32>
+    %a1 = loom.recv from 0 tag 0 : tensor<1x3x4xf32>
+    %l1 = call @forward_stage1(%head, %y1, %a1) : (tensor<8x4xf32>, tensor<1x3xi32>, tensor<1x3x4xf32>) -> tensor<f32>
+    %s1 = loom.add %s0, %l1 : tensor<f32>
+    return %s1 : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func private @forward_stage1_scores(
+// CHECK-SAME: %{{.*}}: tensor<8x4xf32> {loom.param = "lm_head.weight"}, %{{.*}}: tensor<1x3x4xf32> {loom.input = "activations"}) -> tensor<1x3x8xf32>
+// CHECK-NOT: loom.stage
+// CHECK: %[[S:.*]] = loom.linear
+// CHECK-NOT: loom.cross_entropy
+// CHECK: return %[[S]]
+// CHECK-LABEL: func.func @logits_stage0(
+// CHECK-SAME: %{{.*}}: tensor<8x4xf32> {loom.param = "wte"}, %[[TOKENS:.*]]: tensor<1x3xi32> {loom.input = "tokens"})
+// CHECK-SAME: -> (tensor<1x3x8xf32> {loom.output = "logits"})
+// CHECK: %[[A:.*]] = call @forward_stage0(%{{.*}}, %[[TOKENS]])
+// CHECK-NEXT: loom.send %[[A]] to 1 tag 0
+// CHECK-NEXT: %[[GOT:.*]] = loom.recv from 1 tag 3 : tensor<1x3x8xf32>
+// CHECK-NEXT: return %[[GOT]]
+// CHECK-LABEL: func.func @logits_stage1(
+// CHECK-SAME: %{{.*}}: tensor<8x4xf32> {loom.param = "lm_head.weight"}, %{{.*}}: tensor<1x3xi32> {loom.input = "tokens"})
+// CHECK: %[[X:.*]] = loom.recv from 0 tag 0
+// CHECK-NEXT: %[[SCORES:.*]] = call @forward_stage1_scores(%{{.*}}, %[[X]])
+// CHECK-NEXT: loom.send %[[SCORES]] to 0 tag 3
+// CHECK-NEXT: return %[[SCORES]]
+
+// -----
+
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
+  // expected-error @below {{loom-build-logits: expected @forward to return the loom.cross_entropy of the model's logits}}
   func.func @forward(%tokens: tensor<2x3xi32> {loom.input = "tokens"}) -> (tensor<f32> {loom.output = "loss"}) {
     %zero = arith.constant dense<0.0> : tensor<f32>
     return %zero : tensor<f32>
@@ -72,8 +131,8 @@ module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optim
 
 // -----
 
-module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
-  // expected-error @below {{loom-build-logits: expected @forward to return the loom.cross_entropy of the model's logits}}
+// expected-error @below {{loom-build-logits: expected @eval_stage1 to call the last pipeline stage's forward pass, which returns the loom.cross_entropy of the model's logits (run loom-build-train-step first)}}
+module attributes {loom.training = #loom.training<batch = 2, sequence = 3, optimizer = sgd, lr = 0.1, precision = fp32>, loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false>} {
   func.func @forward(%tokens: tensor<2x3xi32> {loom.input = "tokens"}) -> (tensor<f32> {loom.output = "loss"}) {
     %zero = arith.constant dense<0.0> : tensor<f32>
     return %zero : tensor<f32>

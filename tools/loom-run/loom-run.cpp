@@ -846,9 +846,10 @@ int Run::prepareSampling() {
 int Run::sampleText(long long step, std::string &text) {
   // Where each rank holds the whole model, rank 0 samples alone. Under
   // ZeRO-3 the scores gather the replicas' shards, under tensor
-  // parallelism the ranks' layers and columns: every rank makes the same
-  // calls, and rank 0's text is the one printed.
-  if (dist->rank != 0 && info->zero < 3 && info->tp == 1)
+  // parallelism the ranks' columns, and under pipeline parallelism the last
+  // stage sends them on: every rank makes the same calls, and rank 0's
+  // text is the one printed.
+  if (dist->rank != 0 && info->zero < 3 && info->tp == 1 && info->pp == 1)
     return 0;
   SampleSettings settings;
   settings.temperature = o.temperature;

@@ -436,7 +436,8 @@ def Loom_SendOp : Loom_Op<"send", [MemoryEffects<[MemWrite]>]> {
     Sends `value` to pipeline rank `peer` (its index on the plan's pp axis,
     the other coordinates being this rank's), with message `tag`: 0 for
     activations going forward, 1 for their gradients going back, 2 for a
-    tied parameter's gradient. The runtime sends without waiting for the
+    tied parameter's gradient, 3 for the last stage's scores going to every
+    other rank (`@logits_stage<r>`, loom-build-logits). The runtime sends without waiting for the
     receiver (the value is copied), so that two ranks sending to each other
     in a 1F1B schedule do not wait on each other; `loom.recv` with the same
     peer and tag takes the messages in the order they were sent.

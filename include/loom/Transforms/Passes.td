@@ -193,11 +193,18 @@ def LoomBuildLogits : Pass<"loom-build-logits", "::mlir::ModuleOp"> {
     operand, which it returns (converted to f32 where mixed precision
     stores it narrower) with `loom.output = "logits"`, without the targets
     only the loss read. Run after `loom-lower-precision`, so that it
-    computes exactly what training does. Each rank must compute the whole
-    model: pipeline parallelism is an error. Under ZeRO-3, `@logits`
-    gathers the replicas' shards as `@forward` does; under vocabulary
-    parallelism (tp > 1) an all-gather of the ranks' blocks of columns
-    returns whole rows; every rank then calls it.
+    computes exactly what training does. Under ZeRO-3, `@logits` gathers
+    the replicas' shards as `@forward` does; under vocabulary parallelism
+    (tp > 1) an all-gather of the ranks' blocks of columns returns whole
+    rows; every rank then calls it.
+
+    Under pipeline parallelism, where `@forward` is gone, each rank gets
+    `@logits_stage<r>(params, tokens) -> logits`: what its `@eval_stage<r>`
+    runs for the first micro-batch (its chunks' forward passes, with the
+    activations' sends and receives), the last stage's forward pass cloned
+    to end in its scores, which the last rank sends (`loom.send` tag 3) to
+    every other rank of the pipeline, so that all of them return the same
+    scores.
   }];
   let dependentDialects = ["::mlir::loom::LoomDialect"];
 }

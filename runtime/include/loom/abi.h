@@ -22,6 +22,10 @@
 /* ... and for validation the forward pass alone, named this prefix
    followed by r: every rank calls its own, and each gets the loss. */
 #define LOOM_STAGE_EVAL_PREFIX "eval_stage"
+/* ... and, in an artifact compiled for sampling (loomc --logits), the
+   scores of one micro-batch, named this prefix followed by r: every rank
+   calls its own, and each gets the last stage's scores. */
+#define LOOM_STAGE_LOGITS_PREFIX "logits_stage"
 
 /* The CPU an artifact's native code was generated for: a string, the
    LLVM CPU name, then each of the features below that the code may use,

@@ -125,10 +125,11 @@ int loom_model_eval(loom_model *model, const int32_t *tokens,
 /// The next-token scores of `logits_rows` sequences of `sequence` tokens:
 /// `logits` gets rows x sequence x padded_vocab floats, position t's scores
 /// those of the token after tokens[0..t] (the padding columns past `vocab`
-/// are no token's). Needs an artifact compiled with loomc --logits, without
-/// pipeline parallelism. Where each rank holds the whole model it computes
-/// alone; under ZeRO-3 or tensor parallelism the scores gather the ranks'
-/// shards or columns, and every rank calls it with the same tokens.
+/// are no token's). Needs an artifact compiled with loomc --logits. Where
+/// each rank holds the whole model it computes alone; under ZeRO-3 or
+/// tensor parallelism the scores gather the ranks' shards or columns, and
+/// under pipeline parallelism the last stage sends them to the other
+/// ranks: there every rank calls it with the same tokens.
 int loom_model_logits(loom_model *model, const int32_t *tokens, float *logits);
 /// The loss and the gradient of every parameter for `batch * sequence`
 /// tokens (the mean over its micro-batches, as the step accumulates them),
