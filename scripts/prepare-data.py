@@ -35,6 +35,9 @@ JSONL_SUFFIX = ".jsonl"
 SHARD_NAME = re.compile(r"^(train|val)_\d+\.bin$")
 # Each token's bytes, for loom-run's samples (docs/data.md).
 VOCAB_FILE = "vocab.hex"
+# The BPE merges, for loom-run's text prompts, where the tokenizer is
+# byte-level BPE with GPT-2's pre-tokenizer (docs/data.md).
+BPE_FILE = "bpe.txt"
 # Documents are tokenized in batches, which both packages spread over the
 # cores; a batch's text is bounded so that a few huge files stay in memory.
 BATCH_DOCUMENTS = 1024
@@ -345,6 +348,21 @@ class Tiktoken:
     def token_bytes(self, token):
         return self.encoding.decode_single_token_bytes(token)
 
+    def bpe(self):
+        """bpe.txt's table (write_bpe): tiktoken merges any two adjacent
+        parts whose bytes together are a token, the lowest-ranked such
+        token first, so every split of a token into two tokens is a merge,
+        its priority the token's rank."""
+        ranks = {self.encoding.decode_single_token_bytes(token): token
+                 for token in range(self.vocab_size) if token != self.encoding.eot_token}
+        merges = []
+        for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+            for cut in range(1, len(token)):
+                left, right = ranks.get(token[:cut]), ranks.get(token[cut:])
+                if left is not None and right is not None:
+                    merges.append((left, right, rank, rank))
+        return [ranks[bytes([b])] for b in range(256)], merges
+
     def tokenizer_json(self):
         """The same BPE as a Hugging Face tokenizer.json (byte-level, GPT-2's
         pattern, the end-of-text token special), which transformers loads
@@ -385,14 +403,50 @@ class HuggingFace:
         # document that quotes "<|endoftext|>" must not end there.
         try:
             self.tokenizer.encode_special_tokens = True
+            self._special_as_text = True
         except AttributeError:
-            pass
+            self._special_as_text = False
         self.vocab_size = self.tokenizer.get_vocab_size(with_added_tokens=True)
         self.eot = self.find_eot(path, eot)
         self._byte_level = None
         self.name = os.path.basename(path)
         self.meta = {"kind": "tokenizers", "file": "tokenizer.json"}
         self.source = path
+
+    def bpe(self):
+        """bpe.txt's table (write_bpe) where loom-run's encoder gives this
+        tokenizer's ids: byte-level BPE with GPT-2's pre-tokenizer and
+        nothing else that changes the text or the merging; else None."""
+        spec = json.loads(self.tokenizer.to_str())
+        model = spec.get("model") or {}
+        if (model.get("type") != "BPE" or model.get("dropout") not in (None, 0)
+                or model.get("byte_fallback") or model.get("ignore_merges")
+                or model.get("continuing_subword_prefix")
+                or model.get("end_of_word_suffix") or spec.get("normalizer") is not None
+                or not gpt2_pre_tokenizer(spec.get("pre_tokenizer"))):
+            return None
+        # Added tokens are split off before the model sees the text; special
+        # ones are text here too (encode_special_tokens), others are not.
+        added = spec.get("added_tokens") or []
+        if any(not token.get("special") for token in added) \
+                or (added and not self._special_as_text):
+            return None
+        vocab, alphabet = model.get("vocab") or {}, byte_level_alphabet()
+        byte_ids = [vocab.get(alphabet[b]) for b in range(256)]
+        if None in byte_ids:
+            return None
+        # A pair listed twice keeps its last priority, as tokenizers' merge
+        # map does.
+        last = {}
+        for priority, merge in enumerate(model.get("merges") or []):
+            pair = merge.split(" ") if isinstance(merge, str) else merge
+            if len(pair) != 2 or any(part not in vocab for part in pair) \
+                    or pair[0] + pair[1] not in vocab:
+                return None
+            last[tuple(pair)] = priority
+        merges = [(vocab[a], vocab[b], vocab[a + b], priority)
+                  for (a, b), priority in sorted(last.items(), key=lambda item: item[1])]
+        return byte_ids, merges
 
     def tokenizer_json(self):
         """The file itself, copied next to the shards."""
@@ -452,6 +506,17 @@ def byte_level_decoder():
     return decoder
 
 
+def gpt2_pre_tokenizer(spec):
+    """Whether a tokenizer.json's pre_tokenizer splits text as GPT-2's does:
+    ByteLevel with GPT-2's pattern and no space put before the text, alone
+    or the only one of a Sequence."""
+    if isinstance(spec, dict) and spec.get("type") == "Sequence":
+        inner = spec.get("pretokenizers") or []
+        spec = inner[0] if len(inner) == 1 else None
+    return (isinstance(spec, dict) and spec.get("type") == "ByteLevel"
+            and spec.get("use_regex", True) is True and spec.get("add_prefix_space") is False)
+
+
 def short(error):
     text = str(error).splitlines()[0] if str(error) else ""
     return text[:200]
@@ -486,7 +551,8 @@ def check_out(out, tokenizer):
         names = os.listdir(out)
     except OSError as e:
         raise UserError(f"{out} (--out): cannot read: {e.strerror}")
-    taken = sorted(n for n in names if SHARD_NAME.match(n) or n in ("meta.json", VOCAB_FILE))
+    own = ("meta.json", VOCAB_FILE, BPE_FILE)
+    taken = sorted(n for n in names if SHARD_NAME.match(n) or n in own)
     if taken:
         more = f" and {len(taken) - 1} more" if len(taken) > 1 else ""
         raise UserError(f"{out} (--out): already holds {taken[0]}{more}; "
@@ -645,7 +711,26 @@ def write_vocab(out, tokenizer, partials):
             f.write(tokenizer.token_bytes(token).hex() + "\n")
 
 
-def publish(out, tokenizer, train, val, meta_partial, partials):
+def write_bpe(out, tokenizer, partials):
+    """bpe.txt, where the tokenizer has a table loom-run's encoder takes
+    (tokenizer.bpe()): `loom-bpe 1 TOKENS`, `pattern gpt2`, `bytes` and
+    each byte's token, `merges COUNT`, then a merge a line: `LEFT RIGHT
+    MERGED PRIORITY`, by priority. Returns whether it was written."""
+    table = tokenizer.bpe()
+    if table is None:
+        return False
+    byte_ids, merges = table
+    path = os.path.join(out, BPE_FILE + ".partial")
+    partials.append(path)
+    with open(path, "w") as f:
+        f.write(f"loom-bpe 1 {tokenizer.vocab_size}\npattern gpt2\n")
+        f.write("bytes " + " ".join(map(str, byte_ids)) + "\n")
+        f.write(f"merges {len(merges)}\n")
+        f.writelines(f"{a} {b} {merged} {priority}\n" for a, b, merged, priority in merges)
+    return True
+
+
+def publish(out, tokenizer, train, val, meta_partial, partials, extra):
     """Renames the finished files into place, meta.json last: a directory
     with a meta.json is complete."""
     copy = os.path.join(out, "tokenizer.json")
@@ -658,7 +743,7 @@ def publish(out, tokenizer, train, val, meta_partial, partials):
         partials.append(copy)
     # Until meta.json is in place a failure removes the shards renamed so
     # far, so that a rerun into the same directory is not refused.
-    for name in train.shards + val.shards + [VOCAB_FILE]:
+    for name in train.shards + val.shards + [VOCAB_FILE] + extra:
         final = os.path.join(out, name)
         os.replace(final + ".partial", final)
         partials.append(final)
@@ -781,8 +866,9 @@ def run(argv):
         train, val = write_shards(inputs, a.text_field, tokenizer, a, total,
                                   token_bytes, partials, progress)
         write_vocab(a.out, tokenizer, partials)
+        extra = [BPE_FILE] if write_bpe(a.out, tokenizer, partials) else []
         meta = write_meta(a.out, tokenizer, token_bytes, train, val, partials)
-        publish(a.out, tokenizer, train, val, meta, partials)
+        publish(a.out, tokenizer, train, val, meta, partials, extra)
         published = True
     except OSError as e:
         raise UserError(f"{e.filename or a.out}: cannot write: {e.strerror}")

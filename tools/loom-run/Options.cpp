@@ -95,7 +95,7 @@ const char *const kUsage =
     "  --generate          generate instead of training (after --load or\n"
     "                      --resume), print it and exit\n"
     "  --sample-tokens K   tokens to generate (default 64)\n"
-    "  --prompt TEXT       the text to continue, for a model of bytes\n"
+    "  --prompt TEXT       the text to continue (bytes, or the data's BPE)\n"
     "  --prompt-tokens L   the token ids to continue, comma-separated\n"
     "                      (scripts/tokenize-text.py DATA TEXT prints them)\n"
     "                      (default: the data's end-of-text token, or a\n"

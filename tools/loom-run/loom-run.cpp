@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bpe.h"
 #include "LrSchedule.h"
 #include "MetricsLog.h"
 #include "Options.h"
@@ -158,6 +159,9 @@ public:
   void describe() const;
   int startLog();
   int prepareSampling();
+  /// --prompt's text as tokens: bytes, or the BPE merges beside `table`
+  /// (the vocabulary read).
+  int encodePrompt(const std::string &table);
   /// --generate: text from the weights loaded, printed; no training.
   int generate();
   int train();
@@ -812,16 +816,8 @@ int Run::prepareSampling() {
                    "': not token ids separated by commas")
                       .c_str());
   } else if (!o.prompt.empty()) {
-    if (!vocabulary.isBytes() || info->vocab < 256) {
-      std::string msg =
-          "--prompt reads text as bytes, and this model's tokens are " +
-          (table.empty() ? std::string("not bytes")
-                         : "a tokenizer's (" + table + ")") +
-          ": give --prompt-tokens (scripts/tokenize-text.py DATA TEXT prints "
-          "them)";
-      return fail(msg.c_str());
-    }
-    prompt = vocabulary.encodeBytes(o.prompt);
+    if (int rc = encodePrompt(table))
+      return rc;
   } else {
     // Where documents start: after the end-of-text token, or a newline.
     prompt = {vocabulary.isBytes() ? int32_t('\n') % int32_t(info->vocab)
@@ -840,6 +836,41 @@ int Run::prepareSampling() {
                       std::to_string(info->sequence);
     return fail(msg.c_str());
   }
+  return 0;
+}
+
+int Run::encodePrompt(const std::string &table) {
+  if (vocabulary.isBytes()) {
+    if (info->vocab < 256)
+      return fail("--prompt reads text as bytes, and this model's "
+                  "vocabulary is under 256 tokens: give --prompt-tokens");
+    prompt = vocabulary.encodeBytes(o.prompt);
+    return 0;
+  }
+  // A tokenizer's vocabulary: its merges beside it (prepare-data.py writes
+  // them for byte-level BPE with GPT-2's pre-tokenizer).
+  std::string bpePath =
+      table.substr(0, table.find_last_of('/') + 1) + "bpe.txt";
+  struct stat status;
+  if (::stat(bpePath.c_str(), &status) != 0) {
+    std::string msg =
+        "--prompt needs the tokenizer's merges, " + bpePath +
+        ", which scripts/prepare-data.py writes for byte-level BPE "
+        "tokenizers with GPT-2's pre-tokenizer: give --prompt-tokens "
+        "(scripts/tokenize-text.py DATA TEXT prints them)";
+    return fail(msg.c_str());
+  }
+  BpeEncoder bpe;
+  if (std::string error = bpe.read(bpePath); !error.empty())
+    return fail(error.c_str());
+  if (bpe.size() != vocabulary.size()) {
+    std::string msg = bpePath + ": merges for a vocabulary of " +
+                      std::to_string(bpe.size()) + " tokens, and " + table +
+                      " holds " + std::to_string(vocabulary.size());
+    return fail(msg.c_str());
+  }
+  if (std::string error = bpe.encode(o.prompt, prompt); !error.empty())
+    return fail(("--prompt: " + error).c_str());
   return 0;
 }
 

@@ -101,8 +101,13 @@ expect("meta vocab_size", meta["vocab_size"], vocab)
 expect("meta eot_token", meta["eot_token"], eot)
 expect("meta token_bytes", meta["token_bytes"], 2 if vocab <= 65536 else 4)
 files = sorted(os.listdir(a.dir))
+# The test's tokenizers are byte-level BPE with GPT-2's pre-tokenizer, so
+# bpe.txt is written for loom-run's text prompts.
 expect("files", files, sorted(meta["train"]["shards"] + meta["val"]["shards"]
-                              + ["meta.json", "tokenizer.json", "vocab.hex"]))
+                              + ["bpe.txt", "meta.json", "tokenizer.json", "vocab.hex"]))
+with open(os.path.join(a.dir, "bpe.txt")) as f:
+    expect("bpe.txt header", [f.readline().rstrip("\n") for _ in range(2)],
+           [f"loom-bpe 1 {vocab}", "pattern gpt2"])
 
 with open(os.path.join(a.dir, "vocab.hex")) as f:
     header, *lines = f.read().splitlines()
