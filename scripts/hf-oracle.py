@@ -2,7 +2,7 @@
 and its first training steps in PyTorch: the fixtures of
 test/e2e/hf-transformers.test.
 
-    hf-oracle.py {gpt2,llama,qwen2} OUT_DIR --data FILE [--steps N]
+    hf-oracle.py {gpt2,llama,llama-bias,qwen2} OUT_DIR --data FILE [--steps N]
 
 OUT_DIR receives config.json and model.safetensors (transformers'
 save_pretrained, f32) and expected.log: the steps as loom-run prints them
@@ -38,8 +38,9 @@ def config(family):
 
 def llama_config(family):
     """Llama with as many key/value heads as query heads and Llama 3's
-    rotary scaling; Qwen2 with grouped-query attention (2 key/value heads
-    for 4) and its q/k/v biases."""
+    rotary scaling; Llama with grouped-query attention and biases on every
+    projection (attention_bias, mlp_bias); Qwen2 with grouped-query
+    attention (2 key/value heads for 4) and its q/k/v biases."""
     common = dict(vocab_size=256, hidden_size=32, intermediate_size=88,
                   num_hidden_layers=2, num_attention_heads=4,
                   max_position_embeddings=64, rms_norm_eps=1e-5,
@@ -52,6 +53,9 @@ def llama_config(family):
                     original_max_position_embeddings=64)
         return transformers.LlamaConfig(rope_parameters=rope,
                                         num_key_value_heads=4, **common)
+    if family == "llama-bias":
+        return transformers.LlamaConfig(rope_theta=10000.0, num_key_value_heads=2,
+                                        attention_bias=True, mlp_bias=True, **common)
     return transformers.Qwen2Config(rope_theta=10000.0, num_key_value_heads=2,
                                     **common)
 
@@ -74,7 +78,7 @@ def batches(tokens, steps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("family", choices=["gpt2", "llama", "qwen2"])
+    ap.add_argument("family", choices=["gpt2", "llama", "llama-bias", "qwen2"])
     ap.add_argument("out")
     ap.add_argument("--data", required=True)
     ap.add_argument("--steps", type=int, default=10)
@@ -85,7 +89,8 @@ def main():
     model = transformers.AutoModelForCausalLM.from_config(
         config(a.family), attn_implementation="eager").float()
     model.eval()  # no dropout; the gradients are the same
-    # Biases start at zero; random ones test them (GPT-2's, Qwen2's q/k/v).
+    # Biases start at zero; random ones test them (GPT-2's, Qwen2's q/k/v,
+    # the biased Llama's).
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias"):

@@ -69,10 +69,12 @@ json::Object llamaConfig(const ArchitectureConfig &arch, bool qwen2) {
       {"tie_word_embeddings", arch.tiedEmbeddings},
       {"dtype", "float32"},
   };
-  if (qwen2)
+  if (qwen2) {
     config["use_sliding_window"] = false;
-  else
-    config["attention_bias"] = config["mlp_bias"] = false;
+  } else {
+    config["attention_bias"] = arch.hasOutputBias();
+    config["mlp_bias"] = arch.hasMlpBias();
+  }
   const ArchitectureConfig::RopeScaling &scaling = arch.ropeScaling;
   if (scaling.factor > 0)
     config["rope_scaling"] = json::Object{
@@ -95,8 +97,7 @@ mlir::loom::writeHuggingFaceConfig(const ArchitectureConfig &arch) {
               !arch.isGrouped();
   bool llama = arch.norm == NormKind::rmsnorm &&
                arch.position == PositionKind::rope &&
-               arch.mlp == MlpKind::swiglu &&
-               (arch.biases == BiasKind::none || arch.biases == BiasKind::qkv);
+               arch.mlp == MlpKind::swiglu;
   if (gpt2)
     config = gpt2Config(arch);
   else if (llama)
@@ -105,7 +106,6 @@ mlir::loom::writeHuggingFaceConfig(const ArchitectureConfig &arch) {
     return llvm::createStringError(
         "no Hugging Face model family has this model's parts (GPT-2: layer "
         "norm, learned positions, GELU, all biases; Llama and Qwen2: RMS "
-        "norm, rotary positions, SwiGLU, no biases or the query, key and "
-        "value projections')");
+        "norm, rotary positions, SwiGLU)");
   return llvm::formatv("{0:2}", json::Value(std::move(config))).str() + "\n";
 }

@@ -153,7 +153,8 @@ SmallVector<ForwardBuilder::LayerParam> ForwardBuilder::gpt2Layer() const {
 /// zeros. The query, key and value projections are one matrix, which
 /// Hugging Face keeps as three (`hf` lists them): each a third of the rows,
 /// or under grouped-query attention, for each key/value group, its query
-/// heads' rows, then its key's, then its value's (loom.group_qkv).
+/// heads' rows, then its key's, then its value's (loom.group_qkv). Each
+/// linear's bias, where the model has one, follows its weight.
 SmallVector<ForwardBuilder::LayerParam> ForwardBuilder::llamaLayer() const {
   const ArchitectureConfig &arch = config.arch;
   int64_t C = arch.width, H = arch.hidden;
@@ -181,26 +182,27 @@ SmallVector<ForwardBuilder::LayerParam> ForwardBuilder::llamaLayer() const {
       {"self_attn.qkv_proj.weight",
        {qkvRows, C},
        grouped(normalTensor(0.02, qkv("weight")))}};
-  if (arch.biases == BiasKind::qkv)
+  if (arch.hasQkvBias())
     layer.push_back({"self_attn.qkv_proj.bias",
                      {qkvRows},
                      grouped(constantTensor(TensorInit::Zeros, qkv("bias")))});
-  layer.append({{"self_attn.o_proj.weight",
-                 {C, C},
-                 normalTensor(0.02, hf("self_attn.o_proj.weight"))},
-                {"post_attention_layernorm.weight",
-                 {C},
-                 constantTensor(TensorInit::Ones,
-                                hf("post_attention_layernorm.weight"))},
-                {"mlp.gate_proj.weight",
-                 {H, C},
-                 normalTensor(0.02, hf("mlp.gate_proj.weight"))},
-                {"mlp.up_proj.weight",
-                 {H, C},
-                 normalTensor(0.02, hf("mlp.up_proj.weight"))},
-                {"mlp.down_proj.weight",
-                 {C, H},
-                 normalTensor(0.02, hf("mlp.down_proj.weight"))}});
+  // A projection's weight, then its bias where it has one.
+  auto linear = [&](StringRef name, int64_t out, int64_t in, bool bias) {
+    std::string weight = (name + ".weight").str();
+    layer.push_back({weight, {out, in}, normalTensor(0.02, hf(weight))});
+    if (bias) {
+      std::string b = (name + ".bias").str();
+      layer.push_back({b, {out}, constantTensor(TensorInit::Zeros, hf(b))});
+    }
+  };
+  linear("self_attn.o_proj", C, C, arch.hasOutputBias());
+  layer.push_back({"post_attention_layernorm.weight",
+                   {C},
+                   constantTensor(TensorInit::Ones,
+                                  hf("post_attention_layernorm.weight"))});
+  linear("mlp.gate_proj", H, C, arch.hasMlpBias());
+  linear("mlp.up_proj", H, C, arch.hasMlpBias());
+  linear("mlp.down_proj", C, H, arch.hasMlpBias());
   return layer;
 }
 
@@ -248,8 +250,9 @@ Value ForwardBuilder::buildLlamaLayer(Value in,
   auto [column, row] = splits();
   Value h =
       norm("h.*.input_layernorm", in, w("input_layernorm.weight"), Value());
-  Value qkvBias =
-      arch.biases == BiasKind::qkv ? w("self_attn.qkv_proj.bias") : Value();
+  // The projections' biases, where the model has them.
+  auto bias = [&](bool has, StringRef name) { return has ? w(name) : Value(); };
+  Value qkvBias = bias(arch.hasQkvBias(), "self_attn.qkv_proj.bias");
   int64_t G = arch.getKvHeads(), R = arch.heads / G, D = C / arch.heads;
   Value qkv = LinearOp::create(builder, loc("h.*.self_attn.qkv_proj"),
                                activation({B, T, G * (R + 2) * D}), h,
@@ -270,20 +273,25 @@ Value ForwardBuilder::buildLlamaLayer(Value in,
   Value att = CausalAttentionOp::create(builder, loc("h.*.self_attn"), turned,
                                         arch.heads)
                   .getResult();
-  Value proj =
-      LinearOp::create(builder, loc("h.*.self_attn.o_proj"), inType, att,
-                       w("self_attn.o_proj.weight"), Value(), row);
+  Value proj = LinearOp::create(
+      builder, loc("h.*.self_attn.o_proj"), inType, att,
+      w("self_attn.o_proj.weight"),
+      bias(arch.hasOutputBias(), "self_attn.o_proj.bias"), row);
   Value x1 = AddOp::create(builder, loc("h.*.self_attn.residual"), in, proj);
   Value h2 = norm("h.*.post_attention_layernorm", x1,
                   w("post_attention_layernorm.weight"), Value());
   auto hiddenType = activation({B, T, H});
+  bool mlpBias = arch.hasMlpBias();
   Value gate = LinearOp::create(builder, loc("h.*.mlp.gate_proj"), hiddenType,
-                                h2, w("mlp.gate_proj.weight"), Value(), column);
+                                h2, w("mlp.gate_proj.weight"),
+                                bias(mlpBias, "mlp.gate_proj.bias"), column);
   Value up = LinearOp::create(builder, loc("h.*.mlp.up_proj"), hiddenType, h2,
-                              w("mlp.up_proj.weight"), Value(), column);
+                              w("mlp.up_proj.weight"),
+                              bias(mlpBias, "mlp.up_proj.bias"), column);
   Value act = SwigluOp::create(builder, loc("h.*.mlp.act_fn"), gate, up);
   Value down = LinearOp::create(builder, loc("h.*.mlp.down_proj"), inType, act,
-                                w("mlp.down_proj.weight"), Value(), row);
+                                w("mlp.down_proj.weight"),
+                                bias(mlpBias, "mlp.down_proj.bias"), row);
   return AddOp::create(builder, loc("h.*.mlp.residual"), x1, down);
 }
 

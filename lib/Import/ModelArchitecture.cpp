@@ -195,12 +195,28 @@ void readLlamaArchitecture(ObjectReader &reader, StringRef family,
       !activation.empty() && activation != "silu")
     reader.error("hidden_act", "only SwiGLU's \"silu\" is supported, got \"" +
                                    activation + "\"");
+  // Llama's optional biases: on the attention's four projections, on the
+  // MLP's three. Mistral's and Qwen2's configurations have no such keys.
+  bool attentionBias = false, mlpBias = false;
+  if (family == "llama") {
+    reader.readBool("attention_bias", attentionBias);
+    reader.readBool("mlp_bias", mlpBias);
+    if (attentionBias || mlpBias)
+      arch.biases = !mlpBias        ? BiasKind::attention
+                    : attentionBias ? BiasKind::all
+                                    : BiasKind::mlp;
+  }
   // Parts Loom does not build yet: each must be absent or off.
   for (StringRef key : {"attention_bias", "mlp_bias", "use_sliding_window"}) {
     bool on = false;
-    if (reader.readBool(key, on) && on)
-      reader.error(key, "is not supported; expected false");
+    if (family != "llama" && reader.readBool(key, on) && on)
+      reader.error(key, "is not supported for model_type \"" + family +
+                            "\"; expected false");
   }
+  bool window = false;
+  if (family == "llama" && reader.readBool("use_sliding_window", window) &&
+      window)
+    reader.error("use_sliding_window", "is not supported; expected false");
   if (const json::Value *window = reader.get("sliding_window", false))
     if (window->kind() != json::Value::Null && family != "qwen2")
       reader.error("sliding_window",

@@ -95,8 +95,10 @@ def Loom_TensorSplit : I32EnumAttr<"TensorSplit",
 def Loom_TensorSplitAttr : EnumAttr<Loom_Dialect, Loom_TensorSplit, "split">;
 
 // The parts of a decoder block, which make the model families: GPT-2 is
-// layernorm, learned, gelu, all; Llama rmsnorm, rope, swiglu, none; Qwen2 as
-// Llama with biases on the query, key and value projections (qkv).
+// layernorm, learned, gelu, all; Llama rmsnorm, rope, swiglu, none (or, with
+// Hugging Face's attention_bias and mlp_bias, biases on the attention's
+// projections, the MLP's, or all); Qwen2 as Llama with biases on the query,
+// key and value projections (qkv).
 def Loom_NormKind : I32EnumAttr<"NormKind", "normalization of a block", [
     I32EnumAttrCase<"layernorm", 0>,
     I32EnumAttrCase<"rmsnorm", 1>]> {
@@ -121,7 +123,10 @@ def Loom_MlpKind : I32EnumAttr<"MlpKind", "feed-forward block", [
 def Loom_BiasKind : I32EnumAttr<"BiasKind", "biases of a block's linears", [
     I32EnumAttrCase<"all", 0>,
     I32EnumAttrCase<"none", 1>,
-    I32EnumAttrCase<"qkv", 2>]> {
+    I32EnumAttrCase<"qkv", 2>,
+    // The query, key, value and output projections.
+    I32EnumAttrCase<"attention", 3>,
+    I32EnumAttrCase<"mlp", 4>]> {
   let cppNamespace = "::mlir::loom";
   let genSpecializedAttr = 0;
 }

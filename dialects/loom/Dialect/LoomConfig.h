@@ -58,6 +58,17 @@ struct ArchitectureConfig {
   }
   /// Whether queries share keys and values in groups.
   bool isGrouped() const { return getKvHeads() != heads; }
+  /// Which of the block's linears have biases.
+  bool hasQkvBias() const {
+    return biases == BiasKind::all || biases == BiasKind::qkv ||
+           biases == BiasKind::attention;
+  }
+  bool hasOutputBias() const {
+    return biases == BiasKind::all || biases == BiasKind::attention;
+  }
+  bool hasMlpBias() const {
+    return biases == BiasKind::all || biases == BiasKind::mlp;
+  }
 };
 
 struct TrainingConfig {
