@@ -3,6 +3,7 @@
 #include "Bpe.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -131,6 +132,22 @@ std::string hex(const std::string &bytes) {
   return text;
 }
 
+} // namespace
+
+bool loom::parseHex(const std::string &text, std::string &bytes) {
+  bytes.clear();
+  if (text.size() % 2)
+    return false;
+  for (size_t i = 0; i < text.size(); i += 2) {
+    if (!std::isxdigit(static_cast<unsigned char>(text[i])) ||
+        !std::isxdigit(static_cast<unsigned char>(text[i + 1])))
+      return false;
+    bytes += static_cast<char>(std::stoi(text.substr(i, 2), nullptr, 16));
+  }
+  return true;
+}
+
+namespace {
 /// bpe.txt, a line at a time, split into fields.
 struct LineReader {
   std::string path;

@@ -53,6 +53,10 @@ private:
   int64_t size_ = 0;
 };
 
+/// `text`'s bytes written two hexadecimal digits each (vocab.hex's
+/// lines), into `bytes`; false where it is not such digits.
+bool parseHex(const std::string &text, std::string &bytes);
+
 } // namespace loom
 
 #endif // LOOM_TOOLS_LOOMRUN_BPE_H

@@ -2,10 +2,11 @@
 
 #include "Sampler.h"
 
+#include "Bpe.h"
+
 #include "loom/splitmix.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -89,14 +90,7 @@ std::string Vocabulary::read(const std::string &path) {
                   "END_OF_TEXT', as scripts/prepare-data.py writes)";
   for (int64_t number = 2; std::getline(file, line); ++number) {
     std::string text;
-    bool hex = line.size() % 2 == 0;
-    for (size_t i = 0; hex && i < line.size(); i += 2) {
-      hex = std::isxdigit(static_cast<unsigned char>(line[i])) &&
-            std::isxdigit(static_cast<unsigned char>(line[i + 1]));
-      if (hex)
-        text += static_cast<char>(std::stoi(line.substr(i, 2), nullptr, 16));
-    }
-    if (!hex)
+    if (!parseHex(line, text))
       return path + ":" + std::to_string(number) +
              ": not a token's bytes in hexadecimal";
     bytes.push_back(std::move(text));

@@ -13,7 +13,6 @@
 
 #include "Bpe.h"
 
-#include <cctype>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -32,15 +31,7 @@ int main(int argc, char **argv) {
   std::string line, text, out;
   std::vector<int32_t> tokens;
   for (long number = 1; std::getline(std::cin, line); ++number) {
-    text.clear();
-    bool hex = line.size() % 2 == 0;
-    for (size_t i = 0; hex && i < line.size(); i += 2) {
-      hex = std::isxdigit(static_cast<unsigned char>(line[i])) &&
-            std::isxdigit(static_cast<unsigned char>(line[i + 1]));
-      if (hex)
-        text += static_cast<char>(std::stoi(line.substr(i, 2), nullptr, 16));
-    }
-    if (!hex) {
+    if (!loom::parseHex(line, text)) {
       std::fprintf(stderr, "bpe-encode: error: line %ld: not hexadecimal\n",
                    number);
       return 1;
