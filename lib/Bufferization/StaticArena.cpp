@@ -360,6 +360,15 @@ void printRankPeak(func::FuncOp func, int64_t arena) {
   bool hostFunction = func->hasAttr(LoomDialect::getHostAttrName());
   auto memory =
       func->getAttrOfType<DictionaryAttr>(LoomDialect::getMemoryAttrName());
+  // A host function's figures are those of the step that calls it: a
+  // pipeline rank's own, or the module's.
+  if (!memory && hostFunction)
+    func->getParentOp()->walk([&](func::CallOp call) {
+      if (call.getCallee() == func.getName())
+        if (auto caller = call->getParentOfType<func::FuncOp>())
+          memory = caller->getAttrOfType<DictionaryAttr>(
+              LoomDialect::getMemoryAttrName());
+    });
   if (!memory && (func.getName() == LoomDialect::getTrainStepFunctionName() ||
                   hostFunction))
     memory = func->getParentOp()->getAttrOfType<DictionaryAttr>(

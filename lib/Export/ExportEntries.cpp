@@ -13,6 +13,7 @@
 #include "loom/abi.h"
 #include "loom/manifest.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -271,8 +272,13 @@ struct ExportEntriesPass
       int64_t bytes = host.getInt();
       auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op)
                                       : op->getParentOfType<ModuleOp>();
+      // A pipeline rank's figures count the host function its step calls;
+      // the module's, that of the one step.
+      llvm::SmallDenseSet<StringRef> called;
+      op->walk([&](func::CallOp call) { called.insert(call.getCallee()); });
       for (auto func : module.getOps<func::FuncOp>())
-        if (func->hasAttr(LoomDialect::getHostAttrName()))
+        if (func->hasAttr(LoomDialect::getHostAttrName()) &&
+            (isa<ModuleOp>(op) || called.contains(func.getName())))
           if (auto arena = func->getAttrOfType<DictionaryAttr>(
                   LoomDialect::getArenaAttrName()))
             bytes += arena.getAs<IntegerAttr>(LoomDialect::getArenaBytesKey())

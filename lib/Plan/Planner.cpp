@@ -112,9 +112,6 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
   auto searchWith = [&](Offload offload) {
     for (int64_t tp : getDivisors(world)) {
       for (int64_t pp : getDivisors(world / tp)) {
-        // Offload places a step of one pipeline stage.
-        if (offload != Offload::none && pp > 1)
-          continue;
         int64_t dp = world / (tp * pp);
         PlanConfig base;
         base.dp = dp;
@@ -131,8 +128,9 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
         for (int64_t m : getDivisors(batch / dp)) {
           for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
             // The manifest has no layout for a ZeRO-1/2 slice of a tensor
-            // parallel part of the host's masters (loom-place-offload).
-            if (offload != Offload::none && tp > 1 && (zero == 1 || zero == 2))
+            // parallel or pipeline stage's part of the host's masters.
+            if (offload != Offload::none && (tp > 1 || pp > 1) &&
+                (zero == 1 || zero == 2))
               continue;
             for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b}) {
               if (pp == 1 && schedule != Schedule::gpipe)

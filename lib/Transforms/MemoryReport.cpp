@@ -289,14 +289,19 @@ struct MemoryReportPass
                        memory->gradients, memory->optimizer);
       printActivationMemory(llvm::outs(), "compiled", kept->perLayer,
                             std::nullopt, kept->layers, kept->outside);
-      if (memory->host)
-        llvm::outs() << "compiled    offload: the host keeps " << *memory->host
-                     << " B of master weights and optimizer state and "
-                        "updates them; the device "
-                     << memory->parameters
-                     << " B of parameters in the step's precision\n";
+      printHostMemory(*memory);
     }
     markAllAnalysesPreserved();
+  }
+
+  /// Offload: what the host keeps and the device computes with.
+  static void printHostMemory(const StepMemory &memory) {
+    if (memory.host)
+      llvm::outs() << "compiled    offload: the host keeps " << *memory.host
+                   << " B of master weights and optimizer state and "
+                      "updates them; the device "
+                   << memory.parameters
+                   << " B of parameters in the step's precision\n";
   }
 
   /// Each pipeline rank's figures on its own step (`loom.memory` there):
@@ -322,6 +327,7 @@ struct MemoryReportPass
                          memory->gradients, memory->optimizer);
         printActivationMemory(llvm::outs(), "compiled", kept->perLayer,
                               std::nullopt, kept->layers, kept->outside);
+        printHostMemory(*memory);
         printPipelineRankMemory(
             llvm::outs(), "compiled", r,
             memory->parameters + memory->gradients + memory->optimizer,

@@ -33,7 +33,9 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-constexpr llvm::StringLiteral kHostFunctionName = "train_step_host";
+/// The host function's name is its step's with this suffix
+/// (`@train_step_host`, a pipeline rank's `@train_step_stage<r>_host`).
+constexpr llvm::StringLiteral kHostFunctionSuffix = "_host";
 
 bool isHostArgument(func::FuncOp step, Value value) {
   auto arg = dyn_cast<BlockArgument>(value);
@@ -228,7 +230,8 @@ class OffloadPlacement {
 public:
   OffloadPlacement(ModuleOp module, func::FuncOp step)
       : module(module), step(step), body(step.getBody().front()),
-        ret(cast<func::ReturnOp>(body.getTerminator())), b(step.getContext()) {}
+        ret(cast<func::ReturnOp>(body.getTerminator())), b(step.getContext()),
+        hostName((step.getSymName() + kHostFunctionSuffix).str()) {}
 
   LogicalResult run();
 
@@ -248,6 +251,7 @@ private:
   Block &body;
   func::ReturnOp ret;
   Builder b;
+  std::string hostName;
   /// Each parameter's argument number and its device copy.
   llvm::MapVector<unsigned, BlockArgument> copies;
   /// ZeRO-1/2: each copy's new value is the whole parameter the device
@@ -426,9 +430,8 @@ void OffloadPlacement::narrowGathers() {
 }
 
 LogicalResult OffloadPlacement::run() {
-  if (module.lookupSymbol(kHostFunctionName))
-    return module.emitError()
-           << "the module has a @" << kHostFunctionName << " already";
+  if (module.lookupSymbol(hostName))
+    return module.emitError() << "the module has a @" << hostName << " already";
   if (failed(addCopies()) || failed(shardMasters()))
     return failure();
   FailureOr<llvm::SetVector<Operation *>> hostOps = collectHostOps(step);
@@ -564,9 +567,8 @@ func::FuncOp OffloadPlacement::buildHostFunction(
     resultTypes.push_back(v.getType());
   Location loc = step.getLoc();
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
-  auto hostFn =
-      func::FuncOp::create(mb, loc, kHostFunctionName,
-                           b.getFunctionType(TypeRange(operands), resultTypes));
+  auto hostFn = func::FuncOp::create(
+      mb, loc, hostName, b.getFunctionType(TypeRange(operands), resultTypes));
   hostFn.setPrivate();
   hostFn.setNoInline(true);
   hostFn->setAttr(LoomDialect::getHostAttrName(), b.getUnitAttr());
@@ -619,17 +621,27 @@ struct PlaceOffloadPass
       return signalPassFailure();
     if (plan->offload == Offload::none)
       return;
-    if (plan->offload != Offload::optimizer || plan->pp > 1) {
+    if (plan->offload != Offload::optimizer) {
       module.emitError() << "loom-place-offload places offload=optimizer "
-                            "in a step of one pipeline stage only "
                             "(docs/offload.md), not offload="
-                         << stringifyOffload(plan->offload)
-                         << " with pp = " << plan->pp;
+                         << stringifyOffload(plan->offload);
       return signalPassFailure();
     }
-    FailureOr<func::FuncOp> step = getTrainStep(module);
-    if (failed(step) || failed(OffloadPlacement(module, *step).run()))
+    // Each pipeline rank's step keeps its own parameters' masters and state.
+    FailureOr<SmallVector<func::FuncOp>> steps =
+        plan->pp > 1 ? getStageSteps(module, plan->pp)
+                     : FailureOr<SmallVector<func::FuncOp>>();
+    if (plan->pp == 1) {
+      FailureOr<func::FuncOp> step = getTrainStep(module);
+      if (failed(step))
+        return signalPassFailure();
+      steps = SmallVector<func::FuncOp>{*step};
+    }
+    if (failed(steps))
       return signalPassFailure();
+    for (func::FuncOp step : *steps)
+      if (failed(OffloadPlacement(module, step).run()))
+        return signalPassFailure();
   }
 };
 } // namespace

@@ -58,3 +58,28 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
     return %p, %m2, %v2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   }
 }
+
+// -----
+
+// A pipeline plan: each rank's step calls a host function of its own for
+// its stage's parameters.
+// CHECK-LABEL: func.func @train_step_stage0
+// CHECK-SAME: {loom.host, loom.param = "a"}
+// CHECK: call @train_step_stage0_host(
+// CHECK-LABEL: func.func @train_step_stage1
+// CHECK-SAME: {loom.host, loom.param = "b"}
+// CHECK: call @train_step_stage1_host(
+// CHECK-DAG: func.func private @train_step_stage0_host({{.*}}attributes {loom.host, no_inline}
+// CHECK-DAG: func.func private @train_step_stage1_host({{.*}}attributes {loom.host, no_inline}
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
+  func.func @train_step_stage0(%w: tensor<4xf32> {loom.param = "a"}, %m: tensor<4xf32> {loom.state = "m.a"}, %v: tensor<4xf32> {loom.state = "v.a"}, %g: tensor<4xf32> {loom.input = "g"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<4xf32> {loom.updates = 0 : i64}, tensor<4xf32> {loom.updates = 1 : i64}, tensor<4xf32> {loom.updates = 2 : i64}) {
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %g, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+    return %p, %m2, %v2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+  func.func @train_step_stage1(%w: tensor<4xf32> {loom.param = "b"}, %m: tensor<4xf32> {loom.state = "m.b"}, %v: tensor<4xf32> {loom.state = "v.b"}, %g: tensor<4xf32> {loom.input = "g"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<4xf32> {loom.updates = 0 : i64}, tensor<4xf32> {loom.updates = 1 : i64}, tensor<4xf32> {loom.updates = 2 : i64}) {
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %g, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+    return %p, %m2, %v2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+}

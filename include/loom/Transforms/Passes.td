@@ -370,9 +370,12 @@ def LoomPlaceOffload : Pass<"loom-place-offload", "::mlir::ModuleOp"> {
     (`loom.shard = 0`), the updated slice goes back to the device, which
     gathers it, and the gathered whole, converted, is the copy's new value.
 
-    Plans without offload are left as they are. Pipelines, tensor
-    parallelism and `offload = parameters` are refused with an error
-    (docs/offload.md says why).
+    A pipeline plan's ranks each keep their own stage's masters and
+    state: every `@train_step_stage<r>` is split alike, calling its own
+    `@train_step_stage<r>_host`.
+
+    Plans without offload are left as they are. `offload = parameters` is
+    refused with an error (docs/offload.md says why).
   }];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::tensor::TensorDialect"];
