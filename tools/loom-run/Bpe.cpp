@@ -8,10 +8,8 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <limits>
-#include <queue>
 #include <string_view>
 
 using namespace loom;
@@ -220,16 +218,12 @@ std::string readHeader(LineReader &in, int64_t &size,
   if (in.fields.size() != 257)
     return in.error(std::to_string(in.fields.size() - 1) +
                     " byte tokens (expected 256, for bytes 0 to 255)");
-  std::unordered_map<int64_t, int> byteOf;
   for (int byte = 0; byte < 256; ++byte) {
     int64_t token = parseCount(in.fields[byte + 1]);
     if (token < 0 || token >= size)
       return in.error(byteName(byte) + "'s token '" +
                       std::string(in.fields[byte + 1]) +
                       "' is not an id below " + std::to_string(size));
-    if (auto [other, added] = byteOf.emplace(token, byte); !added)
-      return in.error(byteName(other->second) + " and " + byteName(byte) +
-                      " are both token " + std::to_string(token));
     byteTokens[byte] = int32_t(token);
   }
   if (!in.next() || in.fields.size() != 2 || in.fields[0] != "merges" ||
@@ -238,15 +232,10 @@ std::string readHeader(LineReader &in, int64_t &size,
   return "";
 }
 
-struct MergeLine {
-  int32_t left, right, merged;
-  int64_t line;
-};
-
-/// A merge line, `LEFT RIGHT MERGED PRIORITY`, its priority no lower than
-/// `last`'s (which it becomes).
+/// A merge line, `LEFT RIGHT MERGED PRIORITY`, into `ids` and `priority`,
+/// its priority no lower than `last`'s (which it becomes).
 std::string readMerge(const LineReader &in, int64_t size, int64_t &last,
-                      MergeLine &merge) {
+                      int32_t (&merge)[3]) {
   int64_t ids[3] = {-1, -1, -1}, priority = -1;
   if (in.fields.size() == 4) {
     for (int i = 0; i < 3; ++i)
@@ -266,99 +255,60 @@ std::string readMerge(const LineReader &in, int64_t size, int64_t &last,
                     std::to_string(last) +
                     ": the merges are listed by priority");
   last = priority;
-  merge = {int32_t(ids[0]), int32_t(ids[1]), int32_t(ids[2]), in.number};
+  for (int i = 0; i < 3; ++i)
+    merge[i] = int32_t(ids[i]);
   return "";
 }
 
-/// Checks that every token the merges make is one string of bytes, however
-/// it is made: a table whose merges disagree, or make a byte's token of
-/// several bytes, does not come from one vocabulary. A merge may come
-/// before those that make its parts, so each waits for its parts.
-std::string checkBytes(const LineReader &in,
-                       const std::array<int32_t, 256> &byteTokens,
-                       const std::vector<MergeLine> &lines) {
-  struct Made {
-    std::string bytes;
-    int64_t line;
-  };
-  std::unordered_map<int32_t, Made> made(lines.size() + 256);
-  for (int byte = 0; byte < 256; ++byte)
-    made[byteTokens[byte]] = {std::string(1, char(byte)), 3};
-  std::unordered_map<int32_t, std::vector<size_t>> waiting;
-  // By line, so that of two lines that disagree the later is reported.
-  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
-  auto schedule = [&](size_t i) {
-    for (int32_t part : {lines[i].left, lines[i].right})
-      if (!made.count(part)) {
-        waiting[part].push_back(i);
-        return;
-      }
-    ready.push(i);
-  };
-  for (size_t i = 0; i < lines.size(); ++i) {
-    schedule(i);
-    while (!ready.empty()) {
-      const MergeLine &merge = lines[ready.top()];
-      ready.pop();
-      std::string bytes = made[merge.left].bytes + made[merge.right].bytes;
-      auto [known, added] = made.emplace(merge.merged, Made{bytes, merge.line});
-      if (!added && known->second.bytes != bytes)
-        return in.error(merge.line, "token " + std::to_string(merge.merged) +
-                                        " would be the bytes " + hex(bytes) +
-                                        " (hexadecimal), and line " +
-                                        std::to_string(known->second.line) +
-                                        " makes it " +
-                                        hex(known->second.bytes));
-      auto parked = waiting.find(merge.merged);
-      if (!added || parked == waiting.end())
-        continue;
-      std::vector<size_t> next = std::move(parked->second);
-      waiting.erase(parked);
-      for (size_t j : next)
-        schedule(j);
-    }
-  }
-  return "";
-}
 } // namespace
 
-std::string BpeEncoder::read(const std::string &path) {
+std::string BpeEncoder::read(const std::string &path,
+                             const std::vector<std::string> &tokenBytes) {
   merges.clear();
-  size_ = 0;
   LineReader in;
   in.path = path;
   in.file.open(path);
   if (!in.file)
     return path + ": cannot open: " + std::strerror(errno);
-  int64_t count = 0;
-  if (std::string error = readHeader(in, size_, byteTokens, count);
+  int64_t size = 0, count = 0;
+  if (std::string error = readHeader(in, size, byteTokens, count);
       !error.empty())
     return error;
-  std::vector<MergeLine> lines;
+  // The table must be the vocabulary's: its tokens, and each merge making
+  // the bytes the vocabulary gives the merged token.
+  if (size != static_cast<int64_t>(tokenBytes.size()))
+    return in.error(1, "merges for a vocabulary of " + std::to_string(size) +
+                           " tokens, and the vocabulary holds " +
+                           std::to_string(tokenBytes.size()));
+  for (int byte = 0; byte < 256; ++byte)
+    if (tokenBytes[byteTokens[byte]] != std::string(1, char(byte)))
+      return in.error(3, byteName(byte) + "'s token " +
+                             std::to_string(byteTokens[byte]) +
+                             " is the vocabulary's bytes " +
+                             hex(tokenBytes[byteTokens[byte]]));
   // As many as the header says, within reason: a file could claim any.
-  lines.reserve(size_t(std::min<int64_t>(count, 1 << 22)));
-  merges.reserve(lines.capacity());
-  int64_t last = 0;
-  MergeLine line;
-  while (in.next()) {
-    if (std::string error = readMerge(in, size_, last, line); !error.empty())
+  merges.reserve(size_t(std::min<int64_t>(count, 1 << 22)));
+  int64_t last = 0, read = 0;
+  int32_t ids[3];
+  for (; in.next(); ++read) {
+    if (std::string error = readMerge(in, size, last, ids); !error.empty())
       return error;
-    if (!merges
-             .emplace(pairKey(line.left, line.right), Merge{last, line.merged})
-             .second) {
-      auto first = std::find_if(lines.begin(), lines.end(), [&](auto &m) {
-        return m.left == line.left && m.right == line.right;
-      });
-      return in.error("merges " + std::to_string(line.left) + " and " +
-                      std::to_string(line.right) + " again, as line " +
-                      std::to_string(first->line) + " does");
-    }
-    lines.push_back(line);
+    if (tokenBytes[ids[0]] + tokenBytes[ids[1]] != tokenBytes[ids[2]])
+      return in.error("token " + std::to_string(ids[2]) + " is not tokens " +
+                      std::to_string(ids[0]) + " and " +
+                      std::to_string(ids[1]) +
+                      " joined in the vocabulary: not its merges");
+    auto [known, added] =
+        merges.emplace(pairKey(ids[0], ids[1]), Merge{last, ids[2], in.number});
+    if (!added)
+      return in.error("merges " + std::to_string(ids[0]) + " and " +
+                      std::to_string(ids[1]) + " again, as line " +
+                      std::to_string(known->second.line) + " does");
   }
-  if (static_cast<int64_t>(lines.size()) != count)
-    return path + ": " + std::to_string(lines.size()) +
+  if (read != count)
+    return path + ": " + std::to_string(read) +
            " merges, and its header says " + std::to_string(count);
-  return checkBytes(in, byteTokens, lines);
+  return "";
 }
 
 const BpeEncoder::Merge *BpeEncoder::find(int32_t left, int32_t right) const {

@@ -25,11 +25,11 @@ namespace loom {
 /// equals, until no adjacent pair merges.
 class BpeEncoder {
 public:
-  /// Reads `path` (bpe.txt): "" or what is wrong with it, naming the line.
-  /// After an error the encoder is not to be used.
-  std::string read(const std::string &path);
-  /// The vocabulary the table's header gives: every id is below it.
-  int64_t size() const { return size_; }
+  /// Reads `path` (bpe.txt), the merges of the vocabulary whose tokens'
+  /// bytes are `tokenBytes` (vocab.hex's): "" or what is wrong with it,
+  /// naming the line. After an error the encoder is not to be used.
+  std::string read(const std::string &path,
+                   const std::vector<std::string> &tokenBytes);
   /// Sets `tokens` to `text`'s: "" or, for text that is not UTF-8 (as
   /// tiktoken and tokenizers take only Unicode text), "not UTF-8 text (byte
   /// N)" with the offset of the first byte that is not, and no tokens.
@@ -41,6 +41,8 @@ private:
   struct Merge {
     int64_t priority;
     int32_t merged;
+    /// The table's line, for errors.
+    int64_t line;
   };
   /// Appends the tokens of one piece's bytes.
   void mergePiece(const char *bytes, size_t count,
@@ -50,7 +52,6 @@ private:
 
   std::array<int32_t, 256> byteTokens{};
   std::unordered_map<uint64_t, Merge> merges;
-  int64_t size_ = 0;
 };
 
 /// `text`'s bytes written two hexadecimal digits each (vocab.hex's

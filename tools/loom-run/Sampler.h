@@ -47,6 +47,8 @@ public:
   /// The token each document starts after; -1 for bytes.
   int32_t endOfText() const { return isBytes() ? -1 : endOfText_; }
   int64_t size() const { return static_cast<int64_t>(bytes.size()); }
+  /// Each token's bytes, by id.
+  const std::vector<std::string> &tokenBytes() const { return bytes; }
   /// The text of `tokens`; bytes no table gives are written as <id>.
   std::string decode(const std::vector<int32_t> &tokens) const;
   /// `text` as tokens where each byte is one: only for bytes.

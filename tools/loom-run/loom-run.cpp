@@ -861,14 +861,9 @@ int Run::encodePrompt(const std::string &table) {
     return fail(msg.c_str());
   }
   BpeEncoder bpe;
-  if (std::string error = bpe.read(bpePath); !error.empty())
+  if (std::string error = bpe.read(bpePath, vocabulary.tokenBytes());
+      !error.empty())
     return fail(error.c_str());
-  if (bpe.size() != vocabulary.size()) {
-    std::string msg = bpePath + ": merges for a vocabulary of " +
-                      std::to_string(bpe.size()) + " tokens, and " + table +
-                      " holds " + std::to_string(vocabulary.size());
-    return fail(msg.c_str());
-  }
   if (std::string error = bpe.encode(o.prompt, prompt); !error.empty())
     return fail(("--prompt: " + error).c_str());
   return 0;

@@ -86,9 +86,11 @@ def reference(directory):
         sys.exit(f"check-bpe: {e}")
 
 
-def run_encoder(encoder, table, texts):
+def run_encoder(encoder, directory, texts):
     lines = "".join(text.hex() + "\n" for text in texts)
-    done = subprocess.run([encoder, table], input=lines, capture_output=True, text=True)
+    done = subprocess.run([encoder, os.path.join(directory, "bpe.txt"),
+                           os.path.join(directory, "vocab.hex")],
+                          input=lines, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"check-bpe: {encoder} failed: {done.stderr.strip()}")
     return done.stdout.split("\n")[:len(texts)]
@@ -110,8 +112,7 @@ def main():
     texts += [open(path, encoding="utf-8", newline="").read() for path in a.files]
     tokenizer, name = reference(a.dir)
     expected = tokenizer.encode(texts)
-    got = run_encoder(a.encoder, os.path.join(a.dir, "bpe.txt"),
-                      [t.encode("utf-8") for t in texts] + NOT_UTF8)
+    got = run_encoder(a.encoder, a.dir, [t.encode("utf-8") for t in texts] + NOT_UTF8)
 
     differences = []
     for text, ids, line in zip(texts, expected, got):
