@@ -198,24 +198,19 @@ void readLlamaArchitecture(ObjectReader &reader, StringRef family,
   // Llama's optional biases: on the attention's four projections, on the
   // MLP's three. Mistral's and Qwen2's configurations have no such keys.
   bool attentionBias = false, mlpBias = false;
-  if (family == "llama") {
-    reader.readBool("attention_bias", attentionBias);
-    reader.readBool("mlp_bias", mlpBias);
-    if (attentionBias || mlpBias)
-      arch.biases = !mlpBias        ? BiasKind::attention
-                    : attentionBias ? BiasKind::all
-                                    : BiasKind::mlp;
-  }
-  // Parts Loom does not build yet: each must be absent or off.
-  for (StringRef key : {"attention_bias", "mlp_bias", "use_sliding_window"}) {
-    bool on = false;
-    if (family != "llama" && reader.readBool(key, on) && on)
+  for (auto [key, on] :
+       {std::pair<StringRef, bool *>{"attention_bias", &attentionBias},
+        {"mlp_bias", &mlpBias}})
+    if (reader.readBool(key, *on) && *on && family != "llama")
       reader.error(key, "is not supported for model_type \"" + family +
                             "\"; expected false");
-  }
-  bool window = false;
-  if (family == "llama" && reader.readBool("use_sliding_window", window) &&
-      window)
+  if (family == "llama" && (attentionBias || mlpBias))
+    arch.biases = !mlpBias        ? BiasKind::attention
+                  : attentionBias ? BiasKind::all
+                                  : BiasKind::mlp;
+  // Sliding windows Loom does not build yet.
+  bool sliding = false;
+  if (reader.readBool("use_sliding_window", sliding) && sliding)
     reader.error("use_sliding_window", "is not supported; expected false");
   if (const json::Value *window = reader.get("sliding_window", false))
     if (window->kind() != json::Value::Null && family != "qwen2")
