@@ -66,20 +66,10 @@ struct DataParallelPass
       return signalPassFailure();
     grid = FlatSymbolRefAttr::get(gridOp->getSymNameAttr());
     // One step, or each pipeline rank's.
-    SmallVector<func::FuncOp> steps;
-    if (plan->pp > 1) {
-      FailureOr<SmallVector<func::FuncOp>> stages =
-          getStageSteps(module, plan->pp);
-      if (failed(stages))
-        return signalPassFailure();
-      steps = std::move(*stages);
-    } else {
-      FailureOr<func::FuncOp> step = getTrainStep(module);
-      if (failed(step))
-        return signalPassFailure();
-      steps.push_back(*step);
-    }
-    for (func::FuncOp step : steps)
+    FailureOr<SmallVector<func::FuncOp>> steps = getSteps(module, *plan);
+    if (failed(steps))
+      return signalPassFailure();
+    for (func::FuncOp step : *steps)
       if (failed(parallelizeStep(step, *plan)))
         return signalPassFailure();
     if (plan->zero >= 3)

@@ -628,15 +628,7 @@ struct PlaceOffloadPass
       return signalPassFailure();
     }
     // Each pipeline rank's step keeps its own parameters' masters and state.
-    FailureOr<SmallVector<func::FuncOp>> steps =
-        plan->pp > 1 ? getStageSteps(module, plan->pp)
-                     : FailureOr<SmallVector<func::FuncOp>>();
-    if (plan->pp == 1) {
-      FailureOr<func::FuncOp> step = getTrainStep(module);
-      if (failed(step))
-        return signalPassFailure();
-      steps = SmallVector<func::FuncOp>{*step};
-    }
+    FailureOr<SmallVector<func::FuncOp>> steps = getSteps(module, *plan);
     if (failed(steps))
       return signalPassFailure();
     for (func::FuncOp step : *steps)

@@ -60,6 +60,16 @@ FailureOr<SmallVector<func::FuncOp>> mlir::loom::getStageSteps(ModuleOp module,
   return steps;
 }
 
+FailureOr<SmallVector<func::FuncOp>>
+mlir::loom::getSteps(ModuleOp module, const PlanConfig &plan) {
+  if (plan.pp > 1)
+    return getStageSteps(module, plan.pp);
+  FailureOr<func::FuncOp> step = getTrainStep(module);
+  if (failed(step))
+    return failure();
+  return SmallVector<func::FuncOp>{*step};
+}
+
 bool mlir::loom::takesOutputGradient(func::FuncOp func) {
   if (func.getNumArguments() == 0)
     return false;

@@ -36,6 +36,11 @@ std::string getStageLogitsName(int64_t r);
 /// the pass that builds them.
 FailureOr<SmallVector<func::FuncOp>> getStageSteps(ModuleOp module, int64_t pp);
 
+/// The plan's training steps: @train_step, or each pipeline rank's in rank
+/// order; an error naming the pass that builds them where one is missing.
+FailureOr<SmallVector<func::FuncOp>> getSteps(ModuleOp module,
+                                              const PlanConfig &plan);
+
 /// Whether `func` takes the gradient of a pipeline stage's output last: a
 /// stage's gradient function, or its backward half.
 bool takesOutputGradient(func::FuncOp func);
