@@ -33,18 +33,22 @@ namespace {
 /// any other.
 struct Shape {
   loom_dtype dtype;
-  int64_t batch, seq, heads, headDim;
+  int64_t batch, seq, heads, groups, headDim;
 };
 
-FailureOr<Shape> shapeOf(Operation *op, Value qkv, int64_t heads) {
+FailureOr<Shape> shapeOf(Operation *op, Value qkv, int64_t heads,
+                         std::optional<int64_t> kvHeads) {
   auto type = cast<RankedTensorType>(qkv.getType());
   if (!loom::isFusedAttention(op, /*maxHeadDim=*/0))
     return op->emitOpError("has no fused kernel for ")
            << type << " in " << heads
            << " heads with its other tensors' element types";
   return Shape{*loom::getRuntimeElementType(type.getElementType()),
-               type.getDimSize(0), type.getDimSize(1), heads,
-               type.getDimSize(2) / (3 * heads)};
+               type.getDimSize(0),
+               type.getDimSize(1),
+               heads,
+               kvHeads.value_or(0),
+               type.getDimSize(2) / loom::getQkvRowHeads(heads, kvHeads)};
 }
 
 /// The buffers of `op`'s tensor operands, each whole and contiguous, in
@@ -79,14 +83,14 @@ FailureOr<Value> allocateRows(RewriterBase &rewriter, Operation *op,
                   rewriter.getF32Type());
 }
 
-/// Calls the runtime's `callee(dtype, batch, seq, heads, head_dim,
+/// Calls the runtime's `callee(dtype, batch, seq, heads, groups, head_dim,
 /// buffers...)`.
 void callAttention(OpBuilder &b, Operation *op, StringRef callee,
                    const Shape &s, ArrayRef<Value> buffers) {
   Location loc = op->getLoc();
   SmallVector<Value> args = {arith::ConstantOp::create(
       b, loc, b.getI32IntegerAttr(static_cast<int32_t>(s.dtype)))};
-  for (int64_t size : {s.batch, s.seq, s.heads, s.headDim})
+  for (int64_t size : {s.batch, s.seq, s.heads, s.groups, s.headDim})
     args.push_back(
         arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(size)));
   for (Value buffer : buffers)
@@ -108,7 +112,8 @@ struct AttentionModel
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
     auto op = cast<loom::CausalAttentionOp>(rawOp);
-    FailureOr<Shape> shape = shapeOf(op, op.getQkv(), op.getNumHeads());
+    FailureOr<Shape> shape =
+        shapeOf(op, op.getQkv(), op.getNumHeads(), op.getKvHeads());
     if (failed(shape))
       return failure();
     FailureOr<SmallVector<Value>> qkv =
@@ -137,7 +142,8 @@ struct AttentionGradModel
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
     auto op = cast<loom::CausalAttentionGradOp>(rawOp);
-    FailureOr<Shape> shape = shapeOf(op, op.getQkv(), op.getNumHeads());
+    FailureOr<Shape> shape =
+        shapeOf(op, op.getQkv(), op.getNumHeads(), op.getKvHeads());
     if (failed(shape))
       return failure();
     FailureOr<SmallVector<Value>> operands =

@@ -224,9 +224,10 @@ Value ForwardBuilder::buildGpt2Layer(Value in,
   Value qkv = LinearOp::create(
       builder, loc("h.*.attn.c_attn"), activation({B, T, 3 * C}), h,
       w("attn.c_attn.weight"), w("attn.c_attn.bias"), column);
-  Value att =
-      CausalAttentionOp::create(builder, loc("h.*.attn"), qkv, arch.heads)
-          .getResult();
+  Value att = CausalAttentionOp::create(builder, loc("h.*.attn"), qkv,
+                                        builder.getI64IntegerAttr(arch.heads),
+                                        /*kv_heads=*/nullptr)
+                  .getResult();
   Value proj =
       LinearOp::create(builder, loc("h.*.attn.c_proj"), inType, att,
                        w("attn.c_proj.weight"), w("attn.c_proj.bias"), row);
@@ -257,22 +258,22 @@ Value ForwardBuilder::buildLlamaLayer(Value in,
   Value qkv = LinearOp::create(builder, loc("h.*.self_attn.qkv_proj"),
                                activation({B, T, G * (R + 2) * D}), h,
                                w("self_attn.qkv_proj.weight"), qkvBias, column);
-  // Grouped-query attention: each group's key and value for each of its
-  // query heads, as the attention reads them.
-  if (arch.isGrouped())
-    qkv = GroupQkvOp::create(
-        builder, loc("h.*.self_attn.repeat_kv"), activation({B, T, 3 * C}), qkv,
-        builder.getI64IntegerAttr(arch.heads), builder.getI64IntegerAttr(G));
+  // Grouped-query attention: the rotation and the attention read each
+  // group's key and value where the projection put them.
+  IntegerAttr kvHeads =
+      arch.isGrouped() ? builder.getI64IntegerAttr(G) : IntegerAttr();
   Value turned = RotaryOp::create(
       builder, loc("h.*.self_attn.rotary_emb"), qkv.getType(), qkv,
       builder.getI64IntegerAttr(arch.heads),
       builder.getF64FloatAttr(arch.ropeTheta), /*inverse=*/nullptr,
       arch.ropeScaling.factor
           ? builder.getDenseF64ArrayAttr(arch.getRopeScalingArray())
-          : nullptr);
-  Value att = CausalAttentionOp::create(builder, loc("h.*.self_attn"), turned,
-                                        arch.heads)
-                  .getResult();
+          : nullptr,
+      kvHeads);
+  Value att =
+      CausalAttentionOp::create(builder, loc("h.*.self_attn"), turned,
+                                builder.getI64IntegerAttr(arch.heads), kvHeads)
+          .getResult();
   Value proj = LinearOp::create(
       builder, loc("h.*.self_attn.o_proj"), inType, att,
       w("self_attn.o_proj.weight"),

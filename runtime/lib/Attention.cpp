@@ -9,7 +9,10 @@
 // is the one of FlashAttention: the probabilities come back from the scores
 // and the forward pass's log-sum-exp of each query, and the softmax's
 // gradient needs only each query's dot product of its output with the
-// output's gradient.
+// output's gradient. Under grouped-query attention the query heads of a
+// group read its key and value heads where they are; the backward pass
+// takes a group at a time, so that its key and value gradients sum over
+// the group's query heads in one task without races.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +26,8 @@
 #include <algorithm>
 #include <cblas.h>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace {
@@ -32,21 +37,36 @@ constexpr int64_t kQueryBlock = 64;
 /// One call's tensors, in the layouts of rt.h.
 struct Attention {
   int32_t dtype;
-  int64_t batch, seq, heads, headDim;
+  int64_t batch, seq, heads, groups, headDim;
   float scale;
-  const void *qkv;
-  void *out;
-  float *lse; // written by the forward pass, read by the backward pass
-  const void *dout;
-  void *dqkv;
-  float *delta;
+  const void *qkv = nullptr;
+  void *out = nullptr;
+  float *lse = nullptr; // written by the forward pass, read by the backward
+  const void *dout = nullptr;
+  void *dqkv = nullptr;
+  float *delta = nullptr;
 
-  /// The offset of element (b, t, 0, h, 0) of part `part` of qkv (or of
-  /// its gradient) and of element (b, t, h, 0) of the output.
-  int64_t qkvOffset(int64_t b, int64_t part, int64_t h) const {
-    return (b * seq * 3 + part) * heads * headDim + h * headDim;
+  /// Query heads per key/value head: 1 without groups.
+  int64_t queriesPerKey() const { return groups ? heads / groups : 1; }
+  /// Key/value heads, each a task of the backward pass.
+  int64_t keyHeads() const { return groups ? groups : heads; }
+  /// Heads of head_dim channels in a token's row of qkv: [3, heads], or
+  /// [groups, queries of a group + 2] with groups.
+  int64_t rowHeads() const {
+    return groups ? groups * (queriesPerKey() + 2) : 3 * heads;
   }
-  int64_t qkvStride() const { return 3 * heads * headDim; }
+  /// The offset of the row of token 0 of batch `b` in part `part` (0:
+  /// queries, 1: keys, 2: values) read by query head `h`, in qkv (or its
+  /// gradient).
+  int64_t qkvOffset(int64_t b, int64_t part, int64_t h) const {
+    int64_t column = part * heads + h;
+    if (groups) {
+      int64_t r = queriesPerKey(), group = h / r;
+      column = group * (r + 2) + (part == 0 ? h % r : r + part - 1);
+    }
+    return b * seq * qkvStride() + column * headDim;
+  }
+  int64_t qkvStride() const { return rowHeads() * headDim; }
   int64_t outOffset(int64_t b, int64_t h) const {
     return b * seq * heads * headDim + h * headDim;
   }
@@ -201,20 +221,17 @@ void forwardPair(const Attention &a, int64_t b, int64_t h) {
   finish(a, o, a.out, a.outOffset(b, h), a.outStride());
 }
 
-void backwardPair(const Attention &a, int64_t b, int64_t h) {
+/// Adds query head `h`'s contributions to the key and value gradients `dk`
+/// and `dv` of its key/value head, and writes its query gradient.
+void backwardHead(const Attention &a, int64_t b, int64_t h, const Matrix &k,
+                  const Matrix &v, const Matrix &dk, const Matrix &dv) {
   Scratch &s = scratch();
   int64_t D = a.headDim, T = a.seq;
   Matrix q = input(a, a.qkv, a.qkvOffset(b, 0, h), a.qkvStride(), s.q);
-  Matrix k = input(a, a.qkv, a.qkvOffset(b, 1, h), a.qkvStride(), s.k);
-  Matrix v = input(a, a.qkv, a.qkvOffset(b, 2, h), a.qkvStride(), s.v);
   Matrix o = input(a, a.out, a.outOffset(b, h), a.outStride(), s.o);
   Matrix dout = input(a, a.dout, a.outOffset(b, h), a.outStride(), s.dout);
   Matrix dq = output(a, a.dqkv, a.qkvOffset(b, 0, h), a.qkvStride(), s.dq,
                      /*zero=*/false);
-  Matrix dk = output(a, a.dqkv, a.qkvOffset(b, 1, h), a.qkvStride(), s.dk,
-                     /*zero=*/true);
-  Matrix dv = output(a, a.dqkv, a.qkvOffset(b, 2, h), a.qkvStride(), s.dv,
-                     /*zero=*/true);
   s.scores.resize(kQueryBlock * T);
   s.dscores.resize(kQueryBlock * T);
   float *lse = a.lse + a.rowOffset(b, h);
@@ -249,26 +266,62 @@ void backwardPair(const Attention &a, int64_t b, int64_t h) {
          dk.data, dk.ld);
   }
   finish(a, dq, a.dqkv, a.qkvOffset(b, 0, h), a.qkvStride());
-  finish(a, dk, a.dqkv, a.qkvOffset(b, 1, h), a.qkvStride());
-  finish(a, dv, a.dqkv, a.qkvOffset(b, 2, h), a.qkvStride());
 }
 
-/// Runs `pair` for every (batch, head) pair, spread over the runtime's
-/// threads.
-template <void (*Pair)(const Attention &, int64_t, int64_t)>
-void forEachPair(const Attention &a) {
-  auto range = [](void *context, int64_t from, int64_t to) {
-    const Attention &a = *static_cast<const Attention *>(context);
+/// The gradients of key/value head `g` of batch `b` and of its query heads.
+void backwardGroup(const Attention &a, int64_t b, int64_t g) {
+  Scratch &s = scratch();
+  int64_t first = g * a.queriesPerKey();
+  Matrix k = input(a, a.qkv, a.qkvOffset(b, 1, first), a.qkvStride(), s.k);
+  Matrix v = input(a, a.qkv, a.qkvOffset(b, 2, first), a.qkvStride(), s.v);
+  Matrix dk = output(a, a.dqkv, a.qkvOffset(b, 1, first), a.qkvStride(), s.dk,
+                     /*zero=*/true);
+  Matrix dv = output(a, a.dqkv, a.qkvOffset(b, 2, first), a.qkvStride(), s.dv,
+                     /*zero=*/true);
+  for (int64_t h = first; h < first + a.queriesPerKey(); ++h)
+    backwardHead(a, b, h, k, v, dk, dv);
+  finish(a, dk, a.dqkv, a.qkvOffset(b, 1, first), a.qkvStride());
+  finish(a, dv, a.dqkv, a.qkvOffset(b, 2, first), a.qkvStride());
+}
+
+/// Runs `task(a, b, i)` for every batch b and each of its `perBatch`
+/// indices i, spread over the runtime's threads.
+template <void (*Task)(const Attention &, int64_t, int64_t)>
+void forEachTask(const Attention &a, int64_t perBatch) {
+  struct Context {
+    const Attention *a;
+    int64_t perBatch;
+  } context{&a, perBatch};
+  auto range = [](void *raw, int64_t from, int64_t to) {
+    const Context &c = *static_cast<const Context *>(raw);
     for (int64_t index = from; index < to; ++index)
-      Pair(a, index / a.heads, index % a.heads);
+      Task(*c.a, index / c.perBatch, index % c.perBatch);
   };
-  int64_t pairs = a.batch * a.heads;
-  if (pairs <= 0 || a.seq <= 0 || a.headDim <= 0)
+  int64_t tasks = a.batch * perBatch;
+  if (tasks <= 0 || a.seq <= 0 || a.headDim <= 0)
     return;
-  if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() && pairs > 1)
-    loom_rt_parallel_for(range, const_cast<Attention *>(&a), 0, pairs);
+  if (loom_get_num_threads() > 1 && !loom::isInParallelLoop() && tasks > 1)
+    loom_rt_parallel_for(range, &context, 0, tasks);
   else
-    range(const_cast<Attention *>(&a), 0, pairs);
+    range(&context, 0, tasks);
+}
+
+/// The CUDA backend's kernels read every head's keys and values: the
+/// compiler repeats each group's for its query heads on that target.
+void checkCudaLayout(int64_t groups) {
+  if (groups == 0)
+    return;
+  std::fprintf(stderr, "loom: the GPU's fused attention takes no grouped "
+                       "key/value heads; this artifact was compiled for the "
+                       "CPU\n");
+  std::exit(1);
+}
+
+/// A call's sizes, its tensors still to set.
+Attention sized(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
+                int64_t groups, int64_t headDim) {
+  return {
+      dtype, batch, seq, heads, groups, headDim, loom::attentionScale(headDim)};
 }
 
 } // namespace
@@ -276,37 +329,37 @@ void forEachPair(const Attention &a) {
 extern "C" {
 
 void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
-                       int64_t head_dim, const void *qkv, void *out,
-                       float *lse) {
-  if (loom::cudaActive())
+                       int64_t groups, int64_t head_dim, const void *qkv,
+                       void *out, float *lse) {
+  if (loom::cudaActive()) {
+    checkCudaLayout(groups);
     return loom::cudaAttention(dtype, batch, seq, heads, head_dim, qkv, out,
                                lse);
-  Attention a{
-      dtype, batch, seq, heads,   head_dim, loom::attentionScale(head_dim),
-      qkv,   out,   lse, nullptr, nullptr,  nullptr};
-  forEachPair<forwardPair>(a);
+  }
+  Attention a = sized(dtype, batch, seq, heads, groups, head_dim);
+  a.qkv = qkv;
+  a.out = out;
+  a.lse = lse;
+  forEachTask<forwardPair>(a, heads);
 }
 
 void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
-                            int64_t heads, int64_t head_dim, const void *qkv,
-                            const void *out, const void *dout, const float *lse,
-                            void *dqkv, float *delta) {
-  if (loom::cudaActive())
+                            int64_t heads, int64_t groups, int64_t head_dim,
+                            const void *qkv, const void *out, const void *dout,
+                            const float *lse, void *dqkv, float *delta) {
+  if (loom::cudaActive()) {
+    checkCudaLayout(groups);
     return loom::cudaAttentionGrad(dtype, batch, seq, heads, head_dim, qkv, out,
                                    dout, lse, dqkv, delta);
-  Attention a{dtype,
-              batch,
-              seq,
-              heads,
-              head_dim,
-              loom::attentionScale(head_dim),
-              qkv,
-              const_cast<void *>(out),
-              const_cast<float *>(lse),
-              dout,
-              dqkv,
-              delta};
-  forEachPair<backwardPair>(a);
+  }
+  Attention a = sized(dtype, batch, seq, heads, groups, head_dim);
+  a.qkv = qkv;
+  a.out = const_cast<void *>(out);
+  a.lse = const_cast<float *>(lse);
+  a.dout = dout;
+  a.dqkv = dqkv;
+  a.delta = delta;
+  forEachTask<backwardGroup>(a, a.keyHeads());
 }
 
 } // extern "C"

@@ -5,6 +5,7 @@
 // RUN: loom-opt %s --loom-lower-to-linalg --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" --split-input-file | FileCheck %s --check-prefix=CALLS
 // RUN: loom-opt %s --loom-lower-to-linalg="attention-query-sums" --split-input-file | FileCheck %s --check-prefix=MARKED
 // RUN: loom-opt %s --loom-lower-to-linalg="attention-query-sums" --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" --split-input-file | FileCheck %s --check-prefix=SUMS
+// RUN: loom-opt %s --loom-lower-to-linalg="fused-attention-grouped-heads=0" --split-input-file | FileCheck %s --check-prefix=EXPANDED
 
 // bf16 attention stays bf16, its log-sum-exp f32: no conversions around
 // it. A head bound below the heads' size (2 heads of 4 channels) gets the
@@ -25,13 +26,14 @@
 // CALLS-NEXT: %[[B:.*]] = arith.constant 2 : i64
 // CALLS-NEXT: %[[T:.*]] = arith.constant 3 : i64
 // CALLS-NEXT: %[[H:.*]] = arith.constant 2 : i64
+// CALLS-NEXT: %[[G:.*]] = arith.constant 0 : i64
 // CALLS-NEXT: %[[D:.*]] = arith.constant 4 : i64
 // CALLS: %[[PQKV:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr
 // CALLS: %[[POUT:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr
 // CALLS: %[[PLSE:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr
-// CALLS: call @loom_rt_attention(%[[BF16]], %[[B]], %[[T]], %[[H]], %[[D]], %[[PQKV]], %[[POUT]], %[[PLSE]])
+// CALLS: call @loom_rt_attention(%[[BF16]], %[[B]], %[[T]], %[[H]], %[[G]], %[[D]], %[[PQKV]], %[[POUT]], %[[PLSE]])
 // CALLS: return %[[OUT]], %[[LSE]]
-// CALLS: func.func private @loom_rt_attention(i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+// CALLS: func.func private @loom_rt_attention(i32, i64, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr)
 func.func @forward(%qkv: tensor<2x3x24xbf16>) -> (tensor<2x3x8xbf16>, tensor<2x2x3xf32>) {
   %y, %lse = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x3x24xbf16> -> tensor<2x3x8xbf16>, tensor<2x2x3xf32>
   return %y, %lse : tensor<2x3x8xbf16>, tensor<2x2x3xf32>
@@ -66,7 +68,7 @@ func.func @forward(%qkv: tensor<2x3x24xbf16>) -> (tensor<2x3x8xbf16>, tensor<2x2
 // CALLS: %[[PDQKV:.*]] = llvm.inttoptr
 // CALLS: memref.extract_aligned_pointer_as_index %[[DELTA]]
 // CALLS: %[[PDELTA:.*]] = llvm.inttoptr
-// CALLS: call @loom_rt_attention_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[PQKV]], %[[POUT]], %[[PDY]], %[[PLSE]], %[[PDQKV]], %[[PDELTA]]) : (i32, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
+// CALLS: call @loom_rt_attention_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[PQKV]], %[[POUT]], %[[PDY]], %[[PLSE]], %[[PDQKV]], %[[PDELTA]]) : (i32, i64, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
 // CALLS: return %[[DQKV]]
 func.func @backward(%dy: tensor<2x3x8xf32>, %qkv: tensor<2x3x24xf32>, %out: tensor<2x3x8xf32>, %lse: tensor<2x2x3xf32>) -> tensor<2x3x24xf32> {
   %g = loom.causal_attention_grad %dy, %qkv, %out, %lse {num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x24xf32>, tensor<2x3x8xf32>, tensor<2x2x3xf32>) -> tensor<2x3x24xf32>
@@ -104,4 +106,37 @@ func.func @strided(%qkv: tensor<1x3x24xf32>) -> tensor<1x3x4xf32> {
   %half = tensor.extract_slice %qkv[0, 0, 0] [1, 3, 12] [1, 1, 1] : tensor<1x3x24xf32> to tensor<1x3x12xf32>
   %y, %lse = loom.causal_attention %half {num_heads = 1 : i64} : tensor<1x3x12xf32> -> tensor<1x3x4xf32>, tensor<1x1x3xf32>
   return %y : tensor<1x3x4xf32>
+}
+
+// -----
+
+// Grouped-query attention (4 query heads of 2 channels in 2 groups: [2, 4,
+// 2] channels a token) stays grouped where the kernels read the groups
+// (the CPU's), the call's fifth argument the groups. Without
+// (fused-attention-grouped-heads=0, the GPU's), each group's key and value
+// are repeated for its query heads first, and the gradient of every head's
+// is summed back into the groups.
+// LINALG-LABEL: func.func @grouped(
+// LINALG: loom.causal_attention %{{.*}} {kv_heads = 2 : i64, num_heads = 4 : i64} : tensor<2x3x16xf32>
+// LINALG: loom.causal_attention_grad {{.*}} {kv_heads = 2 : i64, num_heads = 4 : i64} : {{.*}} -> tensor<2x3x16xf32>
+// CALLS-LABEL: func.func @grouped(
+// CALLS: %[[H:.*]] = arith.constant 4 : i64
+// CALLS-NEXT: %[[G:.*]] = arith.constant 2 : i64
+// CALLS-NEXT: %[[D:.*]] = arith.constant 2 : i64
+// CALLS: call @loom_rt_attention(%{{.*}}, %{{.*}}, %{{.*}}, %[[H]], %[[G]], %[[D]],
+// CALLS: arith.constant 4 : i64
+// CALLS-NEXT: %[[G2:.*]] = arith.constant 2 : i64
+// CALLS: call @loom_rt_attention_grad(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[G2]], %{{.*}},
+// EXPANDED-LABEL: func.func @grouped(
+// EXPANDED: linalg.generic {{.*}} outs(%{{.*}} : tensor<2x3x3x2x2x2xf32>)
+// EXPANDED: %[[ALL:.*]] = tensor.collapse_shape {{.*}} into tensor<2x3x24xf32>
+// EXPANDED: loom.causal_attention %[[ALL]] {num_heads = 4 : i64} : tensor<2x3x24xf32>
+// EXPANDED: linalg.generic {{.*}} outs(%{{.*}} : tensor<2x3x3x2x2x2xf32>)
+// EXPANDED: %[[ALL2:.*]] = tensor.collapse_shape {{.*}} into tensor<2x3x24xf32>
+// EXPANDED: loom.causal_attention_grad %{{.*}}, %[[ALL2]], %{{.*}}, %{{.*}} {num_heads = 4 : i64} : {{.*}} -> tensor<2x3x24xf32>
+// EXPANDED: linalg.generic {{.*}} ins(%{{.*}} : tensor<2x3x3x2x2x2xf32>) outs(%{{.*}} : tensor<2x3x2x4x2xf32>)
+func.func @grouped(%qkv: tensor<2x3x16xf32>, %dy: tensor<2x3x8xf32>) -> tensor<2x3x16xf32> {
+  %y, %lse = loom.causal_attention %qkv {num_heads = 4 : i64, kv_heads = 2 : i64} : tensor<2x3x16xf32> -> tensor<2x3x8xf32>, tensor<2x4x3xf32>
+  %g = loom.causal_attention_grad %dy, %qkv, %y, %lse {num_heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x16xf32>, tensor<2x3x8xf32>, tensor<2x4x3xf32>) -> tensor<2x3x16xf32>
+  return %g : tensor<2x3x16xf32>
 }

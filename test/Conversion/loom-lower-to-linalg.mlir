@@ -475,6 +475,22 @@ func.func @rotary(%qkv: tensor<2x4x24xf32>) -> tensor<2x4x24xf32> {
 
 // -----
 
+// Grouped, the view is [B, T, groups, R + 2, 2, D/2] (2 groups of 2 query
+// heads, a key and a value, heads of 4 channels) and the values are slot
+// R + 1 = 3 of the fourth dimension.
+// CHECK-LABEL: func.func @grouped_rotary(
+// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0], [1], [2, 3, 4, 5]] {{.*}} : tensor<2x4x32xf32> into tensor<2x4x2x4x2x2xf32>
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+// CHECK: %[[SLOT:.*]] = linalg.index 3 : index
+// CHECK: arith.cmpi eq, %[[SLOT]], %c3 : index
+func.func @grouped_rotary(%qkv: tensor<2x4x32xf32>) -> tensor<2x4x32xf32> {
+  %r = loom.rotary %qkv {num_heads = 4 : i64, kv_heads = 2 : i64, theta = 10000.0 : f64} : tensor<2x4x32xf32>
+  return %r : tensor<2x4x32xf32>
+}
+
+// -----
+
 // SwiGLU and its gradient: elementwise, the gradient's two results from
 // one generic.
 // CHECK-LABEL: func.func @swiglu(

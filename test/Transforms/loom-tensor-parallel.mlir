@@ -159,13 +159,11 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micr
 
 // Llama's block under tp = 2 (4 query heads in 2 key/value groups): each
 // rank's fused projection holds one whole group (2 query heads, its key and
-// value: 4 x 32 rows), which loom.group_qkv makes its 2 heads' queries,
-// keys and values; the rotation and the attention take those 2 heads, and
-// SwiGLU half the MLP width.
+// value: 4 x 32 rows), which the rotation and the attention read as one
+// group of 2 heads, and SwiGLU half the MLP width.
 // LLAMA-LABEL: func.func @forward(
 // LLAMA-SAME: tensor<4x128x128xf32> {loom.param = "h.*.self_attn.qkv_proj.weight", loom.tp_split = array<i64: 1, 1>}
 // LLAMA: loom.rms_norm {{.*}} -> (tensor<8x64x128xf32>, tensor<8x64xf32>)
-// LLAMA: loom.group_qkv %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64} : tensor<8x64x128xf32> -> tensor<8x64x192xf32>
-// LLAMA-NEXT: loom.rotary %{{.*}} {num_heads = 2 : i64, theta = 1.000000e+04 : f64} : tensor<8x64x192xf32>
-// LLAMA-NEXT: loom.causal_attention %{{.*}} {num_heads = 2 : i64} : tensor<8x64x192xf32> -> tensor<8x64x64xf32>, tensor<8x2x64xf32>
+// LLAMA: loom.rotary %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64, theta = 1.000000e+04 : f64} : tensor<8x64x128xf32>
+// LLAMA-NEXT: loom.causal_attention %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64} : tensor<8x64x128xf32> -> tensor<8x64x64xf32>, tensor<8x2x64xf32>
 // LLAMA: loom.swiglu %{{.*}}, %{{.*}} : tensor<8x64x176xf32>

@@ -24,11 +24,24 @@ namespace loom_test {
 /// Attention's shapes, and its tensors in f64 for the reference.
 struct Problem {
   int64_t batch, seq, heads, dim;
-  int64_t qkvSize() const { return batch * seq * 3 * heads * dim; }
+  /// Key/value heads under grouped-query attention (rt.h's layout); 0:
+  /// every head's queries, keys and values.
+  int64_t groups = 0;
+  int64_t rowHeads() const {
+    return groups ? groups * (heads / groups + 2) : 3 * heads;
+  }
+  int64_t qkvSize() const { return batch * seq * rowHeads() * dim; }
   int64_t outSize() const { return batch * seq * heads * dim; }
+  /// Element d of part `part` (0: queries, 1: keys, 2: values) that query
+  /// head h reads at token t.
   int64_t qkvAt(int64_t b, int64_t t, int64_t part, int64_t h,
                 int64_t d) const {
-    return (((b * seq + t) * 3 + part) * heads + h) * dim + d;
+    int64_t column = part * heads + h;
+    if (groups) {
+      int64_t r = heads / groups;
+      column = h / r * (r + 2) + (part == 0 ? h % r : r + part - 1);
+    }
+    return ((b * seq + t) * rowHeads() + column) * dim + d;
   }
   int64_t outAt(int64_t b, int64_t t, int64_t h, int64_t d) const {
     return ((b * seq + t) * heads + h) * dim + d;
@@ -156,7 +169,7 @@ inline void checkAttention(int32_t dtype, Tolerances tolerance,
   for (const Problem &p : problems) {
     SCOPED_TRACE(::testing::Message()
                  << p.batch << " x " << p.seq << " tokens, " << p.heads
-                 << " heads of " << p.dim);
+                 << " heads of " << p.dim << " in " << p.groups << " groups");
     std::vector<double> qkv, dout, out, lse, dqkv;
     auto qkvData = randomTensor(rng, dtype, p.qkvSize(), 2.0, qkv);
     auto doutData = randomTensor(rng, dtype, p.outSize(), 1.0, dout);

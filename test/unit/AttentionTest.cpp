@@ -8,9 +8,12 @@
 using namespace loom_test;
 
 namespace {
-/// Sequences that end inside a block of 64 queries and span several.
-const std::vector<Problem> kProblems = {
-    {2, 70, 3, 8}, {1, 129, 2, 16}, {3, 5, 1, 4}};
+/// Sequences that end inside a block of 64 queries and span several;
+/// grouped-query attention with groups of several query heads, one head
+/// (multi-query) and one query head a group.
+const std::vector<Problem> kProblems = {{2, 70, 3, 8},      {1, 129, 2, 16},
+                                        {3, 5, 1, 4},       {2, 70, 6, 8, 2},
+                                        {1, 129, 4, 16, 1}, {2, 9, 2, 4, 2}};
 
 AttentionResult runOnCpu(const Problem &p, int32_t dtype,
                          const std::vector<uint8_t> &qkv,
@@ -20,14 +23,14 @@ AttentionResult runOnCpu(const Problem &p, int32_t dtype,
                     std::vector<uint8_t>(p.qkvSize() * bytes),
                     std::vector<float>(rows)};
   std::vector<float> delta(rows);
-  loom_rt_attention(dtype, p.batch, p.seq, p.heads, p.dim, qkv.data(),
+  loom_rt_attention(dtype, p.batch, p.seq, p.heads, p.groups, p.dim, qkv.data(),
                     r.out.data(), r.lse.data());
   std::vector<float> lse(r.lse);
   for (float &x : lse)
     x += lseShift;
-  loom_rt_attention_grad(dtype, p.batch, p.seq, p.heads, p.dim, qkv.data(),
-                         r.out.data(), dout.data(), lse.data(), r.dqkv.data(),
-                         delta.data());
+  loom_rt_attention_grad(dtype, p.batch, p.seq, p.heads, p.groups, p.dim,
+                         qkv.data(), r.out.data(), dout.data(), lse.data(),
+                         r.dqkv.data(), delta.data());
   return r;
 }
 

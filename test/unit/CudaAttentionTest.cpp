@@ -44,8 +44,8 @@ AttentionResult runOnGpu(const Problem &p, int32_t dtype,
     ADD_FAILURE() << "no managed memory: " << loom_last_error();
     return r;
   }
-  loom_rt_attention(dtype, p.batch, p.seq, p.heads, p.dim, qkvAt.at, out.at,
-                    lse.at);
+  loom_rt_attention(dtype, p.batch, p.seq, p.heads, p.groups, p.dim, qkvAt.at,
+                    out.at, lse.at);
   if (!loom::cudaSynchronize()) {
     ADD_FAILURE() << "the forward kernel failed: " << loom_last_error();
     return r;
@@ -53,8 +53,9 @@ AttentionResult runOnGpu(const Problem &p, int32_t dtype,
   std::memcpy(r.lse.data(), lse.at, rows * sizeof(float));
   for (size_t i = 0; i < rows; ++i)
     lse.at[i] += lseShift;
-  loom_rt_attention_grad(dtype, p.batch, p.seq, p.heads, p.dim, qkvAt.at,
-                         out.at, doutAt.at, lse.at, dqkv.at, delta.at);
+  loom_rt_attention_grad(dtype, p.batch, p.seq, p.heads, p.groups, p.dim,
+                         qkvAt.at, out.at, doutAt.at, lse.at, dqkv.at,
+                         delta.at);
   if (!loom::cudaSynchronize()) {
     ADD_FAILURE() << "the gradient kernels failed: " << loom_last_error();
     return r;

@@ -313,6 +313,18 @@ const OpCase kCases[] = {
       %y, %lse = loom.causal_attention %qkv {num_heads = 2 : i64} : tensor<2x4x12xf32> -> tensor<2x4x4xf32>, tensor<2x2x4xf32>
       return %y : tensor<2x4x4xf32>
     })mlir", 1},
+    // Grouped-query attention: 4 query heads of 2 channels in 2 groups,
+    // each group's key and value read by 2 query heads.
+    {"GroupedAttention", R"mlir(
+    func.func @op(%qkv: tensor<2x4x16xf32>) -> tensor<2x4x8xf32> {
+      %y, %lse = loom.causal_attention %qkv {num_heads = 4 : i64, kv_heads = 2 : i64} : tensor<2x4x16xf32> -> tensor<2x4x8xf32>, tensor<2x4x4xf32>
+      return %y : tensor<2x4x8xf32>
+    })mlir", 1},
+    {"GroupedRotary", R"mlir(
+    func.func @op(%qkv: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+      %y = loom.rotary %qkv {num_heads = 4 : i64, kv_heads = 2 : i64, theta = 10000.0 : f64} : tensor<2x4x16xf32>
+      return %y : tensor<2x4x16xf32>
+    })mlir", 1},
     {"Gelu", R"mlir(
     func.func @op(%x: tensor<3x5xf32>) -> tensor<3x5xf32> {
       %y = loom.gelu %x : tensor<3x5xf32>

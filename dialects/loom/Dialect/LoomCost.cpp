@@ -173,7 +173,7 @@ CostRow mlir::loom::activationCost(double b, double l, double n,
 }
 
 CostRow mlir::loom::fusedAttentionCost(double b, double l, double q, double h,
-                                       double elementBytes) {
+                                       double elementBytes, double kvHeads) {
   CostRow row;
   row.tensorCore = true;
   row.attentionCore = true;
@@ -183,15 +183,17 @@ CostRow mlir::loom::fusedAttentionCost(double b, double l, double q, double h,
   // Scores recomputed, then the gradients of scores, queries, keys, values.
   row.flopsBwd = 5 * products;
   double qkv = b * l * h * q * elementBytes;
+  // The keys' (or the values') bytes.
+  double kv = kvHeads > 0 ? qkv * kvHeads / h : qkv;
   double statistics = b * h * l * 4; // fp32 log-sum-exp per row
-  row.activationIn = 2 * qkv;        // queries and keys
-  row.activationInOther = qkv;       // values
+  row.activationIn = qkv + kv;       // queries and keys
+  row.activationInOther = kv;        // values
   row.activationOut = qkv;
-  row.activationBuffer = 3 * qkv + statistics;
+  row.activationBuffer = qkv + 2 * kv + statistics;
   row.statisticsBuffer = statistics;
-  row.memFwd = 4 * qkv + statistics;
+  row.memFwd = 2 * qkv + 2 * kv + statistics;
   // Reads Q, K, V, O, dO and the statistics; writes dQ, dK, dV.
-  row.activationGrad = 4 * qkv;
+  row.activationGrad = 2 * qkv + 2 * kv;
   row.memBwd = row.activationBuffer + row.activationOut + row.activationGrad;
   return row;
 }

@@ -115,8 +115,10 @@ CostRow activationCost(double b, double l, double n, double elementBytes);
 /// The attention core as one fused kernel: scores, causal softmax and the
 /// weighted sum never leave the chip; the backward pass recomputes the
 /// scores. Keeps Q, K, V, the output and the per-row softmax statistics.
+/// `kvHeads` key/value heads (grouped-query attention; default: `h`) are
+/// read, kept and differentiated once for their groups' query heads.
 CostRow fusedAttentionCost(double b, double l, double q, double h,
-                           double elementBytes);
+                           double elementBytes, double kvHeads = 0);
 
 } // namespace loom
 } // namespace mlir

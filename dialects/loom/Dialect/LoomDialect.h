@@ -29,6 +29,11 @@ std::string formatF64(double value);
 void printF64(AsmPrinter &printer, const llvm::APFloat &value);
 /// The bytes of a statically shaped tensor or buffer of ints or floats.
 int64_t getStaticBytes(ShapedType type);
+/// Heads of D channels in each token's row of an attention's fused
+/// queries, keys and values: 3 num_heads, or under grouped-query attention
+/// (`kvHeads`) R + 2 for each group of R = num_heads / kv_heads query
+/// heads: its queries, its key and its value.
+int64_t getQkvRowHeads(int64_t numHeads, std::optional<int64_t> kvHeads);
 } // namespace loom
 } // namespace mlir
 

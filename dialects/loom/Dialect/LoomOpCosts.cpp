@@ -116,8 +116,11 @@ void RotaryOp::estimateCost(const CostContext &context,
   auto [sequence, width] = getActivationShape(getResult());
   if (isFeatureSharded(getQkv()))
     width /= context.tensorParallel;
-  // The queries and keys turn, two thirds of the channels; the values pass.
-  CostRow row = activationCost(context.batch, sequence, width * 2 / 3,
+  // The queries and keys turn; the values pass.
+  int64_t rowHeads = getQkvRowHeads(getNumHeads(), getKvHeads());
+  int64_t valueHeads = getKvHeads().value_or(getNumHeads());
+  CostRow row = activationCost(context.batch, sequence,
+                               width * (rowHeads - valueHeads) / rowHeads,
                                context.elementBytes);
   row.name = "rotary";
   // An angle's sine and cosine and the rotation: about 6 FLOPs an element.
@@ -174,9 +177,14 @@ void CausalAttentionOp::estimateCost(const CostContext &context,
   double b = context.batch, s = context.elementBytes;
   // Selective recomputation keeps this rank's share of the QKV input, which
   // the projection producing it does not keep itself.
-  double qkv = 3 * b * sequence * localHeads * headWidth * s;
+  std::optional<int64_t> kvHeads = getKvHeads();
+  double qkv = getQkvRowHeads(getNumHeads(), kvHeads) / context.tensorParallel *
+               b * sequence * headWidth * s;
   if (context.fusedAttention) {
-    CostRow row = fusedAttentionCost(b, sequence, headWidth, localHeads, s);
+    double localKvHeads =
+        kvHeads ? *kvHeads / context.tensorParallel : localHeads;
+    CostRow row =
+        fusedAttentionCost(b, sequence, headWidth, localHeads, s, localKvHeads);
     row.name = "attention";
     row.selectiveBuffer = qkv;
     rows.push_back(row);

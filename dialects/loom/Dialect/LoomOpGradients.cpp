@@ -59,9 +59,10 @@ LogicalResult GroupQkvOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
 LogicalResult RotaryOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   // A rotation's transpose is its inverse.
-  Value grad = RotaryOp::create(
-      b, getLoc(), getType(), resultGrads[0], getNumHeadsAttr(), getThetaAttr(),
-      getInverse() ? nullptr : b.getUnitAttr(), getLlama3ScalingAttr());
+  Value grad = RotaryOp::create(b, getLoc(), getType(), resultGrads[0],
+                                getNumHeadsAttr(), getThetaAttr(),
+                                getInverse() ? nullptr : b.getUnitAttr(),
+                                getLlama3ScalingAttr(), getKvHeadsAttr());
   operandGrads.assign({grad});
   return success();
 }
@@ -92,7 +93,7 @@ CausalAttentionOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
   // The log-sum-exp is a by-product that nothing differentiates.
   Value grad = CausalAttentionGradOp::create(
       b, getLoc(), getQkv().getType(), resultGrads[0], getQkv(), getResult(),
-      getLse(), getNumHeadsAttr(), /*query_sums=*/nullptr);
+      getLse(), getNumHeadsAttr(), /*query_sums=*/nullptr, getKvHeadsAttr());
   operandGrads.assign({grad});
   return success();
 }

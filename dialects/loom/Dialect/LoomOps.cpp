@@ -188,6 +188,38 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
 bool RmsNormOp::isWideResult(unsigned index) { return index == 1; }
 
 namespace {
+/// The head width D of the grouped [B, T, G (R + 2) D] tensor `grouped`
+/// (`what`, of rank 3) for `numHeads` query heads in `kvHeads` groups.
+FailureOr<int64_t> groupedHeadWidth(const Checker &check, StringRef what,
+                                    Value grouped, int64_t numHeads,
+                                    int64_t kvHeads) {
+  if (numHeads % kvHeads != 0)
+    return check.emitError() << "expected kv_heads (" << kvHeads
+                             << ") to divide num_heads (" << numHeads << ")";
+  int64_t groupHeads = getQkvRowHeads(numHeads, kvHeads);
+  int64_t last = dimsOf(grouped)[2];
+  if (last % groupHeads != 0)
+    return check.emitError()
+           << "expected kv_heads * (num_heads / kv_heads + 2) (" << groupHeads
+           << ") to divide " << what << "'s last dimension (" << last << ")";
+  return last / groupHeads;
+}
+
+/// The head width D of an attention's fused `qkv` operand: [B, T, 3
+/// num_heads D], or grouped with `kvHeads`.
+FailureOr<int64_t> qkvHeadWidth(const Checker &check, Value qkv,
+                                int64_t numHeads,
+                                std::optional<int64_t> kvHeads) {
+  if (kvHeads)
+    return groupedHeadWidth(check, "qkv", qkv, numHeads, *kvHeads);
+  int64_t last = dimsOf(qkv)[2];
+  if (last % (3 * numHeads) != 0)
+    return check.emitError()
+           << "expected 3 * num_heads (" << 3 * numHeads
+           << ") to divide qkv's last dimension (" << last << ")";
+  return last / (3 * numHeads);
+}
+
 /// Checks a grouped [B, T, G (R + 2) D] tensor `grouped` against every
 /// head's [B, T, 3 num_heads D] `all`, for `num_heads` heads in `kvHeads`
 /// groups.
@@ -198,22 +230,23 @@ LogicalResult checkGroupedQkv(Operation *op, Value grouped, Value all,
       failed(check.rank("the grouped tensor", grouped, 3,
                         "[batch, sequence, groups * (R + 2) * head width]")))
     return failure();
-  if (numHeads % kvHeads != 0)
-    return op->emitOpError() << "expected kv_heads (" << kvHeads
-                             << ") to divide num_heads (" << numHeads << ")";
+  FailureOr<int64_t> headWidth =
+      groupedHeadWidth(check, "the grouped tensor", grouped, numHeads, kvHeads);
+  if (failed(headWidth))
+    return failure();
   ArrayRef<int64_t> dims = dimsOf(grouped);
-  int64_t groupHeads = kvHeads * (numHeads / kvHeads + 2);
-  if (dims[2] % groupHeads != 0)
-    return op->emitOpError()
-           << "expected kv_heads * (num_heads / kv_heads + 2) (" << groupHeads
-           << ") to divide the grouped tensor's last dimension (" << dims[2]
-           << ")";
-  int64_t headWidth = dims[2] / groupHeads;
   return check.shape("every head's tensor", all,
-                     {dims[0], dims[1], 3 * numHeads * headWidth},
+                     {dims[0], dims[1], 3 * numHeads * *headWidth},
                      "[batch, sequence, 3 * num_heads * head width]");
 }
 } // namespace
+
+int64_t mlir::loom::getQkvRowHeads(int64_t numHeads,
+                                   std::optional<int64_t> kvHeads) {
+  if (!kvHeads)
+    return 3 * numHeads;
+  return *kvHeads * (numHeads / *kvHeads + 2);
+}
 
 namespace {
 /// The type of one layout's tensor given the other's: for `fromGrouped`,
@@ -265,15 +298,13 @@ LogicalResult RotaryOp::verify() {
   if (failed(Checker(*this).rank("qkv", getQkv(), 3,
                                  "[batch, sequence, 3 * width]")))
     return failure();
-  int64_t channels = dimsOf(getQkv())[2];
-  if (channels % (3 * getNumHeads()) != 0)
-    return emitOpError() << "expected 3 * num_heads (" << 3 * getNumHeads()
-                         << ") to divide qkv's last dimension (" << channels
-                         << ")";
+  FailureOr<int64_t> headWidth =
+      qkvHeadWidth(Checker(*this), getQkv(), getNumHeads(), getKvHeads());
+  if (failed(headWidth))
+    return failure();
   // Channels j and j + D/2 of a head are rotated together.
-  if ((channels / (3 * getNumHeads())) % 2 != 0)
-    return emitOpError() << "expected an even head width, got "
-                         << channels / (3 * getNumHeads());
+  if (*headWidth % 2 != 0)
+    return emitOpError() << "expected an even head width, got " << *headWidth;
   if (!(getTheta().convertToDouble() > 1))
     return emitOpError() << "expected theta above 1, got "
                          << getTheta().convertToDouble();
@@ -330,14 +361,25 @@ CausalAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   if (failed(check.rank("qkv", qkv, 3, "[batch, sequence, 3 * width]")))
     return failure();
   ArrayRef<int64_t> dims = dimsOf(qkv);
-  if (dims[2] % 3 != 0)
-    return check.emitError() << "expected the last dimension of qkv ("
-                             << dims[2] << ") to be 3 * width";
-  int64_t width = dims[2] / 3;
   int64_t heads = adaptor.getNumHeads();
-  if (heads <= 0 || width % heads != 0)
-    return check.emitError() << "expected num_heads (" << heads
-                             << ") to divide the width (" << width << ")";
+  std::optional<int64_t> kvHeads = adaptor.getKvHeads();
+  if (heads <= 0 || (kvHeads && *kvHeads <= 0))
+    return check.emitError() << "expected positive num_heads and kv_heads";
+  int64_t width;
+  if (kvHeads) {
+    FailureOr<int64_t> headWidth = qkvHeadWidth(check, qkv, heads, kvHeads);
+    if (failed(headWidth))
+      return failure();
+    width = heads * *headWidth;
+  } else {
+    if (dims[2] % 3 != 0)
+      return check.emitError() << "expected the last dimension of qkv ("
+                               << dims[2] << ") to be 3 * width";
+    width = dims[2] / 3;
+    if (width % heads != 0)
+      return check.emitError() << "expected num_heads (" << heads
+                               << ") to divide the width (" << width << ")";
+  }
   types.push_back(tensorOf({dims[0], dims[1], width}, qkv));
   types.push_back(RankedTensorType::get({dims[0], heads, dims[1]},
                                         Float32Type::get(qkv.getContext())));
@@ -560,11 +602,12 @@ LogicalResult CausalAttentionGradOp::verify() {
                                  "[batch, sequence, 3 * width]")))
     return failure();
   ArrayRef<int64_t> qkv = dimsOf(getQkv());
-  if (qkv[2] % (3 * getNumHeads()) != 0)
-    return emitOpError() << "expected 3 * num_heads (" << 3 * getNumHeads()
-                         << ") to divide qkv's last dimension (" << qkv[2]
-                         << ")";
-  SmallVector<int64_t> result = {qkv[0], qkv[1], qkv[2] / 3};
+  FailureOr<int64_t> headWidth =
+      qkvHeadWidth(Checker(*this), getQkv(), getNumHeads(), getKvHeads());
+  if (failed(headWidth))
+    return failure();
+  SmallVector<int64_t> result = {
+      qkv[0], qkv[1], static_cast<int64_t>(getNumHeads()) * *headWidth};
   if (failed(Checker(*this).shape("grad", getGrad(), result,
                                   "the attention result's shape")) ||
       failed(Checker(*this).shape("out", getOut(), result,

@@ -143,10 +143,11 @@ def Loom_GroupQkvOp : Loom_Op<"group_qkv", [Loom_MixedPrecision, Pure, Loom_Diff
     holds, for each of the G = `kv_heads` groups, its R = num_heads / G
     query heads, then its key head and its value head, D channels each
     (the layout that lets tensor parallelism give each rank whole groups).
-    The result [B, T, 3 num_heads D] is what `loom.causal_attention` reads:
-    all queries, then each query head's key, then its value, the group's
-    key and value repeated for each of its R queries (Hugging Face's
-    repeat_kv).
+    The result [B, T, 3 num_heads D] is what `loom.causal_attention`
+    without `kv_heads` reads: all queries, then each query head's key, then
+    its value, the group's key and value repeated for each of its R
+    queries (Hugging Face's repeat_kv). `loom-lower-to-linalg` builds it
+    for grouped attention that no fused kernel reads grouped.
 
     ```mlir
     %all = loom.group_qkv %qkv {num_heads = 4 : i64, kv_heads = 2 : i64}
@@ -167,8 +168,8 @@ def Loom_RotaryOp : Loom_Op<"rotary", [Loom_MixedPrecision, Pure, Loom_Different
     AllTypesMatch<["qkv", "result"]>]> {
   let summary = "rotary position embedding of the queries and keys";
   let description = [{
-    `qkv` [B, T, 3C] holds queries, keys and values as
-    `loom.causal_attention` reads them. Each head of D = C / num_heads
+    `qkv` holds queries, keys and values as `loom.causal_attention`
+    reads them, [B, T, 3C] or, with `kv_heads`, grouped. Each head of D
     channels of the queries and the keys is rotated by its position t:
     channels j and j + D/2 (j < D/2) turn by the angle t * theta^(-2j/D)
     (Llama's rotate-half pairing, as Hugging Face applies it). The values
@@ -192,7 +193,8 @@ def Loom_RotaryOp : Loom_Op<"rotary", [Loom_MixedPrecision, Pure, Loom_Different
   let arguments = (ins Loom_FloatTensor:$qkv,
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                    Loom_PositiveF64Attr:$theta, UnitAttr:$inverse,
-                   OptionalAttr<DenseF64ArrayAttr>:$llama3_scaling);
+                   OptionalAttr<DenseF64ArrayAttr>:$llama3_scaling,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = "$qkv attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -228,16 +230,30 @@ def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Loom_MixedPrecision, P
   let summary = "causal multi-head self-attention on a fused QKV tensor";
   let description = [{
     `qkv` has shape [B, T, 3C]: queries, keys and values, each [B, T, C] and
-    split into `num_heads` heads of C / num_heads channels. Each position
-    attends to itself and to earlier positions, with scores scaled by
-    1 / sqrt(C / num_heads). The result is [B, T, C], heads concatenated.
+    split into `num_heads` heads of D = C / num_heads channels. Each
+    position attends to itself and to earlier positions, with scores
+    scaled by 1 / sqrt(D). The result is [B, T, C], heads concatenated.
+
+    With `kv_heads` = G (grouped-query attention), each of G key/value
+    heads serves R = num_heads / G query heads, and `qkv` [B, T, G (R + 2)
+    D] holds for each group its R query heads, then its key head and its
+    value head: the column-parallel projection's layout, which gives each
+    tensor-parallel rank whole groups. Query head h reads the key and the
+    value of group h / R where they are (Hugging Face's repeat_kv without
+    the copies).
+
+    ```mlir
+    %out, %lse = loom.causal_attention %qkv {num_heads = 4 : i64, kv_heads = 2 : i64}
+        : tensor<2x16x96xf32> -> tensor<2x16x64xf32>, tensor<2x4x16xf32>
+    ```
 
     `lse` [B, num_heads, T] is each query's log-sum-exp: the log of the sum
     of its exponentiated scaled scores, always f32. The gradient reads it
     back instead of computing it again (FlashAttention's statistics).
   }];
   let arguments = (ins Loom_FloatTensor:$qkv,
-                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
   let results = (outs Loom_FloatTensor:$result, Loom_F32Tensor:$lse);
   let assemblyFormat = [{
     $qkv attr-dict `:` type($qkv) `->` type($result) `,` type($lse)
@@ -707,8 +723,10 @@ def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Loom_MixedPre
   let summary = "gradient of causal multi-head self-attention";
   let description = [{
     Given the result cotangent `grad` [B, T, C], the forward's fused `qkv`
-    [B, T, 3C], its result `out` [B, T, C] and its log-sum-exp `lse` [B,
-    num_heads, T] (f32), yields the cotangent of `qkv`. The attention
+    ([B, T, 3C], or grouped with `kv_heads`, as `loom.causal_attention`
+    reads it), its result `out` [B, T, C] and its log-sum-exp `lse` [B,
+    num_heads, T] (f32), yields the cotangent of `qkv`; a group's key and
+    value cotangents sum over its query heads. The attention
     probabilities are recomputed from `qkv` and `lse`; `out` gives each
     query's dot product of the result and its cotangent, which the
     softmax's gradient needs, without them.
@@ -722,7 +740,8 @@ def Loom_CausalAttentionGradOp : Loom_Op<"causal_attention_grad", [Loom_MixedPre
   let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$qkv,
                    Loom_FloatTensor:$out, Loom_F32Tensor:$lse,
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
-                   UnitAttr:$query_sums);
+                   UnitAttr:$query_sums,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
   let results = (outs Loom_FloatTensor:$qkv_grad);
   let assemblyFormat = [{
     $grad `,` $qkv `,` $out `,` $lse attr-dict `:`

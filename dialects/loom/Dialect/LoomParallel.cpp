@@ -92,18 +92,38 @@ LogicalResult partitionRowwise(Operation *op, OpOperand &rows,
 /// Whether `op`'s `numHeads` heads divide among the ranks and its fused
 /// queries, keys and values `qkv` come split by heads (the blocks of a
 /// column-parallel projection), as attention and the rotation need.
-static LogicalResult checkHeadsSplit(Operation *op, int64_t numHeads, Value qkv,
+static LogicalResult checkHeadsSplit(Operation *op, int64_t numHeads,
+                                     std::optional<int64_t> kvHeads, Value qkv,
                                      TensorParallelRewriter &rewriter) {
   int64_t size = rewriter.getSize();
   if (numHeads % size)
     return op->emitOpError()
            << "has " << numHeads << " heads, which tensor parallelism over "
            << size << " ranks does not divide";
+  if (kvHeads) {
+    // The column-parallel projection gives each rank whole groups.
+    if (*kvHeads % size)
+      return op->emitOpError()
+             << "has " << *kvHeads
+             << " key/value heads, which tensor parallelism over " << size
+             << " ranks does not divide";
+    if (rewriter.getLayout(qkv) != TensorLayout::split(2, 1))
+      return op->emitOpError("needs its groups split among the ranks (the "
+                             "output of a column-parallel projection)");
+    return success();
+  }
   if (rewriter.getLayout(qkv) != TensorLayout::split(2, 3))
     return op->emitOpError("needs its queries, keys and values split by "
                            "heads (the output of a column-parallel "
                            "projection)");
   return success();
+}
+
+/// The blocks a column-parallel projection makes of an attention's fused
+/// queries, keys and values: one of whole groups under grouped-query
+/// attention, else the queries', the keys' and the values'.
+static int64_t getQkvBlocks(std::optional<int64_t> kvHeads) {
+  return kvHeads ? 1 : 3;
 }
 
 /// The index of the first token of this rank's part of the vocabulary.
@@ -255,10 +275,13 @@ CausalAttentionOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   // Heads are independent: each rank attends with its heads' queries, keys
   // and values, the column-parallel projection's blocks.
   int64_t size = rewriter.getSize();
-  if (failed(checkHeadsSplit(*this, getNumHeads(), getQkv(), rewriter)))
+  if (failed(checkHeadsSplit(*this, getNumHeads(), getKvHeads(), getQkv(),
+                             rewriter)))
     return failure();
   rewriter.getRewriter().modifyOpInPlace(*this, [&] {
     setNumHeads(getNumHeads() / size);
+    if (std::optional<uint64_t> kvHeads = getKvHeads())
+      setKvHeads(*kvHeads / size);
     getResult().setType(rewriter.getPartType(getResult().getType(), 2));
     getLse().setType(rewriter.getPartType(getLse().getType(), 1));
   });
@@ -267,7 +290,9 @@ CausalAttentionOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   return success();
 }
 
-int64_t CausalAttentionOp::getTensorParallelBlocks(unsigned index) { return 3; }
+int64_t CausalAttentionOp::getTensorParallelBlocks(unsigned index) {
+  return getQkvBlocks(getKvHeads());
+}
 
 LogicalResult
 GroupQkvOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
@@ -297,17 +322,23 @@ RotaryOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   // Each rank turns its heads' queries and keys, the column-parallel
   // projection's blocks, as the attention after it reads them.
   int64_t size = rewriter.getSize();
-  if (failed(checkHeadsSplit(*this, getNumHeads(), getQkv(), rewriter)))
+  if (failed(checkHeadsSplit(*this, getNumHeads(), getKvHeads(), getQkv(),
+                             rewriter)))
     return failure();
   rewriter.getRewriter().modifyOpInPlace(*this, [&] {
     setNumHeads(getNumHeads() / size);
+    if (std::optional<uint64_t> kvHeads = getKvHeads())
+      setKvHeads(*kvHeads / size);
     getResult().setType(getQkv().getType());
   });
-  rewriter.setLayout(getResult(), TensorLayout::split(2, 3));
+  rewriter.setLayout(getResult(),
+                     TensorLayout::split(2, getQkvBlocks(getKvHeads())));
   return success();
 }
 
-int64_t RotaryOp::getTensorParallelBlocks(unsigned index) { return 3; }
+int64_t RotaryOp::getTensorParallelBlocks(unsigned index) {
+  return getQkvBlocks(getKvHeads());
+}
 
 LogicalResult
 SwigluOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {

@@ -31,7 +31,13 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     memory. Heads of more than `fused-attention-max-head-dim` channels (0:
     no bound), and an op whose operands are of two element types, get the
     loops instead: the products per (batch, head) pair, the softmax and its
-    gradient, with the [T, T] scores and probabilities as tensors. With
+    gradient, with the [T, T] scores and probabilities as tensors.
+    Grouped-query attention (`kv_heads`) stays grouped where the fused
+    kernels read each group's key and value for its query heads
+    (`fused-attention-grouped-heads`, the CPU's); elsewhere (the GPU's
+    kernels, the loops) it becomes `loom.group_qkv`, which repeats them
+    for every query head, the attention of every head and, for the
+    gradient, `loom.group_qkv_grad`, which sums them back. With
     `attention-query-sums` (the cuda target), a fused gradient stored in
     bf16 or f16 is marked `query_sums`: the GPU's tensor-core kernels sum
     the query gradient in f32 scratch that every block of keys adds its
@@ -61,6 +67,11 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     Option<"fusedAttentionMaxHeadDim", "fused-attention-max-head-dim",
            "int64_t", /*default=*/"0",
            "The largest head the fused kernels take (0: any)">,
+    Option<"groupedFusedAttention", "fused-attention-grouped-heads", "bool",
+           /*default=*/"true",
+           "The fused kernels read grouped-query attention's key/value heads "
+           "where they are (the CPU's); otherwise each group's are repeated "
+           "for its query heads first">,
     Option<"attentionQuerySums", "attention-query-sums", "bool",
            /*default=*/"false",
            "Mark fused attention gradients stored in bf16 or f16 "

@@ -398,21 +398,31 @@ struct GroupQkvGradLowering : LoomPattern<GroupQkvGradOp> {
 };
 
 /// Rotates the queries and keys of each head, channel j with channel
-/// j + D/2, through a view [B, T, 3, NH, 2, D/2] of the fused tensor whose
-/// fifth dimension picks the half of the head.
+/// j + D/2, through a view [B, T, 3, NH, 2, D/2] of the fused tensor (or
+/// [B, T, G, R + 2, 2, D/2] of the grouped one) whose fifth dimension
+/// picks the half of the head.
 struct RotaryLowering : LoomPattern<RotaryOp> {
   using LoomPattern::LoomPattern;
   SmallVector<Value> lower(RotaryOp op, OpAdaptor adaptor,
                            Lowering &L) const override {
     auto shape = op.getType().getShape();
     int64_t B = shape[0], T = shape[1], NH = op.getNumHeads();
-    int64_t D = shape[2] / (3 * NH), half = D / 2;
-    auto viewType = RankedTensorType::get({B, T, 3, NH, 2, half}, L.f32());
+    std::optional<int64_t> kvHeads = op.getKvHeads();
+    int64_t D = shape[2] / getQkvRowHeads(NH, kvHeads), half = D / 2;
+    // The view's dimensions 2 and 3, and where in them the values lie:
+    // part 2 of every head's, or slot R + 1 of each group.
+    int64_t outer = kvHeads ? *kvHeads : 3;
+    int64_t inner = kvHeads ? NH / *kvHeads + 2 : NH;
+    unsigned valueDim = kvHeads ? 3 : 2;
+    int64_t valueAt = kvHeads ? inner - 1 : 2;
+    auto viewType =
+        RankedTensorType::get({B, T, outer, inner, 2, half}, L.f32());
     ReassociationIndices lead[] = {{0}, {1}, {2, 3, 4, 5}};
     Value x = tensor::ExpandShapeOp::create(L.b, L.loc, viewType,
                                             adaptor.getQkv(), lead);
     auto [cosines, sines] = angleTables(L, op, T, D);
-    // Loop dimensions (b, t, part, head, half, j).
+    // Loop dimensions (b, t, part, head, half, j), or (b, t, group, slot,
+    // half, j).
     auto halfMap = [&](int64_t which) {
       SmallVector<AffineExpr> exprs;
       for (unsigned d = 0; d < 6; ++d)
@@ -443,8 +453,8 @@ struct RotaryLowering : LoomPattern<RotaryOp> {
                                                  turnedSecond);
           Value kept = arith::SelectOp::create(nb, l, isFirst, first, second);
           Value isValue = arith::CmpIOp::create(
-              nb, l, arith::CmpIPredicate::eq, L.index(nb, 2),
-              arith::ConstantIndexOp::create(nb, l, 2));
+              nb, l, arith::CmpIPredicate::eq, L.index(nb, valueDim),
+              arith::ConstantIndexOp::create(nb, l, valueAt));
           linalg::YieldOp::create(
               nb, l,
               arith::SelectOp::create(nb, l, isValue, kept, turned)
@@ -529,18 +539,24 @@ struct RotaryLowering : LoomPattern<RotaryOp> {
 
 } // namespace
 
-bool mlir::loom::isFusedAttention(Operation *op, int64_t maxHeadDim) {
+bool mlir::loom::isFusedAttention(Operation *op, int64_t maxHeadDim,
+                                  bool groupedHeads) {
   Value qkv;
   int64_t numHeads;
+  std::optional<int64_t> kvHeads;
   if (auto forward = dyn_cast<CausalAttentionOp>(op)) {
     qkv = forward.getQkv();
     numHeads = forward.getNumHeads();
+    kvHeads = forward.getKvHeads();
   } else if (auto grad = dyn_cast<CausalAttentionGradOp>(op)) {
     qkv = grad.getQkv();
     numHeads = grad.getNumHeads();
+    kvHeads = grad.getKvHeads();
   } else {
     return false;
   }
+  if (kvHeads && !groupedHeads)
+    return false;
   Type element = cast<RankedTensorType>(qkv.getType()).getElementType();
   if (!(element.isF32() || element.isBF16() || element.isF16()))
     return false;
@@ -557,10 +573,46 @@ bool mlir::loom::isFusedAttention(Operation *op, int64_t maxHeadDim) {
     if (!statistics.isWideResult(result.getResultNumber()) && !storedIn(result))
       return false;
   auto shape = cast<RankedTensorType>(qkv.getType()).getShape();
-  if (shape.size() != 3 || shape[2] % (3 * numHeads) != 0)
+  int64_t rowHeads = getQkvRowHeads(numHeads, kvHeads);
+  if (shape.size() != 3 || shape[2] % rowHeads != 0)
     return false;
-  int64_t headDim = shape[2] / (3 * numHeads);
+  int64_t headDim = shape[2] / rowHeads;
   return maxHeadDim <= 0 || headDim <= maxHeadDim;
+}
+
+void mlir::loom::expandGroupedAttention(
+    Operation *root, llvm::function_ref<bool(Operation *)> keep) {
+  SmallVector<Operation *> grouped;
+  root->walk([&](Operation *op) {
+    if (isa<CausalAttentionOp, CausalAttentionGradOp>(op) &&
+        op->hasAttr("kv_heads") && !keep(op))
+      grouped.push_back(op);
+  });
+  IRRewriter b(root->getContext());
+  for (Operation *op : grouped) {
+    b.setInsertionPoint(op);
+    Location loc = op->getLoc();
+    auto expand = [&](Value qkv, IntegerAttr heads, IntegerAttr kvHeads) {
+      return GroupQkvOp::create(b, loc, qkv, heads, kvHeads).getResult();
+    };
+    if (auto forward = dyn_cast<CausalAttentionOp>(op)) {
+      Value all = expand(forward.getQkv(), forward.getNumHeadsAttr(),
+                         forward.getKvHeadsAttr());
+      b.replaceOp(op, CausalAttentionOp::create(b, loc, all,
+                                                forward.getNumHeadsAttr(),
+                                                /*kv_heads=*/nullptr));
+      continue;
+    }
+    auto grad = cast<CausalAttentionGradOp>(op);
+    Value all =
+        expand(grad.getQkv(), grad.getNumHeadsAttr(), grad.getKvHeadsAttr());
+    Value dall = CausalAttentionGradOp::create(
+        b, loc, all.getType(), grad.getGrad(), all, grad.getOut(),
+        grad.getLse(), grad.getNumHeadsAttr(), grad.getQuerySumsAttr(),
+        /*kv_heads=*/nullptr);
+    b.replaceOp(op, GroupQkvGradOp::create(b, loc, dall, grad.getNumHeadsAttr(),
+                                           grad.getKvHeadsAttr()));
+  }
 }
 
 void mlir::loom::populateLoomAttentionToLinalgPatterns(

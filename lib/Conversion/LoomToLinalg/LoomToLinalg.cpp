@@ -104,7 +104,8 @@ struct LowerToLinalgPass
 
   void runOnOperation() override {
     auto fused = [&](Operation *op) {
-      return fusedAttention && isFusedAttention(op, fusedAttentionMaxHeadDim);
+      return fusedAttention && isFusedAttention(op, fusedAttentionMaxHeadDim,
+                                                groupedFusedAttention);
     };
     if (embeddingRowBlocks < 1) {
       getOperation()->emitError()
@@ -113,6 +114,9 @@ struct LowerToLinalgPass
           << static_cast<int64_t>(embeddingRowBlocks);
       return signalPassFailure();
     }
+    // Grouped-query attention that no fused kernel computes as it is: each
+    // group's key and value repeated for its query heads first.
+    expandGroupedAttention(getOperation(), fused);
     // The generated loops compute in f32: the layers' ops on bf16 or f16
     // storage read it converted. Fused attention reads its storage type.
     if (failed(widenMixedPrecisionOps(getOperation(), fused)))

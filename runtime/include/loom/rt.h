@@ -96,26 +96,31 @@ void loom_rt_gemm_batched(int32_t dtype, int32_t trans_a, int32_t trans_b,
                           int64_t b_stride1, int64_t c_stride1);
 /// Causal self-attention of `heads` heads of `head_dim` channels, scores
 /// scaled by 1 / sqrt(head_dim), without the [seq, seq] scores in memory.
-/// `qkv` [batch, seq, 3, heads, head_dim] holds the queries, keys and
-/// values and `out` [batch, seq, heads, head_dim] gets the result, both of
-/// `dtype` (a loom_dtype; the arithmetic is f32); `lse` [batch, heads, seq]
-/// gets the log of each query's sum of exponentiated scores, which the
-/// backward pass reads. On a GPU, a kernel queued on the step's stream.
+/// `qkv` holds the queries, keys and values: [batch, seq, 3, heads,
+/// head_dim] with `groups` 0; under grouped-query attention, `groups` key/
+/// value heads each shared by heads / groups query heads, [batch, seq,
+/// groups, heads / groups + 2, head_dim], each group's query heads then
+/// its key head and its value head (CPU only). `out` [batch, seq, heads,
+/// head_dim] gets the result, of qkv's `dtype` (a loom_dtype; the
+/// arithmetic is f32); `lse` [batch, heads, seq] gets the log of each
+/// query's sum of exponentiated scores, which the backward pass reads. On
+/// a GPU, a kernel queued on the step's stream.
 void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
-                       int64_t head_dim, const void *qkv, void *out,
-                       float *lse);
+                       int64_t groups, int64_t head_dim, const void *qkv,
+                       void *out, float *lse);
 /// The gradient of loom_rt_attention: from its operand `qkv`, its result
 /// `out` and log-sum-exp `lse`, and the result's gradient `dout` (of
 /// `out`'s shape), writes the gradient of `qkv` (of its shape) into
-/// `dqkv`. `delta` is scratch the call fills, of
+/// `dqkv`; a group's key and value gradients sum over its query heads.
+/// `delta` is scratch the call fills, of
 /// loom_attention_grad_scratch(batch, seq, heads, head_dim, query_sums)
 /// floats (abi.h): each query's dot product of `out` and `dout` [batch,
 /// heads, seq], then, on a GPU with bf16 or f16 storage (query_sums), the
 /// query gradient's f32 sums.
 void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
-                            int64_t heads, int64_t head_dim, const void *qkv,
-                            const void *out, const void *dout, const float *lse,
-                            void *dqkv, float *delta);
+                            int64_t heads, int64_t groups, int64_t head_dim,
+                            const void *qkv, const void *out, const void *dout,
+                            const float *lse, void *dqkv, float *delta);
 /// Adds row i of `updates` [n, columns] (of `dtype`, a loom_dtype, each
 /// element widened to f32) to row `indices[i] - row_start` of the f32
 /// `out` [rows, columns], for each i in increasing order, so that each

@@ -811,6 +811,40 @@ func.func @group_qkv_heads(%qkv: tensor<2x4x16xf32>) {
 
 // -----
 
+func.func @grouped_attention_width(%qkv: tensor<2x4x18xf32>) {
+  // expected-error @+2 {{expected kv_heads * (num_heads / kv_heads + 2) (4) to divide qkv's last dimension (18)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = loom.causal_attention %qkv {num_heads = 2 : i64, kv_heads = 1 : i64} : tensor<2x4x18xf32> -> tensor<2x4x8xf32>, tensor<2x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_attention_heads(%qkv: tensor<2x4x16xf32>) {
+  // expected-error @+2 {{expected kv_heads (2) to divide num_heads (3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = loom.causal_attention %qkv {num_heads = 3 : i64, kv_heads = 2 : i64} : tensor<2x4x16xf32> -> tensor<2x4x8xf32>, tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_attention_grad(%dy: tensor<2x4x8xf32>, %qkv: tensor<2x4x18xf32>, %lse: tensor<2x2x4xf32>) {
+  // expected-error @+1 {{expected kv_heads * (num_heads / kv_heads + 2) (4) to divide qkv's last dimension (18)}}
+  %0 = loom.causal_attention_grad %dy, %qkv, %dy, %lse {num_heads = 2 : i64, kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x18xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>) -> tensor<2x4x18xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_rotary_heads(%qkv: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{expected kv_heads (3) to divide num_heads (2)}}
+  %0 = loom.rotary %qkv {num_heads = 2 : i64, kv_heads = 3 : i64, theta = 10000.0 : f64} : tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
 // expected-error @+1 {{'kv_heads' (3) must divide 'heads' (2)}}
 module attributes {loom.model = #loom.model<name = "m", layers = 1, width = 8, heads = 2, hidden = 8, vocab = 4, padded_vocab = 4, positions = 4, tied = true, epsilon = 1.0e-5, kv_heads = 3>} {}
 

@@ -160,6 +160,11 @@ module attributes {
   // CHECK: loom.rotary %{{.*}} {llama3_scaling = array<f64: 8.000000e+00, 1.000000e+00, 4.000000e+00, 6.400000e+01>, num_heads = 2 : i64, theta = 5.000000e+05 : f64} : tensor<2x4x24xf32>
   // CHECK: loom.group_qkv %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64} : tensor<2x4x16xf32> -> tensor<2x4x24xf32>
   // CHECK: loom.group_qkv_grad %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64} : tensor<2x4x24xf32> -> tensor<2x4x16xf32>
+  // Grouped-query attention on the grouped layout: 2 query heads of 4
+  // channels in one group, (2 + 2) x 4 channels a token.
+  // CHECK: loom.rotary %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64, theta = 1.000000e+04 : f64} : tensor<2x4x16xf32>
+  // CHECK: loom.causal_attention %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64} : tensor<2x4x16xf32> -> tensor<2x4x8xf32>, tensor<2x2x4xf32>
+  // CHECK: loom.causal_attention_grad %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>) -> tensor<2x4x16xf32>
   // CHECK: loom.swiglu %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   // CHECK: loom.swiglu_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   func.func @llama_block(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>,
@@ -174,6 +179,9 @@ module attributes {
     %scaled = loom.rotary %qkv {num_heads = 2 : i64, theta = 500000.0 : f64, llama3_scaling = array<f64: 8.0, 1.0, 4.0, 64.0>} : tensor<2x4x24xf32>
     %all = loom.group_qkv %grouped {num_heads = 2 : i64, kv_heads = 1 : i64} : tensor<2x4x16xf32> -> tensor<2x4x24xf32>
     %dgrouped = loom.group_qkv_grad %all {num_heads = 2 : i64, kv_heads = 1 : i64} : tensor<2x4x24xf32> -> tensor<2x4x16xf32>
+    %gr = loom.rotary %grouped {num_heads = 2 : i64, kv_heads = 1 : i64, theta = 10000.0 : f64} : tensor<2x4x16xf32>
+    %go, %glse = loom.causal_attention %gr {num_heads = 2 : i64, kv_heads = 1 : i64} : tensor<2x4x16xf32> -> tensor<2x4x8xf32>, tensor<2x2x4xf32>
+    %gd = loom.causal_attention_grad %go, %gr, %go, %glse {num_heads = 2 : i64, kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>) -> tensor<2x4x16xf32>
     %s = loom.swiglu %h, %x : tensor<2x4x8xf32>
     %dg, %du = loom.swiglu_grad %s, %h, %x : tensor<2x4x8xf32>
     return

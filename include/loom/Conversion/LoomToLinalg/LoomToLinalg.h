@@ -64,8 +64,17 @@ widenMixedPrecisionOps(Operation *root,
 /// Whether `op` is loom.causal_attention or loom.causal_attention_grad in
 /// the form the runtime's fused attention computes: every tensor of one
 /// element type the runtime stores (f32, bf16, f16), heads of at most
-/// `maxHeadDim` channels (0: any size).
-bool isFusedAttention(Operation *op, int64_t maxHeadDim);
+/// `maxHeadDim` channels (0: any size), and grouped key/value heads only
+/// where the kernels read them (`groupedHeads`).
+bool isFusedAttention(Operation *op, int64_t maxHeadDim,
+                      bool groupedHeads = true);
+
+/// Rewrites each grouped-query attention (`kv_heads`) under `root` that
+/// `keep` rejects into loom.group_qkv and the attention of every head, and
+/// its gradient into that attention's gradient and loom.group_qkv_grad:
+/// the form of kernels and loops without grouped heads.
+void expandGroupedAttention(Operation *root,
+                            llvm::function_ref<bool(Operation *)> keep);
 
 /// Every family above.
 void populateLoomToLinalgPatterns(RewritePatternSet &patterns,
