@@ -127,11 +127,6 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
         }
         for (int64_t m : getDivisors(batch / dp)) {
           for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-            // The manifest has no layout for a ZeRO-1/2 slice of a tensor
-            // parallel or pipeline stage's part of the host's masters.
-            if (offload != Offload::none && (tp > 1 || pp > 1) &&
-                (zero == 1 || zero == 2))
-              continue;
             for (Schedule schedule : {Schedule::gpipe, Schedule::one_f_one_b}) {
               if (pp == 1 && schedule != Schedule::gpipe)
                 continue;

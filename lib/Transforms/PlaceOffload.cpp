@@ -333,6 +333,15 @@ LogicalResult OffloadPlacement::shardMasters() {
       return update->emitOpError("updates a slice of a parameter the device "
                                  "reads besides");
     param->arg.setType(slice.getType());
+    // The slice is of the flattened part that tensor parallelism or a
+    // pipeline stage gave the rank: the device's copy, that part whole,
+    // keeps its layout.
+    for (StringRef attr : {LoomDialect::getTensorSplitAttrName(),
+                           LoomDialect::getLayersAttrName()})
+      if (Attribute layout = step.getArgAttr(argNumber, attr)) {
+        step.setArgAttr(copies[argNumber].getArgNumber(), attr, layout);
+        step.removeArgAttr(argNumber, attr);
+      }
     slice.replaceAllUsesWith(param->arg);
     for (Operation *view : param->views)
       if (view->use_empty())

@@ -127,9 +127,32 @@ struct Entry {
   /// It returns gradients (forward_grad) into the runtime's own, which do
   /// not exist yet: allocateGradients binds them.
   bool unboundGradients = false;
+  /// Parameters it reads whole whose masters the rank keeps a ZeRO-1/2
+  /// slice of (offload): each a slot and the device copy it is widened
+  /// from before each call, into the buffer beside it.
+  struct WholePart {
+    int64_t slot;
+    size_t copy;
+    std::vector<float> values;
+  };
+  std::vector<WholePart> wholeParts;
   /// Where the GPU reads the tokens and targets from, under the CUDA
   /// backend: the caller's arrays are host memory.
   StepVector<int32_t> tokens, targets;
+
+  /// How parameter `param` of this entry lies in the whole: its own
+  /// argument, or for a master weight kept as a ZeRO-1/2 slice of its
+  /// flattened part (offload) the device copy of that part, which keeps
+  /// the part's shape, tensor-parallel dimension and layers.
+  const Arg &partLayout(const Arg &param) const {
+    if (param.shard < 0)
+      return param;
+    for (const Arg &arg : args)
+      if (arg.kind == LOOM_ARG_PARAM_COPY && arg.name == param.name &&
+          arg.shape != param.shape)
+        return arg;
+    return param;
+  }
 };
 
 inline int64_t product(const std::vector<int64_t> &shape, size_t begin,
@@ -376,6 +399,13 @@ struct loom_model {
   bool callMicroBatches(const char *entryName, const int32_t *tokens,
                         const int32_t *targets, float *lossOut,
                         float *gradsOut);
+  /// Whether this rank holds parameter `arg` of an entry as the entry
+  /// reads it: the same number of elements.
+  bool holdsAsRead(const loom::Arg &arg) const {
+    auto it = paramIndex.find(arg.name);
+    return it == paramIndex.end() || !params[it->second].held ||
+           params[it->second].localSize == arg.size();
+  }
   float *paramFor(const std::string &name, float *base) {
     auto it = paramIndex.find(name);
     return it == paramIndex.end() || !params[it->second].held

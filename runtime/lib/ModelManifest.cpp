@@ -143,12 +143,17 @@ bool loom_model::checkPipelineEntries() {
       for (const Arg &arg : it->second.args) {
         if (arg.kind != LOOM_ARG_PARAM)
           continue;
+        // Or, where the step keeps a slice of the master (ZeRO-1/2 under
+        // offload), read whole as the device's copy holds it.
         bool held = std::any_of(
             step.args.begin(), step.args.end(), [&](const Arg &own) {
+              auto same = [&](const Arg &as) {
+                return as.shape == arg.shape && as.shard == arg.shard &&
+                       as.tpDim == arg.tpDim && as.tpBlocks == arg.tpBlocks &&
+                       as.layerRuns == arg.layerRuns;
+              };
               return own.kind == arg.kind && own.name == arg.name &&
-                     own.shape == arg.shape && own.shard == arg.shard &&
-                     own.tpDim == arg.tpDim && own.tpBlocks == arg.tpBlocks &&
-                     own.layerRuns == arg.layerRuns;
+                     (same(own) || same(step.partLayout(own)));
             });
         if (!held)
           return fail(arg.name + " of '" + entryName +
@@ -160,11 +165,13 @@ bool loom_model::checkPipelineEntries() {
   std::map<std::string, std::vector<int>> holders;
   for (int64_t r = 0; r < info.pp; ++r) {
     const std::string entryName = stageEntry(r);
-    for (const Arg &arg : entries[entryName].args) {
+    for (const Arg &param : entries[entryName].args) {
       // Optimizer state takes its layers from its parameter (flattened by
-      // ZeRO, it has none of its own).
-      if (arg.kind != LOOM_ARG_PARAM)
+      // ZeRO, it has none of its own), and a flattened master from its
+      // device copy.
+      if (param.kind != LOOM_ARG_PARAM)
         continue;
+      const Arg &arg = entries[entryName].partLayout(param);
       bool stacked = arg.name.rfind(LOOM_STACKED_PREFIX, 0) == 0;
       if (stacked != !arg.layerRuns.empty())
         return fail(
@@ -614,9 +621,11 @@ bool ManifestReader::readArg(std::istringstream &line) {
   if (f.has(M::arg::kShard) &&
       (!divisible || !f.integer(M::arg::kShard, arg.shard, 0, rank - 1)))
     return fail("bad shard dimension of " + arg.name + ": '" + lineText + "'");
+  // A parameter's, or its device copy's where the master is a ZeRO-1/2
+  // slice (offload).
+  bool parted = arg.kind == LOOM_ARG_PARAM || arg.kind == LOOM_ARG_PARAM_COPY;
   if (f.has(M::arg::kTpDim) &&
-      (arg.kind != LOOM_ARG_PARAM ||
-       !f.integer(M::arg::kTpDim, arg.tpDim, 0, rank - 1)))
+      (!parted || !f.integer(M::arg::kTpDim, arg.tpDim, 0, rank - 1)))
     return fail("bad tp_dim of " + arg.name + ": '" + lineText + "'");
   if (arg.tpDim >= 0 || f.has(M::arg::kTpBlocks)) {
     if (arg.tpDim < 0 ||
@@ -741,23 +750,23 @@ bool loom_model::checkModelShapes() {
                       ", expected a scalar");
       } else if (arg.kind == LOOM_ARG_PARAM) {
         // The whole tensor: the argument's shape with the plan's parts
-        // multiplied back, and a pipeline stage's layers the model's.
-        std::vector<int64_t> whole = arg.shape;
+        // multiplied back, and a pipeline stage's layers the model's. A
+        // master weight kept as ZeRO-1/2 keep the state (offload) is a
+        // slice of its flattened part, which its device copy holds.
+        const Arg &part = entry.partLayout(arg);
+        std::vector<int64_t> whole = part.shape;
         auto spec = tensorSpecs.find(arg.name);
         if (spec == tensorSpecs.end())
           return fail(where + " has no tensor line");
         const std::vector<int64_t> &expected = spec->second.shape;
-        if (arg.shard >= 0)
-          whole[arg.shard] *= info.dp;
-        if (arg.tpDim >= 0)
-          whole[arg.tpDim] *= info.tp;
-        if (!arg.layerRuns.empty())
+        if (&part != &arg && part.size() != arg.size() * info.dp)
+          return fail(where + " is not a slice of its device copy");
+        if (part.shard >= 0)
+          whole[part.shard] *= info.dp;
+        if (part.tpDim >= 0)
+          whole[part.tpDim] *= info.tp;
+        if (!part.layerRuns.empty())
           whole[0] = info.layers;
-        // A master weight sharded as ZeRO-1/2 shard the state: a slice of
-        // the flattened whole.
-        if (arg.shard >= 0 && whole.size() == 1 && expected.size() != 1 &&
-            whole[0] == product(expected, 0, expected.size()))
-          whole = expected;
         if (whole != expected)
           return fail(where + " makes a whole tensor of " + formatShape(whole) +
                       ", but its tensor line says " + formatShape(expected));

@@ -11,6 +11,7 @@
 #include "Float.h"
 #include "Model.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace loom;
@@ -37,7 +38,8 @@ bool loom_model::layoutParams() {
   // Each tensor after the previous one of its kind, whole and local; one
   // this rank does not hold (another pipeline stage's) takes no room here.
   auto fail = [&](const std::string &why) { return badManifest(why); };
-  auto place = [&](const Arg &arg, std::vector<Param> &tensors,
+  auto place = [&](const Arg &arg, const Entry &entry,
+                   std::vector<Param> &tensors,
                    std::map<std::string, size_t> &index, bool held,
                    int64_t firstHolder) {
     Param p;
@@ -54,12 +56,18 @@ bool loom_model::layoutParams() {
     p.tpDim = arg.tpDim;
     p.tpBlocks = arg.tpBlocks;
     // A master weight kept as ZeRO-1/2 keep the state (offload): the
-    // rank's slice of the flattened whole, whose part is the tensor's own.
-    auto spec = tensorSpecs.find(arg.name);
-    if (arg.kind == LOOM_ARG_PARAM && p.shard >= 0 &&
-        spec != tensorSpecs.end() &&
-        spec->second.shape.size() != arg.shape.size())
-      p.part = spec->second.shape;
+    // rank's slice of its flattened part, which the device's copy holds
+    // whole, laid out as tensor parallelism and the pipeline divide it.
+    const Arg &layout = entry.partLayout(arg);
+    if (arg.kind == LOOM_ARG_PARAM && &layout != &arg) {
+      if (layout.size() != arg.size() * info.dp)
+        return fail("the master weight " + arg.name +
+                    " is not a slice of its device copy");
+      p.part = layout.shape;
+      p.tpDim = layout.tpDim;
+      p.tpBlocks = layout.tpBlocks;
+      p.layerRuns = layout.layerRuns;
+    }
     if (arg.kind == LOOM_ARG_STATE) {
       // Optimizer state is divided as its parameter ("m.wte" is wte's),
       // flattened or not.
@@ -116,8 +124,9 @@ bool loom_model::layoutParams() {
         continue;
       auto mine = own.find(arg.kind + " " + arg.name);
       bool held = mine != own.end();
-      if (!place(held ? *mine->second : arg, param ? params : states, index,
-                 held, static_cast<int64_t>(r)))
+      if (!place(held ? *mine->second : arg,
+                 entries[held ? stepEntry : steps[r]], param ? params : states,
+                 index, held, static_cast<int64_t>(r)))
         return false;
     }
   }
@@ -183,10 +192,10 @@ bool loom_model::layoutParamCopies() {
     auto param = paramIndex.find(arg.name);
     const Param *p =
         param == paramIndex.end() ? nullptr : &params[param->second];
-    // The rank's part of the parameter, or (ZeRO-1/2) the whole of what
-    // it holds a slice of.
+    // The rank's part of the parameter, or (ZeRO-1/2) the whole of the
+    // part it holds a slice of.
     bool whole = p && p->shard >= 0 && p->localSize != arg.size() &&
-                 p->size == arg.size();
+                 product(p->part, 0, p->part.size()) == arg.size();
     if (!p || !p->held || (p->localSize != arg.size() && !whole))
       return badManifest("the device copy " + arg.name +
                          " is not the size of a parameter this rank holds");
@@ -213,14 +222,29 @@ bool loom_model::refreshParamCopies() {
                   [](const ParamCopy &c) { return c.whole; }) &&
       !gather(gathered))
     return false;
+  const loom_dist_info *dist = loom_dist_get_info();
+  int64_t tpRank = dist ? dist->tp_rank : 0;
   for (const ParamCopy &copy : copies) {
     const Param &p = params[copy.param];
-    const float *master =
-        copy.whole ? gathered.data() + p.offset : values.data() + p.localOffset;
     void *out = copyBytes.data() + copy.offset;
     // The step's own conversion rounds to nearest even, as storeElement.
-    for (int64_t i = 0; i < copy.count; ++i)
-      storeElement(copy.dtype, out, i, master[i]);
+    if (!copy.whole) {
+      const float *master = values.data() + p.localOffset;
+      for (int64_t i = 0; i < copy.count; ++i)
+        storeElement(copy.dtype, out, i, master[i]);
+      continue;
+    }
+    // The rank's part, from where it lies in the gathered whole.
+    Param part = p;
+    part.shard = -1;
+    part.dpShape = p.part;
+    part.localSize = copy.count;
+    part.forEachWholeRun(1, 0, info.tp, tpRank,
+                         [&](int64_t local, int64_t at, int64_t count) {
+                           const float *from = gathered.data() + p.offset + at;
+                           for (int64_t i = 0; i < count; ++i)
+                             storeElement(copy.dtype, out, local + i, from[i]);
+                         });
   }
   copiesStale = false;
   return true;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Dist.h"
+#include "Float.h"
 #include "Model.h"
 #include "Trace.h"
 
@@ -125,6 +126,17 @@ bool loom_model::bindEntries() {
       } else if (arg.kind == LOOM_ARG_OUTPUT &&
                  arg.name.rfind(gradPrefix, 0) == 0 && grads.empty()) {
         entry.unboundGradients = true;
+      } else if (arg.kind == LOOM_ARG_PARAM && !holdsAsRead(arg)) {
+        // Read whole where the rank keeps a slice: the device copy holds
+        // the whole part, widened before each call.
+        auto copy = copyIndex.find(arg.name);
+        if (copy == copyIndex.end() || !copies[copy->second].whole ||
+            copies[copy->second].count != arg.size())
+          return setError("%s: entry '%s' reads parameter %s as %lld "
+                          "elements, which is not how this rank holds it",
+                          path.c_str(), entryName.c_str(), arg.name.c_str(),
+                          static_cast<long long>(arg.size()));
+        entry.wholeParts.push_back({slot, copy->second, {}});
       } else if (!(p = bufferFor(arg)))
         return setError("%s: entry '%s' has an argument '%s %s' this runtime "
                         "cannot provide",
@@ -160,8 +172,17 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
   scalars[0].lr = lr;
   scalars[0].step = step;
   scalars[0].lossScale = lossScaler.scale;
-  if (entryName == stepEntry && !refreshParamCopies())
+  if ((entryName == stepEntry || !entry.wholeParts.empty()) &&
+      !refreshParamCopies())
     return false;
+  for (Entry::WholePart &part : entry.wholeParts) {
+    const ParamCopy &copy = copies[part.copy];
+    part.values.resize(copy.count);
+    const char *from = copyBytes.data() + copy.offset;
+    for (int64_t i = 0; i < copy.count; ++i)
+      part.values[i] = loadElement(copy.dtype, from, i);
+    entry.buffers[part.slot] = part.values.data();
+  }
   heapBeginCall();
   entry.fn(entry.buffers.data());
   heapEndCall();

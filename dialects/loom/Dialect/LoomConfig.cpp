@@ -52,13 +52,6 @@ void checkOffload(const PlanConfig &plan, Violate violate) {
                             "offload=optimizer is");
     return;
   }
-  // The host's slice of a master that tensor parallelism or a pipeline
-  // stage makes a part of first.
-  if ((plan.tp > 1 || plan.pp > 1) && plan.dp > 1 &&
-      (plan.zero == 1 || plan.zero == 2))
-    violate("plan.offload", "offload=optimizer with tensor or pipeline "
-                            "parallelism (tp > 1 or pp > 1) takes ZeRO-0 or "
-                            "ZeRO-3 over the replicas, not ZeRO-1 or 2, yet");
 }
 } // namespace
 
