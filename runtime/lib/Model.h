@@ -136,6 +136,9 @@ struct Entry {
     std::vector<float> values;
   };
   std::vector<WholePart> wholeParts;
+  /// Why the entry cannot be called on this rank's buffers; empty if it
+  /// can.
+  std::string unbindable;
   /// Where the GPU reads the tokens and targets from, under the CUDA
   /// backend: the caller's arrays are host memory.
   StepVector<int32_t> tokens, targets;
@@ -399,12 +402,12 @@ struct loom_model {
   bool callMicroBatches(const char *entryName, const int32_t *tokens,
                         const int32_t *targets, float *lossOut,
                         float *gradsOut);
-  /// Whether this rank holds parameter `arg` of an entry as the entry
-  /// reads it: the same number of elements.
-  bool holdsAsRead(const loom::Arg &arg) const {
-    auto it = paramIndex.find(arg.name);
+  /// Whether this rank holds parameter `name` as an entry reads it (or
+  /// writes its gradient): `size` elements.
+  bool holdsAsRead(const std::string &name, int64_t size) const {
+    auto it = paramIndex.find(name);
     return it == paramIndex.end() || !params[it->second].held ||
-           params[it->second].localSize == arg.size();
+           params[it->second].localSize == size;
   }
   float *paramFor(const std::string &name, float *base) {
     auto it = paramIndex.find(name);

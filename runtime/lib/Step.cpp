@@ -107,6 +107,8 @@ bool loom_model::bindEntries() {
   for (auto &[entryName, entry] : entries) {
     entry.buffers.clear();
     entry.unboundGradients = false;
+    entry.wholeParts.clear();
+    entry.unbindable.clear();
     // A pipeline rank runs its own step, forward pass and scores; the
     // others' take what it lacks.
     if (info.pp > 1 && entryName != stepEntry && entryName != evalEntry &&
@@ -126,7 +128,16 @@ bool loom_model::bindEntries() {
       } else if (arg.kind == LOOM_ARG_OUTPUT &&
                  arg.name.rfind(gradPrefix, 0) == 0 && grads.empty()) {
         entry.unboundGradients = true;
-      } else if (arg.kind == LOOM_ARG_PARAM && !holdsAsRead(arg)) {
+      } else if (arg.kind == LOOM_ARG_OUTPUT &&
+                 arg.name.rfind(gradPrefix, 0) == 0 &&
+                 !holdsAsRead(arg.name.substr(gradPrefix.size()), arg.size())) {
+        // The whole gradient of a parameter the rank keeps a slice of
+        // (ZeRO-1/2 under offload): the runtime's gradients are slices.
+        entry.unbindable = "returns the whole gradient of " +
+                           arg.name.substr(gradPrefix.size()) +
+                           ", of which this rank keeps a slice";
+      } else if (arg.kind == LOOM_ARG_PARAM &&
+                 !holdsAsRead(arg.name, arg.size())) {
         // Read whole where the rank keeps a slice: the device copy holds
         // the whole part, widened before each call.
         auto copy = copyIndex.find(arg.name);
@@ -155,6 +166,9 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
     return setError("%s: entry '%s' returns gradients, and none are "
                     "allocated",
                     path.c_str(), entryName);
+  if (!entry.unbindable.empty())
+    return setError("%s: entry '%s' %s", path.c_str(), entryName,
+                    entry.unbindable.c_str());
   // The GPU reads the batch from memory it addresses; the CPU from the
   // caller's arrays.
   auto bind = [&](int64_t slot, StepVector<int32_t> &staging,

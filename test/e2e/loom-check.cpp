@@ -222,6 +222,13 @@ int reference(loom_model *model) {
 int gradcheck(loom_model *model) {
   const loom_model_info &info = *loom_model_get_info(model);
   int64_t n = info.num_params;
+  // It perturbs each parameter of the whole model in this rank's buffer.
+  if (info.local_params != n)
+    return failWith(("gradcheck takes single-rank artifacts: this rank "
+                     "holds " +
+                     std::to_string(info.local_params) + " of " +
+                     std::to_string(n) + " parameters")
+                        .c_str());
   // Unit-scale random values everywhere, so that no parameter (a zero bias
   // or a unit layer-norm weight) hides a wrong derivative.
   float *params = loom_model_params(model);
