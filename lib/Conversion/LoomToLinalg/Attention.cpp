@@ -583,9 +583,15 @@ bool mlir::loom::isFusedAttention(Operation *op, int64_t maxHeadDim,
 void mlir::loom::expandGroupedAttention(
     Operation *root, llvm::function_ref<bool(Operation *)> keep) {
   SmallVector<Operation *> grouped;
+  auto isGrouped = [](Operation *op) {
+    if (auto forward = dyn_cast<CausalAttentionOp>(op))
+      return forward.getKvHeads().has_value();
+    if (auto grad = dyn_cast<CausalAttentionGradOp>(op))
+      return grad.getKvHeads().has_value();
+    return false;
+  };
   root->walk([&](Operation *op) {
-    if (isa<CausalAttentionOp, CausalAttentionGradOp>(op) &&
-        op->hasAttr("kv_heads") && !keep(op))
+    if (isGrouped(op) && !keep(op))
       grouped.push_back(op);
   });
   IRRewriter b(root->getContext());
