@@ -386,11 +386,17 @@ void printRankPeak(func::FuncOp func, int64_t arena) {
   if (memory.get(LoomDialect::getMemoryHostKey())) {
     int64_t host = bytesOf(LoomDialect::getMemoryHostKey());
     int64_t peak = (hostFunction ? host : parameters) + arena;
+    // offload=parameters: the host keeps the parameters' copies as well.
+    auto plan = func->getParentOfType<ModuleOp>()->getAttrOfType<PlanAttr>(
+        LoomDialect::getPlanAttrName());
+    bool copies = plan && plan.getOffload() == Offload::parameters;
     llvm::outs() << "compiled    " << func.getName() << ": the rank's "
                  << (hostFunction ? "host" : "device") << " peak " << peak
                  << " B = "
-                 << (hostFunction ? "master weights and optimizer state "
-                                  : "parameters ")
+                 << (!hostFunction ? "parameters "
+                     : copies
+                         ? "master weights, optimizer state and parameters "
+                         : "master weights and optimizer state ")
                  << (hostFunction ? host : parameters) << " B + arena " << arena
                  << " B (" << llvm::format("%.2f", peak / double(1 << 20))
                  << " MiB)\n";

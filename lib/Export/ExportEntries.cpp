@@ -179,6 +179,8 @@ struct ExportEntriesPass
         field(os, M::plan::kSchedule, getScheduleName(plan->schedule));
         field(os, M::plan::kVirtualStages, plan->virtualStages);
       }
+      if (plan->offload != Offload::none)
+        field(os, M::plan::kOffload, stringifyOffload(plan->offload));
       os << "\n";
     }
     printMemory(module, os);

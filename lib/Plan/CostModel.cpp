@@ -54,6 +54,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     f.prefetchElements = 5e7;
     f.overlapContention = 0.8;
     f.offloadsGradientBuckets = true;
+    f.prefetchesOffloadedParameters = true;
     // Fitted on seed 001's micro-batch sweep (docs/cost-model.md).
     f.kernelDispatch = kEagerKernelDispatch;
     break;
@@ -431,6 +432,9 @@ private:
   /// (f32 training keeps them as the parameters), the optimizer state and
   /// the f32 gradient's copy.
   double hostBytes = 0;
+  /// Under offload=parameters, a parameter's bytes the host keeps for the
+  /// device to fetch: its copy in the step's precision.
+  double hostCopyBytes = 0;
   double sendBytes, sendTime;
   PipelineSchedule schedule;
 };
@@ -454,8 +458,10 @@ PlanPricer::PlanPricer(const CostModel &model, const PlanConfig &plan,
   optimizerBytes = training.optimizer == OptimizerKind::adamw
                        ? (mixed ? 12 : 8)
                        : (training.momentum != 0 ? 4 : 0) + (mixed ? 4 : 0);
-  if (plan.offload == Offload::optimizer)
+  if (plan.offload != Offload::none)
     hostBytes = optimizerBytes + (mixed ? 0 : 4) + 4;
+  if (plan.offload == Offload::parameters)
+    hostCopyBytes = elementBytes;
   double activationBytesPerToken = elementBytes *
                                    model.getArchitecture().width /
                                    (plan.sequenceParallel ? tp : 1);
@@ -573,13 +579,21 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   double optimizer = params * optimizerBytes / (plan.zero >= 1 ? shard : 1);
   // Offload: the host keeps the rank's part of the state, the device none.
   double host = params * hostBytes / (plan.zero >= 1 ? shard : 1);
+  double temporary = w.transient;
   if (host > 0) {
     optimizer = 0;
     // Streamed to the host, the gradients hold a bucket of the device.
     if (fw.offloadsGradientBuckets)
       gradients = std::min(params, fw.reduceBucketElements) * gradBytes;
   }
-  double temporary = w.transient;
+  if (hostCopyBytes > 0) {
+    // The host keeps the parameters (the rank's shards under ZeRO-3); the
+    // device the layer it computes and the next, fetched ahead.
+    host += weights / elementBytes * hostCopyBytes;
+    weights = 0;
+    temporary += 2 * std::min(params, w.largestLayer) * elementBytes /
+                 (plan.zero >= 3 ? shard : 1);
+  }
   // The gathered layer and what is prefetched after it, or the bucket
   // that gradients are reduced through.
   if (dp > 1 && plan.zero >= 3)
@@ -655,7 +669,7 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
         optimizerParams * (optimizerTraffic + gradBytes) /
         (cluster.gpu->hbmBandwidth * cluster.efficiency.memory);
     double transfer = 0, exposedTransfer = 0;
-    if (plan.offload == Offload::optimizer) {
+    if (plan.offload != Offload::none) {
       // The host updates at its share of the node's memory bandwidth; the
       // rank's f32 gradients go to it over the host link, and the updated
       // parameters come back in the step's precision. A framework that
@@ -669,11 +683,27 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
       double link = cluster.gpu->hostLinkBandwidth * e.link;
       double down = optimizerParams * 4 / link;
       double up = optimizerParams * elementBytes / link;
+      // offload=parameters: the host writes its own copies, unless the
+      // device gathers them whole from the ranks' slices (ZeRO-1/2).
+      bool gathered = dp > 1 && (plan.zero == 1 || plan.zero == 2);
+      if (plan.offload == Offload::parameters)
+        up = gathered ? (optimizerParams + w.params) * elementBytes / link : 0;
       transfer = down + up;
       exposedTransfer =
           (fw.offloadsGradientBuckets ? std::max(0.0, down - w.backward)
                                       : down) +
           up;
+      if (plan.offload == Offload::parameters) {
+        // Each micro-batch's forward and backward passes fetch the rank's
+        // parameters (its shards under ZeRO-3) layer by layer.
+        double fetches =
+            2 * m * w.params / (plan.zero >= 3 ? dp : 1) * elementBytes / link;
+        transfer += fetches;
+        exposedTransfer +=
+            fw.prefetchesOffloadedParameters
+                ? std::max(0.0, fetches - m * (w.compute + w.recompute))
+                : fetches;
+      }
     }
     // Fill and drain: pp - 1 micro-batches' time, of one chunk's when
     // interleaved (Narayanan et al. 2021).

@@ -179,6 +179,10 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
     search.offloaded = true;
     searchWith(Offload::optimizer);
   }
+  // And the parameters too, fetched as each layer runs, when even that
+  // does not fit.
+  if (search.fit == 0)
+    searchWith(Offload::parameters);
   ranked.prune();
   faster.prune();
   // The least-memory plan may be among the fastest too; it is listed once.
@@ -261,14 +265,17 @@ static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
           ? std::string()
           : llvm::formatv(" + host transfers {0:F4}", est.exposedTransferTime)
                 .str());
-  if (est.plan.offload == Offload::optimizer)
+  if (est.plan.offload != Offload::none)
     os << llvm::formatv(
         "  offload: the host keeps {0:F2} GiB (master weights, optimizer "
-        "state, the gradients' copies) and updates in the optimizer's time "
-        "above; the transfers take {1:F4} s over the host link, of which "
-        "the backward pass does not hide {2:F4}\n",
-        est.hostMemory / kBytesPerGiB, est.hostTransferTime,
-        est.exposedTransferTime);
+        "state, the gradients' copies{1}) and updates in the optimizer's "
+        "time above; the transfers take {2:F4} s over the host link, of "
+        "which {3:F4} are not hidden behind the step's compute\n",
+        est.hostMemory / kBytesPerGiB,
+        est.plan.offload == Offload::parameters
+            ? ", the parameters the device fetches"
+            : "",
+        est.hostTransferTime, est.exposedTransferTime);
   os << llvm::formatv("  throughput: {0:F0} tokens/s; MFU {1:F4}, HFU {2:F4} "
                       "(peak {3:F0} TFLOP/s per GPU)\n",
                       est.tokensPerSecond, est.mfu, est.hfu,

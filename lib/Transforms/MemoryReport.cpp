@@ -126,6 +126,9 @@ FailureOr<KeptActivations> measureKeptActivations(func::FuncOp grad) {
 struct StepMemory {
   int64_t parameters = 0, gradients = 0, optimizer = 0;
   std::optional<int64_t> host;
+  /// Of `host`, the copies of the parameters the device fetches
+  /// (offload=parameters).
+  int64_t hostCopies = 0;
 };
 
 /// The step's function, and the host function it calls with its updates
@@ -149,9 +152,11 @@ FailureOr<StepMemory> measureStep(func::FuncOp step) {
       continue;
     unsigned i = arg.getArgNumber();
     // Offload: the master weights and the state are the host's, apart.
-    if (step.getArgAttr(i, LoomDialect::getHostAttrName()))
+    if (step.getArgAttr(i, LoomDialect::getHostAttrName())) {
       memory.host = memory.host.value_or(0) + bytesOf(shaped);
-    else if (step.getArgAttr(i, LoomDialect::getParamAttrName()))
+      if (step.getArgAttr(i, LoomDialect::getParamCopyAttrName()))
+        memory.hostCopies += bytesOf(shaped);
+    } else if (step.getArgAttr(i, LoomDialect::getParamAttrName()))
       memory.parameters += bytesOf(shaped);
     else if (step.getArgAttr(i, LoomDialect::getStateAttrName()))
       memory.optimizer += bytesOf(shaped);
@@ -296,7 +301,17 @@ struct MemoryReportPass
 
   /// Offload: what the host keeps and the device computes with.
   static void printHostMemory(const StepMemory &memory) {
-    if (memory.host)
+    if (!memory.host)
+      return;
+    if (memory.hostCopies)
+      llvm::outs() << "compiled    offload: the host keeps "
+                   << *memory.host - memory.hostCopies
+                   << " B of master weights and optimizer state and "
+                      "updates them, and "
+                   << memory.hostCopies
+                   << " B of parameters in the step's precision, which the "
+                      "device fetches as it reads them\n";
+    else
       llvm::outs() << "compiled    offload: the host keeps " << *memory.host
                    << " B of master weights and optimizer state and "
                       "updates them; the device "

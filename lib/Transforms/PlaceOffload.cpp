@@ -225,13 +225,76 @@ struct HostOutputs {
   llvm::SetVector<Value> toDevice;
 };
 
-/// The rewriting of one training step for offload=optimizer.
+/// offload=parameters: the device's copies stay in host memory, and what
+/// reads one fetches it into device memory first. A layer loop fetches
+/// each layer's slice at the top of the iteration that reads it, in the
+/// forward and in the backward pass (each its own loop); any other reader
+/// fetches the whole tensor just before it. Conversions and calls pass the
+/// copy on: the step's widening and the gradient function's narrowing fold
+/// away once it is inlined, leaving the fetch reading the copy.
+class ParameterFetches {
+public:
+  void fetchWhereRead(Value copy);
+
+private:
+  static Value fetch(OpBuilder &b, Value value);
+  llvm::DenseSet<Value> visited;
+};
+
+Value ParameterFetches::fetch(OpBuilder &b, Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Value buffer = tensor::EmptyOp::create(b, value.getLoc(), type.getShape(),
+                                         type.getElementType());
+  return TransferOp::create(b, value.getLoc(), value, buffer,
+                            Placement::device);
+}
+
+void ParameterFetches::fetchWhereRead(Value copy) {
+  if (!visited.insert(copy).second)
+    return;
+  for (OpOperand &use : llvm::make_early_inc_range(copy.getUses())) {
+    Operation *user = use.getOwner();
+    if (auto convert = dyn_cast<ConvertOp>(user);
+        convert && !convert.getScale()) {
+      fetchWhereRead(convert.getResult());
+      continue;
+    }
+    if (auto call = dyn_cast<func::CallOp>(user)) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      // The host's own function reads the copy where it lies.
+      if (callee && callee->hasAttr(LoomDialect::getHostAttrName()))
+        continue;
+      if (callee && !callee.isExternal()) {
+        fetchWhereRead(callee.getArgument(use.getOperandNumber()));
+        continue;
+      }
+    }
+    OpBuilder b(user);
+    if (auto scan = dyn_cast<ScanOp>(user);
+        scan && use.getOperandNumber() >= scan.getNumCarries()) {
+      BlockArgument slice =
+          scan.getBodyBlock().getArgument(use.getOperandNumber());
+      if (!visited.insert(slice).second)
+        continue;
+      b.setInsertionPointToStart(&scan.getBodyBlock());
+      Value fetched = fetch(b, slice);
+      slice.replaceAllUsesExcept(fetched, fetched.getDefiningOp());
+      continue;
+    }
+    use.set(fetch(b, copy));
+  }
+}
+
+/// The rewriting of one training step for offload=optimizer, and with
+/// `copiesOnHost` for offload=parameters.
 class OffloadPlacement {
 public:
-  OffloadPlacement(ModuleOp module, func::FuncOp step)
+  OffloadPlacement(ModuleOp module, func::FuncOp step, bool copiesOnHost)
       : module(module), step(step), body(step.getBody().front()),
         ret(cast<func::ReturnOp>(body.getTerminator())), b(step.getContext()),
-        hostName((step.getSymName() + kHostFunctionSuffix).str()) {}
+        hostName((step.getSymName() + kHostFunctionSuffix).str()),
+        copiesOnHost(copiesOnHost) {}
 
   LogicalResult run();
 
@@ -252,6 +315,12 @@ private:
   func::ReturnOp ret;
   Builder b;
   std::string hostName;
+  /// offload=parameters: the copies are host memory too.
+  bool copiesOnHost;
+  /// Where the copies are kept between steps.
+  Placement copyPlacement() const {
+    return copiesOnHost ? Placement::host : Placement::device;
+  }
   /// Each parameter's argument number and its device copy.
   llvm::MapVector<unsigned, BlockArgument> copies;
   /// ZeRO-1/2: each copy's new value is the whole parameter the device
@@ -456,6 +525,10 @@ LogicalResult OffloadPlacement::run() {
     if (value.getType() != copy.getType())
       value =
           ConvertOp::create(sb, ret.getLoc(), copy.getType(), value, Value());
+    // The device gathered the whole; the host keeps it.
+    if (copiesOnHost)
+      value =
+          TransferOp::create(sb, ret.getLoc(), value, copy, Placement::host);
     results.push_back(value);
     types.push_back(copy.getType());
     copyArgs.push_back(copy.getArgNumber());
@@ -466,6 +539,14 @@ LogicalResult OffloadPlacement::run() {
   for (auto [i, arg] : llvm::enumerate(copyArgs))
     step.setResultAttr(first + i, LoomDialect::getUpdatesAttrName(),
                        b.getI64IntegerAttr(arg));
+  if (copiesOnHost) {
+    ParameterFetches fetches;
+    for (auto [i, copy] : copies) {
+      step.setArgAttr(copy.getArgNumber(), LoomDialect::getHostAttrName(),
+                      b.getUnitAttr());
+      fetches.fetchWhereRead(copy);
+    }
+  }
   return success();
 }
 
@@ -611,7 +692,7 @@ func::FuncOp OffloadPlacement::buildHostFunction(
     if (copy.getType() != master.getType())
       master = ConvertOp::create(hb, loc, copy.getType(), master, Value());
     results.push_back(TransferOp::create(
-        hb, loc, master, entry->getArgument(a++), Placement::device));
+        hb, loc, master, entry->getArgument(a++), copyPlacement()));
   }
   for (Value v : outputs.toDevice)
     results.push_back(TransferOp::create(hb, v.getLoc(), mapping.lookup(v),
@@ -630,18 +711,14 @@ struct PlaceOffloadPass
       return signalPassFailure();
     if (plan->offload == Offload::none)
       return;
-    if (plan->offload != Offload::optimizer) {
-      module.emitError() << "loom-place-offload places offload=optimizer "
-                            "(docs/offload.md), not offload="
-                         << stringifyOffload(plan->offload);
-      return signalPassFailure();
-    }
     // Each pipeline rank's step keeps its own parameters' masters and state.
     FailureOr<SmallVector<func::FuncOp>> steps = getSteps(module, *plan);
     if (failed(steps))
       return signalPassFailure();
     for (func::FuncOp step : *steps)
-      if (failed(OffloadPlacement(module, step).run()))
+      if (failed(OffloadPlacement(module, step,
+                                  plan->offload == Offload::parameters)
+                     .run()))
         return signalPassFailure();
   }
 };

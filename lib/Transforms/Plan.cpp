@@ -228,8 +228,11 @@ struct PlanPass : public loom::impl::LoomPlanBase<PlanPass> {
       if (chosen.plan.offload != Offload::none)
         llvm::outs() << llvm::formatv(
             "cost model  offload: the host keeps {0:F0} B of master weights, "
-            "optimizer state and the gradients' copies\n",
-            chosen.hostMemory);
+            "optimizer state and the gradients' copies{1}\n",
+            chosen.hostMemory,
+            chosen.plan.offload == Offload::parameters
+                ? ", and the parameters the device fetches"
+                : "");
       if (chosen.plan.pp > 1)
         for (auto [r, rank] : llvm::enumerate(chosen.stageMemory))
           printPipelineRankMemory(llvm::outs(), "cost model", r, rank.state(),

@@ -345,6 +345,9 @@ struct loom_model {
   /// What the backward pass recomputes (the plan line's), "none" without a
   /// plan line.
   std::string recompute = "none";
+  /// What the host keeps (the plan line's offload): "none", "optimizer" or
+  /// "parameters" (the copies in `copyBytes` are host memory too).
+  std::string offload = "none";
   /// The entry point train steps run: "train_step", or the pipeline rank's
   /// own program.
   std::string stepEntry = "train_step";

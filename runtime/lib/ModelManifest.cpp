@@ -407,6 +407,12 @@ bool ManifestReader::readPlan(std::istringstream &line) {
         m.schedule != "interleaved")
       return fail("bad pipeline schedule in the plan line '" + lineText + "'");
   }
+  if (f.has(M::plan::kOffload)) {
+    if (!f.text(M::plan::kOffload, m.offload))
+      return badLine(M::kPlanLine, f);
+    if (m.offload != "optimizer" && m.offload != "parameters")
+      return fail("bad offload in the plan line '" + lineText + "'");
+  }
   if (!f.allRead())
     return badLine(M::kPlanLine, f);
   return true;

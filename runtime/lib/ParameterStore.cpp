@@ -172,7 +172,10 @@ bool loom_model::layoutParams() {
             ? 0
             : copies.back().offset +
                   copies.back().count * elementSize(copies.back().dtype);
-    copyBytes.assign(copySize, 0);
+    {
+      HostMemoryScope host(offload == "parameters");
+      copyBytes.assign(copySize, 0);
+    }
     scalars.assign(1, Scalars{});
   } catch (const std::bad_alloc &) {
     return setError("%s: cannot allocate the parameters, gradients and "

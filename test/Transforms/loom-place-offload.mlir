@@ -83,3 +83,43 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 2, zero = 0, micr
     return %p, %m2, %v2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   }
 }
+
+// -----
+
+// offload=parameters: the copies are host memory too. The layer loop fetches
+// each layer's slice at the top of its iteration, any other reader the whole
+// copy just before it; the host function writes the copy where it lies.
+// CHECK-LABEL: func.func @forward_grad
+// CHECK: %[[N:.*]] = loom.convert %arg0 : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK: loom.scan carry(%{{.*}} : tensor<8xbf16>) over(%[[N]] : tensor<4x8xbf16>)
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<8xbf16>, %[[SLICE:.*]]: tensor<8xbf16>):
+// CHECK-NEXT: %[[BUF:.*]] = tensor.empty() : tensor<8xbf16>
+// CHECK-NEXT: %[[LAYER:.*]] = loom.transfer %[[SLICE]] into %[[BUF]] to device : tensor<8xbf16>
+// CHECK-NEXT: loom.add %[[X]], %[[LAYER]]
+// CHECK: %[[WHOLE:.*]] = loom.transfer %[[N]] into %{{.*}} to device : tensor<4x8xbf16>
+// CHECK-NEXT: loom.sum_squares %[[WHOLE]]
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<4x8xbf16> {loom.host, loom.param_copy = "h.*.w"}
+// CHECK-LABEL: func.func private @train_step_host
+// CHECK: loom.transfer %{{.*}} into %arg6 to host : tensor<4x8xbf16>
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = parameters>} {
+  func.func @forward_grad(%w: tensor<4x8xf32> {loom.param = "h.*.w"}, %x: tensor<8xbf16> {loom.input = "x"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.grad = "h.*.w"}) {
+    %n = loom.convert %w : tensor<4x8xf32> to tensor<4x8xbf16>
+    %y = loom.scan carry(%x : tensor<8xbf16>) over(%n : tensor<4x8xbf16>) length = 4 -> (tensor<8xbf16>) {
+    ^bb0(%xl: tensor<8xbf16>, %wl: tensor<8xbf16>):
+      %s = loom.add %xl, %wl : tensor<8xbf16>
+      loom.yield %s : tensor<8xbf16>
+    }
+    %sq = loom.sum_squares %n : tensor<4x8xbf16> -> tensor<f32>
+    %g = loom.convert %y : tensor<8xbf16> to tensor<8xf32>
+    %back = tensor.expand_shape %g [[0, 1]] output_shape [1, 8] : tensor<8xf32> into tensor<1x8xf32>
+    %grad = tensor.concat dim(0) %back, %back, %back, %back : (tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+    return %sq, %grad : tensor<f32>, tensor<4x8xf32>
+  }
+  func.func @train_step(%w: tensor<4x8xf32> {loom.param = "h.*.w"}, %m: tensor<4x8xf32> {loom.state = "m.h.*.w"}, %v: tensor<4x8xf32> {loom.state = "v.h.*.w"}, %x: tensor<8xbf16> {loom.input = "x"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.updates = 0 : i64}, tensor<4x8xf32> {loom.updates = 1 : i64}, tensor<4x8xf32> {loom.updates = 2 : i64}) {
+    %loss, %g = call @forward_grad(%w, %x) : (tensor<4x8xf32>, tensor<8xbf16>) -> (tensor<f32>, tensor<4x8xf32>)
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %g, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    return %loss, %p, %m2, %v2 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+}

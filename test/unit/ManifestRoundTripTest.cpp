@@ -137,6 +137,31 @@ TEST(ManifestRoundTrip, Pipeline) {
   expectReadBack(compileManifest("pp=2,mb=4,schedule=1f1b"), 1, 1, 2, 0, 4);
 }
 
+// An offload plan says which: under offload=parameters the runtime keeps
+// the parameters' copies in host memory. A value it does not know is
+// refused, naming the plan line.
+TEST(ManifestRoundTrip, Offload) {
+  std::string text = compileManifest("offload=parameters");
+  ASSERT_FALSE(text.empty());
+  size_t field = text.find(" offload=parameters\n");
+  ASSERT_NE(field, std::string::npos) << text;
+  {
+    Opened opened{::loom::openManifest(text.c_str(), /*layout=*/true)};
+    ASSERT_NE(opened.model, nullptr) << loom_last_error();
+    const loom_model_info &info = *loom_model_get_info(opened.model);
+    EXPECT_EQ(info.param_bytes, 0);
+    EXPECT_GT(info.host_bytes, 0);
+  }
+  std::string bad = text;
+  bad.replace(field, std::string(" offload=parameters").size(),
+              " offload=disk");
+  Opened opened{::loom::openManifest(bad.c_str(), /*layout=*/true)};
+  EXPECT_EQ(opened.model, nullptr);
+  EXPECT_NE(std::string(loom_last_error()).find("bad offload in the plan line"),
+            std::string::npos)
+      << loom_last_error();
+}
+
 // The reader knows the contract's names and no others: another format, or
 // a line or field renamed on one side, is refused, naming it.
 TEST(ManifestRoundTrip, OtherNamesAreRefused) {

@@ -39,20 +39,6 @@ void checkTensorParallel(
                           "the vocabulary, e.g. with loomc --pad-vocab)",
                           tp, arch.paddedVocab));
 }
-
-/// The plans loom-place-offload splits: the optimizer's updates must read
-/// the rank's parameters and state as they are held between steps.
-template <typename Violate>
-void checkOffload(const PlanConfig &plan, Violate violate) {
-  if (plan.offload == Offload::none)
-    return;
-  if (plan.offload == Offload::parameters) {
-    violate("plan.offload", "offload=parameters (parameters streamed from "
-                            "host memory) is not supported yet; "
-                            "offload=optimizer is");
-    return;
-  }
-}
 } // namespace
 
 SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
@@ -103,7 +89,6 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
                           kMaxPipelinePasses)
                 .str());
 
-  checkOffload(plan, violate);
   int64_t tp = plan.tp;
   if (plan.sequenceParallel && tp == 1)
     violate("plan.sp",

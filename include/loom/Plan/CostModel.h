@@ -107,6 +107,11 @@ struct FrameworkAssumptions {
   /// bucket as the backward pass makes them (DeepSpeed's ZeRO-Offload),
   /// rather than after it (Loom's step, which holds them all first).
   bool offloadsGradientBuckets = false;
+  /// Under offload=parameters, each layer's parameters are fetched from the
+  /// host while the layer before computes (DeepSpeed's ZeRO-Infinity
+  /// prefetch), rather than when the layer starts (Loom's step, whose
+  /// fetches are copies it waits for).
+  bool prefetchesOffloadedParameters = false;
   /// The framework's own kernels where they were measured, replacing the
   /// cluster's EfficiencyAssumptions: the half-performance width of its
   /// matrix products and the share of the peak its fused attention reaches.
@@ -231,7 +236,8 @@ struct RankMemory {
   /// The CUDA context and the communicators' buffers.
   double runtime = 0;
   /// Under offload=optimizer, host memory, apart from the rest: the master
-  /// weights, the optimizer state and the gradients' copies.
+  /// weights, the optimizer state and the gradients' copies, and under
+  /// offload=parameters the parameters in the step's precision.
   double host = 0;
   /// What the rank holds between steps.
   double state() const { return weights + gradients + optimizerState; }

@@ -74,6 +74,10 @@ inline constexpr char kMicroBatches[] = "micro_batches";
 inline constexpr char kRecompute[] = "recompute";
 inline constexpr char kSchedule[] = "schedule";
 inline constexpr char kVirtualStages[] = "virtual_stages";
+/// Optional: what the host keeps (offload=optimizer: the master weights and
+/// optimizer state; offload=parameters: also the step's copies of the
+/// parameters, which the device fetches as it reads them).
+inline constexpr char kOffload[] = "offload";
 } // namespace plan
 
 /// `memory parameters=... gradients=... optimizer=... activations=...`: a

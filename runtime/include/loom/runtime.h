@@ -70,9 +70,10 @@ typedef struct loom_model_info {
   /* The sequences loom_model_logits scores at once: the artifact's
      micro-batch, or 0 for an artifact compiled without --logits. */
   int64_t logits_rows;
-  /* Under offload=optimizer, the bytes the host keeps and uses as compiled
-     (the memory line's host: master weights, optimizer state and the arena
-     of the step's host part); the figures above are then the device's. 0
+  /* Under offload, the bytes the host keeps and uses as compiled (the
+     memory line's host: master weights, optimizer state, the arena of the
+     step's host part, and under offload=parameters the parameters' copies,
+     param_bytes then 0); the figures above are then the device's. 0
      without offload. */
   int64_t host_bytes;
   /* The FLOPs of one training step as HFU counts them: model_flops plus
