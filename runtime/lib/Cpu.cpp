@@ -1,6 +1,7 @@
 //===- Cpu.cpp - The CPU backend: the functions generated code calls ------===//
 
 #include "Device.h"
+#include "DnnlGemm.h"
 #include "Float.h"
 #include "Parallel.h"
 #include "VectorMath.h"
@@ -295,20 +296,15 @@ void loom_rt_gemm_batched(int32_t dtype, int32_t trans_a, int32_t trans_b,
     gemmBatch(&batch, 0, total);
 }
 
-void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
-                          int64_t m, int64_t n, int64_t k, float alpha,
-                          const void *a, int64_t lda, const void *b,
-                          int64_t ldb, float beta, float *c, int64_t ldc,
-                          int64_t block_bytes) {
-  if (dtype == LOOM_DTYPE_F32)
-    return loom_rt_sgemm(trans_a, trans_b, m, n, k, alpha,
-                         static_cast<const float *>(a), lda,
-                         static_cast<const float *>(b), ldb, beta, c, ldc);
-  if (loom::cudaActive())
-    return loom::cudaGemm(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b,
-                          ldb, beta, c, ldc);
-  if (m <= 0 || n <= 0)
-    return;
+} // extern "C"
+
+namespace {
+/// A bf16 or f16 GEMM on OpenBLAS's SGEMM, in blocks of the operands
+/// widened to f32.
+void gemmWidened(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m,
+                 int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                 const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                 int64_t block_bytes) {
   // OpenBLAS has no bf16 GEMM here: blocks of op(A) and op(B) are widened
   // into f32 and multiplied by SGEMM, which adds each block's products
   // over k to C, as it does between its own blocks over k. The blocks
@@ -343,6 +339,48 @@ void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
                       trans_a ? rows : depth, bBlock.data(),
                       trans_b ? depth : cols, blockBeta, c + i * ldc + j, ldc);
       }
+    }
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+void loom_rt_gemm_blocked(int32_t dtype, int32_t trans_a, int32_t trans_b,
+                          int64_t m, int64_t n, int64_t k, float alpha,
+                          const void *a, int64_t lda, const void *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc,
+                          int64_t block_bytes) {
+  if (dtype == LOOM_DTYPE_F32)
+    return loom_rt_sgemm(trans_a, trans_b, m, n, k, alpha,
+                         static_cast<const float *>(a), lda,
+                         static_cast<const float *>(b), ldb, beta, c, ldc);
+  if (loom::cudaActive())
+    return loom::cudaGemm(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                          ldb, beta, c, ldc);
+  if (m <= 0 || n <= 0)
+    return;
+  if (dtype != LOOM_DTYPE_BF16 || !loom::dnnlGemmAvailable())
+    return gemmWidened(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                       beta, c, ldc, block_bytes);
+  // On the CPU's bf16 units, in the tiles of C that a rounded product
+  // (gemmRoundedTiles) is made in: each tile is the same call either way,
+  // so a product rounded as it is made is the product rounded after.
+  GemmBlocks blocks = gemmBlocks(m, n, k, block_bytes);
+  const auto *a16 = static_cast<const uint16_t *>(a);
+  const auto *b16 = static_cast<const uint16_t *>(b);
+  for (int64_t i = 0; i < m; i += blocks.m) {
+    int64_t rows = std::min(blocks.m, m - i);
+    const uint16_t *ai = a16 + (trans_a ? i : i * lda);
+    for (int64_t j = 0; j < n; j += blocks.n) {
+      int64_t cols = std::min(blocks.n, n - j);
+      const uint16_t *bj = b16 + (trans_b ? j * ldb : j);
+      float *cij = c + i * ldc + j;
+      if (!loom::dnnlGemmBf16(trans_a, trans_b, rows, cols, k, alpha, ai, lda,
+                              bj, ldb, beta, cij, ldc))
+        gemmWidened(dtype, trans_a, trans_b, rows, cols, k, alpha, ai, lda, bj,
+                    ldb, beta, cij, ldc, block_bytes);
     }
   }
 }

@@ -12,6 +12,7 @@
 
 #include "CpuFeatures.h"
 #include "Device.h"
+#include "DnnlGemm.h"
 
 #include "loom/abi.h"
 #include "loom/runtime.h"
@@ -204,6 +205,9 @@ const char *loom_blas_kernels(void) {
             (why.execError.empty()
                  ? ""
                  : " (running again failed: " + why.execError + ")");
+  std::string bf16 = dnnlKernels();
+  if (!bf16.empty())
+    line += "; bf16 GEMMs: " + bf16;
   return line.c_str();
 }
 

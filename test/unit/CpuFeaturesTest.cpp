@@ -1,8 +1,12 @@
 //===- CpuFeaturesTest.cpp - Which kernels and code a CPU gets ------------===//
 
 #include "CpuFeatures.h"
+#include "DnnlGemm.h"
 
 #include "gtest/gtest.h"
+
+#include <cstdlib>
+#include <cstring>
 
 using namespace loom;
 
@@ -69,6 +73,30 @@ TEST(CpuFeatures, MissingFeatures) {
 /// This machine's own features are reported consistently: AVX-512 only
 /// with AVX2, AVX2 only with AVX (the operating system enables them
 /// together).
+/// bf16 GEMMs run on oneDNN exactly where this CPU multiplies bf16 itself
+/// (AMX, else AVX512-BF16), the runtime has oneDNN, and
+/// LOOM_CPU_BF16_GEMM=widen did not ask for OpenBLAS's widened SGEMM; the
+/// kernels line names the units.
+TEST(CpuFeatures, Bf16GemmsMatchTheUnits) {
+  const CpuFeatures &host = hostCpuFeatures();
+  bool amx = host.has("amx-bf16") && host.has("amx-tile");
+  bool units = amx || host.has("avx512bf16");
+  const char *wanted = std::getenv("LOOM_CPU_BF16_GEMM");
+  bool widen = wanted && std::strcmp(wanted, "widen") == 0;
+#ifdef LOOM_HAVE_DNNL
+  bool built = true;
+#else
+  bool built = false;
+#endif
+  EXPECT_EQ(dnnlGemmAvailable(), built && units && !widen);
+  std::string kernels = dnnlKernels();
+  EXPECT_EQ(kernels.empty(), !dnnlGemmAvailable());
+  if (!kernels.empty())
+    EXPECT_NE(kernels.find(amx ? "on AMX" : "on AVX512-BF16"),
+              std::string::npos)
+        << kernels;
+}
+
 TEST(CpuFeatures, HostIsConsistent) {
   const CpuFeatures &host = hostCpuFeatures();
   if (host.has("avx512f"))

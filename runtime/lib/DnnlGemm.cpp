@@ -1,0 +1,196 @@
+//===- DnnlGemm.cpp - bf16 GEMMs on the CPU's matrix units ----------------===//
+//
+// OpenBLAS as Debian builds it has no bf16 GEMM: the runtime widens blocks
+// of bf16 operands to f32 for SGEMM. Where the CPU multiplies bf16 itself
+// (AMX tiles, or AVX512-BF16's dot products) and oneDNN is installed, its
+// matmul takes the bf16 operands as they are, accumulating in f32: on AMX
+// several times SGEMM's rate.
+//
+// oneDNN's primitives are built for one shape and layout, at a cost of a
+// millisecond: each distinct GEMM's is built once and kept. Its threads are
+// OpenMP's, one per physical core: the matrix units are a core's, and two
+// hyperthreads sharing one contend for it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DnnlGemm.h"
+
+#include "CpuFeatures.h"
+#include "Parallel.h"
+#include "loom/runtime.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#ifdef LOOM_HAVE_DNNL
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <sched.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+#endif
+
+namespace loom {
+
+#ifdef LOOM_HAVE_DNNL
+namespace {
+
+/// The physical cores among the CPUs this process may run on (sysfs's
+/// topology), at least 1.
+int physicalCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    return 1;
+  std::set<std::pair<std::string, std::string>> cores;
+  int cpus = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set))
+      continue;
+    ++cpus;
+    std::string dir =
+        "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream core(dir + "core_id"), package(dir + "physical_package_id");
+    std::string coreId, packageId;
+    if (!(core >> coreId) || !(package >> packageId))
+      return cpus > 0 ? cpus : 1;
+    cores.insert({packageId, coreId});
+  }
+  return cores.empty() ? 1 : static_cast<int>(cores.size());
+}
+
+/// A GEMM's shape, layout and scaling: what a primitive is built for.
+using GemmKey = std::tuple<int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, float, float>;
+
+struct Dnnl {
+  dnnl::engine engine;
+  std::string kernels;
+  int threads = 1;
+  std::mutex mutex;
+  std::map<GemmKey, dnnl::matmul> primitives;
+};
+
+/// The CPU multiplies bf16 itself and oneDNN is wanted: the engine, else
+/// null. LOOM_CPU_BF16_GEMM=widen keeps OpenBLAS's widened SGEMM.
+Dnnl *dnnl() {
+  static Dnnl *instance = []() -> Dnnl * {
+    const char *wanted = std::getenv("LOOM_CPU_BF16_GEMM");
+    if (wanted && std::strcmp(wanted, "widen") == 0)
+      return nullptr;
+    const CpuFeatures &cpu = hostCpuFeatures();
+    bool amx = cpu.has("amx-bf16") && cpu.has("amx-tile");
+    if (!amx && !cpu.has("avx512bf16"))
+      return nullptr;
+    try {
+      auto *d =
+          new Dnnl{dnnl::engine(dnnl::engine::kind::cpu, 0), "", 1, {}, {}};
+      d->threads = physicalCores();
+      const dnnl_version_t *version = dnnl_version();
+      d->kernels = "oneDNN " + std::to_string(version->major) + "." +
+                   std::to_string(version->minor) + "." +
+                   std::to_string(version->patch) +
+                   (amx ? " on AMX" : " on AVX512-BF16");
+      return d;
+    } catch (const dnnl::error &) {
+      return nullptr;
+    }
+  }();
+  return instance;
+}
+
+/// `rows` x `cols` bf16 or f32 in row-major storage with leading dimension
+/// `ld`, read transposed when `trans`.
+dnnl::memory::desc matrix(int64_t rows, int64_t cols, int64_t ld, bool trans,
+                          dnnl::memory::data_type type) {
+  return dnnl::memory::desc({rows, cols}, type,
+                            trans ? dnnl::memory::dims{1, ld}
+                                  : dnnl::memory::dims{ld, 1});
+}
+
+dnnl::matmul build(Dnnl &d, const GemmKey &key) {
+  auto [transA, transB, m, n, k, lda, ldb, ldc, alpha, beta] = key;
+  using type = dnnl::memory::data_type;
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f)
+    attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::desc desc(matrix(m, k, lda, transA, type::bf16),
+                          matrix(k, n, ldb, transB, type::bf16),
+                          matrix(m, n, ldc, false, type::f32));
+  return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, d.engine));
+}
+
+} // namespace
+
+bool dnnlGemmBf16(int32_t transA, int32_t transB, int64_t m, int64_t n,
+                  int64_t k, float alpha, const void *a, int64_t lda,
+                  const void *b, int64_t ldb, float beta, float *c,
+                  int64_t ldc) {
+  Dnnl *d = dnnl();
+  if (!d || m <= 0 || n <= 0 || k <= 0)
+    return false;
+  GemmKey key{transA != 0, transB != 0, m, n, k, lda, ldb, ldc, alpha, beta};
+  try {
+    dnnl::matmul primitive;
+    {
+      std::lock_guard<std::mutex> lock(d->mutex);
+      auto it = d->primitives.find(key);
+      if (it == d->primitives.end())
+        it = d->primitives.emplace(key, build(*d, key)).first;
+      primitive = it->second;
+    }
+    // Inside the runtime's parallel loops each GEMM keeps to its thread.
+    int threads =
+        isInParallelLoop()
+            ? 1
+            : static_cast<int>(std::min<int64_t>(
+                  d->threads, std::max<int64_t>(1, loom_get_num_threads())));
+    omp_set_num_threads(threads);
+    using type = dnnl::memory::data_type;
+    dnnl::memory am(matrix(m, k, lda, transA, type::bf16), d->engine,
+                    const_cast<void *>(a));
+    dnnl::memory bm(matrix(k, n, ldb, transB, type::bf16), d->engine,
+                    const_cast<void *>(b));
+    dnnl::memory cm(matrix(m, n, ldc, false, type::f32), d->engine, c);
+    dnnl::stream stream(d->engine);
+    primitive.execute(
+        stream,
+        {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+    return true;
+  } catch (const dnnl::error &) {
+    return false;
+  }
+}
+
+bool dnnlGemmAvailable() { return dnnl() != nullptr; }
+
+std::string dnnlKernels() {
+  Dnnl *d = dnnl();
+  return d ? d->kernels : std::string();
+}
+
+#else
+
+bool dnnlGemmAvailable() { return false; }
+
+bool dnnlGemmBf16(int32_t, int32_t, int64_t, int64_t, int64_t, float,
+                  const void *, int64_t, const void *, int64_t, float, float *,
+                  int64_t) {
+  return false;
+}
+
+std::string dnnlKernels() { return std::string(); }
+
+#endif
+
+} // namespace loom
