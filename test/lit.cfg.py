@@ -71,7 +71,8 @@ if subprocess.run([loom_python, "-c", "import tensorboard"],
 # OpenBLAS otherwise picks the kernels of the CPU it finds, whose sums
 # round differently (AVX-512's on an AMD EPYC): a test that holds a
 # diverging quantity to a bound (a single step's loss of two precisions)
-# must not depend on the machine. Without AVX2, the machine's own.
+# must not depend on the machine. Without AVX2, the machine's own. bf16
+# products widen for SGEMM too, not oneDNN's on AMX or AVX512-BF16.
 def _cpu_flags():
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -83,7 +84,8 @@ def _cpu_flags():
     return set()
 _flags = _cpu_flags()
 config.substitutions.append(
-    ("%haswell-blas", "env OPENBLAS_CORETYPE=Haswell" if "avx2" in _flags else "env"))
+    ("%haswell-blas", "env LOOM_CPU_BF16_GEMM=widen" +
+     (" OPENBLAS_CORETYPE=Haswell" if "avx2" in _flags else "")))
 # LOOM_TEST_OPENBLAS_CORETYPE=<set>: the suite with another of OpenBLAS's
 # kernel sets (docs/loom-run.md, "GEMMs on the CPU").
 if os.environ.get("LOOM_TEST_OPENBLAS_CORETYPE"):

@@ -795,6 +795,8 @@ PlanEstimate CostModel::estimate(const PlanConfig &plan, Precision precision) {
   est.precision = precision;
   est.capacity = cluster.gpu->memoryBytes;
   est.usable = est.capacity * (1 - cluster.memoryMargin);
+  est.hostUsable = cluster.gpu->hostMemoryBytes / cluster.gpusPerNode *
+                   (1 - cluster.memoryMargin);
   est.illegal = checkPlan(plan);
   if (!est.illegal.empty())
     return est;

@@ -159,7 +159,11 @@ PlanSearch mlir::loom::searchPlans(CostModel &model) {
                       ranked.add(std::move(est));
                     } else {
                       ++search.doNotFit;
-                      if (!leastMemory || est.memory() < leastMemory->memory())
+                      // The plan needing the least of the GPU's memory
+                      // among those that lack some.
+                      if (est.memory() > est.usable &&
+                          (!leastMemory ||
+                           est.memory() < leastMemory->memory()))
                         leastMemory = est;
                       faster.add(std::move(est));
                     }
@@ -302,6 +306,14 @@ static void printEstimate(llvm::raw_ostream &os, const CostModel &model,
 }
 
 std::string mlir::loom::describeOutOfMemory(const PlanEstimate &est) {
+  if (est.memory() <= est.usable && !est.hostFits())
+    return llvm::formatv("out of host memory by {0:F2} GiB (its host keeps "
+                         "{1:F2} GiB for each GPU, of the {2:F2} a plan may "
+                         "use of a GPU's share of its node's)",
+                         (est.hostMemory - est.hostUsable) / kBytesPerGiB,
+                         est.hostMemory / kBytesPerGiB,
+                         est.hostUsable / kBytesPerGiB)
+        .str();
   return llvm::formatv("out of memory by {0:F2} GiB (needs {1:F2} GiB of the "
                        "{2:F2} a plan may use of {3:F2}; activations {4:F2})",
                        -est.headroom() / kBytesPerGiB,

@@ -41,6 +41,9 @@ struct GpuSpec {
   /// offloaded optimizer's transfers and update run at.
   double hostLinkBandwidth;
   double hostMemoryBandwidth;
+  /// The reference node's host memory, which its GPUs share: what an
+  /// offload plan's host keeps must fit in it.
+  double hostMemoryBytes;
 
   /// Tensor-core peak for matrix products computed in `precision`.
   double matrixPeak(Precision precision) const;

@@ -316,7 +316,13 @@ struct PlanEstimate {
   double memory() const { return tensorMemory() + reserve + runtime; }
   double capacity = 0; ///< The GPU's memory.
   double usable = 0;   ///< What a plan may use: capacity less the margin.
-  bool fits() const { return illegal.empty() && memory() <= usable; }
+  /// A GPU's share of its node's host memory, less the margin: what an
+  /// offload plan's host may keep for each GPU.
+  double hostUsable = 0;
+  bool hostFits() const { return hostMemory <= hostUsable; }
+  bool fits() const {
+    return illegal.empty() && memory() <= usable && hostFits();
+  }
   /// What the plan leaves free of what it may use (negative: lacks).
   double headroom() const { return usable - memory(); }
 
