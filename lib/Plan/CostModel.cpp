@@ -432,9 +432,6 @@ private:
   /// (f32 training keeps them as the parameters), the optimizer state and
   /// the f32 gradient's copy.
   double hostBytes = 0;
-  /// Under offload=parameters, a parameter's bytes the host keeps for the
-  /// device to fetch: its copy in the step's precision.
-  double hostCopyBytes = 0;
   double sendBytes, sendTime;
   PipelineSchedule schedule;
 };
@@ -460,8 +457,6 @@ PlanPricer::PlanPricer(const CostModel &model, const PlanConfig &plan,
                        : (training.momentum != 0 ? 4 : 0) + (mixed ? 4 : 0);
   if (plan.offload != Offload::none)
     hostBytes = optimizerBytes + (mixed ? 0 : 4) + 4;
-  if (plan.offload == Offload::parameters)
-    hostCopyBytes = elementBytes;
   double activationBytesPerToken = elementBytes *
                                    model.getArchitecture().width /
                                    (plan.sequenceParallel ? tp : 1);
@@ -586,10 +581,10 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
     if (fw.offloadsGradientBuckets)
       gradients = std::min(params, fw.reduceBucketElements) * gradBytes;
   }
-  if (hostCopyBytes > 0) {
+  if (plan.offload == Offload::parameters) {
     // The host keeps the parameters (the rank's shards under ZeRO-3); the
     // device the layer it computes and the next, fetched ahead.
-    host += weights / elementBytes * hostCopyBytes;
+    host += weights;
     weights = 0;
     temporary += 2 * std::min(params, w.largestLayer) * elementBytes /
                  (plan.zero >= 3 ? shard : 1);
@@ -683,27 +678,25 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
       double link = cluster.gpu->hostLinkBandwidth * e.link;
       double down = optimizerParams * 4 / link;
       double up = optimizerParams * elementBytes / link;
-      // offload=parameters: the host writes its own copies, unless the
-      // device gathers them whole from the ranks' slices (ZeRO-1/2).
-      bool gathered = dp > 1 && (plan.zero == 1 || plan.zero == 2);
-      if (plan.offload == Offload::parameters)
+      double fetches = 0;
+      if (plan.offload == Offload::parameters) {
+        // The host writes its own copies, unless the device gathers them
+        // whole from the ranks' slices (ZeRO-1/2); each micro-batch's
+        // forward and backward passes fetch the rank's parameters (its
+        // shards under ZeRO-3) layer by layer.
+        bool gathered = dp > 1 && (plan.zero == 1 || plan.zero == 2);
         up = gathered ? (optimizerParams + w.params) * elementBytes / link : 0;
-      transfer = down + up;
+        fetches =
+            2 * m * w.params / (plan.zero >= 3 ? dp : 1) * elementBytes / link;
+      }
+      transfer = down + up + fetches;
       exposedTransfer =
           (fw.offloadsGradientBuckets ? std::max(0.0, down - w.backward)
                                       : down) +
-          up;
-      if (plan.offload == Offload::parameters) {
-        // Each micro-batch's forward and backward passes fetch the rank's
-        // parameters (its shards under ZeRO-3) layer by layer.
-        double fetches =
-            2 * m * w.params / (plan.zero >= 3 ? dp : 1) * elementBytes / link;
-        transfer += fetches;
-        exposedTransfer +=
-            fw.prefetchesOffloadedParameters
-                ? std::max(0.0, fetches - m * (w.compute + w.recompute))
-                : fetches;
-      }
+          up +
+          (fw.prefetchesOffloadedParameters
+               ? std::max(0.0, fetches - m * (w.compute + w.recompute))
+               : fetches);
     }
     // Fill and drain: pp - 1 micro-batches' time, of one chunk's when
     // interleaved (Narayanan et al. 2021).

@@ -225,6 +225,14 @@ struct HostOutputs {
   llvm::SetVector<Value> toDevice;
 };
 
+/// `value` copied into a new buffer of the memory `to` names.
+Value transferToNewBuffer(OpBuilder &b, Value value, Placement to) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Value buffer = tensor::EmptyOp::create(b, value.getLoc(), type.getShape(),
+                                         type.getElementType());
+  return TransferOp::create(b, value.getLoc(), value, buffer, to);
+}
+
 /// offload=parameters: the device's copies stay in host memory, and what
 /// reads one fetches it into device memory first. A layer loop fetches
 /// each layer's slice at the top of the iteration that reads it, in the
@@ -237,17 +245,8 @@ public:
   void fetchWhereRead(Value copy);
 
 private:
-  static Value fetch(OpBuilder &b, Value value);
   llvm::DenseSet<Value> visited;
 };
-
-Value ParameterFetches::fetch(OpBuilder &b, Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  Value buffer = tensor::EmptyOp::create(b, value.getLoc(), type.getShape(),
-                                         type.getElementType());
-  return TransferOp::create(b, value.getLoc(), value, buffer,
-                            Placement::device);
-}
 
 void ParameterFetches::fetchWhereRead(Value copy) {
   if (!visited.insert(copy).second)
@@ -278,11 +277,11 @@ void ParameterFetches::fetchWhereRead(Value copy) {
       if (!visited.insert(slice).second)
         continue;
       b.setInsertionPointToStart(&scan.getBodyBlock());
-      Value fetched = fetch(b, slice);
+      Value fetched = transferToNewBuffer(b, slice, Placement::device);
       slice.replaceAllUsesExcept(fetched, fetched.getDefiningOp());
       continue;
     }
-    use.set(fetch(b, copy));
+    use.set(transferToNewBuffer(b, copy, Placement::device));
   }
 }
 
@@ -668,13 +667,9 @@ func::FuncOp OffloadPlacement::buildHostFunction(
   unsigned a = 0;
   for (Value v : inputs.held)
     mapping.map(v, entry->getArgument(a++));
-  for (Value v : inputs.fromDevice) {
-    auto type = cast<RankedTensorType>(v.getType());
-    Value buffer = tensor::EmptyOp::create(hb, v.getLoc(), type.getShape(),
-                                           type.getElementType());
-    mapping.map(v, TransferOp::create(hb, v.getLoc(), entry->getArgument(a++),
-                                      buffer, Placement::host));
-  }
+  for (Value v : inputs.fromDevice)
+    mapping.map(
+        v, transferToNewBuffer(hb, entry->getArgument(a++), Placement::host));
   for (Operation &op : body.without_terminator()) {
     if (!hostOps.contains(&op))
       continue;

@@ -15,15 +15,13 @@
 
 #include "DnnlGemm.h"
 
+#ifdef LOOM_HAVE_DNNL
 #include "CpuFeatures.h"
 #include "Parallel.h"
 #include "loom/runtime.h"
 
 #include <cstdlib>
 #include <cstring>
-#include <string>
-
-#ifdef LOOM_HAVE_DNNL
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <sched.h>
@@ -67,12 +65,18 @@ int physicalCores() {
 using GemmKey = std::tuple<int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
                            int64_t, int64_t, float, float>;
 
+/// A GEMM's primitive and the layouts of its operands and result.
+struct Gemm {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, c;
+};
+
 struct Dnnl {
   dnnl::engine engine;
   std::string kernels;
   int threads = 1;
   std::mutex mutex;
-  std::map<GemmKey, dnnl::matmul> primitives;
+  std::map<GemmKey, Gemm> gemms;
 };
 
 /// The CPU multiplies bf16 itself and oneDNN is wanted: the engine, else
@@ -112,7 +116,7 @@ dnnl::memory::desc matrix(int64_t rows, int64_t cols, int64_t ld, bool trans,
                                   : dnnl::memory::dims{ld, 1});
 }
 
-dnnl::matmul build(Dnnl &d, const GemmKey &key) {
+Gemm build(Dnnl &d, const GemmKey &key) {
   auto [transA, transB, m, n, k, lda, ldb, ldc, alpha, beta] = key;
   using type = dnnl::memory::data_type;
   dnnl::primitive_attr attr;
@@ -123,10 +127,13 @@ dnnl::matmul build(Dnnl &d, const GemmKey &key) {
     ops.append_sum(beta);
     attr.set_post_ops(ops);
   }
-  dnnl::matmul::desc desc(matrix(m, k, lda, transA, type::bf16),
-                          matrix(k, n, ldb, transB, type::bf16),
-                          matrix(m, n, ldc, false, type::f32));
-  return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, d.engine));
+  Gemm gemm;
+  gemm.a = matrix(m, k, lda, transA, type::bf16);
+  gemm.b = matrix(k, n, ldb, transB, type::bf16);
+  gemm.c = matrix(m, n, ldc, false, type::f32);
+  gemm.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(
+      dnnl::matmul::desc(gemm.a, gemm.b, gemm.c), attr, d.engine));
+  return gemm;
 }
 
 } // namespace
@@ -140,13 +147,13 @@ bool dnnlGemmBf16(int32_t transA, int32_t transB, int64_t m, int64_t n,
     return false;
   GemmKey key{transA != 0, transB != 0, m, n, k, lda, ldb, ldc, alpha, beta};
   try {
-    dnnl::matmul primitive;
+    Gemm gemm;
     {
       std::lock_guard<std::mutex> lock(d->mutex);
-      auto it = d->primitives.find(key);
-      if (it == d->primitives.end())
-        it = d->primitives.emplace(key, build(*d, key)).first;
-      primitive = it->second;
+      auto it = d->gemms.find(key);
+      if (it == d->gemms.end())
+        it = d->gemms.emplace(key, build(*d, key)).first;
+      gemm = it->second;
     }
     // Inside the runtime's parallel loops each GEMM keeps to its thread.
     int threads =
@@ -155,14 +162,11 @@ bool dnnlGemmBf16(int32_t transA, int32_t transB, int64_t m, int64_t n,
             : static_cast<int>(std::min<int64_t>(
                   d->threads, std::max<int64_t>(1, loom_get_num_threads())));
     omp_set_num_threads(threads);
-    using type = dnnl::memory::data_type;
-    dnnl::memory am(matrix(m, k, lda, transA, type::bf16), d->engine,
-                    const_cast<void *>(a));
-    dnnl::memory bm(matrix(k, n, ldb, transB, type::bf16), d->engine,
-                    const_cast<void *>(b));
-    dnnl::memory cm(matrix(m, n, ldc, false, type::f32), d->engine, c);
+    dnnl::memory am(gemm.a, d->engine, const_cast<void *>(a));
+    dnnl::memory bm(gemm.b, d->engine, const_cast<void *>(b));
+    dnnl::memory cm(gemm.c, d->engine, c);
     dnnl::stream stream(d->engine);
-    primitive.execute(
+    gemm.primitive.execute(
         stream,
         {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream.wait();
