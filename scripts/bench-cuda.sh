@@ -30,7 +30,9 @@
 # GEMMs; with --artifact, say the N the artifact was compiled with.
 # --trace runs Loom's step again for 4 steps under loom-run --trace and
 # prints where its GPU time goes (scripts/trace-summary.py: by kind, and
-# the busiest kernels). Needs a build with the CUDA backend (docs/cuda.md)
+# the busiest kernels), and PyTorch's 2 more steps under its profiler
+# (torch_gpt2.py --profile: the same, by its kernels' names). Needs a
+# build with the CUDA backend (docs/cuda.md)
 # and, for the PyTorch lines, torch with CUDA in LOOM_PYTHON
 # (docs/python.md).
 set -euo pipefail
@@ -154,7 +156,8 @@ awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" \
     }
   }
   /^step / {
-    split($2, n, "/"); if (n[1] + 0 <= warmup) next
+    split($2, n, "/"); if (n[1] + 0 == 1) first = $10
+    if (n[1] + 0 <= warmup) next
     ms[++count] = $10; loss = $5
     # loom-run'"'"'s own MFU (--peak-tflops): the cost model'"'"'s FLOPs.
     for (i = 1; i < NF; ++i) if ($i == "MFU") mfu[count] = $(i + 1) + 0
@@ -181,9 +184,9 @@ awk -v warmup="$warmup" -v peak="$peak" -v precision="$precision" \
     median = count % 2 ? ms[mid] : (ms[mid] + ms[mid + 1]) / 2
     utilization = count % 2 ? mfu[mid] : (mfu[mid] + mfu[mid + 1]) / 2
     tokens = batch * seq
-    printf "loom  cuda-%-8s | %10.0f tok/s | %8.2f ms/step | MFU %5.1f%% of %.0f TFLOP/s | peak %.0f MiB of tensors (process %s MiB) | loss %.3f\n",
+    printf "loom  cuda-%-8s | %10.0f tok/s | %8.2f ms/step | MFU %5.1f%% of %.0f TFLOP/s | peak %.0f MiB of tensors (process %s MiB) | loss %.3f | first step %.0f ms\n",
       precision, tokens / median * 1e3, median, utilization,
-      peak / 1e12, tensors, rss, loss
+      peak / 1e12, tensors, rss, loss, first
   }' "$work/loom.log"
 
 if [ "$trace" = 1 ]; then
@@ -201,4 +204,4 @@ for m in ${torch_modes//,/ }; do modes="$modes,$m-$precision"; done
   --seq "$seq" --steps "$((steps - warmup))" --warmup "$warmup" \
   --layers "$layers" --width "$width" --heads "$heads" \
   --padded-vocab "$(( (50257 + pad_vocab - 1) / pad_vocab * pad_vocab ))" \
-  --data "$work/data.txt" --modes "${modes#,}"
+  --data "$work/data.txt" --modes "${modes#,}" --profile "$((trace * 2))"

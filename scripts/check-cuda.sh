@@ -26,6 +26,8 @@
 #               quarter of the loss scale)
 #   tiny-full-bf16  gpt2-tiny, bf16, each layer recomputed in the backward
 #               pass, 10 steps
+#   llama-fp32, llama-bf16  llama-tiny (RMSNorm, rotary positions, SwiGLU,
+#               2 key/value heads for 4 query heads), 10 steps
 #   dp2, tp2, pp2  gpt2-tiny, fp32, 10 steps on 2 ranks: data, tensor and
 #               pipeline parallel
 #   dp2-zero3-bf16  gpt2-tiny, bf16, ZeRO-3 over 2 ranks, 10 steps
@@ -89,6 +91,7 @@ done
 # loom-run's initialization).
 checks() {
   local tiny="$root/examples/gpt2-tiny.json"
+  local llama="$root/examples/llama-tiny.json"
   echo "tiny-fp32|$tiny|10|1e-4|--norms|1"
   echo "tiny-bf16|$tiny --plan precision=bf16|10|2e-3|--norms|1"
   echo "tiny-bf16-loops|$tiny --plan precision=bf16 --gelu=loops --residual-add=loops|10|2e-3|--norms|1"
@@ -99,6 +102,8 @@ checks() {
   echo "tiny-mb4|$tiny --plan mb=4|10|1e-4|--norms|1"
   echo "tiny-fp16-mb4|$tiny --plan precision=fp16,mb=4|30|5e-3||1|tiny"
   echo "tiny-full-bf16|$tiny --plan recompute=full,precision=bf16|10|2e-3|--norms|1"
+  echo "llama-fp32|$llama|10|1e-4|--norms|1"
+  echo "llama-bf16|$llama --plan precision=bf16|10|2e-3|--norms|1"
   if command -v "$mpirun" >/dev/null; then
     echo "dp2|$tiny --plan dp=2|10|1e-4|--norms|2"
     echo "tp2|$tiny --plan tp=2|10|1e-4|--norms|2"
