@@ -45,6 +45,8 @@ inline std::vector<SoftmaxCase> softmaxCases() {
           {"longer tail", 2, 304, 299},
           {"whole rows", 5, 1024, 1024},
           {"-inf first", 3, 4096, 4000, 3000},
+          // Groups of a thread's loads that are all -inf, then some not.
+          {"-inf groups", 2, 16384, 16000, 9000},
           {"gpt2", 3, 50304, 50257}};
 }
 

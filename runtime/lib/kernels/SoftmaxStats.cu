@@ -6,7 +6,8 @@
 // read once where a maximum and then the sums read it twice; the threads'
 // pairs are then merged in shared memory. Threads read 16 contiguous bytes
 // at a time where the rows are 16-byte aligned (8 bf16 or f16, or 4 f32
-// logits), one logit at a time otherwise and for the row's tail.
+// logits), four such loads at once, one logit at a time otherwise and for
+// the row's tail.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,7 +67,42 @@ __device__ __forceinline__ void rowStats(const T *logits, long long columns,
     constexpr int kLanes = 16 / sizeof(T);
     long long vectors = classes / kLanes;
     const uint4 *packed = reinterpret_cast<const uint4 *>(row);
-    for (long long i = self; i < vectors; i += kThreads) {
+    long long i = self;
+    // kGroup vectors a thread at once, a block's width apart: their loads
+    // in flight together, then one maximum and one rescale for all their
+    // values, whose exponentials do not wait on each other. One vector at
+    // a time, each value's update waiting on the last, a GPT-2 124M step's
+    // logits took 3.1 ms on an H200, a latency-bound 2.1 TB/s.
+    constexpr int kGroup = 4;
+    for (; i + (kGroup - 1) * kThreads < vectors; i += kGroup * kThreads) {
+      uint4 bits[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+        bits[g] = packed[i + g * kThreads];
+      float x[kGroup * kLanes];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        T lanes[kLanes];
+        memcpy(lanes, &bits[g], sizeof(bits[g]));
+#pragma unroll
+        for (int k = 0; k < kLanes; ++k)
+          x[g * kLanes + k] = widen(lanes[k]);
+      }
+      float m = s.max;
+#pragma unroll
+      for (int k = 0; k < kGroup * kLanes; ++k)
+        m = fmaxf(m, x[k]);
+      // Every value -inf so far: nothing to add, and exp(-inf - -inf)
+      // would be NaN.
+      if (m == -INFINITY)
+        continue;
+      float sum = s.sum * expf(s.max - m);
+#pragma unroll
+      for (int k = 0; k < kGroup * kLanes; ++k)
+        sum += expf(x[k] - m);
+      s = {m, sum};
+    }
+    for (; i < vectors; i += kThreads) {
       uint4 bits = packed[i];
       T lanes[kLanes];
       memcpy(lanes, &bits, sizeof(bits));
