@@ -101,6 +101,25 @@ void *loom::cudaAllocate(size_t size) {
   return reinterpret_cast<void *>(ptr);
 }
 
+void loom::cudaPrefetch(const void *ptr, size_t bytes) {
+  Backend &be = backend();
+  // Where the host may not touch managed memory while the GPU runs, the
+  // driver takes no prefetch either.
+  if (!be.active || !be.concurrentManagedAccess || !ptr || !bytes ||
+      !be.failure.empty())
+    return;
+  CUmemLocation gpu{};
+  gpu.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  gpu.id = be.device;
+  if (CUresult r = be.api.cuMemPrefetchAsync(reinterpret_cast<CUdeviceptr>(ptr),
+                                             bytes, gpu, 0, be.stream)) {
+    be.fail("prefetching " + std::to_string(bytes) +
+            " bytes to the GPU: " + be.describe(r));
+    return;
+  }
+  be.queued();
+}
+
 void loom::cudaFree(void *ptr) {
   if (ptr)
     backend().api.cuMemFree(reinterpret_cast<CUdeviceptr>(ptr));
@@ -198,6 +217,7 @@ void *loom::cudaAllocate(size_t) {
   setError("this Loom runtime was built without CUDA");
   return nullptr;
 }
+void loom::cudaPrefetch(const void *, size_t) {}
 void loom::cudaFree(void *) {}
 bool loom::cudaMemoryInfo(size_t &, size_t &) {
   return setError("this Loom runtime was built without CUDA");

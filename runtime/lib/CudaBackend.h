@@ -60,6 +60,7 @@ namespace loom::cuda {
   X(cuMemGetInfo)                                                              \
   X(cuMemAlloc)                                                                \
   X(cuMemAllocManaged)                                                         \
+  X(cuMemPrefetchAsync)                                                        \
   X(cuMemFree)                                                                 \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleGetFunction)                                                       \

@@ -66,6 +66,12 @@ bool cudaRunsAhead();
 /// with the error set. Only while the CUDA backend is on.
 void *cudaAllocate(size_t size);
 void cudaFree(void *ptr);
+/// Moves `bytes` of managed memory from `ptr` to the GPU, queued on the
+/// step's stream, so that kernels find it there rather than fault each
+/// page in on first touch (GPT-2 1.5B's first step took 5.7 s where the
+/// next took 0.37 on an H200). Nothing where the driver cannot prefetch,
+/// or without the CUDA backend.
+void cudaPrefetch(const void *ptr, size_t bytes);
 /// Bytes of device memory free and in all.
 bool cudaMemoryInfo(size_t &free, size_t &total);
 /// The PCI bus id of this process's GPU ("0000:1A:00.0"), which tells

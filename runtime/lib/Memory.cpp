@@ -94,6 +94,12 @@ public:
         Header{size, alignment, static_cast<size_t>(p - base), device, host};
     std::lock_guard<std::mutex> lock(mutex);
     count(size, host);
+    // Generated code's blocks (the step's arena) are touched by kernels
+    // first: on the GPU before any of them runs. The runtime's own (the
+    // parameters, filled on the host first) are moved before each step
+    // that follows the host's access instead (Step.cpp).
+    if (device && inCall)
+      loom::cudaPrefetch(base, total);
     return p;
   }
 
@@ -128,12 +134,14 @@ public:
 
   void beginCall() {
     std::lock_guard<std::mutex> lock(mutex);
+    inCall = true;
     for (Counts &c : counts)
       c.callBase = c.callPeak = c.live;
   }
 
   void endCall() {
     std::lock_guard<std::mutex> lock(mutex);
+    inCall = false;
     for (Counts &c : counts)
       c.stepPeak = std::max(c.stepPeak, c.callPeak - c.callBase);
   }
@@ -178,6 +186,8 @@ private:
   std::mutex mutex;
   std::unordered_map<Key, std::vector<void *>, KeyHash> freeBlocks;
   Counts counts[2];
+  /// Between heapBeginCall and heapEndCall: generated code allocates.
+  bool inCall = false;
 };
 
 BlockCache &cache() {

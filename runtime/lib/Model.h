@@ -312,6 +312,13 @@ struct loom_model {
   std::map<std::string, size_t> copyIndex;
   loom::StepVector<char> copyBytes;
   mutable bool copiesStale = true;
+  /// Whether the host touched the parameters, gradients or optimizer state
+  /// since the last step moved them to the GPU (moveStoreToDevice): set
+  /// by every reader and writer of them but the step.
+  mutable bool storeOnHost = true;
+  /// Moves the parameters, gradients, optimizer state and copies to the
+  /// GPU before a step, where the host touched them since the last.
+  void moveStoreToDevice();
   /// Whether the plan offloads: the master weights and optimizer state are
   /// host memory.
   bool offloaded() const { return !copies.empty(); }
@@ -435,6 +442,7 @@ struct loom_model {
   }
   /// Resets the optimizer and the step count.
   void resetOptimizer() {
+    storeOnHost = true;
     std::fill(state.begin(), state.end(), 0.0f);
     step = 0;
     lossScaler.reset();

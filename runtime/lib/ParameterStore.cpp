@@ -217,6 +217,7 @@ bool loom_model::layoutParamCopies() {
 bool loom_model::refreshParamCopies() {
   if (!copiesStale)
     return true;
+  storeOnHost = true;
   // Copies of whole parameters whose masters the ranks hold slices of
   // (ZeRO-1/2) come from the gathered whole: every rank refreshes at
   // once, as every rank steps at once.
@@ -253,8 +254,19 @@ bool loom_model::refreshParamCopies() {
   return true;
 }
 
+void loom_model::moveStoreToDevice() {
+  if (!storeOnHost || !cudaActive())
+    return;
+  cudaPrefetch(values.data(), values.size() * sizeof(float));
+  cudaPrefetch(grads.data(), grads.size() * sizeof(float));
+  cudaPrefetch(state.data(), state.size() * sizeof(float));
+  cudaPrefetch(copyBytes.data(), copyBytes.size());
+  storeOnHost = false;
+}
+
 void loom_model::scatter(const std::vector<Param> &tensors, const float *whole,
                          float *localBase) const {
+  storeOnHost = true;
   const loom_dist_info *dist = loom_dist_get_info();
   int64_t dpRank = dist ? dist->dp_rank : 0, tpRank = dist ? dist->tp_rank : 0;
   for (const Param &p : tensors)
@@ -269,6 +281,7 @@ void loom_model::scatter(const std::vector<Param> &tensors, const float *whole,
 bool loom_model::gather(const std::vector<Param> &tensors,
                         const float *localBase,
                         std::vector<float> &whole) const {
+  storeOnHost = true;
   whole.assign(
       tensors.empty() ? 0 : tensors.back().offset + tensors.back().size, 0.0f);
   const loom_dist_info *dist = loom_dist_get_info();
@@ -316,7 +329,7 @@ extern "C" {
 
 float *loom_model_params(loom_model *model) {
   // The caller may write the master weights.
-  model->copiesStale = true;
+  model->copiesStale = model->storeOnHost = true;
   return model->values.data();
 }
 

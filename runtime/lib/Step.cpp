@@ -197,6 +197,7 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
       part.values[i] = loadElement(copy.dtype, from, i);
     entry.buffers[part.slot] = part.values.data();
   }
+  moveStoreToDevice();
   heapBeginCall();
   entry.fn(entry.buffers.data());
   heapEndCall();
