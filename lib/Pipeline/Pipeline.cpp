@@ -227,8 +227,6 @@ static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
   if (options.target == Target::Cuda) {
     // The GPU's fused kernels hold a head's row in a thread's registers.
     lowering.linalg.fusedAttentionMaxHeadDim = LOOM_CUDA_ATTENTION_MAX_HEAD_DIM;
-    // Its kernels read every head's keys and values.
-    lowering.linalg.groupedFusedAttention = false;
     // The tensor-core kernels sum the query gradient in f32 scratch.
     lowering.linalg.attentionQuerySums = true;
     // A GPU reduces with a warp (a row) or a thread (a column) per output

@@ -306,17 +306,6 @@ void forEachTask(const Attention &a, int64_t perBatch) {
     range(&context, 0, tasks);
 }
 
-/// The CUDA backend's kernels read every head's keys and values: the
-/// compiler repeats each group's for its query heads on that target.
-void checkCudaLayout(int64_t groups) {
-  if (groups == 0)
-    return;
-  std::fprintf(stderr, "loom: the GPU's fused attention takes no grouped "
-                       "key/value heads; this artifact was compiled for the "
-                       "CPU\n");
-  std::exit(1);
-}
-
 /// A call's sizes, its tensors still to set.
 Attention sized(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
                 int64_t groups, int64_t headDim) {
@@ -332,9 +321,8 @@ void loom_rt_attention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
                        int64_t groups, int64_t head_dim, const void *qkv,
                        void *out, float *lse) {
   if (loom::cudaActive()) {
-    checkCudaLayout(groups);
-    return loom::cudaAttention(dtype, batch, seq, heads, head_dim, qkv, out,
-                               lse);
+    return loom::cudaAttention(dtype, batch, seq, heads, groups, head_dim, qkv,
+                               out, lse);
   }
   Attention a = sized(dtype, batch, seq, heads, groups, head_dim);
   a.qkv = qkv;
@@ -348,9 +336,8 @@ void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
                             const void *qkv, const void *out, const void *dout,
                             const float *lse, void *dqkv, float *delta) {
   if (loom::cudaActive()) {
-    checkCudaLayout(groups);
-    return loom::cudaAttentionGrad(dtype, batch, seq, heads, head_dim, qkv, out,
-                                   dout, lse, dqkv, delta);
+    return loom::cudaAttentionGrad(dtype, batch, seq, heads, groups, head_dim,
+                                   qkv, out, dout, lse, dqkv, delta);
   }
   Attention a = sized(dtype, batch, seq, heads, groups, head_dim);
   a.qkv = qkv;

@@ -245,10 +245,10 @@ void loom::cudaGemmGelu(int32_t, int32_t, int32_t, int32_t, int64_t, int64_t,
                         int64_t, float, const void *, int64_t, const void *,
                         int64_t, const void *, void *, int64_t, void *,
                         int64_t) {}
-void loom::cudaAttention(int32_t, int64_t, int64_t, int64_t, int64_t,
+void loom::cudaAttention(int32_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          const void *, void *, float *) {}
 void loom::cudaAttentionGrad(int32_t, int64_t, int64_t, int64_t, int64_t,
-                             const void *, const void *, const void *,
+                             int64_t, const void *, const void *, const void *,
                              const float *, void *, float *) {}
 void loom::cudaSoftmaxStats(int32_t, int64_t, int64_t, int64_t, const void *,
                             float *, float *) {}

@@ -92,16 +92,24 @@ const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
 }
 
 /// One call of the attention kernels: which, their grid (a block for 64
-/// rows of one (batch, head) pair) and their scalar arguments.
+/// rows of one (batch, head) pair; the key gradient's a block for 64 keys,
+/// 128 on the tensor cores, of one (batch, key/value head) pair) and their
+/// scalar arguments.
 struct AttentionLaunch {
   const Backend::AttentionKernels *kernels;
   unsigned grid[3];
-  int seq, heads, headDim;
+  unsigned keyBlocks, keyHeads;
+  int seq, heads, groups, headDim;
   float scale;
 
   void launch(Backend &be, const Backend::Kernel &kernel, void **params) const {
     be.launch(kernel.function, grid[0], grid[1], grid[2], kernel.threads, 1, 1,
               kernel.sharedBytes, params);
+  }
+  void launchByKeys(Backend &be, const Backend::Kernel &kernel,
+                    void **params) const {
+    be.launch(kernel.function, keyBlocks, keyHeads, grid[2], kernel.threads, 1,
+              1, kernel.sharedBytes, params);
   }
 };
 
@@ -109,10 +117,17 @@ struct AttentionLaunch {
 /// to do or cannot run (the failure recorded).
 std::optional<AttentionLaunch> attentionLaunch(Backend &be, int32_t dtype,
                                                int64_t batch, int64_t seq,
-                                               int64_t heads, int64_t headDim) {
+                                               int64_t heads, int64_t groups,
+                                               int64_t headDim) {
   constexpr int64_t kRows = 64, kMaxGridYZ = 65535;
   if (!be.failure.empty() || batch <= 0 || seq <= 0 || heads <= 0)
     return std::nullopt;
+  if (groups < 0 || (groups && heads % groups)) {
+    be.fail("fused attention of " + std::to_string(heads) + " heads in " +
+            std::to_string(groups) + " key/value groups: the groups must " +
+            "divide the heads");
+    return std::nullopt;
+  }
   if (batch > kMaxGridYZ || heads > kMaxGridYZ || seq > INT32_MAX ||
       headDim > INT32_MAX) {
     be.fail("fused attention of " + std::to_string(batch) + " sequences of " +
@@ -124,37 +139,41 @@ std::optional<AttentionLaunch> attentionLaunch(Backend &be, int32_t dtype,
       attentionKernels(be, dtype, headDim);
   if (!kernels)
     return std::nullopt;
+  int64_t keyRows = kernels->querySums ? loom::kAttentionMmaKeyRows : kRows;
   return AttentionLaunch{kernels,
                          {static_cast<unsigned>((seq + kRows - 1) / kRows),
                           static_cast<unsigned>(heads),
                           static_cast<unsigned>(batch)},
+                         static_cast<unsigned>((seq + keyRows - 1) / keyRows),
+                         static_cast<unsigned>(groups ? groups : heads),
                          static_cast<int>(seq),
                          static_cast<int>(heads),
+                         static_cast<int>(groups),
                          static_cast<int>(headDim),
                          loom::attentionScale(headDim)};
 }
 } // namespace
 
 void loom::cudaAttention(int32_t dtype, int64_t batch, int64_t seq,
-                         int64_t heads, int64_t headDim, const void *qkv,
-                         void *out, float *lse) {
+                         int64_t heads, int64_t groups, int64_t headDim,
+                         const void *qkv, void *out, float *lse) {
   Backend &be = backend();
   std::optional<AttentionLaunch> l =
-      attentionLaunch(be, dtype, batch, seq, heads, headDim);
+      attentionLaunch(be, dtype, batch, seq, heads, groups, headDim);
   if (!l)
     return;
-  void *params[] = {&qkv,      &out,        &lse,     &l->seq,
-                    &l->heads, &l->headDim, &l->scale};
+  void *params[] = {&qkv,      &out,       &lse,        &l->seq,
+                    &l->heads, &l->groups, &l->headDim, &l->scale};
   l->launch(be, l->kernels->forward, params);
 }
 
 void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
-                             int64_t heads, int64_t headDim, const void *qkv,
-                             const void *out, const void *dout,
+                             int64_t heads, int64_t groups, int64_t headDim,
+                             const void *qkv, const void *out, const void *dout,
                              const float *lse, void *dqkv, float *delta) {
   Backend &be = backend();
   std::optional<AttentionLaunch> l =
-      attentionLaunch(be, dtype, batch, seq, heads, headDim);
+      attentionLaunch(be, dtype, batch, seq, heads, groups, headDim);
   if (!l)
     return;
   // The scratch's query gradient sums, where the kernels take them
@@ -164,11 +183,14 @@ void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
           ? delta + loom_attention_query_sums_offset(batch * heads * seq)
           : nullptr;
   void *deltaParams[] = {&out,    &dout,     &delta,     &sums,
-                         &l->seq, &l->heads, &l->headDim};
+                         &l->seq, &l->heads, &l->groups, &l->headDim};
   l->launch(be, l->kernels->delta, deltaParams);
-  void *gradParams[] = {&qkv,  &lse,    &dout,     &delta,      &sums,
-                        &dqkv, &l->seq, &l->heads, &l->headDim, &l->scale};
-  l->launch(be, l->kernels->keyGrad, gradParams);
+  void *gradParams[] = {&qkv,       &lse,        &dout,    &delta,
+                        &sums,      &dqkv,       &l->seq,  &l->heads,
+                        &l->groups, &l->headDim, &l->scale};
+  // A group's key and value gradients sum over its query heads in one
+  // block: no two blocks write the same keys.
+  l->launchByKeys(be, l->kernels->keyGrad, gradParams);
   l->launch(be, l->kernels->queryGrad, gradParams);
 }
 

@@ -184,11 +184,12 @@ inline float attentionScale(int64_t headDim) {
 /// loom_rt_attention and loom_rt_attention_grad on the GPU (their
 /// contracts): kernels queued on the step's stream.
 void cudaAttention(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
-                   int64_t headDim, const void *qkv, void *out, float *lse);
+                   int64_t groups, int64_t headDim, const void *qkv, void *out,
+                   float *lse);
 void cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq, int64_t heads,
-                       int64_t headDim, const void *qkv, const void *out,
-                       const void *dout, const float *lse, void *dqkv,
-                       float *delta);
+                       int64_t groups, int64_t headDim, const void *qkv,
+                       const void *out, const void *dout, const float *lse,
+                       void *dqkv, float *delta);
 } // namespace loom
 
 #endif // LOOM_RUNTIME_DEVICE_H

@@ -27,14 +27,20 @@ struct KernelModule {
 extern const KernelModule kAttentionModules[];
 extern const int kAttentionModuleCount;
 
+/// The keys a block of the tensor-core attention's key gradient takes
+/// (kernels/AttentionMma.cu); the CUDA cores' blocks take 64.
+constexpr int kAttentionMmaKeyRows = 128;
+
 /// The dynamic shared memory of the tensor-core attention's key gradient
 /// (kernels/AttentionMma.cu, which checks its layout against this) for
-/// heads up to `headBound`: five tiles of 64 rows of headBound + 8 16-bit
-/// elements (queries and output gradients, two each, and the block's
-/// keys), one of 64 rows of 72 (the scores' gradients) and 256 f32
-/// statistics.
+/// heads up to `headBound` (at most 64): four tiles of 64 rows of
+/// headBound + 8 16-bit elements (queries and output gradients, two
+/// each), one of the block's 128 keys, one of 128 rows of 72 (the scores'
+/// gradients, where the values passed before) and 256 f32 statistics.
 constexpr int attentionGradSharedBytes(int headBound) {
-  return 5 * 64 * (headBound + 8) * 2 + 64 * 72 * 2 + 256 * 4;
+  return 4 * 64 * (headBound + 8) * 2 +
+         kAttentionMmaKeyRows * (headBound + 8) * 2 +
+         kAttentionMmaKeyRows * 72 * 2 + 256 * 4;
 }
 
 /// The scatter-add of rows (kernels/ScatterRows.cu): one module, f32.

@@ -28,9 +28,13 @@ using namespace loom_test;
 
 namespace {
 /// Small enough for a block's 128 threads to be the process's threads.
-const std::vector<Problem> kProblems = {{2, 70, 3, 8},   {1, 129, 2, 16},
-                                        {3, 5, 1, 4},    {1, 77, 2, 30},
-                                        {1, 100, 1, 48}, {1, 150, 1, 64}};
+/// The last three have grouped key/value heads (batch, seq, heads, dim,
+/// groups): a block of the key gradient walks each query head of its
+/// group.
+const std::vector<Problem> kProblems = {
+    {2, 70, 3, 8},    {1, 129, 2, 16},    {3, 5, 1, 4},
+    {1, 77, 2, 30},   {1, 100, 1, 48},    {1, 150, 1, 64},
+    {2, 70, 6, 8, 2}, {1, 129, 4, 16, 1}, {1, 100, 4, 64, 2}};
 
 template <typename T, int Bound>
 void runKernels(const Problem &p, AttentionResult &r,
@@ -38,7 +42,10 @@ void runKernels(const Problem &p, AttentionResult &r,
                 const std::vector<uint8_t> &doutData, float lseShift) {
   Dim3 grid{static_cast<unsigned>((p.seq + kRows - 1) / kRows),
             static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch)};
-  int seq = p.seq, heads = p.heads, dim = p.dim;
+  // The key gradient's blocks take 128 keys of a key/value head each.
+  Dim3 keyGrid{static_cast<unsigned>((p.seq + kKeyRows - 1) / kKeyRows),
+               static_cast<unsigned>(p.groups ? p.groups : p.heads), grid.z};
+  int seq = p.seq, heads = p.heads, groups = p.groups, dim = p.dim;
   float scale = loom::attentionScale(p.dim);
   auto *qkv = reinterpret_cast<const T *>(qkvData.data());
   auto *dout = reinterpret_cast<const T *>(doutData.data());
@@ -52,18 +59,18 @@ void runKernels(const Problem &p, AttentionResult &r,
   float *deltaAt = scratch.data(),
         *sums = scratch.data() + loom_attention_query_sums_offset(rows);
   launchGrid(grid, kThreads, true, forward<T, Bound>, qkv, out, r.lse.data(),
-             seq, heads, dim, scale);
+             seq, heads, groups, dim, scale);
   std::vector<float> lse(r.lse);
   for (float &x : lse)
     x += lseShift;
   const T *written = out;
   launchGrid(grid, kRows, true, gradDelta<T, Bound>, written, dout, deltaAt,
-             sums, seq, heads, dim);
+             sums, seq, heads, groups, dim);
   const float *lseAt = lse.data(), *deltaRead = deltaAt;
-  launchGrid(grid, kThreads, true, keyGrad<T, Bound>, qkv, lseAt, dout,
-             deltaRead, sums, dqkv, seq, heads, dim, scale);
+  launchGrid(keyGrid, kKeyThreads, true, keyGrad<T, Bound>, qkv, lseAt, dout,
+             deltaRead, sums, dqkv, seq, heads, groups, dim, scale);
   launchGrid(grid, kThreads, true, queryGrad<T, Bound>, qkv, lseAt, dout,
-             deltaRead, sums, dqkv, seq, heads, dim, scale);
+             deltaRead, sums, dqkv, seq, heads, groups, dim, scale);
 }
 
 AttentionResult runEmulated(const Problem &p, int32_t dtype,

@@ -20,9 +20,12 @@
 using namespace loom_test;
 
 namespace {
-const std::vector<Problem> kProblems = {{2, 70, 3, 8},   {1, 129, 2, 16},
-                                        {3, 5, 1, 4},    {1, 77, 2, 30},
-                                        {2, 100, 1, 48}, {1, 1024, 2, 64}};
+/// The last three with grouped key/value heads (batch, seq, heads, dim,
+/// groups), Llama's 64-channel heads among them.
+const std::vector<Problem> kProblems = {
+    {2, 70, 3, 8},    {1, 129, 2, 16},    {3, 5, 1, 4},
+    {1, 77, 2, 30},   {2, 100, 1, 48},    {1, 1024, 2, 64},
+    {2, 70, 6, 8, 2}, {1, 129, 4, 16, 1}, {1, 1024, 8, 64, 2}};
 
 class CudaAttention : public CudaTest {};
 

@@ -34,8 +34,8 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     gradient, with the [T, T] scores and probabilities as tensors.
     Grouped-query attention (`kv_heads`) stays grouped where the fused
     kernels read each group's key and value for its query heads
-    (`fused-attention-grouped-heads`, the CPU's); elsewhere (the GPU's
-    kernels, the loops) it becomes `loom.group_qkv`, which repeats them
+    (`fused-attention-grouped-heads`, the CPU's and the GPU's); elsewhere
+    (the loops) it becomes `loom.group_qkv`, which repeats them
     for every query head, the attention of every head and, for the
     gradient, `loom.group_qkv_grad`, which sums them back. With
     `attention-query-sums` (the cuda target), a fused gradient stored in
@@ -70,8 +70,8 @@ def LoomLowerToLinalg : Pass<"loom-lower-to-linalg", "::mlir::ModuleOp"> {
     Option<"groupedFusedAttention", "fused-attention-grouped-heads", "bool",
            /*default=*/"true",
            "The fused kernels read grouped-query attention's key/value heads "
-           "where they are (the CPU's); otherwise each group's are repeated "
-           "for its query heads first">,
+           "where they are; otherwise each group's are repeated for its "
+           "query heads first">,
     Option<"attentionQuerySums", "attention-query-sums", "bool",
            /*default=*/"false",
            "Mark fused attention gradients stored in bf16 or f16 "

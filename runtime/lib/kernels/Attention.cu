@@ -78,8 +78,8 @@ __device__ __forceinline__ float dot(const float (&x)[MaxD],
 /// The output and each query's log-sum-exp.
 template <typename T, int MaxD>
 __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
-                        int headDim, float scale) {
-  Pair p(seq, heads, headDim);
+                        int groups, int headDim, float scale) {
+  Pair p(seq, heads, groups, headDim);
   __shared__ float keys[kRows][MaxD], values[kRows][MaxD];
   int first = blockIdx.x * kRows, i = first + threadIdx.x;
   bool active = i < seq;
@@ -120,11 +120,15 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
   lse[p.rows + i] = max + logf(sum);
 }
 
+/// The gradients of blockIdx.y's key and value heads, summed over the
+/// query heads that read them.
 template <typename T, int MaxD>
 __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
                         const float *delta, float *, T *dqkv, int seq,
-                        int heads, int headDim, float scale) {
-  Pair p(seq, heads, headDim);
+                        int heads, int groups, int headDim, float scale) {
+  Pair p(seq, heads, groups, headDim);
+  int keyHead = blockIdx.y;
+  p.select(p.queryHead(keyHead, 0));
   // The block's own values, a row per thread: padded by one so that the
   // threads' rows fall in different banks. The queries come kQueries at a
   // time, which keeps the block's shared memory under the 48 KiB a kernel
@@ -143,32 +147,36 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
   for (int d = 0; d < MaxD; ++d)
     dk[d] = dv[d] = 0.0f;
   const float(&v)[MaxD + 1] = values[threadIdx.x];
-  for (int i0 = first; i0 < seq; i0 += kQueries) {
-    loadTile<T, MaxD, 0, kQueries>(queries, qkv + p.qkv[0], p.qkvStride, i0, p);
-    loadTile<T, MaxD, 0, kQueries>(grads, dout + p.out, p.outStride, i0, p);
-    int i = i0 + threadIdx.x;
-    if (threadIdx.x < kQueries) {
-      rowLse[threadIdx.x] = i < seq ? lse[p.rows + i] : 0.0f;
-      rowDelta[threadIdx.x] = i < seq ? delta[p.rows + i] : 0.0f;
-    }
-    __syncthreads();
-    if (active) {
-      int rows = min(kQueries, seq - i0);
-      for (int r = max(j - i0, 0); r < rows; ++r) {
-        float e = expf(dot<MaxD, 0>(k, queries[r]) - rowLse[r]);
-        float dp = 0.0f;
-#pragma unroll
-        for (int d = 0; d < MaxD; ++d) {
-          dv[d] += e * grads[r][d];
-          dp += grads[r][d] * v[d];
-        }
-        float ds = e * (dp - rowDelta[r]);
-#pragma unroll
-        for (int d = 0; d < MaxD; ++d)
-          dk[d] += ds * queries[r][d];
+  for (int member = 0; member < p.perGroup; ++member) {
+    p.select(p.queryHead(keyHead, member));
+    for (int i0 = first; i0 < seq; i0 += kQueries) {
+      loadTile<T, MaxD, 0, kQueries>(queries, qkv + p.qkv[0], p.qkvStride, i0,
+                                     p);
+      loadTile<T, MaxD, 0, kQueries>(grads, dout + p.out, p.outStride, i0, p);
+      int i = i0 + threadIdx.x;
+      if (threadIdx.x < kQueries) {
+        rowLse[threadIdx.x] = i < seq ? lse[p.rows + i] : 0.0f;
+        rowDelta[threadIdx.x] = i < seq ? delta[p.rows + i] : 0.0f;
       }
+      __syncthreads();
+      if (active) {
+        int rows = min(kQueries, seq - i0);
+        for (int r = max(j - i0, 0); r < rows; ++r) {
+          float e = expf(dot<MaxD, 0>(k, queries[r]) - rowLse[r]);
+          float dp = 0.0f;
+#pragma unroll
+          for (int d = 0; d < MaxD; ++d) {
+            dv[d] += e * grads[r][d];
+            dp += grads[r][d] * v[d];
+          }
+          float ds = e * (dp - rowDelta[r]);
+#pragma unroll
+          for (int d = 0; d < MaxD; ++d)
+            dk[d] += ds * queries[r][d];
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
   }
   if (!active)
     return;
@@ -179,8 +187,8 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
 template <typename T, int MaxD>
 __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
                           const float *delta, float *, T *dqkv, int seq,
-                          int heads, int headDim, float scale) {
-  Pair p(seq, heads, headDim);
+                          int heads, int groups, int headDim, float scale) {
+  Pair p(seq, heads, groups, headDim);
   __shared__ float keys[kRows][MaxD], values[kRows][MaxD];
   int first = blockIdx.x * kRows, i = first + threadIdx.x;
   bool active = i < seq;
@@ -217,10 +225,10 @@ __device__ void queryGrad(const T *qkv, const float *lse, const T *dout,
 /// Each query's dot product; the CUDA cores' kernels sum no query gradient.
 template <typename T, int MaxD>
 __device__ void gradDelta(const T *out, const T *dout, float *d, float *,
-                          int seq, int heads, int headDim) {
-  delta<T>(out, dout, d, seq, heads, headDim);
+                          int seq, int heads, int groups, int headDim) {
+  delta<T>(out, dout, d, seq, heads, groups, headDim);
 }
 } // namespace
 
 LOOM_ATTENTION_MODULE(LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME,
-                      LOOM_ATTENTION_HEAD, kRows, 1, 1)
+                      LOOM_ATTENTION_HEAD, kRows, 1, kRows, 1)

@@ -41,21 +41,51 @@ template <> __device__ __forceinline__ __half narrow(float x) {
   return __float2half_rn(x);
 }
 
-/// Where one call's tensors are (rt.h's layouts), for the block's
-/// (batch, head) pair.
+/// Where one call's tensors are (rt.h's layouts) for the block's sequence
+/// (blockIdx.z) and one of its query heads: [seq, 3, heads, headDim] rows,
+/// or under grouped-query attention (`groups` key/value heads, each shared
+/// by `perGroup` query heads) [seq, groups, perGroup + 2, headDim] rows,
+/// each group's query heads then its key head and its value head. The
+/// gradient `dqkv` has qkv's layout, so the same offsets.
 struct Pair {
-  int seq, heads, headDim;
+  int seq, heads, groups, headDim, perGroup;
   long long qkvStride, outStride;
   long long qkv[3], out, rows;
 
-  __device__ Pair(int seq, int heads, int headDim)
-      : seq(seq), heads(heads), headDim(headDim) {
-    long long b = blockIdx.z, h = blockIdx.y;
+  /// The pair of blockIdx.y's query head.
+  __device__ Pair(int seq, int heads, int groups, int headDim)
+      : seq(seq), heads(heads), groups(groups), headDim(headDim),
+        perGroup(groups ? heads / groups : 1) {
     outStride = static_cast<long long>(heads) * headDim;
-    qkvStride = 3 * outStride;
-    for (int part = 0; part < 3; ++part)
-      qkv[part] = b * seq * qkvStride + part * outStride + h * headDim;
-    out = b * seq * outStride + h * headDim;
+    qkvStride = groups ? static_cast<long long>(heads + 2 * groups) * headDim
+                       : 3 * outStride;
+    select(blockIdx.y);
+  }
+
+  /// The key/value heads: a kernel that walks the keys takes one a block
+  /// (blockIdx.y), and the query heads that read it in turn.
+  __device__ int keyHeads() const { return groups ? groups : heads; }
+  /// The `member`th query head reading key/value head `keyHead`.
+  __device__ int queryHead(int keyHead, int member) const {
+    return keyHead * perGroup + member;
+  }
+
+  /// Points the offsets at query head `h` and the key and value heads it
+  /// reads.
+  __device__ void select(int h) {
+    long long b = blockIdx.z, start = b * seq * qkvStride;
+    if (groups) {
+      long long group = start + static_cast<long long>(h / perGroup) *
+                                    (perGroup + 2) * headDim;
+      qkv[0] = group + static_cast<long long>(h % perGroup) * headDim;
+      qkv[1] = group + static_cast<long long>(perGroup) * headDim;
+      qkv[2] = qkv[1] + headDim;
+    } else {
+      for (int part = 0; part < 3; ++part)
+        qkv[part] =
+            start + part * outStride + static_cast<long long>(h) * headDim;
+    }
+    out = b * seq * outStride + static_cast<long long>(h) * headDim;
     rows = (b * heads + h) * seq;
   }
 };
@@ -66,8 +96,8 @@ struct Pair {
 /// time. The block's kRows threads take its kRows queries a warp at a time.
 template <typename T>
 __device__ void delta(const T *out, const T *dout, float *delta, int seq,
-                      int heads, int headDim) {
-  Pair p(seq, heads, headDim);
+                      int heads, int groups, int headDim) {
+  Pair p(seq, heads, groups, headDim);
   int lane = threadIdx.x % 32, warps = kRows / 32;
   int first = blockIdx.x * kRows, end = min(first + kRows, seq);
   for (int i = first + threadIdx.x / 32; i < end; i += warps) {
@@ -101,37 +131,38 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
 /// scratch, which the tensor-core kernels sum the query gradient in and the
 /// CUDA cores' leave alone. Each declares its block size with
 /// __launch_bounds__, which the backend reads back to launch it: THREADS
-/// for forward, key_grad and query_grad, with at least BLOCKS (GRAD_BLOCKS
-/// for key_grad) of them resident on a multiprocessor, and kRows threads
-/// for delta.
-#define LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS, GRAD_BLOCKS)    \
+/// for forward and query_grad, with at least BLOCKS of them resident on a
+/// multiprocessor, GRAD_THREADS and GRAD_BLOCKS for key_grad, and kRows
+/// threads for delta.
+#define LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS, GRAD_THREADS,   \
+                               GRAD_BLOCKS)                                    \
   extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
       loom_attention_forward_##NAME##_##MAXD(const T *qkv, T *out, float *lse, \
-                                             int seq, int heads, int headDim,  \
-                                             float scale) {                    \
-    forward<T, MAXD>(qkv, out, lse, seq, heads, headDim, scale);               \
+                                             int seq, int heads, int groups,   \
+                                             int headDim, float scale) {       \
+    forward<T, MAXD>(qkv, out, lse, seq, heads, groups, headDim, scale);       \
   }                                                                            \
   extern "C" __global__ void __launch_bounds__(kRows)                          \
-      loom_attention_delta_##NAME##_##MAXD(const T *out, const T *dout,        \
-                                           float *d, float *sums, int seq,     \
-                                           int heads, int headDim) {           \
-    gradDelta<T, MAXD>(out, dout, d, sums, seq, heads, headDim);               \
+      loom_attention_delta_##NAME##_##MAXD(                                    \
+          const T *out, const T *dout, float *d, float *sums, int seq,         \
+          int heads, int groups, int headDim) {                                \
+    gradDelta<T, MAXD>(out, dout, d, sums, seq, heads, groups, headDim);       \
   }                                                                            \
-  extern "C" __global__ void __launch_bounds__(THREADS, GRAD_BLOCKS)           \
+  extern "C" __global__ void __launch_bounds__(GRAD_THREADS, GRAD_BLOCKS)      \
       loom_attention_key_grad_##NAME##_##MAXD(                                 \
           const T *qkv, const float *lse, const T *dout, const float *d,       \
-          float *sums, T *dqkv, int seq, int heads, int headDim,               \
+          float *sums, T *dqkv, int seq, int heads, int groups, int headDim,   \
           float scale) {                                                       \
-    keyGrad<T, MAXD>(qkv, lse, dout, d, sums, dqkv, seq, heads, headDim,       \
-                     scale);                                                   \
+    keyGrad<T, MAXD>(qkv, lse, dout, d, sums, dqkv, seq, heads, groups,        \
+                     headDim, scale);                                          \
   }                                                                            \
   extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS)                \
       loom_attention_query_grad_##NAME##_##MAXD(                               \
           const T *qkv, const float *lse, const T *dout, const float *d,       \
-          float *sums, T *dqkv, int seq, int heads, int headDim,               \
+          float *sums, T *dqkv, int seq, int heads, int groups, int headDim,   \
           float scale) {                                                       \
-    queryGrad<T, MAXD>(qkv, lse, dout, d, sums, dqkv, seq, heads, headDim,     \
-                       scale);                                                 \
+    queryGrad<T, MAXD>(qkv, lse, dout, d, sums, dqkv, seq, heads, groups,      \
+                       headDim, scale);                                        \
   }
 
 // One module per storage type and head bound, which the build defines, so
@@ -140,7 +171,9 @@ __device__ void delta(const T *out, const T *dout, float *delta, int seq,
     !defined(LOOM_ATTENTION_HEAD)
 #error "define LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME and LOOM_ATTENTION_HEAD"
 #endif
-#define LOOM_ATTENTION_MODULE(T, NAME, MAXD, THREADS, BLOCKS, GRAD_BLOCKS)     \
-  LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS, GRAD_BLOCKS)
+#define LOOM_ATTENTION_MODULE(T, NAME, MAXD, THREADS, BLOCKS, GRAD_THREADS,    \
+                              GRAD_BLOCKS)                                     \
+  LOOM_ATTENTION_KERNELS(T, NAME, MAXD, THREADS, BLOCKS, GRAD_THREADS,         \
+                         GRAD_BLOCKS)
 
 #endif // LOOM_RUNTIME_KERNELS_ATTENTIONCOMMON_CUH

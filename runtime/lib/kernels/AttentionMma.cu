@@ -46,6 +46,12 @@
 
 namespace {
 constexpr int kWarps = kRows / 16, kThreads = 32 * kWarps;
+/// The key gradient's blocks: 128 keys, 16 a warp. Each block adds its
+/// share of every query's gradient to the f32 sums once per tile of
+/// queries, so that the sums' atomic additions are halved against blocks
+/// of 64 keys, and each tile of queries is read half as often.
+constexpr int kKeyRows = loom::kAttentionMmaKeyRows, kKeyWarps = kKeyRows / 16,
+              kKeyThreads = 32 * kKeyWarps;
 /// Keys (or queries) per tile of scores: 8 fragments of 8 columns.
 constexpr int kTile = 64, kFragments = kTile / 8;
 /// Pads each shared row by 16 bytes, so that the 8 rows a fragment reads
@@ -54,7 +60,7 @@ constexpr int kPad = 8;
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 /// A tile of rows as their storage type's bits.
-template <int MaxD> using Tile = uint16_t[kRows][MaxD + kPad];
+template <int MaxD, int Rows = kRows> using Tile = uint16_t[Rows][MaxD + kPad];
 
 /// The lane's place in the fragments: its group of 4 lanes (a row) and its
 /// place in the group (a pair of columns).
@@ -75,17 +81,17 @@ __device__ bool wholeVectors(const Pair &p, const void *base) {
   return p.headDim % 8 == 0 && reinterpret_cast<uintptr_t>(base) % 16 == 0;
 }
 
-/// How a block's threads share a tile of rows: chunks of 8 elements, the
-/// `i`th of a thread's in row row(i) from column(i).
-template <int MaxD> struct Chunks {
+/// How a block's `Threads` threads share a tile of `Rows` rows: chunks of
+/// 8 elements, the `i`th of a thread's in row row(i) from column(i).
+template <int MaxD, int Rows = kRows, int Threads = kThreads> struct Chunks {
   static constexpr int kPerRow = MaxD / 8,
-                       kPerThread = kRows * kPerRow / kThreads;
-  static_assert(kRows * kPerRow % kThreads == 0, "whole chunks per thread");
+                       kPerThread = Rows * kPerRow / Threads;
+  static_assert(Rows * kPerRow % Threads == 0, "whole chunks per thread");
   static __device__ int row(int i) {
-    return (threadIdx.x + i * kThreads) / kPerRow;
+    return (threadIdx.x + i * Threads) / kPerRow;
   }
   static __device__ int column(int i) {
-    return (threadIdx.x + i * kThreads) % kPerRow * 8;
+    return (threadIdx.x + i * Threads) % kPerRow * 8;
   }
 };
 
@@ -106,15 +112,16 @@ __device__ uint4 chunk(const uint16_t *base, long long stride, int row,
                     word(element[4], element[5]), word(element[6], element[7]));
 }
 
-/// Rows [from, from + kRows) of a [seq, headDim] matrix, `stride` elements
-/// apart from `base`, into `tile`: copied asynchronously 16 bytes at a time
-/// when the rows allow it (`vectors`), so that a loop computes on one tile
-/// while the next arrives, else loaded element by element at once.
-template <int MaxD>
-__device__ void copyTile(Tile<MaxD> &tile, const uint16_t *base,
+/// Rows [from, from + Rows) of a [seq, headDim] matrix, `stride` elements
+/// apart from `base`, into `tile` by a block of `Threads`: copied
+/// asynchronously 16 bytes at a time when the rows allow it (`vectors`),
+/// so that a loop computes on one tile while the next arrives, else loaded
+/// element by element at once.
+template <int MaxD, int Rows = kRows, int Threads = kThreads>
+__device__ void copyTile(Tile<MaxD, Rows> &tile, const uint16_t *base,
                          long long stride, int from, const Pair &p,
                          bool vectors) {
-  using C = Chunks<MaxD>;
+  using C = Chunks<MaxD, Rows, Threads>;
 #pragma unroll
   for (int i = 0; i < C::kPerThread; ++i) {
     int row = from + C::row(i), column = C::column(i);
@@ -131,9 +138,10 @@ __device__ void copyTile(Tile<MaxD> &tile, const uint16_t *base,
 
 /// The warp's 16 rows of `tile` from `row0` as left operands, one per 16
 /// channels.
-template <int MaxD>
-__device__ void loadRows(uint32_t (&a)[MaxD / 16][4], const Tile<MaxD> &tile,
-                         int row0, const Lane &l) {
+template <int MaxD, int Rows = kRows>
+__device__ void loadRows(uint32_t (&a)[MaxD / 16][4],
+                         const Tile<MaxD, Rows> &tile, int row0,
+                         const Lane &l) {
 #pragma unroll
   for (int k = 0; k < MaxD / 16; ++k) {
     const uint16_t *top = &tile[row0 + l.group][16 * k + 2 * l.pair];
@@ -168,20 +176,22 @@ __device__ void scores(float (&s)[kFragments][4],
   }
 }
 
-/// acc += a tile[16k..16k + 15]: a 16 x 16 operand a (mma's layout) times
-/// 16 rows of the tile from row 16k.
-template <typename T, int Width, int MaxD>
+/// acc += a tile[16k..16k + 15][dim0..dim0 + Dims - 1]: a 16 x 16 operand
+/// a (mma's layout) times 16 rows of the tile from row 16k, `Dims` of
+/// their channels from `dim0`.
+template <typename T, int Width, int Dims, int Rows>
 __device__ __forceinline__ void
-accumulateRows(float (&acc)[MaxD / 8][4], const uint32_t (&a)[4],
-               const uint16_t (&tile)[kRows][Width], int k) {
+accumulateRows(float (&acc)[Dims / 8][4], const uint32_t (&a)[4],
+               const uint16_t (&tile)[Rows][Width], int k, int dim0 = 0) {
+  static_assert(Dims % 16 == 0, "channels come 16 at a time");
   int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int j = 0; j < MaxD / 8; j += 2) {
-    // Rows 16k + 8 (lane / 8 % 2).., channels 8 (j + lane / 16)..,
+  for (int j = 0; j < Dims / 8; j += 2) {
+    // Rows 16k + 8 (lane / 8 % 2).., channels dim0 + 8 (j + lane / 16)..,
     // transposed: the right operands of channels 8j.. and 8(j + 1)...
     uint32_t b[4];
-    loadMatrices<true>(
-        b, &tile[16 * k + lane % 8 + 8 * (lane / 8 % 2)][8 * (j + lane / 16)]);
+    loadMatrices<true>(b, &tile[16 * k + lane % 8 + 8 * (lane / 8 % 2)]
+                               [dim0 + 8 * (j + lane / 16)]);
     mma<T>(acc[j], a, b[0], b[1]);
     mma<T>(acc[j + 1], a, b[2], b[3]);
   }
@@ -258,8 +268,8 @@ template <typename T> __device__ const uint16_t *bits(const T *x) {
 /// scores scaled by log2(e).
 template <typename T, int MaxD>
 __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
-                        int headDim, float scale) {
-  Pair p(seq, heads, headDim);
+                        int groups, int headDim, float scale) {
+  Pair p(seq, heads, groups, headDim);
   Lane l;
   // The keys and values in two buffers each: the next tile's copies
   // arrive in one while the block computes on the other.
@@ -339,14 +349,19 @@ __device__ void forward(const T *qkv, T *out, float *lse, int seq, int heads,
 }
 
 /// The key gradient's shared memory, more than a block's 48 KB of static
-/// shared memory for heads of 64: two tiles each of queries and of their
-/// output gradients and statistics (the next arriving while the block
-/// computes on the other), the block's keys, which the query gradient's
-/// products read, and the block's dS^T for the tile of queries, a row per
-/// key.
+/// shared memory: two tiles each of queries and of their output gradients
+/// and statistics (the next arriving while the block computes on the
+/// other), the block's keys, which the query gradient's products read, and
+/// the block's dS^T for the tile of queries, a row per key, in the memory
+/// the block's values pass through first on their way to the warps'
+/// registers.
 template <int MaxD> struct GradTiles {
-  Tile<MaxD> queries[2], grads[2], keys;
-  uint16_t dscores[kRows][kTile + kPad];
+  Tile<MaxD> queries[2], grads[2];
+  Tile<MaxD, kKeyRows> keys;
+  union {
+    Tile<MaxD, kKeyRows> values;
+    uint16_t dscores[kKeyRows][kTile + kPad];
+  };
   float lse[2][kTile], delta[2][kTile];
 };
 static_assert(sizeof(GradTiles<32>) == loom::attentionGradSharedBytes(32) &&
@@ -365,16 +380,16 @@ __device__ float *pairSums(float *sums, const Pair &p) {
 /// reading 16 bytes where a warp per row read 2 bytes a lane.
 template <typename T, int MaxD>
 __device__ void gradDelta(const T *out, const T *dout, float *d, float *sums,
-                          int seq, int heads, int headDim) {
+                          int seq, int heads, int groups, int headDim) {
   static_assert(MaxD <= 64, "8 lanes of 8 channels hold a row");
-  Pair p(seq, heads, headDim);
+  Pair p(seq, heads, groups, headDim);
   int first = blockIdx.x * kRows, end = min(first + kRows, seq);
   float *rows = pairSums(sums, p) + static_cast<long long>(first) * headDim;
   long long count = static_cast<long long>(end - first) * headDim;
   for (long long i = threadIdx.x; i < count; i += kRows)
     rows[i] = 0.0f;
   if (!wholeVectors(p, out) || !wholeVectors(p, dout))
-    return delta<T>(out, dout, d, seq, heads, headDim);
+    return delta<T>(out, dout, d, seq, heads, groups, headDim);
   int chunk = threadIdx.x % 8, chunks = headDim / 8;
   for (int pass = 0; pass < kRows / (kRows / 8); ++pass) {
     int i = first + pass * (kRows / 8) + threadIdx.x / 8;
@@ -397,19 +412,20 @@ __device__ void gradDelta(const T *out, const T *dout, float *d, float *sums,
   }
 }
 
-/// Adds the warp's 16 x MaxD block `acc` to rows row0.. of the pair's
-/// query gradient sums. Lanes 2q and 2q + 1 swap halves first, so that
-/// each holds four neighbouring channels of one row: one 16-byte addition
-/// where four of 4 bytes went (one instruction from sm_90).
-template <int MaxD>
-__device__ void addSums(const float (&acc)[MaxD / 8][4], float *sums, int row0,
-                        const Pair &p, const Lane &l) {
+/// Adds the warp's 16 x (8 Frags) block `acc` to rows row0.. and channels
+/// dim0.. of the pair's query gradient sums. Lanes 2q and 2q + 1 swap
+/// halves first, so that each holds four neighbouring channels of one row:
+/// one 16-byte addition where four of 4 bytes went (one instruction from
+/// sm_90).
+template <int Frags>
+__device__ void addSums(const float (&acc)[Frags][4], float *sums, int row0,
+                        int dim0, const Pair &p, const Lane &l) {
   bool odd = l.pair % 2;
   int row = row0 + l.group + 8 * odd;
   bool vectors =
       p.headDim % 4 == 0 && reinterpret_cast<uintptr_t>(sums) % 16 == 0;
 #pragma unroll
-  for (int j = 0; j < MaxD / 8; ++j) {
+  for (int j = 0; j < Frags; ++j) {
     // The even lane keeps row g's pair and takes its neighbour's; the odd
     // one keeps row g + 8's.
     float give0 = odd ? acc[j][0] : acc[j][2];
@@ -418,7 +434,7 @@ __device__ void addSums(const float (&acc)[MaxD / 8][4], float *sums, int row0,
     float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
     float four[4] = {odd ? got0 : acc[j][0], odd ? got1 : acc[j][1],
                      odd ? acc[j][2] : got0, odd ? acc[j][3] : got1};
-    int d = 8 * j + 2 * (l.pair - odd);
+    int d = dim0 + 8 * j + 2 * (l.pair - odd);
     if (row >= p.seq || d >= p.headDim)
       continue;
     float *at = sums + static_cast<long long>(row) * p.headDim + d;
@@ -431,68 +447,91 @@ __device__ void addSums(const float (&acc)[MaxD / 8][4], float *sums, int row0,
   }
 }
 
-/// For the block's keys, over the queries that see them (FlashAttention-2's
-/// backward pass): P^T = exp(K Q^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T
-/// - delta), dV += P^T dO, dK += dS^T Q, and the query gradient's share of
-/// these keys, dS K, added to its f32 sums: five products a tile, where a
-/// kernel of its own for the query gradient recomputed S and dP.
+/// For the block's 128 keys, over the queries that see them
+/// (FlashAttention-2's backward pass): P^T = exp(K Q^T - lse), dP^T =
+/// V dO^T, dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q, and the
+/// query gradient's share of these keys, dS K, added to its f32 sums: five
+/// products a tile, where a kernel of its own for the query gradient
+/// recomputed S and dP. A warp holds 16 keys' gradients; for dS K, each
+/// takes 16 queries of the tile and half the channels, over all the keys.
+/// The block takes blockIdx.y's key and value heads, and the tiles of each
+/// query head that reads them in turn, so that a group's key and value
+/// gradients sum in f32 before they are rounded once.
 template <typename T, int MaxD>
 __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
                         const float *delta, float *sums, T *dqkv, int seq,
-                        int heads, int headDim, float scale) {
-  Pair p(seq, heads, headDim);
+                        int heads, int groups, int headDim, float scale) {
+  Pair p(seq, heads, groups, headDim);
   Lane l;
   LOOM_DYNAMIC_SHARED(GradTiles<MaxD>, t);
-  static_assert(kThreads == 2 * kTile, "a thread per row statistic");
+  static_assert(kKeyThreads >= 2 * kTile, "a thread per row statistic");
+  static_assert(kKeyWarps == 2 * (kTile / 16), "two warps per 16 queries");
   bool vectors = wholeVectors(p, qkv) && wholeVectors(p, dout);
-  int first = blockIdx.x * kRows, row0 = 16 * l.warp;
-  float *pairQuerySums = pairSums(sums, p);
-  auto fetch = [&](int i0, int buffer) {
-    copyTile<MaxD>(t.queries[buffer], bits(qkv) + p.qkv[0], p.qkvStride, i0, p,
-                   vectors);
-    copyTile<MaxD>(t.grads[buffer], bits(dout) + p.out, p.outStride, i0, p,
-                   vectors);
-    int r = threadIdx.x % kTile, i = i0 + r;
-    const float *from = threadIdx.x < kTile ? lse : delta;
-    float *to = threadIdx.x < kTile ? t.lse[buffer] : t.delta[buffer];
-    copyAsync<4>(&to[r], i < seq ? &from[p.rows + i] : from, i < seq);
+  int first = blockIdx.x * kKeyRows, row0 = 16 * l.warp, keyHead = blockIdx.y;
+  // The tiles the block walks: each query head's from `first`, one query
+  // head after the other; `p` has the offsets of the tile computed on.
+  int tiles = (seq - first + kTile - 1) / kTile, count = tiles * p.perGroup;
+  auto fetch = [&](int n, int buffer) {
+    Pair fetching = p;
+    fetching.select(p.queryHead(keyHead, n / tiles));
+    int i0 = first + n % tiles * kTile;
+    copyTile<MaxD, kTile, kKeyThreads>(
+        t.queries[buffer], bits(qkv) + fetching.qkv[0], fetching.qkvStride, i0,
+        fetching, vectors);
+    copyTile<MaxD, kTile, kKeyThreads>(
+        t.grads[buffer], bits(dout) + fetching.out, fetching.outStride, i0,
+        fetching, vectors);
+    if (threadIdx.x < 2 * kTile) {
+      int r = threadIdx.x % kTile, i = i0 + r;
+      const float *from = threadIdx.x < kTile ? lse : delta;
+      float *to = threadIdx.x < kTile ? t.lse[buffer] : t.delta[buffer];
+      copyAsync<4>(&to[r], i < seq ? &from[fetching.rows + i] : from, i < seq);
+    }
     commitCopies();
   };
-  // The values pass through the second buffer of output gradients on
-  // their way to the warps' registers.
-  copyTile<MaxD>(t.keys, bits(qkv) + p.qkv[1], p.qkvStride, first, p, vectors);
-  copyTile<MaxD>(t.grads[1], bits(qkv) + p.qkv[2], p.qkvStride, first, p,
-                 vectors);
-  fetch(first, 0);
+  p.select(p.queryHead(keyHead, 0));
+  copyTile<MaxD, kKeyRows, kKeyThreads>(t.keys, bits(qkv) + p.qkv[1],
+                                        p.qkvStride, first, p, vectors);
+  copyTile<MaxD, kKeyRows, kKeyThreads>(t.values, bits(qkv) + p.qkv[2],
+                                        p.qkvStride, first, p, vectors);
+  fetch(0, 0);
   waitCopies();
   __syncthreads();
   // The values stay in registers; the keys, which stay in shared memory
   // for the query gradient anyway, come again each tile, which leaves
-  // registers enough for two blocks a multiprocessor without spills.
+  // registers enough without spills. Every warp has its values before the
+  // first tile's barrier, after which dS^T overwrites them.
   uint32_t v[MaxD / 16][4];
-  loadRows<MaxD>(v, t.grads[1], row0, l);
+  loadRows<MaxD, kKeyRows>(v, t.values, row0, l);
   float dk[MaxD / 8][4] = {}, dv[MaxD / 8][4] = {};
   float scale2 = scale * kLog2e;
-  for (int i0 = first, buffer = 0; i0 < seq; i0 += kTile, buffer ^= 1) {
-    // Tile i0 has arrived, and every warp is done with the other buffer
-    // (at first, with the values) and with the last tile's dS^T.
+  // dS K: the warp's 16 queries of the tile and half of the channels.
+  int queryRow0 = 16 * (l.warp % (kTile / 16)),
+      dim0 = MaxD / 2 * (l.warp / (kTile / 16));
+  for (int n = 0, buffer = 0; n < count; ++n, buffer ^= 1) {
+    // Tile n has arrived, and every warp is done with the other buffer
+    // and with the last tile's dS^T.
     waitCopies();
     __syncthreads();
-    if (i0 + kTile < seq)
-      fetch(i0 + kTile, buffer ^ 1);
+    if (n + 1 < count)
+      fetch(n + 1, buffer ^ 1);
+    if (n % tiles == 0)
+      p.select(p.queryHead(keyHead, n / tiles));
+    int i0 = first + n % tiles * kTile;
     const Tile<MaxD> &queries = t.queries[buffer], &grads = t.grads[buffer];
     const float *lseOf = t.lse[buffer], *deltaOf = t.delta[buffer];
     // Transposed: rows are the warp's keys, columns the tile's queries.
     float probs[kFragments][4], dprobs[kFragments][4];
     {
       uint32_t k[MaxD / 16][4];
-      loadRows<MaxD>(k, t.keys, row0, l);
+      loadRows<MaxD, kKeyRows>(k, t.keys, row0, l);
       scores<T, MaxD>(probs, k, queries);
     }
     scores<T, MaxD>(dprobs, v, grads);
-    // Only the tile on the diagonal, or past the sequence's end, has
-    // queries that some key does not see; the others skip the comparisons.
-    if (i0 == first || i0 + kTile > seq)
+    // Only the tiles before the block's last key, or past the sequence's
+    // end, have queries that some key does not see; the others skip the
+    // comparisons.
+    if (i0 < first + kKeyRows || i0 + kTile > seq)
       forEach(probs, l, [&](float &x, int r, int c) {
         int j = first + row0 + r, i = i0 + c;
         x = i >= j && i < seq ? exp2f(x * scale2 - lseOf[c] * kLog2e) : 0.0f;
@@ -518,19 +557,18 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
             &t.dscores[row0 + l.group + 8 * h][8 * f + 2 * l.pair]) =
             pack<T>(dprobs[f][2 * h], dprobs[f][2 * h + 1]);
     __syncthreads();
-    // The warp's 16 queries of the tile against the block's 64 keys: dS's
-    // rows come transposed from dS^T's columns (matrix m of the operand:
-    // keys 8 (m / 2).., queries 8 (m % 2)..).
-    float dq[MaxD / 8][4] = {};
+    // dS's rows come transposed from dS^T's columns (matrix m of the
+    // operand: keys 8 (m / 2).., queries 8 (m % 2)..).
+    float dq[MaxD / 16][4] = {};
     int lane = threadIdx.x % 32, matrix = lane / 8;
 #pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
+    for (int kk = 0; kk < kKeyRows / 16; ++kk) {
       uint32_t a[4];
       loadMatrices<true>(a, &t.dscores[16 * kk + 8 * (matrix / 2) + lane % 8]
-                                      [row0 + 8 * (matrix % 2)]);
-      accumulateRows<T, MaxD + kPad, MaxD>(dq, a, t.keys, kk);
+                                      [queryRow0 + 8 * (matrix % 2)]);
+      accumulateRows<T, MaxD + kPad, MaxD / 2>(dq, a, t.keys, kk, dim0);
     }
-    addSums<MaxD>(dq, pairQuerySums, i0 + row0, p, l);
+    addSums(dq, pairSums(sums, p), i0 + queryRow0, dim0, p, l);
   }
   float keyScale[2] = {scale, scale}, one[2] = {1.0f, 1.0f};
   storeRows<T, MaxD>(dk, dqkv + p.qkv[1], p.qkvStride, first + row0, keyScale,
@@ -542,9 +580,9 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
 /// type.
 template <typename T, int MaxD>
 __device__ void queryGrad(const T *, const float *, const T *, const float *,
-                          float *sums, T *dqkv, int seq, int heads, int headDim,
-                          float scale) {
-  Pair p(seq, heads, headDim);
+                          float *sums, T *dqkv, int seq, int heads, int groups,
+                          int headDim, float scale) {
+  Pair p(seq, heads, groups, headDim);
   int first = blockIdx.x * kRows, end = min(first + kRows, seq);
   const float *rows =
       pairSums(sums, p) + static_cast<long long>(first) * headDim;
@@ -558,7 +596,7 @@ __device__ void queryGrad(const T *, const float *, const T *, const float *,
 
 // Three blocks a multiprocessor (at most 170 registers a thread) for the
 // forward pass: a block waits on its barriers, and the others compute
-// meanwhile. Two for the key gradient, whose shared memory (56 KB for heads
-// of 64) and registers hold more.
+// meanwhile. One of 8 warps for the key gradient, whose shared memory (73
+// KB for heads of 64) and registers hold more.
 LOOM_ATTENTION_MODULE(LOOM_ATTENTION_TYPE, LOOM_ATTENTION_NAME,
-                      LOOM_ATTENTION_HEAD, kThreads, 3, 2)
+                      LOOM_ATTENTION_HEAD, kThreads, 3, kKeyThreads, 1)
