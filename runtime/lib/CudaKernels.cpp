@@ -75,6 +75,16 @@ const Backend::AttentionKernels *attentionKernels(Backend &be, int32_t dtype,
   kernels.keyGrad = get("key_grad");
   kernels.queryGrad = get("query_grad");
   kernels.querySums = dtype != LOOM_DTYPE_F32;
+  // The kernels index their rows by the thread count they were written
+  // for; a module built otherwise must not run with the launch it asks.
+  int keyThreads = kernels.querySums ? 2 * loom::kAttentionMmaKeyRows : 64;
+  if (kernels.keyGrad.function &&
+      static_cast<int>(kernels.keyGrad.threads) != keyThreads)
+    be.fail("the attention kernels (" + suffix.substr(1) +
+            ") were built for blocks of " +
+            std::to_string(kernels.keyGrad.threads) +
+            " threads in the key gradient, where the backend launches " +
+            std::to_string(keyThreads));
   // The tensor cores' key gradient takes more shared memory than a launch
   // gets unless the kernel asks for it.
   if (kernels.querySums && kernels.keyGrad.function) {

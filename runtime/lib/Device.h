@@ -69,8 +69,8 @@ void cudaFree(void *ptr);
 /// Moves `bytes` of managed memory from `ptr` to the GPU, queued on the
 /// step's stream, so that kernels find it there rather than fault each
 /// page in on first touch (GPT-2 1.5B's first step took 5.7 s where the
-/// next took 0.37 on an H200). Nothing where the driver cannot prefetch,
-/// or without the CUDA backend.
+/// next took 0.37 on an H200). Nothing where the driver cannot prefetch
+/// (or refuses to: a hint, not a failure), or without the CUDA backend.
 void cudaPrefetch(const void *ptr, size_t bytes);
 /// Bytes of device memory free and in all.
 bool cudaMemoryInfo(size_t &free, size_t &total);

@@ -92,13 +92,17 @@ public:
                       reinterpret_cast<uintptr_t>(base));
     *headerOf(p) =
         Header{size, alignment, static_cast<size_t>(p - base), device, host};
-    std::lock_guard<std::mutex> lock(mutex);
-    count(size, host);
+    bool generated;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      count(size, host);
+      generated = inCall;
+    }
     // Generated code's blocks (the step's arena) are touched by kernels
     // first: on the GPU before any of them runs. The runtime's own (the
     // parameters, filled on the host first) are moved before each step
     // that follows the host's access instead (Step.cpp).
-    if (device && inCall)
+    if (device && generated)
       loom::cudaPrefetch(base, total);
     return p;
   }

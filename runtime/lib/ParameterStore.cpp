@@ -255,7 +255,9 @@ bool loom_model::refreshParamCopies() {
 }
 
 void loom_model::moveStoreToDevice() {
-  if (!storeOnHost || !cudaActive())
+  // An offload plan's master weights and state are host memory, which
+  // stays there.
+  if (!storeOnHost || !cudaActive() || offloaded())
     return;
   cudaPrefetch(values.data(), values.size() * sizeof(float));
   cudaPrefetch(grads.data(), grads.size() * sizeof(float));

@@ -30,9 +30,11 @@ bool loom_model::callMicroBatches(const char *entryName, const int32_t *tokens,
     if (!call(entryName, tokens + m * stride, targets + m * stride))
       return false;
     lossSum += loss;
-    if (gradsOut)
+    if (gradsOut) {
+      storeOnHost = true;
       for (size_t i = 0; i < grads.size(); ++i)
         gradsOut[i] += grads[i];
+    }
   }
   *lossOut = static_cast<float>(lossSum / count);
   if (gradsOut && count > 1)
@@ -94,6 +96,7 @@ bool loom_model::allocateGradients() {
   if (!grads.empty() || info.local_params == 0)
     return true;
   try {
+    storeOnHost = true;
     grads.assign(info.local_params, 0.0f);
   } catch (const std::bad_alloc &) {
     return setError("%s: cannot allocate the gradients: %s", path.c_str(),

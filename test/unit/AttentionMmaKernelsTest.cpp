@@ -27,14 +27,17 @@
 using namespace loom_test;
 
 namespace {
-/// Small enough for a block's 128 threads to be the process's threads.
-/// The last three have grouped key/value heads (batch, seq, heads, dim,
+/// Small enough for a block's threads to be fibers of the process. The
+/// last four have grouped key/value heads (batch, seq, heads, dim,
 /// groups): a block of the key gradient walks each query head of its
-/// group.
+/// group. 300 and 260 tokens take the key gradient past its first two
+/// tiles of queries, where no comparison is needed (into a third block of
+/// 128 keys with 260), and a head of 36 channels loads element by element.
 const std::vector<Problem> kProblems = {
-    {2, 70, 3, 8},    {1, 129, 2, 16},    {3, 5, 1, 4},
-    {1, 77, 2, 30},   {1, 100, 1, 48},    {1, 150, 1, 64},
-    {2, 70, 6, 8, 2}, {1, 129, 4, 16, 1}, {1, 100, 4, 64, 2}};
+    {2, 70, 3, 8},      {1, 129, 2, 16},    {3, 5, 1, 4},
+    {1, 77, 2, 30},     {1, 100, 1, 48},    {1, 150, 1, 64},
+    {2, 70, 6, 8, 2},   {1, 129, 4, 16, 1}, {1, 100, 4, 64, 2},
+    {1, 300, 4, 64, 2}, {1, 260, 3, 36}};
 
 template <typename T, int Bound>
 void runKernels(const Problem &p, AttentionResult &r,

@@ -100,7 +100,7 @@ void loom_rt_gemm_batched(int32_t dtype, int32_t trans_a, int32_t trans_b,
 /// head_dim] with `groups` 0; under grouped-query attention, `groups` key/
 /// value heads each shared by heads / groups query heads, [batch, seq,
 /// groups, heads / groups + 2, head_dim], each group's query heads then
-/// its key head and its value head (CPU only). `out` [batch, seq, heads,
+/// its key head and its value head. `out` [batch, seq, heads,
 /// head_dim] gets the result, of qkv's `dtype` (a loom_dtype; the
 /// arithmetic is f32); `lse` [batch, heads, seq] gets the log of each
 /// query's sum of exponentiated scores, which the backward pass reads. On

@@ -21,7 +21,9 @@
 #endif
 
 namespace {
-/// Queries (or keys) per block, in every module: the backend's grid.
+/// Queries per block in every module, and keys per block of the key
+/// gradient on the CUDA cores: the backend's grid (the tensor cores' key
+/// gradient takes kAttentionMmaKeyRows, KernelModules.h).
 constexpr int kRows = 64;
 
 __device__ __forceinline__ float widen(float x) { return x; }

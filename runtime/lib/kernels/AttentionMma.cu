@@ -5,9 +5,11 @@
 // with the warp-level `mma.sync` m16n8k16 of sm_80 and later, f32
 // accumulators, and the softmax's statistics in f32.
 //
-// A block of 4 warps takes 64 queries (or keys) of one (batch, head) pair,
-// 16 rows a warp, and walks the keys and values (or queries) 64 at a time
-// through shared memory. A warp keeps its rows as matrix fragments in its
+// A block of 4 warps takes 64 queries of one (batch, head) pair, 16 rows a
+// warp, and walks the keys and values 64 at a time through shared memory;
+// the key gradient's block of 8 warps takes 128 keys of one (batch,
+// key/value head) pair and walks the queries of each query head that
+// reads them 64 at a time. A warp keeps its rows as matrix fragments in its
 // registers; each tile of scores is a 16 x 64 product that never leaves
 // them, and its probabilities, rounded to the storage type, are the left
 // operand of the next product (the accumulator's layout is the operand's).
@@ -499,7 +501,8 @@ __device__ void keyGrad(const T *qkv, const float *lse, const T *dout,
   __syncthreads();
   // The values stay in registers; the keys, which stay in shared memory
   // for the query gradient anyway, come again each tile, which leaves
-  // registers enough without spills. Every warp has its values before the
+  // registers enough for a block of 8 warps (255 a thread, a few bytes
+  // spilled for heads of 64). Every warp has its values before the
   // first tile's barrier, after which dS^T overwrites them.
   uint32_t v[MaxD / 16][4];
   loadRows<MaxD, kKeyRows>(v, t.values, row0, l);
