@@ -437,6 +437,14 @@ struct StaticArenaPass
       return;
     int64_t size = place(buffers);
     LivePeak peak = livePeak(buffers);
+    std::optional<int64_t> scalars;
+    // Not an offload plan's host function, whose code runs on the host.
+    if (deviceScalars > 0 && !buffers.empty() &&
+        !func->hasAttr(LoomDialect::getHostAttrName())) {
+      scalars = llvm::alignTo(size, kMinAlignment);
+      size = *scalars + llvm::alignTo(deviceScalars, kMinAlignment);
+      peak.live += size - *scalars;
+    }
     if (!buffers.empty()) {
       OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
       Value arena = memref::AllocOp::create(
@@ -446,19 +454,22 @@ struct StaticArenaPass
         rewrite(buffer, arena);
     }
     Builder b(func.getContext());
+    SmallVector<NamedAttribute> figures = {
+        b.getNamedAttr(LoomDialect::getArenaBytesKey(),
+                       b.getI64IntegerAttr(size)),
+        b.getNamedAttr(LoomDialect::getArenaLiveKey(),
+                       b.getI64IntegerAttr(peak.live)),
+        b.getNamedAttr(LoomDialect::getArenaCommunicationKey(),
+                       b.getI64IntegerAttr(peak.communication)),
+        b.getNamedAttr(LoomDialect::getArenaKeptKey(),
+                       b.getI64IntegerAttr(peak.kept)),
+        b.getNamedAttr(LoomDialect::getArenaGradientsKey(),
+                       b.getI64IntegerAttr(peak.gradients))};
+    if (scalars)
+      figures.push_back(b.getNamedAttr(LoomDialect::getArenaScalarsKey(),
+                                       b.getI64IntegerAttr(*scalars)));
     func->setAttr(LoomDialect::getArenaAttrName(),
-                  b.getDictionaryAttr({
-                      b.getNamedAttr(LoomDialect::getArenaBytesKey(),
-                                     b.getI64IntegerAttr(size)),
-                      b.getNamedAttr(LoomDialect::getArenaLiveKey(),
-                                     b.getI64IntegerAttr(peak.live)),
-                      b.getNamedAttr(LoomDialect::getArenaCommunicationKey(),
-                                     b.getI64IntegerAttr(peak.communication)),
-                      b.getNamedAttr(LoomDialect::getArenaKeptKey(),
-                                     b.getI64IntegerAttr(peak.kept)),
-                      b.getNamedAttr(LoomDialect::getArenaGradientsKey(),
-                                     b.getI64IntegerAttr(peak.gradients)),
-                  }));
+                  b.getDictionaryAttr(figures));
     if (onHeap)
       func.emitRemark() << onHeap
                         << " buffer(s) of dynamic size or made inside a "

@@ -9,7 +9,10 @@
 
 #include "ParallelLoopsToGpu.h"
 
+#include "loom/Dialect/LoomDialect.h"
+
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Interfaces/CallInterfaces.h"
@@ -19,6 +22,38 @@
 using namespace mlir;
 
 namespace mlir::loom::loops_to_gpu {
+bool queuesWork(Operation *op) {
+  return isa<gpu::LaunchOp, gpu::LaunchFuncOp, CallOpInterface>(op);
+}
+
+bool readsConstantArgument(memref::LoadOp load) {
+  auto arg = dyn_cast<BlockArgument>(load.getMemRef());
+  if (!arg || !arg.getOwner()->isEntryBlock())
+    return false;
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!func || !llvm::all_of(arg.getUsers(), [](Operation *user) {
+        return isa<memref::LoadOp>(user);
+      }))
+    return false;
+  auto module = func->getParentOfType<ModuleOp>();
+  std::optional<SymbolTable::UseRange> uses =
+      SymbolTable::getSymbolUses(func, module);
+  if (!uses)
+    return false;
+  for (const SymbolTable::SymbolUse &use : *uses) {
+    auto caller = use.getUser()->getParentOfType<FunctionOpInterface>();
+    if (!caller || caller
+                       ->walk([&](Operation *op) {
+                         return queuesWork(op) && op != use.getUser()
+                                    ? WalkResult::interrupt()
+                                    : WalkResult::advance();
+                       })
+                       .wasInterrupted())
+      return false;
+  }
+  return true;
+}
+
 /// Whether `op` allocates or frees memory that outlives its scope: the
 /// runtime's heap, which only the host reaches.
 static bool usesHeap(Operation *op) {
@@ -86,8 +121,8 @@ void copyAsLoop(memref::CopyOp copy) {
 
 /// Moves `ops`, in order, into a parallel loop of one iteration built at
 /// `b`'s insertion point: a kernel of one thread.
-static void moveIntoOneIteration(OpBuilder &b, Location loc,
-                                 ArrayRef<Operation *> ops) {
+static scf::ParallelOp moveIntoOneIteration(OpBuilder &b, Location loc,
+                                            ArrayRef<Operation *> ops) {
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   auto wrapper = scf::ParallelOp::create(b, loc, ValueRange{zero},
@@ -95,6 +130,7 @@ static void moveIntoOneIteration(OpBuilder &b, Location loc,
   Operation *terminator = wrapper.getBody()->getTerminator();
   for (Operation *op : ops)
     op->moveBefore(terminator);
+  return wrapper;
 }
 
 void wrapHostReduction(scf::ForOp loop) {
@@ -154,17 +190,98 @@ static bool movesScalars(Operation *op) {
   return op->getNumRegions() == 0 && isMemoryEffectFree(op) && runsOnDevice(op);
 }
 
+/// The kernel that runs `op`, nested in `block`: the outermost parallel
+/// loop around it that can run as one (the pass looks into a loop that
+/// cannot). Null where `op` stays on the host.
+static scf::ParallelOp enclosingKernel(Operation *op, Block &block) {
+  SmallVector<scf::ParallelOp> loops;
+  for (Operation *at = op; at; at = at->getParentOp()) {
+    if (auto loop = dyn_cast<scf::ParallelOp>(at))
+      loops.push_back(loop);
+    if (at->getBlock() == &block)
+      break;
+  }
+  for (scf::ParallelOp loop : llvm::reverse(loops))
+    if (nestRunsOnDevice(loop))
+      return loop;
+  return nullptr;
+}
+
+/// Views of `types.size()` slots of 8 bytes among those loom-static-arena
+/// reserved past the buffers of the function holding `block`
+/// (`device-scalars`), which its `loom.arena` figures say are free from
+/// `scalars` on; it moves past them. None where the function reserved no
+/// such bytes or too few are left.
+static std::optional<SmallVector<Value>> reserveSlots(Block &block,
+                                                      TypeRange types) {
+  auto func = dyn_cast<func::FuncOp>(block.getParentOp());
+  if (!func)
+    func = block.getParentOp()->getParentOfType<func::FuncOp>();
+  auto figures =
+      func
+          ? func->getAttrOfType<DictionaryAttr>(LoomDialect::getArenaAttrName())
+          : nullptr;
+  auto bytes = figures
+                   ? figures.getAs<IntegerAttr>(LoomDialect::getArenaBytesKey())
+                   : nullptr;
+  auto free =
+      figures ? figures.getAs<IntegerAttr>(LoomDialect::getArenaScalarsKey())
+              : nullptr;
+  constexpr int64_t kSlotBytes = 8;
+  int64_t first = free ? free.getInt() : 0;
+  int64_t end = first + kSlotBytes * static_cast<int64_t>(types.size());
+  if (!bytes || !free || end > bytes.getInt())
+    return std::nullopt;
+  // loom-static-arena's allocation, among the entry block's first ops.
+  memref::AllocOp arena;
+  for (auto alloc : func.getBody().front().getOps<memref::AllocOp>()) {
+    MemRefType type = alloc.getType();
+    if (type.getRank() == 1 && type.getElementType().isInteger(8) &&
+        type.getDimSize(0) == bytes.getInt()) {
+      arena = alloc;
+      break;
+    }
+  }
+  if (!arena)
+    return std::nullopt;
+  Builder attrs(func.getContext());
+  NamedAttrList updated(figures);
+  updated.set(LoomDialect::getArenaScalarsKey(), attrs.getI64IntegerAttr(end));
+  func->setAttr(LoomDialect::getArenaAttrName(),
+                updated.getDictionary(func.getContext()));
+  OpBuilder b(func.getContext());
+  b.setInsertionPointAfter(arena);
+  SmallVector<Value> slots;
+  for (auto [i, scalar] : llvm::enumerate(types)) {
+    Value offset = arith::ConstantIndexOp::create(
+        b, arena.getLoc(), first + kSlotBytes * static_cast<int64_t>(i));
+    slots.push_back(memref::ViewOp::create(b, arena.getLoc(),
+                                           MemRefType::get({}, scalar), arena,
+                                           offset, ValueRange{}));
+  }
+  return slots;
+}
+
 /// Puts `run`, consecutive host operations that movesScalars allows, in a
 /// parallel loop of one iteration, to run as a kernel after them, when
 /// what it loads only goes to what it stores (the step's loss, read from
-/// where the backward pass summed it and stored for the step's output):
-/// the host would otherwise wait for the device to read it. Operations
-/// that read no memory and need nothing loaded (views, constants) stay on
-/// the host.
+/// where the backward pass summed it and stored for the step's output) or
+/// to later kernels: the host would otherwise wait for the device to read
+/// it. A value a later kernel takes (the clipping factor, from the
+/// gradients' norm, which the optimizer's kernels scale by) goes through a
+/// slot the arena reserved (reserveSlots), which the kernel loads: the host
+/// neither waits in the middle of the step nor passes the kernel what it
+/// computed. That only where the run reads memory the device writes: the
+/// learning rate and step number, which only the host writes, stay kernel
+/// parameters, and the optimizer's kernels one launch. Operations that read no
+/// memory and need nothing loaded (views, constants) stay on the host.
 static void wrapHostScalars(ArrayRef<Operation *> run) {
   SmallPtrSet<Operation *, 8> inRun(run.begin(), run.end()), moved;
   SmallVector<Operation *> kernel;
-  bool stores = false;
+  // The values later kernels take, and those kernels, in order.
+  SmallVector<std::pair<Value, SmallVector<scf::ParallelOp>>> passed;
+  Block &block = *run.front()->getBlock();
+  bool stores = false, readsDeviceMemory = false;
   for (Operation *op : run) {
     bool memory = isa<memref::LoadOp, memref::StoreOp>(op);
     bool needsMoved = llvm::any_of(op->getOperands(), [&](Value operand) {
@@ -172,19 +289,54 @@ static void wrapHostScalars(ArrayRef<Operation *> run) {
     });
     if (!memory && !needsMoved)
       continue;
-    // A value the host still needs after the run keeps it there.
-    for (Operation *user : op->getUsers())
-      if (!inRun.contains(op->getBlock()->findAncestorOpInBlock(*user)))
-        return;
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      readsDeviceMemory |= !readsConstantArgument(load);
+    for (Value result : op->getResults()) {
+      SmallVector<scf::ParallelOp> kernels;
+      for (Operation *user : result.getUsers()) {
+        if (inRun.contains(block.findAncestorOpInBlock(*user)))
+          continue;
+        // A value the host still needs after the run keeps it there.
+        scf::ParallelOp loop = enclosingKernel(user, block);
+        if (!loop)
+          return;
+        if (!llvm::is_contained(kernels, loop))
+          kernels.push_back(loop);
+      }
+      if (!kernels.empty())
+        passed.emplace_back(result, std::move(kernels));
+    }
     moved.insert(op);
     kernel.push_back(op);
     stores |= isa<memref::StoreOp>(op);
   }
-  if (!stores)
+  if (!passed.empty() && !readsDeviceMemory)
+    return;
+  if (!stores && passed.empty())
+    return;
+  SmallVector<Type> types;
+  for (auto &[value, kernels] : passed)
+    types.push_back(value.getType());
+  std::optional<SmallVector<Value>> slots;
+  if (!passed.empty() && !(slots = reserveSlots(block, types)))
     return;
   OpBuilder b(run.back()->getContext());
   b.setInsertionPointAfter(run.back());
-  moveIntoOneIteration(b, kernel.front()->getLoc(), kernel);
+  scf::ParallelOp wrapper =
+      moveIntoOneIteration(b, kernel.front()->getLoc(), kernel);
+  for (auto [i, entry] : llvm::enumerate(passed)) {
+    auto &[value, kernels] = entry;
+    Value slot = (*slots)[i];
+    b.setInsertionPoint(wrapper.getBody()->getTerminator());
+    memref::StoreOp::create(b, value.getLoc(), value, slot);
+    for (scf::ParallelOp loop : kernels) {
+      b.setInsertionPointToStart(loop.getBody());
+      Value loaded = memref::LoadOp::create(b, value.getLoc(), slot);
+      value.replaceUsesWithIf(loaded, [&](OpOperand &use) {
+        return loop->isProperAncestor(use.getOwner());
+      });
+    }
+  }
 }
 
 void wrapHostScalars(Block &block) {

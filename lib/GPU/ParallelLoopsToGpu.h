@@ -36,6 +36,18 @@ void wrapHostReduction(scf::ForOp loop);
 /// wrapHostScalars for each run of `block`.
 void wrapHostScalars(Block &block);
 
+/// Whether `op` queues work on the device: a launch, or a call, which may
+/// queue some (the runtime's GEMMs and collectives run on the device's
+/// stream; a function of the module launches). The runtime's functions that
+/// touch memory from the host wait themselves.
+bool queuesWork(Operation *op);
+
+/// Whether `load` reads an argument of its function that is only ever
+/// loaded from (the runtime's learning rate and step number), in a function
+/// whose callers in the module queue no device work (the entry points'
+/// wrappers): no work on the device writes it.
+bool readsConstantArgument(memref::LoadOp load);
+
 //===----------------------------------------------------------------------===//
 // Reductions a warp shares (WarpReductions.cpp)
 //===----------------------------------------------------------------------===//

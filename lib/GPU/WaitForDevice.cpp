@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ParallelLoopsToGpu.h"
+
 #include "loom/GPU/Passes.h"
 #include "loom/abi.h"
 
@@ -25,49 +27,11 @@ namespace loom {
 
 using namespace mlir;
 using namespace mlir::loom;
+using loops_to_gpu::queuesWork;
+using loops_to_gpu::readsConstantArgument;
 
 namespace {
 constexpr llvm::StringLiteral kWait = LOOM_RT_DEVICE_WAIT;
-
-/// Whether `op` queues work on the device: a launch, or a call, which may
-/// queue some (the runtime's GEMMs and collectives run on the device's
-/// stream; a function of the module launches). The runtime's functions that
-/// touch memory from the host wait themselves.
-bool queuesWork(Operation *op) {
-  return isa<gpu::LaunchOp, gpu::LaunchFuncOp, CallOpInterface>(op);
-}
-
-/// Whether `load` reads an argument of its function that is only ever
-/// loaded from (the runtime's learning rate and step number), in a function
-/// whose callers in the module queue no device work (the entry points'
-/// wrappers): no work on the device writes it.
-bool readsConstantArgument(memref::LoadOp load) {
-  auto arg = dyn_cast<BlockArgument>(load.getMemRef());
-  if (!arg || !arg.getOwner()->isEntryBlock())
-    return false;
-  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  if (!func || !llvm::all_of(arg.getUsers(), [](Operation *user) {
-        return isa<memref::LoadOp>(user);
-      }))
-    return false;
-  auto module = func->getParentOfType<ModuleOp>();
-  std::optional<SymbolTable::UseRange> uses =
-      SymbolTable::getSymbolUses(func, module);
-  if (!uses)
-    return false;
-  for (const SymbolTable::SymbolUse &use : *uses) {
-    auto caller = use.getUser()->getParentOfType<FunctionOpInterface>();
-    if (!caller || caller
-                       ->walk([&](Operation *op) {
-                         return queuesWork(op) && op != use.getUser()
-                                    ? WalkResult::interrupt()
-                                    : WalkResult::advance();
-                       })
-                       .wasInterrupted())
-      return false;
-  }
-  return true;
-}
 
 /// Whether `op` or an operation in it reads or writes memory from the host.
 /// Allocation and freeing touch no data; an operation that does not say

@@ -94,7 +94,8 @@ llvm::cl::ValuesClass mlir::loom::getLossStatisticsValues() {
 /// Bufferization and the static arena, on the step the lowering to linalg
 /// left.
 static void buildBufferizePipeline(OpPassManager &pm, bool printArena,
-                                   const LoomGemmEpiloguesOptions &epilogues) {
+                                   const LoomGemmEpiloguesOptions &epilogues,
+                                   int64_t deviceScalars) {
   // No CSE before bufferization: merged zero-filled tensors would each need
   // a copy once they are written.
   // Values a layer loop saves or stacks (activations for the backward pass,
@@ -131,6 +132,7 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena,
   // Before deallocation, which then has one buffer per function to free.
   LoomStaticArenaOptions arena;
   arena.print = printArena;
+  arena.deviceScalars = deviceScalars;
   pm.addPass(createLoomStaticArena(arena));
 }
 
@@ -144,6 +146,8 @@ struct StepLowering {
   LoomGemmEpiloguesOptions epilogues;
   /// Whether the artifact gets @logits, to sample from.
   bool logits = false;
+  /// The arena's bytes for scalars kernels hand to later kernels.
+  int64_t deviceScalars = 0;
 };
 } // namespace
 
@@ -197,7 +201,7 @@ static bool addStepPasses(OpPassManager &pm, EmitStage stage, bool print,
     pm.addPass(createLoomSplitReductions(lowering.split));
   if (stage == EmitStage::Linalg)
     return true;
-  buildBufferizePipeline(pm, print, lowering.epilogues);
+  buildBufferizePipeline(pm, print, lowering.epilogues, lowering.deviceScalars);
   return stage == EmitStage::Memory;
 }
 
@@ -229,6 +233,9 @@ static StepLowering getLoweringOptions(const LoomPipelineOptions &options) {
     lowering.linalg.fusedAttentionMaxHeadDim = LOOM_CUDA_ATTENTION_MAX_HEAD_DIM;
     // The tensor-core kernels sum the query gradient in f32 scratch.
     lowering.linalg.attentionQuerySums = true;
+    // A kernel of one thread hands the clipping factor to the optimizer's
+    // kernels through the arena (loom-parallel-loops-to-gpu).
+    lowering.deviceScalars = 64;
     // A GPU reduces with a warp (a row) or a thread (a column) per output
     // element: long reductions are split into parts for more of them.
     lowering.splitReductions = true;

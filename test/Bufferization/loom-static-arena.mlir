@@ -1,5 +1,6 @@
 // RUN: loom-opt %s --loom-static-arena --split-input-file --verify-diagnostics | FileCheck %s
 // RUN: loom-opt %s --loom-static-arena="print=true" --split-input-file --verify-diagnostics -o /dev/null | FileCheck %s --check-prefix=PRINT
+// RUN: loom-opt %s --loom-static-arena="device-scalars=8" --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=SCALARS
 
 // Buffers whose lives do not overlap share an offset; one live beside them
 // gets its own. The largest are placed first.
@@ -10,6 +11,11 @@
 // CHECK: memref.view %[[ARENA]][%c1024][] : memref<1088xi8> to memref<16xf32>
 // CHECK: memref.view %[[ARENA]][%c0{{.*}}][] : memref<1088xi8> to memref<128xf32>
 // CHECK-NOT: memref.alloc()
+// With device-scalars, 64 bytes past the buffers (8 asked for, at the
+// arena's alignment), counted live, whose first the figures name.
+// SCALARS-LABEL: func.func @sequential
+// SCALARS-SAME: loom.arena = {bytes = 1152 : i64, communication = 0 : i64, gradients = 0 : i64, kept = 0 : i64, live = 1152 : i64, scalars = 1088 : i64}
+// SCALARS: memref.alloc() {alignment = 64 : i64} : memref<1152xi8>
 // PRINT: compiled    sequential: arena 1088 B; at most 1088 B of buffers live at once: 0 B of activations kept for the backward pass, 0 B of gradients, 0 B read or written by communication, 1088 B of temporaries
 func.func @sequential(%out: memref<f32>) {
   %c0 = arith.constant 0 : index

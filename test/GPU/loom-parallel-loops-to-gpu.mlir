@@ -713,10 +713,13 @@ func.func @overlapping_parts(%v: f32) {
 
 // Host code that only moves a scalar from memory to memory (the step's
 // loss, scaled and stored for its output) runs as a kernel of one thread:
-// the host would wait for the device to read it. A loaded value the host
-// still needs afterwards (the clip factor a later kernel takes), and a
-// load of memory on the host's stack, keep their code on the host (the
-// kernel then takes the value).
+// the host would wait for the device to read it. A loaded value that later
+// kernels take (the clip factor) goes to them through a slot of the bytes
+// loom-static-arena reserved past the buffers (device-scalars), the first
+// free of which the arena's `scalars` figure names; without them, the code
+// stays on the host, and the kernel takes the value. A load of memory on the host's stack keeps its
+// code on the host, and so does a value computed from arguments only the
+// host writes (the learning rate), which the kernel takes as before.
 // CHECK-LABEL: func.func @loss(
 // CHECK-NOT: memref.load
 // CHECK: gpu.launch
@@ -732,6 +735,26 @@ func.func @overlapping_parts(%v: f32) {
 // CHECK: %[[V:.*]] = memref.load %{{.*}}[] : memref<f32>
 // CHECK: gpu.launch
 // CHECK: memref.store %[[V]], %{{.*}}[] : memref<f32>
+// CHECK-LABEL: func.func @through_arena(
+// CHECK-SAME: loom.arena = {bytes = 128 : i64, communication = 0 : i64, gradients = 0 : i64, kept = 0 : i64, live = 128 : i64, scalars = 72 : i64}
+// CHECK: %[[ARENA:.*]] = memref.alloc() : memref<128xi8>
+// CHECK-NOT: memref.load
+// CHECK: gpu.launch
+// CHECK: %[[SUM:.*]] = memref.view %{{.*}}[%c0{{.*}}][] : memref<128xi8> to memref<f32>
+// CHECK: %[[SLOT:.*]] = memref.view %{{.*}}[%c64{{.*}}][] : memref<128xi8> to memref<f32>
+// CHECK: %[[N:.*]] = memref.load %[[SUM]][] : memref<f32>
+// CHECK: %[[R:.*]] = math.sqrt %[[N]] : f32
+// CHECK: memref.store %[[R]], %[[SLOT]][] : memref<f32>
+// CHECK: gpu.terminator
+// CHECK-NOT: memref.load
+// CHECK: gpu.launch
+// CHECK: %[[SLOT2:.*]] = memref.view %{{.*}}[%c64{{.*}}][] : memref<128xi8> to memref<f32>
+// CHECK: %[[F:.*]] = memref.load %[[SLOT2]][] : memref<f32>
+// CHECK: arith.mulf %{{.*}}, %[[F]] : f32
+// CHECK-LABEL: func.func @host_written(
+// CHECK: %[[LR:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK: gpu.launch
+// CHECK: arith.mulf %{{.*}}, %[[LR]] : f32
 func.func @loss(%out: memref<f32> {loom.output = "loss"}) {
   %arena = memref.alloc() : memref<64xi8>
   %c0 = arith.constant 0 : index
@@ -763,6 +786,43 @@ func.func @on_stack(%out: memref<f32> {loom.output = "loss"}) {
   %local = memref.alloca() : memref<f32>
   %l = memref.load %local[] : memref<f32>
   memref.store %l, %out[] : memref<f32>
+  return
+}
+func.func @through_arena(%p: memref<64xf32> {loom.param = "w"})
+    attributes {loom.arena = {bytes = 128 : i64, communication = 0 : i64,
+                              gradients = 0 : i64, kept = 0 : i64,
+                              live = 128 : i64, scalars = 64 : i64}} {
+  %arena = memref.alloc() : memref<128xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %sum = memref.view %arena[%c0][] : memref<128xi8> to memref<f32>
+  %n = memref.load %sum[] : memref<f32>
+  %r = math.sqrt %n : f32
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    %x = memref.load %p[%i] : memref<64xf32>
+    %y = arith.mulf %x, %r : f32
+    memref.store %y, %p[%i] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @host_written(%p: memref<64xf32> {loom.param = "w"},
+                        %lr: memref<f32> {loom.input = "lr"})
+    attributes {loom.arena = {bytes = 128 : i64, communication = 0 : i64,
+                              gradients = 0 : i64, kept = 0 : i64,
+                              live = 128 : i64, scalars = 64 : i64}} {
+  %arena = memref.alloc() : memref<128xi8>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %l = memref.load %lr[] : memref<f32>
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    %x = memref.load %p[%i] : memref<64xf32>
+    %y = arith.mulf %x, %l : f32
+    memref.store %y, %p[%i] : memref<64xf32>
+    scf.reduce
+  }
   return
 }
 

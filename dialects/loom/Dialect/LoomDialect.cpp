@@ -289,10 +289,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                       isa<FunctionOpInterface>(op),
                   "a unit attribute on a function");
   if (name == getArenaAttrName())
-    return expect(isByteCounts(getArenaKeys()) && isa<FunctionOpInterface>(op),
+    return expect(isByteCounts(getArenaKeys(), getArenaScalarsKey()) &&
+                      isa<FunctionOpInterface>(op),
                   "a dictionary of byte counts (bytes, live, communication, "
-                  "kept, gradients) "
-                  "on a function");
+                  "kept, gradients, and scalars where bytes are reserved "
+                  "for them) on a function");
   if (name == getCommunicationAttrName())
     return expect(isa<UnitAttr>(attr.getValue()) &&
                       isa<FunctionOpInterface>(op),

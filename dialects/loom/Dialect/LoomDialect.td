@@ -125,6 +125,14 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getArenaGradientsKey() {
       return "gradients";
     }
+    /// Optional key of `loom.arena`: where the first free slot of the bytes
+    /// `loom-static-arena` reserved past the buffers (`device-scalars`)
+    /// begins, which kernels of one thread hand scalars to later kernels
+    /// through (`loom-parallel-loops-to-gpu`); the arena's end once all are
+    /// taken.
+    static constexpr ::llvm::StringLiteral getArenaScalarsKey() {
+      return "scalars";
+    }
     static ::llvm::ArrayRef<::llvm::StringLiteral> getArenaKeys() {
       static constexpr ::llvm::StringLiteral keys[] = {
           getArenaBytesKey(), getArenaLiveKey(), getArenaCommunicationKey(),

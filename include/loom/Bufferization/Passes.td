@@ -79,10 +79,20 @@ def LoomStaticArena : Pass<"loom-static-arena", "::mlir::ModuleOp"> {
     The function gets `loom.arena = {bytes, live, communication}`: the
     arena's size, the most bytes of buffers live at once, and of those the
     bytes of buffers a function declared `loom.communication` reads or
-    writes. With `print`, each planned function prints one line.
+    writes. With `device-scalars=N` (the CUDA pipeline's 64), N more bytes
+    past the buffers, at 64-byte alignment, counted live throughout, and
+    `scalars` says where they begin: slots through which a kernel of one
+    thread hands what it computes to later kernels
+    (`loom-parallel-loops-to-gpu`), so that the arena's figures, and the
+    manifest's, include them. With `print`, each planned function prints
+    one line.
   }];
   let options = [Option<"print", "print", "bool", /*default=*/"false",
-                        "Print each function's arena">];
+                        "Print each function's arena">,
+                 Option<"deviceScalars", "device-scalars", "int64_t",
+                        /*default=*/"0",
+                        "Bytes reserved past the buffers for scalars "
+                        "kernels hand to later kernels">];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect"];
 }

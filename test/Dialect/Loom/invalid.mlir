@@ -611,7 +611,7 @@ module attributes {loom.plan_does_not_fit = 1 : i64} {
 
 // -----
 
-// expected-error @+1 {{attribute 'loom.arena' must be a dictionary of byte counts (bytes, live, communication, kept, gradients) on a function}}
+// expected-error @+1 {{attribute 'loom.arena' must be a dictionary of byte counts (bytes, live, communication, kept, gradients, and scalars where bytes are reserved for them) on a function}}
 func.func @arena() attributes {loom.arena = {bytes = 64 : i64, live = -1 : i64, communication = 0 : i64}} {
   return
 }
