@@ -98,3 +98,11 @@ TEST(AttentionMmaKernels, Bf16MatchesReference) {
 TEST(AttentionMmaKernels, F16MatchesReference) {
   checkAttention(LOOM_DTYPE_F16, kTensorCoreF16, kProblems, runEmulated);
 }
+// The block's threads run from the last one first: where a barrier is
+// missing, one of the two orders reads shared memory before it is written
+// (removing the key gradient's barrier before dS K fails here, not above).
+TEST(AttentionMmaKernels, Bf16MatchesReferenceThreadsReversed) {
+  theBlock.reversed = true;
+  checkAttention(LOOM_DTYPE_BF16, kTensorCoreBf16, kProblems, runEmulated);
+  theBlock.reversed = false;
+}

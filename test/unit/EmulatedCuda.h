@@ -103,9 +103,13 @@ public:
       makecontext(&f.context, &Block::start, 0);
     }
     // Round robin over the fibers that can go on: not returned, not
-    // waiting at a barrier that has not opened.
+    // waiting at a barrier that has not opened; from the last thread first
+    // with `reversed`, so that a thread reading what another writes before
+    // a barrier that is missing reads it unwritten in one order or the
+    // other.
     for (int live = threads; live > 0;)
-      for (int t = 0; t < threads; ++t) {
+      for (int i = 0; i < threads; ++i) {
+        int t = reversed ? threads - 1 - i : i;
         Fiber &f = fibers[t];
         if (f.done || (f.waitingAt && f.waitingAt->generation == f.since))
           continue;
@@ -135,6 +139,9 @@ public:
     wait(block, [] {});
   }
   Warp &warp() { return warps.at(current / 32); }
+
+  /// Whether the threads run from the last one first.
+  bool reversed = false;
 
 private:
   /// Enough for the kernels' registers.
