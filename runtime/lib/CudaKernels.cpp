@@ -112,14 +112,12 @@ struct AttentionLaunch {
   int seq, heads, groups, headDim;
   float scale;
 
-  void launch(Backend &be, const Backend::Kernel &kernel, void **params) const {
-    be.launch(kernel.function, grid[0], grid[1], grid[2], kernel.threads, 1, 1,
+  /// On the grid of queries, or with `byKeys` of keys and key/value heads.
+  void launch(Backend &be, const Backend::Kernel &kernel, void **params,
+              bool byKeys = false) const {
+    be.launch(kernel.function, byKeys ? keyBlocks : grid[0],
+              byKeys ? keyHeads : grid[1], grid[2], kernel.threads, 1, 1,
               kernel.sharedBytes, params);
-  }
-  void launchByKeys(Backend &be, const Backend::Kernel &kernel,
-                    void **params) const {
-    be.launch(kernel.function, keyBlocks, keyHeads, grid[2], kernel.threads, 1,
-              1, kernel.sharedBytes, params);
   }
 };
 
@@ -200,7 +198,7 @@ void loom::cudaAttentionGrad(int32_t dtype, int64_t batch, int64_t seq,
                         &l->groups, &l->headDim, &l->scale};
   // A group's key and value gradients sum over its query heads in one
   // block: no two blocks write the same keys.
-  l->launchByKeys(be, l->kernels->keyGrad, gradParams);
+  l->launch(be, l->kernels->keyGrad, gradParams, /*byKeys=*/true);
   l->launch(be, l->kernels->queryGrad, gradParams);
 }
 
