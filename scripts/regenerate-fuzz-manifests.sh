@@ -3,7 +3,8 @@
 # with this build's loomc, after a change of the manifest's format: the
 # micro-gpt model of test/e2e/Inputs under one rank, dp=2,tp=2,zero=3 and a
 # two-stage pipeline of two micro-batches, micro-qwen2 (with the safetensors
-# harness's seed), and pp2-layer-run-overflow, the pipeline's manifest
+# harness's seed) alone and under tp=2 (its key/value head shared by a team
+# of ranks), and pp2-layer-run-overflow, the pipeline's manifest
 # with one layer run's first layer a 90-digit number and another stage's
 # run moved onto layer 0 (a crash the manifest fuzzer once found).
 #
@@ -51,6 +52,11 @@ PY
 # projection; and its initial weights as the harness's seed.
 "$build_dir/bin/loomc" "$root/test/e2e/Inputs/micro-qwen2.json" -o "$work/micro-qwen2.loom"
 manifest "$work/micro-qwen2.loom" "$corpus/micro-qwen2"
+# Its one key/value head shared by a team of two tensor-parallel ranks
+# (tp_shared).
+"$build_dir/bin/loomc" "$root/test/e2e/Inputs/micro-qwen2.json" \
+  --plan tp=2 --pad-vocab 12 -o "$work/micro-qwen2-tp2.loom"
+manifest "$work/micro-qwen2-tp2.loom" "$corpus/micro-qwen2-tp2-teams"
 mkdir -p "$root/fuzz/corpus/safetensors"
 "$LOOM_PYTHON" "$root/test/e2e/Inputs/make-shard.py" "$work/tokens.bin" 100 11
 "$build_dir/bin/loom-run" "$work/micro-qwen2.loom" --data "$work/tokens.bin" \

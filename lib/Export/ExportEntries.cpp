@@ -369,6 +369,8 @@ struct ExportEntriesPass
               i, LoomDialect::getTensorSplitAttrName())) {
         field(os, M::arg::kTpDim, split[0]);
         field(os, M::arg::kTpBlocks, split[1]);
+        if (split.size() > 2)
+          field(os, M::arg::kTpShared, split[2]);
       }
       // A pipeline stage's layers: runs of the whole's, first:count each.
       if (auto runs = func.getArgAttrOfType<DenseI64ArrayAttr>(

@@ -112,32 +112,40 @@ public:
     return success();
   }
 
-  LogicalResult makeSplit(OpOperand &operand, int64_t dim,
-                          int64_t blocks) override {
+  LogicalResult makeSplit(OpOperand &operand, TensorLayout wanted) override {
+    if (getLayout(operand.get()) != wanted &&
+        failed(divideParameter(operand, wanted)))
+      return failure();
+    if (wanted.shared && parameters.contains(operand.get()))
+      setOperand(operand, fanOutShared(operand.get(), wanted));
+    return success();
+  }
+
+  /// Divides the parameter `operand` reads as `wanted` says.
+  LogicalResult divideParameter(OpOperand &operand, TensorLayout wanted) {
     Value value = operand.get();
-    TensorLayout wanted = TensorLayout::split(dim, blocks);
     TensorLayout layout = getLayout(value);
-    if (layout == wanted)
-      return success();
     Operation *owner = operand.getOwner();
     auto parameter = dyn_cast<BlockArgument>(value);
     if (!parameter || !parameters.contains(parameter))
       return owner->emitOpError()
              << "needs operand #" << operand.getOperandNumber()
-             << " split along dimension " << dim << " in " << blocks
+             << " split along dimension " << wanted.dim << " in "
+             << wanted.blocks
              << " block(s), which is not how tensor parallelism laid it out";
     auto type = cast<RankedTensorType>(value.getType());
     if (!layout.isReplicated() || wholeParameters.contains(parameter))
       return owner->emitOpError()
-             << "needs a parameter split along dimension " << dim
+             << "needs a parameter split along dimension " << wanted.dim
              << " that another op uses laid out otherwise";
-    if (dim >= type.getRank() || type.getDimSize(dim) % (blocks * getSize()))
+    if (wanted.dim >= type.getRank() ||
+        wanted.getPartExtent(type.getDimSize(wanted.dim), getSize()) < 0)
       return owner->emitOpError()
              << "needs a parameter of type " << type
-             << " split along dimension " << dim << " in " << blocks
-             << " block(s) among " << getSize()
+             << " split along dimension " << wanted.dim << " in "
+             << wanted.blocks << " block(s) among " << getSize()
              << " tensor-parallel ranks, which do not divide it";
-    parameter.setType(getPartType(type, dim));
+    parameter.setType(getPartType(type, wanted));
     setLayout(parameter, wanted);
     return success();
   }
@@ -162,13 +170,18 @@ public:
     return slice;
   }
 
-  int64_t getBlocksWanted(Value value) override {
-    int64_t blocks = 1;
+  TensorLayout getSplitWanted(Value value, int64_t dim) override {
+    // Users asking for more than one block, or for blocks shared by teams
+    // of ranks, win over those content with any split.
+    TensorLayout wanted = TensorLayout::split(dim);
     for (OpOperand &use : value.getUses())
-      if (auto user = dyn_cast<TensorParallelOpInterface>(use.getOwner()))
-        blocks = std::max(blocks,
-                          user.getTensorParallelBlocks(use.getOperandNumber()));
-    return blocks;
+      if (auto user = dyn_cast<TensorParallelOpInterface>(use.getOwner())) {
+        TensorLayout asked =
+            user.getTensorParallelSplit(use.getOperandNumber(), dim, getSize());
+        if (asked.blocks > wanted.blocks || asked.shared > wanted.shared)
+          wanted = asked;
+      }
+    return wanted;
   }
 
   /// Partitions the function; every value it returns is whole on every
@@ -181,7 +194,10 @@ public:
       if (layout.isSplit())
         forward.setArgAttr(
             arg.getArgNumber(), LoomDialect::getTensorSplitAttrName(),
-            getRewriter().getDenseI64ArrayAttr({layout.dim, layout.blocks}));
+            getRewriter().getDenseI64ArrayAttr(
+                layout.shared ? ArrayRef<int64_t>{layout.dim, layout.blocks,
+                                                  layout.shared}
+                              : ArrayRef<int64_t>{layout.dim, layout.blocks}));
     }
     forward.setFunctionType(FunctionType::get(
         forward.getContext(), forward.getBody().getArgumentTypes(),
@@ -288,9 +304,31 @@ private:
                << " among the tensor-parallel ranks, which is not a "
                   "parameter of @forward read by this loop alone";
       arg.setType(ScanOp::getStackedType(slice.getType(), scan.getLength()));
-      setLayout(arg, TensorLayout::split(layout.dim + 1, layout.blocks));
+      setLayout(arg, layout.along(layout.dim + 1));
     }
     return success();
+  }
+
+  /// The parameter part `part`, whose last elements along the split
+  /// dimension its team of ranks shares, as the ops read it: their
+  /// cotangent summed over the team (loom.fan_out_shared). Built once.
+  Value fanOutShared(Value part, TensorLayout layout) {
+    Value &fanned = sharedFannedOut[part];
+    if (!fanned) {
+      RewriterBase &b = getRewriter();
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfterValue(part);
+      auto fanOut = FanOutSharedOp::create(
+          b, part.getLoc(), part, grid.getSymName(), {kTensorAxis}, layout.dim,
+          layout.blocks, getSize() / layout.blocks, layout.shared);
+      // A layer's backward pass reads the parameter again rather than
+      // keeping a copy.
+      if (fanOut->getParentOfType<ScanOp>())
+        fanOut->setAttr(LoomDialect::getRecomputeAttrName(), b.getUnitAttr());
+      setLayout(fanOut, layout);
+      fanned = fanOut;
+    }
+    return fanned;
   }
 
   /// Records that `operand`'s value is used whole (a parameter then may no
@@ -331,7 +369,7 @@ private:
   func::FuncOp forward;
   bool sequenceParallel;
   DenseMap<Value, TensorLayout> layouts;
-  DenseMap<Value, Value> sums, fannedOut;
+  DenseMap<Value, Value> sums, fannedOut, sharedFannedOut;
   /// The parameters, and those an op uses whole.
   DenseSet<Value> parameters, wholeParameters;
 };

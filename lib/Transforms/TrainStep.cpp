@@ -16,6 +16,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::loom;
 
@@ -264,6 +266,22 @@ Value mlir::loom::zerosLike(OpBuilder &b, Location loc, Type type) {
 }
 
 namespace {
+/// The elements [offset, offset + size) of `value` along dimension `dim`.
+Value sliceAlong(OpBuilder &b, Location loc, Value value, int64_t dim,
+                 int64_t offset, int64_t size) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0)), sizes,
+      strides(type.getRank(), b.getIndexAttr(1));
+  offsets[dim] = b.getIndexAttr(offset);
+  for (int64_t extent : shape)
+    sizes.push_back(b.getIndexAttr(extent));
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), value,
+      offsets, sizes, strides);
+}
+
 /// The step function `name`'s signature and its arguments' and results'
 /// names for the manifest: parameters, optimizer states (m then v, or
 /// momentum buffers), tokens, targets, lr and step in; the loss, the norm
@@ -339,16 +357,40 @@ clippedScale(OpBuilder &b, Location loc, ModuleOp module, TrainingAttr training,
     return sum ? s.extract(sum) : Value();
   };
   SmallVector<Value> whole, divided;
-  for (auto [g, p] : llvm::zip(grads, params))
-    if (p.countSquares)
-      (p.attrs.get(LoomDialect::getTensorSplitAttrName()) ? divided : whole)
-          .push_back(g);
+  // Elements a team of ranks shares (replicated key/value heads), by team
+  // size: every rank of the team holds their summed gradient, so each
+  // counts 1/size of their squares.
+  std::map<int64_t, SmallVector<Value>> teamShared;
+  for (auto [g, p] : llvm::zip(grads, params)) {
+    if (!p.countSquares)
+      continue;
+    auto split =
+        p.attrs.getAs<DenseI64ArrayAttr>(LoomDialect::getTensorSplitAttrName());
+    if (!split) {
+      whole.push_back(g);
+      continue;
+    }
+    if (split.size() < 3) {
+      divided.push_back(g);
+      continue;
+    }
+    int64_t dim = split[0], shared = split[2];
+    int64_t extent = cast<RankedTensorType>(g.getType()).getDimSize(dim);
+    divided.push_back(sliceAlong(b, loc, g, dim, 0, extent - shared));
+    teamShared[plan.tp / split[1]].push_back(
+        sliceAlong(b, loc, g, dim, extent - shared, shared));
+  }
   auto squaresOf = [&](ArrayRef<Value> gradients) -> Value {
     return gradients.empty()
                ? Value()
                : s.extract(SumSquaresOp::create(b, loc, scalarType, gradients));
   };
   Value sumSquares = squaresOf(whole), dividedSquares = squaresOf(divided);
+  for (auto &[size, gradients] : teamShared)
+    dividedSquares = arith::AddFOp::create(
+        b, loc, dividedSquares,
+        arith::MulFOp::create(b, loc, squaresOf(gradients),
+                              s.constant(1.0 / static_cast<double>(size))));
   if (!sumSquares)
     sumSquares = s.constant(0.0);
   if (dividedSquares) {

@@ -88,6 +88,45 @@ struct LossScaler {
   }
 };
 
+/// How tensor parallelism divides a parameter (manifest.h's `tp_dim`,
+/// `tp_blocks` and `tp_shared`): dimension `dim` of the whole is `blocks`
+/// equal blocks. Without `shared`, each block is divided among the tp ranks
+/// and a rank holds its part of every block. With `shared` > 0 there are
+/// fewer blocks than ranks: teams of tp / blocks consecutive ranks each
+/// hold one block, dividing its leading elements and each holding its last
+/// `shared` (a key/value head the team's query heads share).
+struct TpSplit {
+  int64_t dim = -1, blocks = 1, shared = 0;
+
+  bool operator==(const TpSplit &other) const {
+    return dim == other.dim && blocks == other.blocks && shared == other.shared;
+  }
+  /// The whole's extent along `dim` of a part `extent` long; 0 where `tp`
+  /// ranks cannot hold such parts.
+  int64_t wholeExtent(int64_t extent, int64_t tp) const {
+    if (!shared)
+      return extent * tp;
+    if (tp % blocks || tp / blocks < 2 || extent <= shared)
+      return 0;
+    return blocks * ((extent - shared) * (tp / blocks) + shared);
+  }
+  /// Where element `row` (along `dim`) of rank `tpRank`'s part, `rows`
+  /// long, lies in the whole; whether this rank is the one that gives it to
+  /// a gathered whole (the first of a team, for the shared elements).
+  std::pair<int64_t, bool> wholeRow(int64_t row, int64_t rows, int64_t tp,
+                                    int64_t tpRank) const {
+    if (!shared) {
+      int64_t perBlock = rows / blocks;
+      return {(row / perBlock * tp + tpRank) * perBlock + row % perBlock, true};
+    }
+    int64_t team = tp / blocks, own = rows - shared;
+    int64_t first = tpRank / team * (own * team + shared);
+    if (row < own)
+      return {first + tpRank % team * own + row, true};
+    return {first + own * team + (row - own), tpRank % team == 0};
+  }
+};
+
 /// One argument of an entry point, as the manifest describes it.
 struct Arg {
   std::string kind, name, dtype;
@@ -95,9 +134,8 @@ struct Arg {
   /// The dimension of the whole tensor this argument holds 1/dp of (this
   /// replica's slice of it, ZeRO-3), or -1 for the whole tensor.
   int64_t shard = -1;
-  /// A parameter tensor parallelism divides: the dimension of the whole
-  /// made of `tpBlocks` blocks that each tp rank holds its part of, or -1.
-  int64_t tpDim = -1, tpBlocks = 1;
+  /// A parameter tensor parallelism divides: how (`dim` -1: it does not).
+  TpSplit tpSplit;
   /// A pipeline stage's stacked parameter: the runs of the whole's layers
   /// it holds, (first, count) each, in its order; empty for all of them.
   std::vector<std::pair<int64_t, int64_t>> layerRuns;
@@ -169,8 +207,7 @@ inline int64_t product(const std::vector<int64_t> &shape, size_t begin,
 /// A parameter, or a tensor of optimizer state: its place in the whole
 /// (the model in llm.c's order, as checkpoints hold it; the state in the
 /// step's order) and in this rank's buffer. Two levels divide it. Tensor
-/// parallelism gives the rank its `part`: dimension `tpDim` of the whole is
-/// `tpBlocks` blocks, each divided among the tp ranks. ZeRO then keeps the
+/// parallelism gives the rank its `part` (`tpSplit`). ZeRO then keeps the
 /// replica's 1/dp of the part along dimension `shard` of `dpShape` (the
 /// part's shape, or the part flattened for ZeRO-1/2's optimizer state).
 /// How a parameter starts and where Hugging Face's checkpoints keep it: its
@@ -200,7 +237,7 @@ struct Param {
   TensorSpec spec;
   std::vector<int64_t> shape; ///< The whole tensor's.
   int64_t offset = 0, size = 0;
-  int64_t tpDim = -1, tpBlocks = 1;
+  TpSplit tpSplit;
   std::vector<int64_t> part, dpShape;
   int64_t shard = -1;
   int64_t localOffset = 0, localSize = 0;
@@ -215,53 +252,61 @@ struct Param {
   /// whole's layers.
   template <typename Fn>
   void forEachWholeRun(int64_t dp, int64_t dpRank, int64_t tp, int64_t tpRank,
-                       Fn copy) const {
+                       Fn copy, bool ownedOnly = false) const {
     if (layerRuns.empty())
-      return forEachRun(dp, dpRank, tp, tpRank, copy);
+      return forEachRun(dp, dpRank, tp, tpRank, copy, ownedOnly);
     int64_t layerSize = size / shape[0];
-    forEachRun(dp, dpRank, tp, tpRank,
-               [&](int64_t local, int64_t at, int64_t count) {
-                 while (count > 0) {
-                   int64_t layer = at / layerSize, within = at % layerSize;
-                   for (const auto &[first, held] : layerRuns) {
-                     if (layer < held) {
-                       layer += first;
-                       break;
-                     }
-                     layer -= held;
-                   }
-                   int64_t n = std::min(count, layerSize - within);
-                   copy(local, layer * layerSize + within, n);
-                   local += n;
-                   at += n;
-                   count -= n;
-                 }
-               });
+    forEachRun(
+        dp, dpRank, tp, tpRank,
+        [&](int64_t local, int64_t at, int64_t count) {
+          while (count > 0) {
+            int64_t layer = at / layerSize, within = at % layerSize;
+            for (const auto &[first, held] : layerRuns) {
+              if (layer < held) {
+                layer += first;
+                break;
+              }
+              layer -= held;
+            }
+            int64_t n = std::min(count, layerSize - within);
+            copy(local, layer * layerSize + within, n);
+            local += n;
+            at += n;
+            count -= n;
+          }
+        },
+        ownedOnly);
   }
 
   /// Calls `copy(local, whole, count)` for each run of elements contiguous
-  /// in both this rank's buffer and the whole, local offsets ascending.
+  /// in both this rank's buffer and the whole, local offsets ascending;
+  /// with `ownedOnly`, not for elements that another rank of its
+  /// tensor-parallel team gives to a gathered whole.
   template <typename Fn>
   void forEachRun(int64_t dp, int64_t dpRank, int64_t tp, int64_t tpRank,
-                  Fn copy) const {
+                  Fn copy, bool ownedOnly = false) const {
     // ZeRO: the rank's chunk of each outer slice of dpShape.
     int64_t chunk = shard < 0 ? localSize
                               : product(dpShape, shard + 1, dpShape.size()) *
                                     (dpShape[shard] / dp);
-    // Tensor parallelism: rows of `part` along tpDim, each `inner` long.
-    int64_t inner = tpDim < 0 ? product(part, 0, part.size())
-                              : product(part, tpDim + 1, part.size());
-    int64_t rows = tpDim < 0 ? 1 : part[tpDim], perBlock = rows / tpBlocks;
+    // Tensor parallelism: rows of `part` along its dimension, each `inner`
+    // long.
+    int64_t dim = tpSplit.dim;
+    int64_t inner = dim < 0 ? product(part, 0, part.size())
+                            : product(part, dim + 1, part.size());
+    int64_t rows = dim < 0 ? 1 : part[dim];
+    int64_t wholeRows = dim < 0 ? 1 : tpSplit.wholeExtent(rows, tp);
     for (int64_t i = 0; i < localSize;) {
       int64_t o = i / chunk, r = i % chunk;
       int64_t j = shard < 0 ? i : (o * dp + dpRank) * chunk + r;
       int64_t a = j / (rows * inner), row = j / inner % rows, col = j % inner;
-      int64_t wholeRow = tpDim < 0 ? row
-                                   : (row / perBlock * tp + tpRank) * perBlock +
-                                         row % perBlock;
-      int64_t k = (a * rows * (tpDim < 0 ? 1 : tp) + wholeRow) * inner + col;
+      auto [wholeRow, owned] = dim < 0
+                                   ? std::pair<int64_t, bool>{row, true}
+                                   : tpSplit.wholeRow(row, rows, tp, tpRank);
+      int64_t k = (a * wholeRows + wholeRow) * inner + col;
       int64_t count = std::min(chunk - r, inner - col);
-      copy(i, k, count);
+      if (owned || !ownedOnly)
+        copy(i, k, count);
       i += count;
     }
   }

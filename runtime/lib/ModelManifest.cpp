@@ -149,7 +149,7 @@ bool loom_model::checkPipelineEntries() {
             step.args.begin(), step.args.end(), [&](const Arg &own) {
               auto same = [&](const Arg &as) {
                 return as.shape == arg.shape && as.shard == arg.shard &&
-                       as.tpDim == arg.tpDim && as.tpBlocks == arg.tpBlocks &&
+                       as.tpSplit == arg.tpSplit &&
                        as.layerRuns == arg.layerRuns;
               };
               return own.kind == arg.kind && own.name == arg.name &&
@@ -630,13 +630,20 @@ bool ManifestReader::readArg(std::istringstream &line) {
   // A parameter's, or its device copy's where the master is a ZeRO-1/2
   // slice (offload).
   bool parted = arg.kind == LOOM_ARG_PARAM || arg.kind == LOOM_ARG_PARAM_COPY;
+  TpSplit &split = arg.tpSplit;
   if (f.has(M::arg::kTpDim) &&
-      (!parted || !f.integer(M::arg::kTpDim, arg.tpDim, 0, rank - 1)))
+      (!parted || !f.integer(M::arg::kTpDim, split.dim, 0, rank - 1)))
     return fail("bad tp_dim of " + arg.name + ": '" + lineText + "'");
-  if (arg.tpDim >= 0 || f.has(M::arg::kTpBlocks)) {
-    if (arg.tpDim < 0 ||
-        !f.integer(M::arg::kTpBlocks, arg.tpBlocks, 1, kMaxManifestSize) ||
-        arg.shape[arg.tpDim] % arg.tpBlocks)
+  if (f.has(M::arg::kTpShared) &&
+      (split.dim < 0 ||
+       !f.integer(M::arg::kTpShared, split.shared, 1, kMaxManifestSize) ||
+       split.shared >= arg.shape[split.dim]))
+    return fail("bad tp_shared of " + arg.name + ": '" + lineText + "'");
+  // Blocks shared by teams divide the whole, not the part.
+  if (split.dim >= 0 || f.has(M::arg::kTpBlocks)) {
+    if (split.dim < 0 ||
+        !f.integer(M::arg::kTpBlocks, split.blocks, 1, kMaxManifestSize) ||
+        (!split.shared && arg.shape[split.dim] % split.blocks))
       return fail("bad tp_blocks of " + arg.name + ": '" + lineText + "'");
   }
   std::string layers;
@@ -769,8 +776,14 @@ bool loom_model::checkModelShapes() {
           return fail(where + " is not a slice of its device copy");
         if (part.shard >= 0)
           whole[part.shard] *= info.dp;
-        if (part.tpDim >= 0)
-          whole[part.tpDim] *= info.tp;
+        if (const TpSplit &split = part.tpSplit; split.dim >= 0) {
+          whole[split.dim] = split.wholeExtent(whole[split.dim], info.tp);
+          if (!whole[split.dim])
+            return fail(where + ": tp = " + std::to_string(info.tp) +
+                        " ranks cannot hold parts of " +
+                        std::to_string(split.blocks) +
+                        " blocks shared by teams (tp_blocks, tp_shared)");
+        }
         if (!part.layerRuns.empty())
           whole[0] = info.layers;
         if (whole != expected)

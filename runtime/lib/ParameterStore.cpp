@@ -53,8 +53,7 @@ bool loom_model::layoutParams() {
     if (p.shard >= 0)
       p.dpShape[p.shard] *= info.dp;
     p.part = p.dpShape;
-    p.tpDim = arg.tpDim;
-    p.tpBlocks = arg.tpBlocks;
+    p.tpSplit = arg.tpSplit;
     // A master weight kept as ZeRO-1/2 keep the state (offload): the
     // rank's slice of its flattened part, which the device's copy holds
     // whole, laid out as tensor parallelism and the pipeline divide it.
@@ -64,8 +63,7 @@ bool loom_model::layoutParams() {
         return fail("the master weight " + arg.name +
                     " is not a slice of its device copy");
       p.part = layout.shape;
-      p.tpDim = layout.tpDim;
-      p.tpBlocks = layout.tpBlocks;
+      p.tpSplit = layout.tpSplit;
       p.layerRuns = layout.layerRuns;
     }
     if (arg.kind == LOOM_ARG_STATE) {
@@ -83,13 +81,13 @@ bool loom_model::layoutParams() {
         return fail("optimizer state " + arg.name + " is not the size of " +
                     of.name);
       p.part = of.part;
-      p.tpDim = of.tpDim;
-      p.tpBlocks = of.tpBlocks;
+      p.tpSplit = of.tpSplit;
       p.layerRuns = of.layerRuns;
     }
     p.shape = p.part;
-    if (p.tpDim >= 0)
-      p.shape[p.tpDim] *= info.tp;
+    if (p.tpSplit.dim >= 0)
+      p.shape[p.tpSplit.dim] =
+          p.tpSplit.wholeExtent(p.shape[p.tpSplit.dim], info.tp);
     // A pipeline stage's layers of the whole's.
     if (!p.layerRuns.empty())
       p.shape[0] = info.layers;
@@ -294,14 +292,17 @@ bool loom_model::gather(const std::vector<Param> &tensors,
   // pipeline stage. The sum over the ranks of what each wrote into zeros is
   // then the whole, exactly.
   for (const Param &p : tensors) {
-    if (!p.held || (p.shard < 0 && dpRank > 0) || (p.tpDim < 0 && tpRank > 0) ||
+    if (!p.held || (p.shard < 0 && dpRank > 0) ||
+        (p.tpSplit.dim < 0 && tpRank > 0) ||
         (p.layerRuns.empty() && p.firstHolder != ppRank))
       continue;
-    p.forEachWholeRun(info.dp, dpRank, info.tp, tpRank,
-                      [&](int64_t local, int64_t at, int64_t count) {
-                        std::copy_n(localBase + p.localOffset + local, count,
-                                    whole.data() + p.offset + at);
-                      });
+    p.forEachWholeRun(
+        info.dp, dpRank, info.tp, tpRank,
+        [&](int64_t local, int64_t at, int64_t count) {
+          std::copy_n(localBase + p.localOffset + local, count,
+                      whole.data() + p.offset + at);
+        },
+        /*ownedOnly=*/true);
   }
   if (info.dp * info.tp * info.pp == 1)
     return true;

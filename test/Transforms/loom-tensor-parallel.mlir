@@ -3,6 +3,8 @@
 // RUN: loomc %S/Inputs/auto-plan.json --plan tp=2,sp=1 --emit=loom | loom-opt --loom-tensor-parallel | FileCheck %s --check-prefix=SP
 // RUN: loom-opt %s --loom-tensor-parallel --split-input-file --verify-diagnostics
 // RUN: loomc %examples/llama-tiny.json --plan tp=2 --emit=loom | loom-opt --loom-tensor-parallel | FileCheck %s --check-prefix=LLAMA
+// RUN: loomc %examples/llama-tiny.json --plan tp=4 --emit=loom | loom-opt --loom-tensor-parallel | FileCheck %s --check-prefix=TEAMS
+// RUN: loomc %examples/llama-tiny.json --plan tp=4 --emit=loom | loom-opt --loom-tensor-parallel --loom-differentiate | FileCheck %s --check-prefix=TEAMVJP
 
 // Megatron over two ranks. The token table is divided by rows (the padded
 // vocabulary of 16, 8 rows each): each rank looks up its part's tokens,
@@ -167,3 +169,29 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micr
 // LLAMA: loom.rotary %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64, theta = 1.000000e+04 : f64} : tensor<8x64x128xf32>
 // LLAMA-NEXT: loom.causal_attention %{{.*}} {kv_heads = 1 : i64, num_heads = 2 : i64} : tensor<8x64x128xf32> -> tensor<8x64x64xf32>, tensor<8x2x64xf32>
 // LLAMA: loom.swiglu %{{.*}}, %{{.*}} : tensor<8x64x176xf32>
+
+// Llama's block under tp = 4, more ranks than its 2 key/value heads: teams
+// of 2 ranks share a group. Each rank's part of the fused projection is
+// its query head (32 rows) and its group's key and value (64 rows, the
+// `shared` of loom.tp_split), which the rotation and the attention read as
+// one group of one head. The part is read through loom.fan_out_shared ...
+// TEAMS-LABEL: func.func @forward(
+// TEAMS-SAME: tensor<4x96x128xf32> {loom.param = "h.*.self_attn.qkv_proj.weight", loom.tp_split = array<i64: 1, 2, 64>}
+// TEAMS: %[[PART:.*]] = loom.fan_out_shared %{{.*}} on @loom_grid axes = [2] dim = 0 teams = 2 team_size = 2 shared = 64 {loom.recompute} : tensor<96x128xf32>
+// TEAMS: %[[QKV:.*]] = loom.linear %{{.*}}, %[[PART]] {split = #loom<split column>} : (tensor<8x64x128xf32>, tensor<96x128xf32>) -> tensor<8x64x96xf32>
+// TEAMS-NEXT: loom.rotary %[[QKV]] {kv_heads = 1 : i64, num_heads = 1 : i64, theta = 1.000000e+04 : f64} : tensor<8x64x96xf32>
+// TEAMS-NEXT: loom.causal_attention %{{.*}} {kv_heads = 1 : i64, num_heads = 1 : i64} : tensor<8x64x96xf32> -> tensor<8x64x32xf32>, tensor<8x1x64xf32>
+
+// ... whose vector-Jacobian product sums the shared rows' gradient over
+// the team: each rank puts them in its team's slot (rank / 2) of one slot
+// per team, the group's all-reduce sums the slots, and the rank takes its
+// team's back.
+// TEAMVJP-LABEL: func.func @forward_grad(
+// TEAMVJP: %[[SHARED:.*]] = tensor.extract_slice %[[WGRAD:.*]][32, 0] [64, 128] [1, 1] : tensor<96x128xf32> to tensor<64x128xf32>
+// TEAMVJP: %[[ZEROS:.*]] = arith.constant dense<0.000000e+00> : tensor<2x64x128xf32>
+// TEAMVJP: %[[RANK:.*]] = shard.process_multi_index on @loom_grid axes = [2] : index
+// TEAMVJP: %[[TEAM:.*]] = arith.divui %[[RANK]], %{{.*}} : index
+// TEAMVJP: %[[SLOTS:.*]] = tensor.insert_slice %[[SHARED]] into %[[ZEROS]][%[[TEAM]], 0, 0] [1, 64, 128] [1, 1, 1]
+// TEAMVJP: %[[SUMS:.*]] = shard.all_reduce %[[SLOTS]] on @loom_grid grid_axes = [2] : tensor<2x64x128xf32>
+// TEAMVJP: %[[TOTAL:.*]] = tensor.extract_slice %[[SUMS]][%[[TEAM]], 0, 0] [1, 64, 128] [1, 1, 1] : tensor<2x64x128xf32> to tensor<64x128xf32>
+// TEAMVJP: tensor.insert_slice %[[TOTAL]] into %[[WGRAD]][32, 0] [64, 128] [1, 1] : tensor<64x128xf32> into tensor<96x128xf32>

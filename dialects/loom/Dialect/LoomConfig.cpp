@@ -20,11 +20,14 @@ void checkTensorParallel(
     violate("plan.tp", llvm::formatv("tensor parallelism {0} does not "
                                      "divide the {1} heads (model.n_head)",
                                      tp, arch.heads));
-  if (arch.isGrouped() && arch.getKvHeads() % tp)
+  // More ranks than key/value heads: teams of ranks share one, each
+  // holding its copy (Megatron-LM's replication).
+  if (arch.isGrouped() && arch.getKvHeads() % tp && tp % arch.getKvHeads())
     violate("plan.tp",
-            llvm::formatv("tensor parallelism {0} does not divide the {1} "
-                          "key/value heads (model.num_key_value_heads); "
-                          "replicating them is not supported yet",
+            llvm::formatv("tensor parallelism {0} neither divides the {1} "
+                          "key/value heads (model.num_key_value_heads) nor is "
+                          "a multiple of them, so that each rank's query heads "
+                          "share one key/value head",
                           tp, arch.getKvHeads()));
   if (arch.hidden % tp)
     violate("plan.tp", llvm::formatv("tensor parallelism {0} does not "
@@ -95,6 +98,16 @@ SmallVector<PlanViolation> mlir::loom::checkPlan(const PlanConfig &plan,
             "sequence parallelism needs tensor parallelism (tp > 1)");
   if (arch) {
     checkTensorParallel(*arch, tp, violate);
+    // ZeRO-2 and 3 shard each gradient before the global norm sums its
+    // squares, which then cannot tell the elements a team of ranks shares
+    // (counted once) from the rest.
+    if (arch->isGrouped() && tp > arch->getKvHeads() && plan.zero >= 2)
+      violate("plan.zero",
+              llvm::formatv("ZeRO-{0} with tensor parallelism {1} over {2} "
+                            "key/value heads (model.num_key_value_heads), "
+                            "which teams of ranks share, is not supported; "
+                            "use zero=1 or at most {2} tensor-parallel ranks",
+                            plan.zero, tp, arch->getKvHeads()));
     if (plan.pp > arch->layers)
       violate("plan.pp", llvm::formatv("{0} pipeline stages exceed the {1} "
                                        "layers (model.n_layer)",

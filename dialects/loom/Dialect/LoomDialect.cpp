@@ -378,13 +378,21 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
   if (name == getTensorSplitAttrName()) {
     auto split = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     ShapedType type = getShapedArgumentType(op, argIndex);
-    if (!split || split.size() != 2 || !type || !type.hasRank() ||
-        split[0] < 0 || split[0] >= type.getRank() || split[1] < 1 ||
-        type.getDimSize(split[0]) % split[1])
+    bool ok = split && (split.size() == 2 || split.size() == 3) && type &&
+              type.hasRank() && split[0] >= 0 && split[0] < type.getRank() &&
+              split[1] >= 1;
+    // [dim, blocks, shared]: the part is one block's share and its last
+    // `shared` elements; otherwise a share of each block.
+    if (ok && split.size() == 3)
+      ok = split[2] >= 1 && type.getDimSize(split[0]) > split[2];
+    else if (ok)
+      ok = type.getDimSize(split[0]) % split[1] == 0;
+    if (!ok)
       return op->emitError()
              << "argument #" << argIndex << ": '" << name
-             << "' must be [dim, blocks]: a dimension of the argument's "
-                "shaped type and a positive number of blocks dividing it";
+             << "' must be [dim, blocks] (a dimension of the argument's "
+                "shaped type and a positive number of blocks dividing it) or "
+                "[dim, blocks, shared] (shared smaller than the dimension)";
     return success();
   }
   if (name == getLayersAttrName()) {

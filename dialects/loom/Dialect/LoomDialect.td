@@ -180,8 +180,11 @@ def Loom_Dialect : Dialect {
     /// whole tensor being `blocks` equal blocks (3 for the fused query, key
     /// and value projection), each divided evenly among the tp ranks; the
     /// argument's type holds this rank's part of every block, at its index
-    /// on the tensor-parallel axis. `loom.shard` then refers to the
-    /// argument's own type.
+    /// on the tensor-parallel axis. `[dim, blocks, shared]`: the ranks
+    /// outnumber the blocks (key/value heads replicated); each block is held
+    /// by tp / blocks consecutive ranks, which divide its leading elements
+    /// and each hold its last `shared` elements. `loom.shard` then refers to
+    /// the argument's own type.
     static constexpr ::llvm::StringLiteral getTensorSplitAttrName() {
       return "loom.tp_split";
     }

@@ -133,12 +133,14 @@ def Loom_TensorParallelOpInterface : OpInterface<"TensorParallelOpInterface"> {
       "::llvm::LogicalResult", "partitionTensorParallel",
       (ins "::mlir::loom::TensorParallelRewriter &":$rewriter)>,
     InterfaceMethod<[{
-        Into how many equal blocks operand `index` must be split along the
-        dimension its producer splits, each block divided among the ranks:
-        3 for the fused query, key and value projection attention reads.
+        How operand `index` must be split along dimension `dim`, which its
+        producer splits, among `size` ranks: in 3 blocks for the fused
+        query, key and value projection attention reads, in groups shared
+        by teams of ranks where the ranks outnumber the key/value heads.
       }],
-      "int64_t", "getTensorParallelBlocks", (ins "unsigned":$index), [{}],
-      [{ return 1; }]>
+      "::mlir::loom::TensorLayout", "getTensorParallelSplit",
+      (ins "unsigned":$index, "int64_t":$dim, "int64_t":$size), [{}],
+      [{ return ::mlir::loom::TensorLayout::split(dim); }]>
   ];
 }
 

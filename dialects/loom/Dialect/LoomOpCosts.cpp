@@ -44,6 +44,17 @@ bool isFeatureSharded(Value value) {
     return isFeatureSharded(def->getOperand(0));
   return false;
 }
+
+/// The heads of one rank's part of a fused query, key and value projection
+/// (query, key and value heads together): its share of them, or, where the
+/// ranks outnumber the key/value heads, its query heads and the key and
+/// value its team shares.
+double getLocalQkvRowHeads(int64_t heads, std::optional<int64_t> kvHeads,
+                           double tensorParallel) {
+  if (!kvHeads || *kvHeads >= tensorParallel)
+    return getQkvRowHeads(heads, kvHeads) / tensorParallel;
+  return heads / tensorParallel + 2;
+}
 } // namespace
 
 void EmbeddingOp::estimateCost(const CostContext &context,
@@ -114,14 +125,20 @@ void GroupQkvOp::estimateCost(const CostContext &context,
 void RotaryOp::estimateCost(const CostContext &context,
                             SmallVectorImpl<CostRow> &rows) {
   auto [sequence, width] = getActivationShape(getResult());
-  if (isFeatureSharded(getQkv()))
-    width /= context.tensorParallel;
   // The queries and keys turn; the values pass.
-  int64_t rowHeads = getQkvRowHeads(getNumHeads(), getKvHeads());
-  int64_t valueHeads = getKvHeads().value_or(getNumHeads());
-  CostRow row = activationCost(context.batch, sequence,
-                               width * (rowHeads - valueHeads) / rowHeads,
-                               context.elementBytes);
+  double rowHeads = getQkvRowHeads(getNumHeads(), getKvHeads());
+  double valueHeads = getKvHeads().value_or(getNumHeads());
+  double headWidth = width / rowHeads;
+  if (isFeatureSharded(getQkv())) {
+    double tp = context.tensorParallel;
+    rowHeads = getLocalQkvRowHeads(getNumHeads(), getKvHeads(), tp);
+    valueHeads = getKvHeads()
+                     ? std::max(static_cast<double>(*getKvHeads()) / tp, 1.0)
+                     : getNumHeads() / tp;
+  }
+  CostRow row =
+      activationCost(context.batch, sequence,
+                     headWidth * (rowHeads - valueHeads), context.elementBytes);
   row.name = "rotary";
   // An angle's sine and cosine and the rotation: about 6 FLOPs an element.
   row.flopsFwd = row.flopsBwd = 6 * row.flopsFwd;
@@ -178,11 +195,16 @@ void CausalAttentionOp::estimateCost(const CostContext &context,
   // Selective recomputation keeps this rank's share of the QKV input, which
   // the projection producing it does not keep itself.
   std::optional<int64_t> kvHeads = getKvHeads();
-  double qkv = getQkvRowHeads(getNumHeads(), kvHeads) / context.tensorParallel *
-               b * sequence * headWidth * s;
+  double qkv =
+      getLocalQkvRowHeads(getNumHeads(), kvHeads, context.tensorParallel) * b *
+      sequence * headWidth * s;
   if (context.fusedAttention) {
+    // A team of ranks shares a key/value head where they outnumber them.
     double localKvHeads =
-        kvHeads ? *kvHeads / context.tensorParallel : localHeads;
+        kvHeads
+            ? std::max(static_cast<double>(*kvHeads) / context.tensorParallel,
+                       1.0)
+            : localHeads;
     CostRow row =
         fusedAttentionCost(b, sequence, headWidth, localHeads, s, localKvHeads);
     row.name = "attention";

@@ -136,7 +136,7 @@ def Loom_RmsNormOp : Loom_Op<"rms_norm", [Loom_MixedPrecision, Pure, Loom_Differ
 
 def Loom_GroupQkvOp : Loom_Op<"group_qkv", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed,
     DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface,
-      ["getTensorParallelBlocks"]>, InferTypeOpAdaptor]> {
+      ["getTensorParallelSplit"]>, InferTypeOpAdaptor]> {
   let summary = "grouped queries, keys and values as every head's";
   let description = [{
     Grouped-query attention's projection output `qkv` [B, T, G (R + 2) D]
@@ -164,7 +164,7 @@ def Loom_GroupQkvOp : Loom_Op<"group_qkv", [Loom_MixedPrecision, Pure, Loom_Diff
 
 def Loom_RotaryOp : Loom_Op<"rotary", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed,
     DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface,
-      ["getTensorParallelBlocks"]>,
+      ["getTensorParallelSplit"]>,
     AllTypesMatch<["qkv", "result"]>]> {
   let summary = "rotary position embedding of the queries and keys";
   let description = [{
@@ -224,7 +224,7 @@ def Loom_LinearOp : Loom_Op<"linear", [Loom_MixedPrecision, Pure, Loom_Different
 
 def Loom_CausalAttentionOp : Loom_Op<"causal_attention", [Loom_MixedPrecision, Pure, Loom_Differentiable, Loom_Costed,
     DeclareOpInterfaceMethods<Loom_TensorParallelOpInterface,
-      ["getTensorParallelBlocks"]>,
+      ["getTensorParallelSplit"]>,
     DeclareOpInterfaceMethods<Loom_WideStatisticsOpInterface, ["isWideResult"]>,
     InferTypeOpAdaptor]> {
   let summary = "causal multi-head self-attention on a fused QKV tensor";
@@ -355,6 +355,37 @@ def Loom_FanOutOp : Loom_Op<"fan_out", [Loom_MixedPrecision, Pure, Loom_Differen
   let assemblyFormat = [{
     $input `on` $grid `axes` `=` $grid_axes attr-dict `:` type($input)
   }];
+}
+
+def Loom_FanOutSharedOp : Loom_Op<"fan_out_shared", [Loom_MixedPrecision,
+    Pure, Loom_Differentiable, AllTypesMatch<["input", "result"]>]> {
+  let summary = "a part whose last elements a team of ranks shares";
+  let description = [{
+    The identity in the forward pass. `input` is a rank's part of a
+    parameter that tensor parallelism divides in `teams` blocks along `dim`,
+    with more ranks than blocks (`loom.tp_split = [dim, teams, shared]`):
+    the ranks of `grid_axes` form `teams` teams of `team_size` consecutive
+    ranks, each team dividing one block's leading elements and each of its ranks
+    holding the block's last `shared` elements (a key/value head that
+    several ranks' query heads read). Its vector-Jacobian product sums the
+    cotangent of those shared elements over the team, since each rank holds
+    only its own query heads' share of it; the other elements' cotangents
+    are the rank's own. The lowering to linalg replaces it by its operand.
+
+    ```mlir
+    %y = loom.fan_out_shared %x on @loom_grid axes = [2] dim = 0 teams = 2
+        team_size = 2 shared = 64 : tensor<96x128xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                   DenseI16ArrayAttr:$grid_axes, I64Attr:$dim, I64Attr:$teams,
+                   I64Attr:$team_size, I64Attr:$shared);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `axes` `=` $grid_axes `dim` `=` $dim `teams` `=` $teams
+    `team_size` `=` $team_size `shared` `=` $shared attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
 }
 
 def Loom_SumSquaresOp : Loom_Op<"sum_squares", [Pure]> {

@@ -11,17 +11,38 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
 using namespace mlir::loom;
 
 TensorParallelRewriter::~TensorParallelRewriter() = default;
 
+int64_t TensorLayout::getPartExtent(int64_t extent, int64_t size) const {
+  if (!isSplit())
+    return extent;
+  if (!shared)
+    return extent % (blocks * size) ? -1 : extent / size;
+  // Teams of size / blocks ranks, each dividing one block's leading
+  // elements and holding its last `shared`.
+  if (size % blocks || extent % blocks)
+    return -1;
+  int64_t team = size / blocks, block = extent / blocks;
+  if (block <= shared || (block - shared) % team)
+    return -1;
+  return (block - shared) / team + shared;
+}
+
 RankedTensorType TensorParallelRewriter::getPartType(Type whole,
                                                      int64_t dim) const {
+  return getPartType(whole, TensorLayout::split(dim));
+}
+
+RankedTensorType
+TensorParallelRewriter::getPartType(Type whole, TensorLayout layout) const {
   auto type = cast<RankedTensorType>(whole);
   SmallVector<int64_t> shape(type.getShape());
-  shape[dim] /= size;
+  shape[layout.dim] = layout.getPartExtent(shape[layout.dim], size);
   return RankedTensorType::get(shape, type.getElementType());
 }
 
@@ -76,7 +97,7 @@ LogicalResult partitionRowwise(Operation *op, OpOperand &rows,
                            "which tensor parallelism has split");
   for (OpOperand *parameter : parameters) {
     LogicalResult made =
-        lastSplit          ? rewriter.makeSplit(*parameter, 0, layout.blocks)
+        lastSplit          ? rewriter.makeSplit(*parameter, layout.along(0))
         : layout.isSplit() ? rewriter.makeFannedOut(*parameter)
                            : rewriter.makeReplicated(*parameter);
     if (failed(made))
@@ -89,6 +110,30 @@ LogicalResult partitionRowwise(Operation *op, OpOperand &rows,
 }
 } // namespace
 
+/// How a column-parallel projection splits an attention's fused queries,
+/// keys and values (`qkv`, whole) along `dim` among `size` ranks: the
+/// queries', the keys' and the values' blocks; whole groups under
+/// grouped-query attention; or, where the ranks outnumber the groups, each
+/// group's query heads divided among a team of ranks that each hold the
+/// group's key and value (Megatron-LM's replicated key/value heads).
+static TensorLayout getQkvSplit(Value qkv, int64_t numHeads,
+                                std::optional<int64_t> kvHeads, int64_t dim,
+                                int64_t size) {
+  if (!kvHeads)
+    return TensorLayout::split(dim, 3);
+  if (*kvHeads % size == 0 || size % *kvHeads)
+    return TensorLayout::split(dim, 1);
+  int64_t headWidth = cast<RankedTensorType>(qkv.getType()).getDimSize(2) /
+                      getQkvRowHeads(numHeads, kvHeads);
+  return TensorLayout::sharedBlocks(dim, *kvHeads, 2 * headWidth);
+}
+
+/// The key/value heads of a rank's part: its share of the groups, or the
+/// one group its team shares.
+static int64_t getLocalKvHeads(int64_t kvHeads, int64_t size) {
+  return kvHeads % size ? 1 : kvHeads / size;
+}
+
 /// Whether `op`'s `numHeads` heads divide among the ranks and its fused
 /// queries, keys and values `qkv` come split by heads (the blocks of a
 /// column-parallel projection), as attention and the rotation need.
@@ -100,30 +145,33 @@ static LogicalResult checkHeadsSplit(Operation *op, int64_t numHeads,
     return op->emitOpError()
            << "has " << numHeads << " heads, which tensor parallelism over "
            << size << " ranks does not divide";
+  TensorLayout layout = rewriter.getLayout(qkv);
   if (kvHeads) {
-    // The column-parallel projection gives each rank whole groups.
-    if (*kvHeads % size)
+    if (*kvHeads % size && size % *kvHeads)
       return op->emitOpError()
              << "has " << *kvHeads
              << " key/value heads, which tensor parallelism over " << size
-             << " ranks does not divide";
-    if (rewriter.getLayout(qkv) != TensorLayout::split(2, 1))
+             << " ranks neither divides nor is a multiple of";
+    // The column-parallel projection gives each rank whole groups, or
+    // its team's group: the rank's query heads, then the group's key and
+    // value, `shared` elements of a part that holds its queries and those.
+    int64_t partWidth = cast<RankedTensorType>(qkv.getType()).getDimSize(2);
+    bool teams = *kvHeads % size != 0;
+    bool expected =
+        teams ? layout.isSplit() && layout.dim == 2 &&
+                    layout.blocks == *kvHeads && layout.shared > 0 &&
+                    layout.shared * (numHeads / size + 2) == 2 * partWidth
+              : layout == TensorLayout::split(2, 1);
+    if (!expected)
       return op->emitOpError("needs its groups split among the ranks (the "
                              "output of a column-parallel projection)");
     return success();
   }
-  if (rewriter.getLayout(qkv) != TensorLayout::split(2, 3))
+  if (layout != TensorLayout::split(2, 3))
     return op->emitOpError("needs its queries, keys and values split by "
                            "heads (the output of a column-parallel "
                            "projection)");
   return success();
-}
-
-/// The blocks a column-parallel projection makes of an attention's fused
-/// queries, keys and values: one of whole groups under grouped-query
-/// attention, else the queries', the keys' and the values'.
-static int64_t getQkvBlocks(std::optional<int64_t> kvHeads) {
-  return kvHeads ? 1 : 3;
 }
 
 /// The index of the first token of this rank's part of the vocabulary.
@@ -231,16 +279,23 @@ LinearOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   if (*getSplit() == TensorSplit::column) {
     // Each rank computes its blocks of the output features from the whole
     // input (Megatron's f before it).
-    int64_t blocks = rewriter.getBlocksWanted(getResult());
+    TensorLayout output = rewriter.getSplitWanted(getResult(), last);
+    if (output.getPartExtent(getType().getDimSize(last), rewriter.getSize()) <
+        0)
+      return emitOpError() << "has " << getType().getDimSize(last)
+                           << " output features, which tensor parallelism "
+                              "over "
+                           << rewriter.getSize()
+                           << " ranks cannot divide as its users need";
     if (failed(rewriter.makeFannedOut(getInputMutable())) ||
-        failed(rewriter.makeSplit(getWeightMutable(), 0, blocks)) ||
+        failed(rewriter.makeSplit(getWeightMutable(), output.along(0))) ||
         (getBias() &&
-         failed(rewriter.makeSplit(getBiasMutable()[0], 0, blocks))))
+         failed(rewriter.makeSplit(getBiasMutable()[0], output.along(0)))))
       return failure();
     b.modifyOpInPlace(*this, [&] {
-      getResult().setType(rewriter.getPartType(getType(), last));
+      getResult().setType(rewriter.getPartType(getType(), output));
     });
-    rewriter.setLayout(getResult(), TensorLayout::split(last, blocks));
+    rewriter.setLayout(getResult(), output);
     return success();
   }
   // Row parallel: each rank's input features give a partial product; the
@@ -281,7 +336,7 @@ CausalAttentionOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   rewriter.getRewriter().modifyOpInPlace(*this, [&] {
     setNumHeads(getNumHeads() / size);
     if (std::optional<uint64_t> kvHeads = getKvHeads())
-      setKvHeads(*kvHeads / size);
+      setKvHeads(getLocalKvHeads(*kvHeads, size));
     getResult().setType(rewriter.getPartType(getResult().getType(), 2));
     getLse().setType(rewriter.getPartType(getLse().getType(), 1));
   });
@@ -290,32 +345,33 @@ CausalAttentionOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   return success();
 }
 
-int64_t CausalAttentionOp::getTensorParallelBlocks(unsigned index) {
-  return getQkvBlocks(getKvHeads());
+TensorLayout CausalAttentionOp::getTensorParallelSplit(unsigned index,
+                                                       int64_t dim,
+                                                       int64_t size) {
+  return getQkvSplit(getQkv(), getNumHeads(), getKvHeads(), dim, size);
 }
 
 LogicalResult
 GroupQkvOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
-  // The column-parallel projection gives each rank whole groups: their
-  // queries, keys and values make its heads'.
+  // The column-parallel projection gives each rank whole groups, or its
+  // team's group: their queries, keys and values make its heads'.
   int64_t size = rewriter.getSize();
-  if (getKvHeads() % size)
-    return emitOpError() << "has " << getKvHeads()
-                         << " key/value heads, which tensor parallelism over "
-                         << size << " ranks does not divide";
-  if (rewriter.getLayout(getQkv()) != TensorLayout::split(2, 1))
-    return emitOpError("needs its groups split among the ranks (the output "
-                       "of a column-parallel projection)");
+  if (failed(checkHeadsSplit(*this, getNumHeads(), getKvHeads(), getQkv(),
+                             rewriter)))
+    return failure();
   rewriter.getRewriter().modifyOpInPlace(*this, [&] {
     setNumHeads(getNumHeads() / size);
-    setKvHeads(getKvHeads() / size);
+    setKvHeads(getLocalKvHeads(getKvHeads(), size));
     getResult().setType(rewriter.getPartType(getResult().getType(), 2));
   });
   rewriter.setLayout(getResult(), TensorLayout::split(2, 3));
   return success();
 }
 
-int64_t GroupQkvOp::getTensorParallelBlocks(unsigned index) { return 1; }
+TensorLayout GroupQkvOp::getTensorParallelSplit(unsigned index, int64_t dim,
+                                                int64_t size) {
+  return getQkvSplit(getQkv(), getNumHeads(), getKvHeads(), dim, size);
+}
 
 LogicalResult
 RotaryOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
@@ -328,16 +384,16 @@ RotaryOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   rewriter.getRewriter().modifyOpInPlace(*this, [&] {
     setNumHeads(getNumHeads() / size);
     if (std::optional<uint64_t> kvHeads = getKvHeads())
-      setKvHeads(*kvHeads / size);
+      setKvHeads(getLocalKvHeads(*kvHeads, size));
     getResult().setType(getQkv().getType());
   });
-  rewriter.setLayout(getResult(),
-                     TensorLayout::split(2, getQkvBlocks(getKvHeads())));
+  rewriter.setLayout(getResult(), rewriter.getLayout(getQkv()));
   return success();
 }
 
-int64_t RotaryOp::getTensorParallelBlocks(unsigned index) {
-  return getQkvBlocks(getKvHeads());
+TensorLayout RotaryOp::getTensorParallelSplit(unsigned index, int64_t dim,
+                                              int64_t size) {
+  return getQkvSplit(getQkv(), getNumHeads(), getKvHeads(), dim, size);
 }
 
 LogicalResult
@@ -378,5 +434,68 @@ LogicalResult FanOutOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
                                          getGridAxes(), resultGrads[0],
                                          shard::ReductionKind::Sum);
   operandGrads.assign({sum});
+  return success();
+}
+
+LogicalResult FanOutSharedOp::verify() {
+  auto type = cast<RankedTensorType>(getType());
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= type.getRank())
+    return emitOpError() << "dim " << dim << " is not a dimension of " << type;
+  if (getShared() < 1 || getShared() >= type.getDimSize(dim))
+    return emitOpError() << "expected 0 < shared (" << getShared()
+                         << ") < the extent of dimension " << dim << " ("
+                         << type.getDimSize(dim) << ")";
+  if (getTeams() < 1 || getTeamSize() < 2 || getGridAxes().size() != 1)
+    return emitOpError("expected teams of at least two ranks on one grid "
+                       "axis");
+  return success();
+}
+
+LogicalResult FanOutSharedOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value grad = resultGrads[0];
+  auto type = cast<RankedTensorType>(grad.getType());
+  int64_t rank = type.getRank(), dim = getDim();
+  // The shared elements go into this rank's team's slot of a tensor with
+  // one slot per team, zeros elsewhere; summed over the whole group, each
+  // slot is its team's sum. A collective over part of the axis would move
+  // `teams` times fewer bytes; only the key/value heads' gradients pay it.
+  SmallVector<int64_t> sharedShape(type.getShape());
+  sharedShape[dim] = getShared();
+  auto sharedType = RankedTensorType::get(sharedShape, type.getElementType());
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0)), sizes,
+      strides(rank, b.getIndexAttr(1));
+  offsets[dim] = b.getIndexAttr(type.getDimSize(dim) - getShared());
+  for (int64_t extent : sharedShape)
+    sizes.push_back(b.getIndexAttr(extent));
+  Value mine = tensor::ExtractSliceOp::create(b, loc, sharedType, grad, offsets,
+                                              sizes, strides);
+
+  SmallVector<int64_t> slotsShape = {getTeams()};
+  llvm::append_range(slotsShape, sharedShape);
+  auto slotsType = RankedTensorType::get(slotsShape, type.getElementType());
+  Value zeros = arith::ConstantOp::create(
+      b, loc, cast<TypedAttr>(b.getZeroAttr(slotsType)));
+  Value index =
+      shard::ProcessMultiIndexOp::create(b, loc, getGrid(), getGridAxes().vec())
+          .getResult()
+          .front();
+  Value team = arith::DivUIOp::create(
+      b, loc, index, arith::ConstantIndexOp::create(b, loc, getTeamSize()));
+  SmallVector<OpFoldResult> slotOffsets(rank + 1, b.getIndexAttr(0)),
+      slotSizes = {b.getIndexAttr(1)}, slotStrides(rank + 1, b.getIndexAttr(1));
+  slotOffsets[0] = team;
+  llvm::append_range(slotSizes, sizes);
+  Value slots = tensor::InsertSliceOp::create(b, loc, mine, zeros, slotOffsets,
+                                              slotSizes, slotStrides);
+  Value sums =
+      shard::AllReduceOp::create(b, loc, slotsType, getGrid(), getGridAxes(),
+                                 slots, shard::ReductionKind::Sum);
+  Value total = tensor::ExtractSliceOp::create(
+      b, loc, sharedType, sums, slotOffsets, slotSizes, slotStrides);
+  operandGrads.assign({tensor::InsertSliceOp::create(b, loc, total, grad,
+                                                     offsets, sizes, strides)});
   return success();
 }

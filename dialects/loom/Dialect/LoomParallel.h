@@ -25,27 +25,47 @@ struct TensorLayout {
   enum class Kind {
     /// Every rank holds all of it.
     replicated,
-    /// Dimension `dim` is `blocks` equal blocks, each divided evenly among
-    /// the ranks; a rank holds its part of every block, in order.
+    /// Dimension `dim` is `blocks` equal blocks. Without `shared`, each
+    /// block is divided evenly among the ranks and a rank holds its part of
+    /// every block, in order. With `shared` > 0 the ranks outnumber the
+    /// blocks (groups of query heads with one key/value head each, fewer
+    /// than the ranks): each block is held by size / blocks consecutive
+    /// ranks, which divide its leading elements evenly and each hold its
+    /// last `shared` elements (the group's key and value) whole.
     split,
     /// Every rank holds a tensor of the full shape; the value is their sum
     /// (the output of a row-parallel linear before its all-reduce).
     partial,
   };
   Kind kind = Kind::replicated;
-  int64_t dim = 0, blocks = 1;
+  int64_t dim = 0, blocks = 1, shared = 0;
 
   static TensorLayout replicated() { return {}; }
   static TensorLayout split(int64_t dim, int64_t blocks = 1) {
     return {Kind::split, dim, blocks};
   }
+  /// Blocks shared by teams of ranks (see Kind::split).
+  static TensorLayout sharedBlocks(int64_t dim, int64_t blocks,
+                                   int64_t shared) {
+    return {Kind::split, dim, blocks, shared};
+  }
   static TensorLayout partial() { return {Kind::partial, 0, 1}; }
   bool isReplicated() const { return kind == Kind::replicated; }
   bool isSplit() const { return kind == Kind::split; }
   bool isPartial() const { return kind == Kind::partial; }
+  /// The same layout along dimension `d`.
+  TensorLayout along(int64_t d) const {
+    TensorLayout layout = *this;
+    layout.dim = d;
+    return layout;
+  }
+  /// The extent of a rank's part of dimension `dim`, whole `extent` long,
+  /// among `size` ranks; -1 when the layout cannot divide it.
+  int64_t getPartExtent(int64_t extent, int64_t size) const;
   bool operator==(const TensorLayout &other) const {
     return kind == other.kind && (kind != Kind::split ||
-                                  (dim == other.dim && blocks == other.blocks));
+                                  (dim == other.dim && blocks == other.blocks &&
+                                   shared == other.shared));
   }
   bool operator!=(const TensorLayout &other) const { return !(*this == other); }
 };
@@ -76,19 +96,21 @@ public:
   /// compute a different part from it (Megatron's f): its cotangents are
   /// then summed over the group in the backward pass.
   virtual LogicalResult makeFannedOut(OpOperand &operand) = 0;
-  /// Makes `operand` split along `dim` in `blocks` blocks: a parameter is
-  /// divided (its argument becomes this rank's part); an activation must be
-  /// split so already.
-  virtual LogicalResult makeSplit(OpOperand &operand, int64_t dim,
-                                  int64_t blocks) = 0;
+  /// Makes `operand` split as `layout` says: a parameter is divided (its
+  /// argument becomes this rank's part); an activation must be split so
+  /// already.
+  virtual LogicalResult makeSplit(OpOperand &operand, TensorLayout layout) = 0;
+  LogicalResult makeSplit(OpOperand &operand, int64_t dim, int64_t blocks) {
+    return makeSplit(operand, TensorLayout::split(dim, blocks));
+  }
   /// The sum over the group of `partial`, built at the rewriter's insertion
   /// point: replicated, or split along the sequence under sequence
   /// parallelism.
   virtual FailureOr<Value> reducePartial(Location loc, Value partial) = 0;
-  /// The blocks the users of `value` want it split into along the
-  /// dimension a producer splits (TensorParallelOpInterface::
-  /// getTensorParallelBlocks); 1 when none asks.
-  virtual int64_t getBlocksWanted(Value value) = 0;
+  /// How the users of `value` want it split along dimension `dim`, which
+  /// its producer splits (TensorParallelOpInterface::
+  /// getTensorParallelSplit); in one block when none asks.
+  virtual TensorLayout getSplitWanted(Value value, int64_t dim) = 0;
 
   /// This rank's index in the group, built at the rewriter's insertion
   /// point, and the grid axes of the group, for ops that compute with
@@ -99,6 +121,9 @@ public:
 
   /// A result type with dimension `dim` divided among the group.
   RankedTensorType getPartType(Type whole, int64_t dim) const;
+  /// A result type divided among the group as `layout` says, which must
+  /// divide it (TensorLayout::getPartExtent).
+  RankedTensorType getPartType(Type whole, TensorLayout layout) const;
 
 private:
   RewriterBase &rewriter;

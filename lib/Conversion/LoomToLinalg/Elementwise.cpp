@@ -138,9 +138,9 @@ struct BiasAddGradLowering : LoomPattern<BiasAddGradOp> {
 
 /// The identity: its cotangent's sum over the group is the backward pass's
 /// collective, already built.
-struct FanOutLowering : LoomPattern<FanOutOp> {
-  using LoomPattern::LoomPattern;
-  SmallVector<Value> lower(FanOutOp op, OpAdaptor adaptor,
+template <typename FanOut> struct FanOutLowering : LoomPattern<FanOut> {
+  using LoomPattern<FanOut>::LoomPattern;
+  SmallVector<Value> lower(FanOut op, typename FanOut::Adaptor adaptor,
                            Lowering &L) const override {
     return {adaptor.getInput()};
   }
@@ -152,6 +152,7 @@ void mlir::loom::populateLoomElementwiseToLinalgPatterns(
     RewritePatternSet &patterns) {
   patterns
       .add<GeluLowering, GeluGradLowering, SwigluLowering, SwigluGradLowering,
-           AddLowering, BiasAddLowering, BiasAddGradLowering, FanOutLowering>(
+           AddLowering, BiasAddLowering, BiasAddGradLowering,
+           FanOutLowering<FanOutOp>, FanOutLowering<FanOutSharedOp>>(
           patterns.getContext());
 }

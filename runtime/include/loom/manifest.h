@@ -151,13 +151,14 @@ inline constexpr char kLlmcCheckpoint[] = "llmc";
 /// `entry <name> <symbol> <arguments>`: an entry point.
 inline constexpr char kEntryLine[] = "entry";
 
-/// `arg <kind> <name> <dtype> <shape> [shard=...] [tp_dim=... tp_blocks=...]
-/// [layers=first:count,...]`: the entry's next argument.
+/// `arg <kind> <name> <dtype> <shape> [shard=...] [tp_dim=... tp_blocks=...
+/// [tp_shared=...]] [layers=first:count,...]`: the entry's next argument.
 inline constexpr char kArgLine[] = "arg";
 namespace arg {
 inline constexpr char kShard[] = "shard";
 inline constexpr char kTpDim[] = "tp_dim";
 inline constexpr char kTpBlocks[] = "tp_blocks";
+inline constexpr char kTpShared[] = "tp_shared";
 inline constexpr char kLayers[] = "layers";
 } // namespace arg
 

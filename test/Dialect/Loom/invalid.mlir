@@ -848,3 +848,26 @@ func.func @grouped_rotary_heads(%qkv: tensor<2x4x16xf32>) {
 // expected-error @+1 {{'kv_heads' (3) must divide 'heads' (2)}}
 module attributes {loom.model = #loom.model<name = "m", layers = 1, width = 8, heads = 2, hidden = 8, vocab = 4, padded_vocab = 4, positions = 4, tied = true, epsilon = 1.0e-5, kv_heads = 3>} {}
 
+
+// -----
+
+func.func @fan_out_shared_all(%w: tensor<24x8xf32>) {
+  // expected-error @+1 {{'loom.fan_out_shared' op expected 0 < shared (24) < the extent of dimension 0 (24)}}
+  %p = loom.fan_out_shared %w on @loom_grid axes = [2] dim = 0 teams = 2 team_size = 2 shared = 24 : tensor<24x8xf32>
+  return
+}
+
+// -----
+
+func.func @fan_out_shared_alone(%w: tensor<24x8xf32>) {
+  // expected-error @+1 {{'loom.fan_out_shared' op expected teams of at least two ranks on one grid axis}}
+  %p = loom.fan_out_shared %w on @loom_grid axes = [2] dim = 0 teams = 2 team_size = 1 shared = 16 : tensor<24x8xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0: 'loom.tp_split' must be [dim, blocks] (a dimension of the argument's shaped type and a positive number of blocks dividing it) or [dim, blocks, shared] (shared smaller than the dimension)}}
+func.func @tp_split_shared(%w: tensor<24x8xf32> {loom.tp_split = array<i64: 0, 2, 24>}) {
+  return
+}

@@ -186,4 +186,12 @@ module attributes {
     %dg, %du = loom.swiglu_grad %s, %h, %x : tensor<2x4x8xf32>
     return
   }
+  // CHECK-LABEL: func.func @fan_outs
+  // CHECK: loom.fan_out %{{.*}} on @loom_grid axes = [2] : tensor<4x8xf32>
+  // CHECK: loom.fan_out_shared %{{.*}} on @loom_grid axes = [2] dim = 0 teams = 2 team_size = 2 shared = 16 : tensor<24x8xf32>
+  func.func @fan_outs(%x: tensor<4x8xf32>, %w: tensor<24x8xf32> {loom.param = "w", loom.tp_split = array<i64: 0, 2, 16>}) {
+    %y = loom.fan_out %x on @loom_grid axes = [2] : tensor<4x8xf32>
+    %p = loom.fan_out_shared %w on @loom_grid axes = [2] dim = 0 teams = 2 team_size = 2 shared = 16 : tensor<24x8xf32>
+    return
+  }
 }
