@@ -170,20 +170,6 @@ public:
     return slice;
   }
 
-  TensorLayout getSplitWanted(Value value, int64_t dim) override {
-    // Users asking for more than one block, or for blocks shared by teams
-    // of ranks, win over those content with any split.
-    TensorLayout wanted = TensorLayout::split(dim);
-    for (OpOperand &use : value.getUses())
-      if (auto user = dyn_cast<TensorParallelOpInterface>(use.getOwner())) {
-        TensorLayout asked =
-            user.getTensorParallelSplit(use.getOperandNumber(), dim, getSize());
-        if (asked.blocks > wanted.blocks || asked.shared > wanted.shared)
-          wanted = asked;
-      }
-    return wanted;
-  }
-
   /// Partitions the function; every value it returns is whole on every
   /// rank. Divided parameters get their part's type and `loom.tp_split`.
   LogicalResult run() {

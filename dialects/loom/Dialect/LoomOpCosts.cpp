@@ -156,11 +156,29 @@ void LinearOp::estimateCost(const CostContext &context,
   double tp = context.tensorParallel;
   std::optional<TensorSplit> split = tp > 1 ? getSplit() : std::nullopt;
   double shardedIn = split == TensorSplit::row ? in / tp : in;
-  double shardedOut = split == TensorSplit::column ? out / tp : out;
+  double shardedOut = out;
+  // A column split's part is laid out as its users ask: teams of ranks
+  // that share a key/value head each hold it whole.
+  TensorLayout layout = TensorLayout::split(0);
+  if (split == TensorSplit::column) {
+    layout = getSplitWantedByUsers(getResult(), 0, context.tensorParallel);
+    int64_t part = layout.getPartExtent(out, context.tensorParallel);
+    shardedOut = part > 0 ? part : out / tp;
+  }
   CostRow row = linearCost(context.batch, sequence, shardedIn, shardedOut,
                            static_cast<bool>(getBias()), context.elementBytes);
   row.name = "linear";
   double s = context.elementBytes, tokens = context.batch * sequence;
+  if (layout.shared) {
+    // loom.fan_out_shared's VJP: the shared rows' gradient, in one slot per
+    // team, all-reduced over the group.
+    CostRow team;
+    team.name = "team sum";
+    team.commBwdKind = CollectiveKind::allReduce;
+    team.commBwd =
+        layout.blocks * layout.shared * (in + (getBias() ? 1 : 0)) * s;
+    rows.push_back(team);
+  }
   bool sp = context.sequenceParallel;
   // Megatron's conjugate collectives: a column split gathers its input
   // along the sequence (sequence parallel) and sums its input gradient; a

@@ -46,6 +46,19 @@ TensorParallelRewriter::getPartType(Type whole, TensorLayout layout) const {
   return RankedTensorType::get(shape, type.getElementType());
 }
 
+TensorLayout mlir::loom::getSplitWantedByUsers(Value value, int64_t dim,
+                                               int64_t size) {
+  TensorLayout wanted = TensorLayout::split(dim);
+  for (OpOperand &use : value.getUses())
+    if (auto user = dyn_cast<TensorParallelOpInterface>(use.getOwner())) {
+      TensorLayout asked =
+          user.getTensorParallelSplit(use.getOperandNumber(), dim, size);
+      if (asked.blocks > wanted.blocks || asked.shared > wanted.shared)
+        wanted = asked;
+    }
+  return wanted;
+}
+
 namespace {
 int64_t rankOf(Value value) {
   return cast<RankedTensorType>(value.getType()).getRank();
@@ -279,7 +292,8 @@ LinearOp::partitionTensorParallel(TensorParallelRewriter &rewriter) {
   if (*getSplit() == TensorSplit::column) {
     // Each rank computes its blocks of the output features from the whole
     // input (Megatron's f before it).
-    TensorLayout output = rewriter.getSplitWanted(getResult(), last);
+    TensorLayout output =
+        getSplitWantedByUsers(getResult(), last, rewriter.getSize());
     if (output.getPartExtent(getType().getDimSize(last), rewriter.getSize()) <
         0)
       return emitOpError() << "has " << getType().getDimSize(last)

@@ -70,6 +70,13 @@ struct TensorLayout {
   bool operator!=(const TensorLayout &other) const { return !(*this == other); }
 };
 
+/// How the users of `value` want it split along dimension `dim` among
+/// `size` ranks, which its producer splits (TensorParallelOpInterface::
+/// getTensorParallelSplit): in one block when none asks. Users asking for
+/// more than one block, or for blocks shared by teams of ranks, win over
+/// those content with any split.
+TensorLayout getSplitWantedByUsers(Value value, int64_t dim, int64_t size);
+
 /// What loom-tensor-parallel offers an op that partitions itself. Operands
 /// are asked for in the layout the op needs; the pass inserts the
 /// collective that produces it (or divides a parameter), or fails with a
@@ -107,10 +114,6 @@ public:
   /// point: replicated, or split along the sequence under sequence
   /// parallelism.
   virtual FailureOr<Value> reducePartial(Location loc, Value partial) = 0;
-  /// How the users of `value` want it split along dimension `dim`, which
-  /// its producer splits (TensorParallelOpInterface::
-  /// getTensorParallelSplit); in one block when none asks.
-  virtual TensorLayout getSplitWanted(Value value, int64_t dim) = 0;
 
   /// This rank's index in the group, built at the rewriter's insertion
   /// point, and the grid axes of the group, for ops that compute with
