@@ -127,12 +127,18 @@ public:
     TensorLayout layout = getLayout(value);
     Operation *owner = operand.getOwner();
     auto parameter = dyn_cast<BlockArgument>(value);
+    auto described = [&](InFlightDiagnostic diag) -> InFlightDiagnostic {
+      diag << " split along dimension " << wanted.dim << " in " << wanted.blocks
+           << " block(s)";
+      if (wanted.shared)
+        diag << " shared by teams of ranks (the last " << wanted.shared
+             << " elements of each)";
+      return diag;
+    };
     if (!parameter || !parameters.contains(parameter))
-      return owner->emitOpError()
-             << "needs operand #" << operand.getOperandNumber()
-             << " split along dimension " << wanted.dim << " in "
-             << wanted.blocks
-             << " block(s), which is not how tensor parallelism laid it out";
+      return described(owner->emitOpError()
+                       << "needs operand #" << operand.getOperandNumber())
+             << ", which is not how tensor parallelism laid it out";
     auto type = cast<RankedTensorType>(value.getType());
     if (!layout.isReplicated() || wholeParameters.contains(parameter))
       return owner->emitOpError()
@@ -140,10 +146,9 @@ public:
              << " that another op uses laid out otherwise";
     if (wanted.dim >= type.getRank() ||
         wanted.getPartExtent(type.getDimSize(wanted.dim), getSize()) < 0)
-      return owner->emitOpError()
-             << "needs a parameter of type " << type
-             << " split along dimension " << wanted.dim << " in "
-             << wanted.blocks << " block(s) among " << getSize()
+      return described(owner->emitOpError()
+                       << "needs a parameter of type " << type)
+             << " among " << getSize()
              << " tensor-parallel ranks, which do not divide it";
     parameter.setType(getPartType(type, wanted));
     setLayout(parameter, wanted);

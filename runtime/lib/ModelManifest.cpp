@@ -634,10 +634,11 @@ bool ManifestReader::readArg(std::istringstream &line) {
   if (f.has(M::arg::kTpDim) &&
       (!parted || !f.integer(M::arg::kTpDim, split.dim, 0, rank - 1)))
     return fail("bad tp_dim of " + arg.name + ": '" + lineText + "'");
+  // Whether the part holds more than its shared elements is checked with
+  // the whole's shape (TpSplit::wholeExtent).
   if (f.has(M::arg::kTpShared) &&
       (split.dim < 0 ||
-       !f.integer(M::arg::kTpShared, split.shared, 1, kMaxManifestSize) ||
-       split.shared >= arg.shape[split.dim]))
+       !f.integer(M::arg::kTpShared, split.shared, 1, kMaxManifestSize)))
     return fail("bad tp_shared of " + arg.name + ": '" + lineText + "'");
   // Blocks shared by teams divide the whole, not the part.
   if (split.dim >= 0 || f.has(M::arg::kTpBlocks)) {
@@ -650,6 +651,13 @@ bool ManifestReader::readArg(std::istringstream &line) {
   if (f.has(M::arg::kLayers) && (!f.text(M::arg::kLayers, layers) ||
                                  !loom_model::parseLayerRuns(layers, arg)))
     return fail("bad layers of " + arg.name + ": '" + lineText + "'");
+  // A stage's layers are whole layers: tensor parallelism never divides
+  // the dimension that stacks them.
+  if (!arg.layerRuns.empty() && split.dim == 0)
+    return fail("bad tp_dim of " + arg.name +
+                " (a pipeline stage's layers, which tensor parallelism does "
+                "not divide): '" +
+                lineText + "'");
   if (!f.allRead())
     return badLine(M::kArgLine, f);
   current->args.push_back(arg);
@@ -777,12 +785,17 @@ bool loom_model::checkModelShapes() {
         if (part.shard >= 0)
           whole[part.shard] *= info.dp;
         if (const TpSplit &split = part.tpSplit; split.dim >= 0) {
-          whole[split.dim] = split.wholeExtent(whole[split.dim], info.tp);
-          if (!whole[split.dim])
+          int64_t extent = whole[split.dim];
+          whole[split.dim] = split.wholeExtent(extent, info.tp);
+          if (split.shared && !whole[split.dim])
             return fail(where + ": tp = " + std::to_string(info.tp) +
                         " ranks cannot hold parts of " +
+                        std::to_string(extent) + " along tp_dim " +
+                        std::to_string(split.dim) + " of " +
                         std::to_string(split.blocks) +
-                        " blocks shared by teams (tp_blocks, tp_shared)");
+                        " blocks shared by teams, the last " +
+                        std::to_string(split.shared) +
+                        " of each shared (tp_blocks, tp_shared)");
         }
         if (!part.layerRuns.empty())
           whole[0] = info.layers;

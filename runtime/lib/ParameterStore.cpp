@@ -288,9 +288,9 @@ bool loom_model::gather(const std::vector<Param> &tensors,
   int64_t dpRank = dist ? dist->dp_rank : 0, tpRank = dist ? dist->tp_rank : 0,
           ppRank = dist ? dist->pp_rank : 0;
   // Each element comes from one rank: of those holding the same part, the
-  // first replica, the first of the tensor-parallel group and the first
-  // pipeline stage. The sum over the ranks of what each wrote into zeros is
-  // then the whole, exactly.
+  // first replica, the first of the tensor-parallel group (of the team, for
+  // the elements a team of ranks shares) and the first pipeline stage. The sum
+  // over the ranks of what each wrote into zeros is then the whole, exactly.
   for (const Param &p : tensors) {
     if (!p.held || (p.shard < 0 && dpRank > 0) ||
         (p.tpSplit.dim < 0 && tpRank > 0) ||

@@ -111,7 +111,9 @@ void RmsNormOp::estimateCost(const CostContext &context,
 void GroupQkvOp::estimateCost(const CostContext &context,
                               SmallVectorImpl<CostRow> &rows) {
   auto [sequence, width] = getActivationShape(getResult());
-  width /= context.tensorParallel; // whole groups on each rank
+  // Each rank's query heads, with their keys and values (whole groups, or
+  // its team's group): a tp-th of every head's.
+  width /= context.tensorParallel;
   // A copy of every head's queries, keys and values; the gradient sums
   // each group's keys and values. Linear: nothing is kept for it.
   CostRow row =

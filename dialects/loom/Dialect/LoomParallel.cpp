@@ -35,7 +35,10 @@ int64_t TensorLayout::getPartExtent(int64_t extent, int64_t size) const {
 
 RankedTensorType TensorParallelRewriter::getPartType(Type whole,
                                                      int64_t dim) const {
-  return getPartType(whole, TensorLayout::split(dim));
+  auto type = cast<RankedTensorType>(whole);
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] /= size;
+  return RankedTensorType::get(shape, type.getElementType());
 }
 
 RankedTensorType

@@ -74,7 +74,9 @@ struct TensorLayout {
 /// `size` ranks, which its producer splits (TensorParallelOpInterface::
 /// getTensorParallelSplit): in one block when none asks. Users asking for
 /// more than one block, or for blocks shared by teams of ranks, win over
-/// those content with any split.
+/// those content with any split; users asking for two such layouts do not
+/// occur (the rotation and the attention after it ask alike), and the op
+/// whose operand is laid out otherwise than it asked refuses it.
 TensorLayout getSplitWantedByUsers(Value value, int64_t dim, int64_t size);
 
 /// What loom-tensor-parallel offers an op that partitions itself. Operands
@@ -125,7 +127,7 @@ public:
   /// A result type with dimension `dim` divided among the group.
   RankedTensorType getPartType(Type whole, int64_t dim) const;
   /// A result type divided among the group as `layout` says, which must
-  /// divide it (TensorLayout::getPartExtent).
+  /// divide it (TensorLayout::getPartExtent is then positive).
   RankedTensorType getPartType(Type whole, TensorLayout layout) const;
 
 private:
