@@ -170,6 +170,15 @@ void LinearOp::estimateCost(const CostContext &context,
   CostRow row = linearCost(context.batch, sequence, shardedIn, shardedOut,
                            static_cast<bool>(getBias()), context.elementBytes);
   row.name = "linear";
+  // Projections of one input (SwiGLU's gate and up) keep it once: the
+  // first of them in the block counts it.
+  Operation *self = getOperation();
+  if (llvm::any_of(getInput().getUsers(), [&](Operation *user) {
+        return isa<LinearOp>(user) && user != self &&
+               user->getBlock() == self->getBlock() &&
+               user->isBeforeInBlock(self);
+      }))
+    row.activationBuffer = 0;
   double s = context.elementBytes, tokens = context.batch * sequence;
   if (layout.shared) {
     // loom.fan_out_shared's VJP: the shared rows' gradient, in one slot per
