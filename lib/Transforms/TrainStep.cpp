@@ -266,22 +266,6 @@ Value mlir::loom::zerosLike(OpBuilder &b, Location loc, Type type) {
 }
 
 namespace {
-/// The elements [offset, offset + size) of `value` along dimension `dim`.
-Value sliceAlong(OpBuilder &b, Location loc, Value value, int64_t dim,
-                 int64_t offset, int64_t size) {
-  auto type = cast<RankedTensorType>(value.getType());
-  SmallVector<int64_t> shape(type.getShape());
-  shape[dim] = size;
-  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0)), sizes,
-      strides(type.getRank(), b.getIndexAttr(1));
-  offsets[dim] = b.getIndexAttr(offset);
-  for (int64_t extent : shape)
-    sizes.push_back(b.getIndexAttr(extent));
-  return tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get(shape, type.getElementType()), value,
-      offsets, sizes, strides);
-}
-
 /// The step function `name`'s signature and its arguments' and results'
 /// names for the manifest: parameters, optimizer states (m then v, or
 /// momentum buffers), tokens, targets, lr and step in; the loss, the norm
@@ -374,11 +358,12 @@ clippedScale(OpBuilder &b, Location loc, ModuleOp module, TrainingAttr training,
       divided.push_back(g);
       continue;
     }
+    auto type = cast<RankedTensorType>(g.getType());
     int64_t dim = split[0], shared = split[2];
-    int64_t extent = cast<RankedTensorType>(g.getType()).getDimSize(dim);
-    divided.push_back(sliceAlong(b, loc, g, dim, 0, extent - shared));
+    int64_t own = type.getDimSize(dim) - shared;
+    divided.push_back(DimSlice(b, type, dim, 0, own).extract(b, loc, g));
     teamShared[plan.tp / split[1]].push_back(
-        sliceAlong(b, loc, g, dim, extent - shared, shared));
+        DimSlice(b, type, dim, own, shared).extract(b, loc, g));
   }
   auto squaresOf = [&](ArrayRef<Value> gradients) -> Value {
     return gradients.empty()

@@ -45,15 +45,16 @@ bool isFeatureSharded(Value value) {
   return false;
 }
 
-/// The heads of one rank's part of a fused query, key and value projection
-/// (query, key and value heads together): its share of them, or, where the
-/// ranks outnumber the key/value heads, its query heads and the key and
-/// value its team shares.
-double getLocalQkvRowHeads(int64_t heads, std::optional<int64_t> kvHeads,
-                           double tensorParallel) {
-  if (!kvHeads || *kvHeads >= tensorParallel)
-    return getQkvRowHeads(heads, kvHeads) / tensorParallel;
-  return heads / tensorParallel + 2;
+/// The width of one rank's part of `op`'s fused queries, keys and values,
+/// `width` wide whole: as the op asks tensor parallelism to lay them out
+/// (its share of every head's, or its query heads and the key and value
+/// its team shares).
+template <typename Op>
+double getLocalQkvWidth(Op op, double width, int64_t tensorParallel) {
+  int64_t part =
+      op.getTensorParallelSplit(0, 2, tensorParallel)
+          .getPartExtent(static_cast<int64_t>(width), tensorParallel);
+  return part > 0 ? part : width / tensorParallel;
 }
 } // namespace
 
@@ -128,19 +129,17 @@ void RotaryOp::estimateCost(const CostContext &context,
                             SmallVectorImpl<CostRow> &rows) {
   auto [sequence, width] = getActivationShape(getResult());
   // The queries and keys turn; the values pass.
-  double rowHeads = getQkvRowHeads(getNumHeads(), getKvHeads());
+  double headWidth = width / getQkvRowHeads(getNumHeads(), getKvHeads());
   double valueHeads = getKvHeads().value_or(getNumHeads());
-  double headWidth = width / rowHeads;
   if (isFeatureSharded(getQkv())) {
-    double tp = context.tensorParallel;
-    rowHeads = getLocalQkvRowHeads(getNumHeads(), getKvHeads(), tp);
-    valueHeads = getKvHeads()
-                     ? std::max(static_cast<double>(*getKvHeads()) / tp, 1.0)
-                     : getNumHeads() / tp;
+    int64_t tp = context.tensorParallel;
+    width = getLocalQkvWidth(*this, width, tp);
+    valueHeads =
+        getKvHeads() ? getLocalKvHeads(*getKvHeads(), tp) : valueHeads / tp;
   }
   CostRow row =
-      activationCost(context.batch, sequence,
-                     headWidth * (rowHeads - valueHeads), context.elementBytes);
+      activationCost(context.batch, sequence, width - headWidth * valueHeads,
+                     context.elementBytes);
   row.name = "rotary";
   // An angle's sine and cosine and the rotation: about 6 FLOPs an element.
   row.flopsFwd = row.flopsBwd = 6 * row.flopsFwd;
@@ -224,16 +223,13 @@ void CausalAttentionOp::estimateCost(const CostContext &context,
   // Selective recomputation keeps this rank's share of the QKV input, which
   // the projection producing it does not keep itself.
   std::optional<int64_t> kvHeads = getKvHeads();
-  double qkv =
-      getLocalQkvRowHeads(getNumHeads(), kvHeads, context.tensorParallel) * b *
-      sequence * headWidth * s;
+  double qkv = getLocalQkvWidth(*this, getQkv().getType().getDimSize(2),
+                                context.tensorParallel) *
+               b * sequence * s;
   if (context.fusedAttention) {
-    // A team of ranks shares a key/value head where they outnumber them.
     double localKvHeads =
-        kvHeads
-            ? std::max(static_cast<double>(*kvHeads) / context.tensorParallel,
-                       1.0)
-            : localHeads;
+        kvHeads ? getLocalKvHeads(*kvHeads, context.tensorParallel)
+                : localHeads;
     CostRow row =
         fusedAttentionCost(b, sequence, headWidth, localHeads, s, localKvHeads);
     row.name = "attention";

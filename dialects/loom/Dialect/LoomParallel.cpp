@@ -144,10 +144,31 @@ static TensorLayout getQkvSplit(Value qkv, int64_t numHeads,
   return TensorLayout::sharedBlocks(dim, *kvHeads, 2 * headWidth);
 }
 
-/// The key/value heads of a rank's part: its share of the groups, or the
-/// one group its team shares.
-static int64_t getLocalKvHeads(int64_t kvHeads, int64_t size) {
+int64_t mlir::loom::getLocalKvHeads(int64_t kvHeads, int64_t size) {
   return kvHeads % size ? 1 : kvHeads / size;
+}
+
+DimSlice::DimSlice(OpBuilder &b, RankedTensorType whole, int64_t dim,
+                   int64_t offset, int64_t size)
+    : offsets(whole.getRank(), b.getIndexAttr(0)),
+      strides(whole.getRank(), b.getIndexAttr(1)) {
+  SmallVector<int64_t> shape(whole.getShape());
+  shape[dim] = size;
+  type = RankedTensorType::get(shape, whole.getElementType());
+  offsets[dim] = b.getIndexAttr(offset);
+  for (int64_t extent : shape)
+    sizes.push_back(b.getIndexAttr(extent));
+}
+
+Value DimSlice::extract(OpBuilder &b, Location loc, Value from) const {
+  return tensor::ExtractSliceOp::create(b, loc, type, from, offsets, sizes,
+                                        strides);
+}
+
+Value DimSlice::insert(OpBuilder &b, Location loc, Value slice,
+                       Value into) const {
+  return tensor::InsertSliceOp::create(b, loc, slice, into, offsets, sizes,
+                                       strides);
 }
 
 /// Whether `op`'s `numHeads` heads divide among the ranks and its fused
@@ -474,24 +495,16 @@ LogicalResult FanOutSharedOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
   Location loc = getLoc();
   Value grad = resultGrads[0];
   auto type = cast<RankedTensorType>(grad.getType());
-  int64_t rank = type.getRank(), dim = getDim();
   // The shared elements go into this rank's team's slot of a tensor with
   // one slot per team, zeros elsewhere; summed over the whole group, each
   // slot is its team's sum. A collective over part of the axis would move
   // `teams` times fewer bytes; only the key/value heads' gradients pay it.
-  SmallVector<int64_t> sharedShape(type.getShape());
-  sharedShape[dim] = getShared();
-  auto sharedType = RankedTensorType::get(sharedShape, type.getElementType());
-  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0)), sizes,
-      strides(rank, b.getIndexAttr(1));
-  offsets[dim] = b.getIndexAttr(type.getDimSize(dim) - getShared());
-  for (int64_t extent : sharedShape)
-    sizes.push_back(b.getIndexAttr(extent));
-  Value mine = tensor::ExtractSliceOp::create(b, loc, sharedType, grad, offsets,
-                                              sizes, strides);
+  DimSlice shared(b, type, getDim(), type.getDimSize(getDim()) - getShared(),
+                  getShared());
+  Value mine = shared.extract(b, loc, grad);
 
   SmallVector<int64_t> slotsShape = {getTeams()};
-  llvm::append_range(slotsShape, sharedShape);
+  llvm::append_range(slotsShape, shared.type.getShape());
   auto slotsType = RankedTensorType::get(slotsShape, type.getElementType());
   Value zeros = arith::ConstantOp::create(
       b, loc, cast<TypedAttr>(b.getZeroAttr(slotsType)));
@@ -501,18 +514,19 @@ LogicalResult FanOutSharedOp::buildVJP(RewriterBase &b, ValueRange resultGrads,
           .front();
   Value team = arith::DivUIOp::create(
       b, loc, index, arith::ConstantIndexOp::create(b, loc, getTeamSize()));
-  SmallVector<OpFoldResult> slotOffsets(rank + 1, b.getIndexAttr(0)),
-      slotSizes = {b.getIndexAttr(1)}, slotStrides(rank + 1, b.getIndexAttr(1));
+  // The team's slot: from [team, 0, ...], one of the shared elements.
+  SmallVector<OpFoldResult> slotOffsets(slotsShape.size(), b.getIndexAttr(0)),
+      slotSizes = {b.getIndexAttr(1)},
+      slotStrides(slotsShape.size(), b.getIndexAttr(1));
   slotOffsets[0] = team;
-  llvm::append_range(slotSizes, sizes);
+  llvm::append_range(slotSizes, shared.sizes);
   Value slots = tensor::InsertSliceOp::create(b, loc, mine, zeros, slotOffsets,
                                               slotSizes, slotStrides);
   Value sums =
       shard::AllReduceOp::create(b, loc, slotsType, getGrid(), getGridAxes(),
                                  slots, shard::ReductionKind::Sum);
   Value total = tensor::ExtractSliceOp::create(
-      b, loc, sharedType, sums, slotOffsets, slotSizes, slotStrides);
-  operandGrads.assign({tensor::InsertSliceOp::create(b, loc, total, grad,
-                                                     offsets, sizes, strides)});
+      b, loc, shared.type, sums, slotOffsets, slotSizes, slotStrides);
+  operandGrads.assign({shared.insert(b, loc, total, grad)});
   return success();
 }

@@ -70,6 +70,24 @@ struct TensorLayout {
   bool operator!=(const TensorLayout &other) const { return !(*this == other); }
 };
 
+/// The static slice of a tensor that holds elements [offset, offset +
+/// size) along dimension `dim` and all of the others: a part's own or
+/// shared elements under a layout with `shared`.
+struct DimSlice {
+  DimSlice(OpBuilder &b, RankedTensorType whole, int64_t dim, int64_t offset,
+           int64_t size);
+  Value extract(OpBuilder &b, Location loc, Value from) const;
+  /// `slice` written into `into`, a tensor of the whole's type.
+  Value insert(OpBuilder &b, Location loc, Value slice, Value into) const;
+
+  RankedTensorType type;
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+};
+
+/// The key/value heads of a rank's part of grouped-query attention over
+/// `size` ranks: its share of the groups, or the one group its team shares.
+int64_t getLocalKvHeads(int64_t kvHeads, int64_t size);
+
 /// How the users of `value` want it split along dimension `dim` among
 /// `size` ranks, which its producer splits (TensorParallelOpInterface::
 /// getTensorParallelSplit): in one block when none asks. Users asking for
