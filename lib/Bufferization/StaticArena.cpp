@@ -381,8 +381,9 @@ void printRankPeak(func::FuncOp func, int64_t arena) {
   };
   int64_t parameters = bytesOf(LoomDialect::getMemoryParametersKey()),
           optimizer = bytesOf(LoomDialect::getMemoryOptimizerKey());
-  // Offload: the host keeps the master weights and the optimizer state,
-  // the device the parameters' copies, each memory an arena of its own.
+  // Offload: the host keeps the master weights, the optimizer state and
+  // the gradients the device sends, the device the parameters' copies,
+  // each memory an arena of its own.
   if (memory.get(LoomDialect::getMemoryHostKey())) {
     int64_t host = bytesOf(LoomDialect::getMemoryHostKey());
     int64_t peak = (hostFunction ? host : parameters) + arena;
@@ -394,9 +395,10 @@ void printRankPeak(func::FuncOp func, int64_t arena) {
                  << (hostFunction ? "host" : "device") << " peak " << peak
                  << " B = "
                  << (!hostFunction ? "parameters "
-                     : copies
-                         ? "master weights, optimizer state and parameters "
-                         : "master weights and optimizer state ")
+                     : copies ? "master weights, optimizer state, gradients "
+                                "and parameters "
+                              : "master weights, optimizer state and "
+                                "gradients ")
                  << (hostFunction ? host : parameters) << " B + arena " << arena
                  << " B (" << llvm::format("%.2f", peak / double(1 << 20))
                  << " MiB)\n";

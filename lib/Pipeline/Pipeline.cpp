@@ -98,6 +98,9 @@ static void buildBufferizePipeline(OpPassManager &pm, bool printArena,
                                    int64_t deviceScalars) {
   // No CSE before bufferization: merged zero-filled tensors would each need
   // a copy once they are written.
+  // An offloaded step's layer gradients cross to the host layer by layer,
+  // as the backward loop makes them, rather than as whole stacks after it.
+  pm.addPass(createLoomStreamTransfers());
   // Values a layer loop saves or stacks (activations for the backward pass,
   // each layer's weight gradients) are computed straight into their slice
   // of the stack instead of being copied there. Before the entry points'

@@ -121,8 +121,8 @@ FailureOr<KeptActivations> measureKeptActivations(func::FuncOp grad) {
 /// A rank's step, measured: its parameter and optimizer state arguments
 /// and the gradients its updates read slices of.
 /// Under offload (loom-place-offload), the parameters are the device's
-/// copies and the optimizer state none; `host` is the master weights and
-/// state the host keeps.
+/// copies and the optimizer state none; `host` is the master weights,
+/// state and gradients the host keeps.
 struct StepMemory {
   int64_t parameters = 0, gradients = 0, optimizer = 0;
   std::optional<int64_t> host;
@@ -306,15 +306,15 @@ struct MemoryReportPass
     if (memory.hostCopies)
       llvm::outs() << "compiled    offload: the host keeps "
                    << *memory.host - memory.hostCopies
-                   << " B of master weights and optimizer state and "
-                      "updates them, and "
+                   << " B of master weights, optimizer state and "
+                      "gradients and updates them, and "
                    << memory.hostCopies
                    << " B of parameters in the step's precision, which the "
                       "device fetches as it reads them\n";
     else
       llvm::outs() << "compiled    offload: the host keeps " << *memory.host
-                   << " B of master weights and optimizer state and "
-                      "updates them; the device "
+                   << " B of master weights, optimizer state and gradients "
+                      "and updates them; the device "
                    << memory.parameters
                    << " B of parameters in the step's precision\n";
   }

@@ -46,6 +46,36 @@ bool isHostArgument(func::FuncOp step, Value value) {
          step.getArgAttr(i, LoomDialect::getStateAttrName());
 }
 
+/// Whether `value` is host memory the host function reads where it lies:
+/// a master weight, optimizer state, or a gradient the device sent.
+bool isHostValue(func::FuncOp step, Value value) {
+  if (auto transfer = value.getDefiningOp<TransferOp>())
+    return transfer.getTo() == Placement::host;
+  return isHostArgument(step, value);
+}
+
+/// Whether `op` and everything made from it in its block can run on the
+/// host: pure ops without regions or communication, up to the optimizer's
+/// updates and the step's results (the clipping norm, once every gradient
+/// it reads is on the host, when no collective sums it over ranks).
+bool feedsOnlyHost(Operation *op, llvm::DenseMap<Operation *, bool> &known) {
+  auto it = known.find(op);
+  if (it != known.end())
+    return it->second;
+  bool host = false;
+  if (isa<OptimizerUpdateOpInterface, func::ReturnOp>(op))
+    host = true;
+  else if (isPure(op) && op->getNumRegions() == 0 &&
+           !isa<shard::ShardDialect>(op->getDialect())) {
+    known[op] = true; // No cycles in a block; a guard all the same.
+    host = llvm::all_of(op->getUsers(), [&](Operation *user) {
+      return user->getBlock() == op->getBlock() && feedsOnlyHost(user, known);
+    });
+  }
+  known[op] = host;
+  return host;
+}
+
 /// Whether `op` converts a value to a narrower element type, unscaled.
 bool isNarrowing(Operation *op) {
   auto convert = dyn_cast<ConvertOp>(op);
@@ -69,6 +99,9 @@ FailureOr<llvm::SetVector<Operation *>> collectHostOps(func::FuncOp step) {
   for (BlockArgument arg : body.getArguments())
     if (isHostArgument(step, arg))
       host.insert(arg);
+  for (TransferOp transfer : body.getOps<TransferOp>())
+    if (isHostValue(step, transfer.getResult()))
+      host.insert(transfer.getResult());
   SmallVector<Operation *> candidates;
   bool anyUpdate = false;
   for (Operation &op : body.without_terminator()) {
@@ -193,7 +226,8 @@ std::optional<UpdatedParam> getUpdatedParam(OptimizerUpdateOpInterface update) {
 
 /// What crosses into the host function, in the order of its arguments.
 struct HostInputs {
-  /// The master weights and optimizer state the host function updates.
+  /// The master weights and optimizer state the host function updates,
+  /// and the gradients the device sent.
   llvm::SetVector<Value> held;
   /// What the device computed (gradients, the clipping factor, the
   /// learning rate): each is transferred to host memory first.
@@ -210,7 +244,7 @@ HostInputs collectInputs(const llvm::SetVector<Operation *> &ops,
       if ((def && ops.contains(def)) ||
           (def && def->hasTrait<OpTrait::ConstantLike>()))
         continue;
-      (isHostArgument(step, v) ? inputs.held : inputs.fromDevice).insert(v);
+      (isHostValue(step, v) ? inputs.held : inputs.fromDevice).insert(v);
     }
   return inputs;
 }
@@ -300,6 +334,7 @@ public:
 private:
   LogicalResult addCopies();
   LogicalResult shardMasters();
+  LogicalResult sendGradients();
   LogicalResult outline(const llvm::SetVector<Operation *> &hostOps);
   func::FuncOp buildHostFunction(const llvm::SetVector<Operation *> &hostOps,
                                  const HostInputs &inputs,
@@ -506,13 +541,66 @@ void OffloadPlacement::narrowGathers() {
     op->erase();
 }
 
+LogicalResult OffloadPlacement::sendGradients() {
+  // Each gradient an update reads crosses to the host where the device
+  // has it whole, into host memory of its own (a `grad.<name>` output the
+  // runtime holds, as ZeRO-Offload's pinned gradient buffers): the device
+  // keeps none of them until the host's update, and a layer loop's can
+  // cross layer by layer (loom-stream-transfers). What reads a gradient
+  // on the way to the updates alone (the clipping norm, where no
+  // collective sums it) reads the host's.
+  llvm::DenseMap<Operation *, bool> hostOnly;
+  llvm::DenseMap<Operation *, Operation *> lastSent;
+  SmallVector<OptimizerUpdateOpInterface> updates(
+      body.getOps<OptimizerUpdateOpInterface>());
+  for (OptimizerUpdateOpInterface update : updates) {
+    Value grad = update.getUpdateGrad();
+    std::optional<UpdatedParam> param = getUpdatedParam(update);
+    auto name =
+        param ? step.getArgAttrOfType<StringAttr>(
+                    param->arg.getArgNumber(), LoomDialect::getParamAttrName())
+              : StringAttr();
+    Operation *def = grad.getDefiningOp();
+    if (!name || !def || def->getBlock() != &body || isHostValue(step, grad))
+      continue;
+    unsigned index = step.getNumArguments();
+    SmallVector<NamedAttribute> attrs = {
+        b.getNamedAttr(LoomDialect::getHostAttrName(), b.getUnitAttr()),
+        b.getNamedAttr(
+            LoomDialect::getOutputAttrName(),
+            b.getStringAttr(LOOM_OUTPUT_GRAD_PREFIX + name.getValue()))};
+    if (failed(step.insertArgument(index, grad.getType(),
+                                   b.getDictionaryAttr(attrs), grad.getLoc())))
+      return failure();
+    Operation *&after = lastSent[def];
+    OpBuilder ob(step.getContext());
+    ob.setInsertionPointAfter(after ? after : def);
+    auto sent = TransferOp::create(ob, grad.getLoc(), grad,
+                                   step.getArgument(index), Placement::host);
+    after = sent;
+    grad.replaceUsesWithIf(sent.getResult(), [&](OpOperand &use) {
+      return use.getOwner() != sent && feedsOnlyHost(use.getOwner(), hostOnly);
+    });
+  }
+  return success();
+}
+
 LogicalResult OffloadPlacement::run() {
   if (module.lookupSymbol(hostName))
     return module.emitError() << "the module has a @" << hostName << " already";
-  if (failed(addCopies()) || failed(shardMasters()))
+  if (failed(addCopies()) || failed(shardMasters()) || failed(sendGradients()))
     return failure();
   FailureOr<llvm::SetVector<Operation *>> hostOps = collectHostOps(step);
-  if (failed(hostOps) || failed(outline(*hostOps)))
+  if (failed(hostOps))
+    return failure();
+  // What stays on the device with other device values reads the device's
+  // gradient.
+  for (TransferOp sent : body.getOps<TransferOp>())
+    for (OpOperand &use :
+         llvm::make_early_inc_range(sent.getResult().getUses()))
+      if (!hostOps->contains(use.getOwner()))
+        use.set(sent.getSource());
+  if (failed(outline(*hostOps)))
     return failure();
   // The copies the device gathers: the whole parameter, converted.
   OpBuilder sb(ret);
@@ -560,12 +648,19 @@ OffloadPlacement::outline(const llvm::SetVector<Operation *> &hostOps) {
     Operation *def = ret.getOperand(r).getDefiningOp();
     if (!def || !hostOps.contains(def))
       continue;
-    outputs.stepResults.push_back(r);
     auto updates = step.getResultAttrOfType<IntegerAttr>(
         r, LoomDialect::getUpdatesAttrName());
+    // An output the host computes (the gradient norm) goes where the
+    // runtime receives the step's outputs, the device's memory.
+    if (!updates && step.getResultAttr(r, LoomDialect::getOutputAttrName())) {
+      outputs.toDevice.insert(ret.getOperand(r));
+      continue;
+    }
+    outputs.stepResults.push_back(r);
     if (!updates)
-      return ret.emitOpError("returns a value the optimizer computes that "
-                             "updates no argument (loom.updates)");
+      return ret.emitOpError("returns a value the host computes that is "
+                             "neither an output nor updates an argument "
+                             "(loom.updates)");
     auto copy = copies.find(updates.getInt());
     if (copy != copies.end() && !gathered.contains(copy->second.getArgNumber()))
       outputs.copies.push_back({r, copy->second});
@@ -586,7 +681,7 @@ OffloadPlacement::outline(const llvm::SetVector<Operation *> &hostOps) {
       for (Operation *user : v.getUsers())
         if (user != ret && !hostOps.contains(user))
           outputs.toDevice.insert(v);
-  for (Value v : inputs.fromDevice)
+  for (Value v : llvm::concat<const Value>(inputs.held, inputs.fromDevice))
     if (Operation *def = v.getDefiningOp();
         def && def->getBlock() == &body && !def->isBeforeInBlock(at))
       return def->emitOpError("is made after the device reads the optimizer's "

@@ -156,14 +156,25 @@ bool loom_model::layoutParams() {
       stepIt == entries.end() ? 0 : std::max<int64_t>(stepIt->second.arena, 0);
   if (!layoutParamCopies() || !checkDeviceMemory())
     return false;
-  // A training step keeps its gradients in its arena; only the entry that
-  // returns them (forward_grad) needs the runtime's own, allocated when it
-  // is first called (allocateGradients).
+  // A training step keeps its gradients in its arena, and only the entry
+  // that returns them (forward_grad) needs the runtime's own, allocated
+  // when it is first called (allocateGradients); but an offloaded step
+  // sends them to host memory, the runtime's, as it makes them.
+  static const std::string gradPrefix = LOOM_OUTPUT_GRAD_PREFIX;
+  bool stepSendsGradients =
+      offloaded() &&
+      std::any_of(entries[stepEntry].args.begin(),
+                  entries[stepEntry].args.end(), [&](const Arg &arg) {
+                    return arg.kind == LOOM_ARG_OUTPUT &&
+                           arg.name.rfind(gradPrefix, 0) == 0;
+                  });
   try {
     {
       HostMemoryScope host(offloaded());
       values.assign(localOffset, 0.0f);
       state.assign(stateSize, 0.0f);
+      if (stepSendsGradients)
+        grads.assign(localOffset, 0.0f);
     }
     int64_t copySize =
         copies.empty()

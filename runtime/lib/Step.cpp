@@ -212,9 +212,10 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
 }
 
 bool loom_model::checkHostMemory(int64_t device) {
-  // Offload: the host keeps the master weights and the optimizer state and
-  // runs the update in an arena of its own; on a CPU the device's memory is
-  // the same machine's, counted as well (`device`).
+  // Offload: the host keeps the master weights, the optimizer state and the
+  // gradients the device sends, and runs the update in an arena of its own; on
+  // a CPU the device's memory is the same machine's, counted as well
+  // (`device`).
   if (info.host_bytes <= 0)
     return true;
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
@@ -225,7 +226,8 @@ bool loom_model::checkHostMemory(int64_t device) {
   if (static_cast<size_t>(needed) <= total)
     return true;
   return setError("%s: the offloaded step needs %lld MiB of host memory "
-                  "(master weights, optimizer state and the host's arena "
+                  "(master weights, optimizer state, gradients and the host's "
+                  "arena "
                   "%lld MiB, as compiled%s) and this machine has %lld MiB",
                   path.c_str(), static_cast<long long>(needed >> 20),
                   static_cast<long long>(info.host_bytes >> 20),

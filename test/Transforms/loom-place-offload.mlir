@@ -3,26 +3,30 @@
 // offload=optimizer: the master weights and state stay the step's arguments,
 // marked host; the device computes with a bf16 copy (the gradient function
 // converts the parameter to bf16 at once), which the host function refreshes
-// through an explicit transfer after its update.
+// through an explicit transfer after its update. The gradient crosses as
+// soon as the device has it, into host memory the runtime holds (an output
+// `grad.w`), which the host function reads where it lies.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: {loom.host, loom.param = "w"}
 // CHECK-SAME: {loom.host, loom.state = "m.w"}
 // CHECK-SAME: %[[COPY:[a-z0-9]+]]: tensor<4x8xbf16> {loom.param_copy = "w"}
+// CHECK-SAME: %[[SENT:[a-z0-9]+]]: tensor<4x8xf32> {loom.host, loom.output = "grad.w"}
 // CHECK-SAME: tensor<4x8xbf16> {loom.updates = 6 : i64})
 // CHECK: %[[WIDE:.*]] = loom.convert %[[COPY]] : tensor<4x8xbf16> to tensor<4x8xf32>
 // CHECK: %[[GRAD:.*]]:2 = call @forward_grad(%[[WIDE]],
+// CHECK-NEXT: %[[G:.*]] = loom.transfer %[[GRAD]]#1 into %[[SENT]] to host : tensor<4x8xf32>
 // The timeline's optimizer span is the host's call.
 // CHECK: loom.trace_begin optimizer
 // CHECK-NEXT: call @loom_rt_host_begin()
-// CHECK-NEXT: %[[HOST:.*]]:4 = call @train_step_host(%arg0, %arg1, %arg2, %[[GRAD]]#1, %arg4, %arg5, %[[COPY]]) {no_inline}
+// CHECK-NEXT: %[[HOST:.*]]:4 = call @train_step_host(%arg0, %[[G]], %arg1, %arg2, %arg4, %arg5, %[[COPY]]) {no_inline}
 // CHECK-NEXT: call @loom_rt_host_end()
 // CHECK-NEXT: loom.trace_end optimizer
 // CHECK-NEXT: return %[[GRAD]]#0, %[[HOST]]#0, %[[HOST]]#1, %[[HOST]]#2, %[[HOST]]#3
 // CHECK-LABEL: func.func private @train_step_host
 // CHECK-SAME: attributes {loom.host, no_inline}
-// CHECK: %[[G:.*]] = loom.transfer %arg3 into %{{.*}} to host : tensor<4x8xf32>
+// CHECK-NOT: loom.transfer %arg1
 // CHECK: %[[LR:.*]] = loom.transfer %arg4 into %{{.*}} to host : tensor<f32>
-// CHECK: %[[NEW:.*]], %{{.*}}, %{{.*}} = loom.adamw %arg0, %[[G]], %arg1, %arg2, %[[LR]]
+// CHECK: %[[NEW:.*]], %{{.*}}, %{{.*}} = loom.adamw %arg0, %arg1, %arg2, %arg3, %[[LR]]
 // CHECK: %[[NARROW:.*]] = loom.convert %[[NEW]] : tensor<4x8xf32> to tensor<4x8xbf16>
 // CHECK: %[[BACK:.*]] = loom.transfer %[[NARROW]] into %arg6 to device : tensor<4x8xbf16>
 // CHECK: return %[[NEW]], %{{.*}}, %{{.*}}, %[[BACK]]
@@ -41,6 +45,54 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
     %p, %m2, %v2 = loom.adamw %w, %g, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
     loom.trace_end optimizer
     return %loss, %p, %m2, %v2 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// The clipping norm reads the gradients on their way to the updates: with
+// every gradient on the host and nothing summing the norm over ranks, the
+// host computes it, and the gradient norm the step outputs crosses back.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[SENT:[a-z0-9]+]]: tensor<4xf32> {loom.host, loom.output = "grad.w"}
+// CHECK: %[[GRAD:.*]] = loom.add
+// CHECK-NEXT: %[[G:.*]] = loom.transfer %[[GRAD]] into %[[SENT]] to host
+// CHECK-NOT: loom.sum_squares
+// CHECK: %[[NORM:.*]] = tensor.empty() : tensor<f32>
+// CHECK: %[[HOST:.*]]:5 = call @train_step_host(%[[G]], %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %[[NORM]])
+// CHECK: return %[[HOST]]#0, %[[HOST]]#1, %[[HOST]]#2, %[[HOST]]#4, %[[HOST]]#3
+// CHECK-LABEL: func.func private @train_step_host
+// CHECK: %[[SQ:.*]] = loom.sum_squares %arg0
+// CHECK: loom.adamw %arg1, %arg0, %arg2, %arg3, %{{.*}}, %{{.*}}, %[[SQ]]
+// CHECK: loom.transfer %[[SQ]] into %arg7 to device : tensor<f32>
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
+  func.func @train_step(%g: tensor<4xf32> {loom.input = "g"}, %w: tensor<4xf32> {loom.param = "w"}, %m: tensor<4xf32> {loom.state = "m.w"}, %v: tensor<4xf32> {loom.state = "v.w"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<4xf32> {loom.updates = 1 : i64}, tensor<4xf32> {loom.updates = 2 : i64}, tensor<4xf32> {loom.updates = 3 : i64}, tensor<f32> {loom.output = "grad_norm"}) {
+    %grad = loom.add %g, %g : tensor<4xf32>
+    %sq = loom.sum_squares %grad : tensor<4xf32> -> tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %grad, %m, %v, %lr, %step, %sq {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+    return %p, %m2, %v2, %sq : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>
+  }
+}
+
+// -----
+
+// Where a collective sums the norm over ranks (tensor parallelism, ZeRO-2
+// and 3, pipelines), the device computes it from its own gradients, and
+// the host receives the factor.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[GRAD:.*]] = loom.add
+// CHECK-NEXT: %[[G:.*]] = loom.transfer %[[GRAD]] into %{{.*}} to host
+// CHECK-NEXT: %[[SQ:.*]] = loom.sum_squares %[[GRAD]]
+// CHECK-NEXT: shard.all_reduce %[[SQ]]
+// CHECK: call @train_step_host(%arg1, %[[G]],
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
+  shard.grid @loom_grid(shape = 1x1x2)
+  func.func @train_step(%g: tensor<4xf32> {loom.input = "g"}, %w: tensor<4xf32> {loom.param = "w"}, %m: tensor<4xf32> {loom.state = "m.w"}, %v: tensor<4xf32> {loom.state = "v.w"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<4xf32> {loom.updates = 1 : i64}, tensor<4xf32> {loom.updates = 2 : i64}, tensor<4xf32> {loom.updates = 3 : i64}, tensor<f32> {loom.output = "grad_norm"}) {
+    %grad = loom.add %g, %g : tensor<4xf32>
+    %sq = loom.sum_squares %grad : tensor<4xf32> -> tensor<f32>
+    %sum = shard.all_reduce %sq on @loom_grid grid_axes = [2] : tensor<f32> -> tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %grad, %m, %v, %lr, %step, %sum {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+    return %p, %m2, %v2, %sum : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>
   }
 }
 

@@ -439,7 +439,8 @@ void Run::describe() const {
            static_cast<long long>(info->arena_bytes));
   if (info->host_bytes > 0)
     report("loom-run: offload: the host keeps and uses %lld B (master "
-           "weights, optimizer state%s and its arena), as compiled\n",
+           "weights, optimizer state, gradients%s and its arena), as "
+           "compiled\n",
            static_cast<long long>(info->host_bytes),
            info->param_bytes == 0 ? ", the parameters the device fetches" : "");
 }

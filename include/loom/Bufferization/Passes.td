@@ -5,6 +5,25 @@
 
 include "mlir/Pass/PassBase.td"
 
+def LoomStreamTransfers
+    : Pass<"loom-stream-transfers", "::mlir::ModuleOp"> {
+  let summary = "Move the transfer of a layer loop's stack into the loop";
+  let description = [{
+    `loom.transfer %stack into %dest`, where `%stack` is what an `scf.for`
+    built slice by slice from an empty tensor (a layer loop's stacked
+    result, as the lowering of `loom.scan` makes it) and nothing else reads
+    it, becomes a transfer of each slice into its slice of `%dest` as the
+    loop makes it: the loop builds its stack in `%dest`, and each
+    iteration's value crosses as soon as it exists. An offloaded step's
+    layer gradients thus reach the host layer by layer during the backward
+    pass, and the device never holds the whole stack (ZeRO-Offload's
+    gradients, streamed to the host as they are made). `%dest` must be
+    defined before the loop.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect",
+                           "::mlir::loom::LoomDialect"];
+}
+
 def LoomReshapeDestinations
     : Pass<"loom-reshape-destinations", "::mlir::ModuleOp"> {
   let summary = "Reshape the destination of a slice insertion instead of the "
