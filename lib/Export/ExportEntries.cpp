@@ -274,18 +274,22 @@ struct ExportEntriesPass
       int64_t bytes = host.getInt();
       auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op)
                                       : op->getParentOfType<ModuleOp>();
-      // A pipeline rank's figures count the host function its step calls;
-      // the module's, that of the one step.
+      // A pipeline rank's figures count the host functions its step calls;
+      // the module's, those of the one step. They run one after the other:
+      // the largest arena is the host's.
       llvm::SmallDenseSet<StringRef> called;
       op->walk([&](func::CallOp call) { called.insert(call.getCallee()); });
+      int64_t hostArena = 0;
       for (auto func : module.getOps<func::FuncOp>())
         if (func->hasAttr(LoomDialect::getHostAttrName()) &&
             (isa<ModuleOp>(op) || called.contains(func.getName())))
           if (auto arena = func->getAttrOfType<DictionaryAttr>(
                   LoomDialect::getArenaAttrName()))
-            bytes += arena.getAs<IntegerAttr>(LoomDialect::getArenaBytesKey())
-                         .getInt();
-      field(os, M::memory::kHost, bytes);
+            hostArena = std::max<int64_t>(
+                hostArena,
+                arena.getAs<IntegerAttr>(LoomDialect::getArenaBytesKey())
+                    .getInt());
+      field(os, M::memory::kHost, bytes + hostArena);
     }
     os << "\n";
   }

@@ -36,6 +36,9 @@ namespace {
 /// The host function's name is its step's with this suffix
 /// (`@train_step_host`, a pipeline rank's `@train_step_stage<r>_host`).
 constexpr llvm::StringLiteral kHostFunctionSuffix = "_host";
+/// Its sums over the gradients that a collective of the device adds up
+/// (`@train_step_host_sums`), called before the collective.
+constexpr llvm::StringLiteral kHostSumsSuffix = "_sums";
 
 bool isHostArgument(func::FuncOp step, Value value) {
   auto arg = dyn_cast<BlockArgument>(value);
@@ -144,6 +147,59 @@ FailureOr<llvm::SetVector<Operation *>> collectHostOps(func::FuncOp step) {
   return ops;
 }
 
+/// The ops that sum the gradients the device sent for the device to go on
+/// with (the clipping norm's sums of squares, which tensor and pipeline
+/// parallelism and ZeRO-2 and 3 add up over ranks), from the block's end:
+/// what the host can compute from them alone, of tensors, that the device
+/// reads. The host computes them in a function of their own, called before
+/// the device reads them.
+llvm::SetVector<Operation *> collectHostSums(func::FuncOp step) {
+  Block &body = step.getBody().front();
+  llvm::DenseSet<Value> host;
+  for (TransferOp transfer : body.getOps<TransferOp>())
+    if (isHostValue(step, transfer.getResult()))
+      host.insert(transfer.getResult());
+  llvm::SetVector<Operation *> derived;
+  for (Operation &op : body.without_terminator()) {
+    if (!isPure(&op) || op.getNumRegions() != 0 || op.getNumOperands() == 0 ||
+        isa<shard::ShardDialect>(op.getDialect()) ||
+        isa<OptimizerUpdateOpInterface>(op))
+      continue;
+    if (llvm::all_of(op.getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return host.contains(v) ||
+                 (def && def->hasTrait<OpTrait::ConstantLike>());
+        })) {
+      host.insert(op.result_begin(), op.result_end());
+      derived.insert(&op);
+    }
+  }
+  // From the block's end: an op stays on the host when everything that
+  // reads it does, or is an update or the step's return.
+  llvm::DenseSet<Operation *> staysOnHost;
+  for (Operation *op : llvm::reverse(derived))
+    if (llvm::all_of(op->getUsers(), [&](Operation *user) {
+          return isa<OptimizerUpdateOpInterface, func::ReturnOp>(user) ||
+                 staysOnHost.contains(user);
+        }))
+      staysOnHost.insert(op);
+  // The others, where tensors cross back (a scalar cannot) and everything
+  // they read is the host's.
+  llvm::SetVector<Operation *> sums;
+  for (Operation *op : derived) {
+    bool crosses =
+        !staysOnHost.contains(op) &&
+        llvm::all_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>);
+    if (crosses && llvm::all_of(op->getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return isa_and_nonnull<TransferOp>(def) || sums.contains(def) ||
+                 (def && def->hasTrait<OpTrait::ConstantLike>());
+        }))
+      sums.insert(op);
+  }
+  return llvm::SetVector<Operation *>(sums.rbegin(), sums.rend());
+}
+
 /// Whether `use` reads a parameter for its optimizer update only: the
 /// update itself, or a view of the parameter (the rank's slice of it under
 /// ZeRO-1/2) that only updates read.
@@ -184,6 +240,48 @@ Type getCopyElementType(BlockArgument param) {
     }
   }
   return narrow ? narrow : own;
+}
+
+/// Whether `op` calls a function of the host's (loom.host).
+bool isHostCall(Operation *op) {
+  auto call = dyn_cast<func::CallOp>(op);
+  auto callee = call ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+                           call, call.getCalleeAttr())
+                     : func::FuncOp();
+  return callee && callee->hasAttr(LoomDialect::getHostAttrName());
+}
+
+/// Mixed precision: the backward loop stacks a layer gradient in the
+/// step's precision, and the gradient function widens the whole stack to
+/// f32 after the loop. For the stack to cross to the host as it is made
+/// (loom-stream-transfers), each layer's gradient is widened in the loop
+/// instead: the same elements, and the device never holds either stack
+/// whole. Only for a gradient nothing else on the device reads: a stack
+/// that stays would be f32 through the loop.
+void widenInLoop(func::CallOp call, unsigned result) {
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      call, call.getCalleeAttr());
+  if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
+    return;
+  auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
+  auto widen = ret.getOperand(result).getDefiningOp<ConvertOp>();
+  if (!widen || widen.getScale() || !widen->hasOneUse())
+    return;
+  auto stack = dyn_cast<OpResult>(widen.getInput());
+  auto scan = stack ? dyn_cast<ScanOp>(stack.getOwner()) : ScanOp();
+  if (!scan || !stack.hasOneUse() ||
+      stack.getResultNumber() < scan.getNumCarries())
+    return;
+  OpOperand &yielded = scan.getYield()->getOpOperand(stack.getResultNumber());
+  Type wide = getElementTypeOrSelf(widen.getType());
+  OpBuilder b(scan.getYield());
+  yielded.set(ConvertOp::create(
+      b, widen.getLoc(),
+      cast<RankedTensorType>(yielded.get().getType()).clone(wide),
+      yielded.get(), Value()));
+  stack.setType(widen.getType());
+  widen.replaceAllUsesWith(stack);
+  widen.erase();
 }
 
 /// Calls the runtime's `name()`, declared on first use: the brackets that
@@ -335,8 +433,10 @@ private:
   LogicalResult addCopies();
   LogicalResult shardMasters();
   LogicalResult sendGradients();
-  LogicalResult outline(const llvm::SetVector<Operation *> &hostOps);
-  func::FuncOp buildHostFunction(const llvm::SetVector<Operation *> &hostOps,
+  LogicalResult outline(const llvm::SetVector<Operation *> &hostOps,
+                        StringRef name);
+  func::FuncOp buildHostFunction(StringRef name,
+                                 const llvm::SetVector<Operation *> &hostOps,
                                  const HostInputs &inputs,
                                  const HostOutputs &outputs,
                                  ValueRange operands);
@@ -551,6 +651,7 @@ LogicalResult OffloadPlacement::sendGradients() {
   // collective sums it) reads the host's.
   llvm::DenseMap<Operation *, bool> hostOnly;
   llvm::DenseMap<Operation *, Operation *> lastSent;
+  llvm::MapVector<Value, TransferOp> sent;
   SmallVector<OptimizerUpdateOpInterface> updates(
       body.getOps<OptimizerUpdateOpInterface>());
   for (OptimizerUpdateOpInterface update : updates) {
@@ -575,20 +676,43 @@ LogicalResult OffloadPlacement::sendGradients() {
     Operation *&after = lastSent[def];
     OpBuilder ob(step.getContext());
     ob.setInsertionPointAfter(after ? after : def);
-    auto sent = TransferOp::create(ob, grad.getLoc(), grad,
-                                   step.getArgument(index), Placement::host);
-    after = sent;
-    grad.replaceUsesWithIf(sent.getResult(), [&](OpOperand &use) {
-      return use.getOwner() != sent && feedsOnlyHost(use.getOwner(), hostOnly);
-    });
+    after = TransferOp::create(ob, grad.getLoc(), grad, step.getArgument(index),
+                               Placement::host);
+    sent.insert({grad, cast<TransferOp>(after)});
   }
+  // A sum over gradients alone that a collective then adds up over ranks
+  // (the norm's sums of squares) reads the host's too: the host computes
+  // it before the device's collective (collectHostSums).
+  llvm::DenseSet<Value> arrived;
+  for (auto [grad, transfer] : sent)
+    arrived.insert(transfer.getResult());
+  auto readsSentOnly = [&](Operation *op) {
+    return isPure(op) && op->getNumRegions() == 0 &&
+           !isa<shard::ShardDialect>(op->getDialect()) &&
+           llvm::all_of(op->getOperands(), [&](Value v) {
+             Operation *def = v.getDefiningOp();
+             return sent.count(v) || arrived.contains(v) ||
+                    (def && def->hasTrait<OpTrait::ConstantLike>());
+           });
+  };
+  for (auto [grad, transfer] : sent)
+    grad.replaceUsesWithIf(transfer.getResult(), [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      return user != transfer &&
+             (feedsOnlyHost(user, hostOnly) || readsSentOnly(user));
+    });
   return success();
 }
 
 LogicalResult OffloadPlacement::run() {
-  if (module.lookupSymbol(hostName))
-    return module.emitError() << "the module has a @" << hostName << " already";
+  std::string sumsName = hostName + kHostSumsSuffix.str();
+  for (StringRef name : {StringRef(hostName), StringRef(sumsName)})
+    if (module.lookupSymbol(name))
+      return module.emitError() << "the module has a @" << name << " already";
   if (failed(addCopies()) || failed(shardMasters()) || failed(sendGradients()))
+    return failure();
+  llvm::SetVector<Operation *> sums = collectHostSums(step);
+  if (!sums.empty() && failed(outline(sums, sumsName)))
     return failure();
   FailureOr<llvm::SetVector<Operation *>> hostOps = collectHostOps(step);
   if (failed(hostOps))
@@ -598,9 +722,14 @@ LogicalResult OffloadPlacement::run() {
   for (TransferOp sent : body.getOps<TransferOp>())
     for (OpOperand &use :
          llvm::make_early_inc_range(sent.getResult().getUses()))
-      if (!hostOps->contains(use.getOwner()))
+      if (!hostOps->contains(use.getOwner()) && !isHostCall(use.getOwner()))
         use.set(sent.getSource());
-  if (failed(outline(*hostOps)))
+  // A gradient the device sends and reads no more may cross layer by layer.
+  for (TransferOp sent : body.getOps<TransferOp>())
+    if (auto grad = dyn_cast<OpResult>(sent.getSource());
+        grad && grad.hasOneUse() && isa<func::CallOp>(grad.getOwner()))
+      widenInLoop(cast<func::CallOp>(grad.getOwner()), grad.getResultNumber());
+  if (failed(outline(*hostOps, hostName)))
     return failure();
   // The copies the device gathers: the whole parameter, converted.
   OpBuilder sb(ret);
@@ -638,7 +767,8 @@ LogicalResult OffloadPlacement::run() {
 }
 
 LogicalResult
-OffloadPlacement::outline(const llvm::SetVector<Operation *> &hostOps) {
+OffloadPlacement::outline(const llvm::SetVector<Operation *> &hostOps,
+                          StringRef name) {
   HostInputs inputs = collectInputs(hostOps, step);
   HostOutputs outputs;
   llvm::DenseSet<unsigned> gathered;
@@ -698,7 +828,8 @@ OffloadPlacement::outline(const llvm::SetVector<Operation *> &hostOps) {
     operands.push_back(tensor::EmptyOp::create(sb, v.getLoc(), type.getShape(),
                                                type.getElementType()));
   }
-  func::FuncOp hostFn = buildHostFunction(hostOps, inputs, outputs, operands);
+  func::FuncOp hostFn =
+      buildHostFunction(name, hostOps, inputs, outputs, operands);
   Operation *begin = callRuntime(sb, module, loc, LOOM_RT_HOST_BEGIN);
   auto call = func::CallOp::create(sb, loc, hostFn, operands);
   call.setNoInline(true);
@@ -740,8 +871,8 @@ OffloadPlacement::outline(const llvm::SetVector<Operation *> &hostOps) {
 }
 
 func::FuncOp OffloadPlacement::buildHostFunction(
-    const llvm::SetVector<Operation *> &hostOps, const HostInputs &inputs,
-    const HostOutputs &outputs, ValueRange operands) {
+    StringRef name, const llvm::SetVector<Operation *> &hostOps,
+    const HostInputs &inputs, const HostOutputs &outputs, ValueRange operands) {
   SmallVector<Type> resultTypes;
   for (unsigned r : outputs.stepResults)
     resultTypes.push_back(ret.getOperand(r).getType());
@@ -752,7 +883,7 @@ func::FuncOp OffloadPlacement::buildHostFunction(
   Location loc = step.getLoc();
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
   auto hostFn = func::FuncOp::create(
-      mb, loc, hostName, b.getFunctionType(TypeRange(operands), resultTypes));
+      mb, loc, name, b.getFunctionType(TypeRange(operands), resultTypes));
   hostFn.setPrivate();
   hostFn.setNoInline(true);
   hostFn->setAttr(LoomDialect::getHostAttrName(), b.getUnitAttr());

@@ -77,14 +77,24 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
 // -----
 
 // Where a collective sums the norm over ranks (tensor parallelism, ZeRO-2
-// and 3, pipelines), the device computes it from its own gradients, and
-// the host receives the factor.
+// and 3, pipelines), the host computes its rank's sum of squares in a
+// function of its own, called before the collective, and sends it back;
+// the device sums it over the ranks, and the host receives the factor.
+// The device reads its gradient no more.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[GRAD:.*]] = loom.add
 // CHECK-NEXT: %[[G:.*]] = loom.transfer %[[GRAD]] into %{{.*}} to host
-// CHECK-NEXT: %[[SQ:.*]] = loom.sum_squares %[[GRAD]]
+// CHECK-NEXT: %[[BUF:.*]] = tensor.empty() : tensor<f32>
+// CHECK-NEXT: call @loom_rt_host_begin()
+// CHECK-NEXT: %[[SQ:.*]] = call @train_step_host_sums(%[[G]], %[[BUF]]) {no_inline}
+// CHECK-NEXT: call @loom_rt_host_end()
 // CHECK-NEXT: shard.all_reduce %[[SQ]]
+// CHECK-NOT: %[[GRAD]]
 // CHECK: call @train_step_host(%arg1, %[[G]],
+// CHECK-LABEL: func.func private @train_step_host_sums
+// CHECK-SAME: attributes {loom.host, no_inline}
+// CHECK: %[[S:.*]] = loom.sum_squares %arg0
+// CHECK: loom.transfer %[[S]] into %arg1 to device : tensor<f32>
 module attributes {loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
   shard.grid @loom_grid(shape = 1x1x2)
   func.func @train_step(%g: tensor<4xf32> {loom.input = "g"}, %w: tensor<4xf32> {loom.param = "w"}, %m: tensor<4xf32> {loom.state = "m.w"}, %v: tensor<4xf32> {loom.state = "v.w"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<4xf32> {loom.updates = 1 : i64}, tensor<4xf32> {loom.updates = 2 : i64}, tensor<4xf32> {loom.updates = 3 : i64}, tensor<f32> {loom.output = "grad_norm"}) {
