@@ -36,6 +36,16 @@ tensor::InsertSliceOp getStackingInsert(scf::ForOp loop, unsigned index) {
   if (!insert || insert.getDest() != stack || !insert->hasOneUse() ||
       insert->getBlock() != loop.getBody())
     return {};
+  // A slice along the leading dimension, whole in the others: contiguous,
+  // as a transfer's destination must be.
+  RankedTensorType type = insert.getDestType();
+  ArrayRef<int64_t> offsets = insert.getStaticOffsets();
+  ArrayRef<int64_t> sizes = insert.getStaticSizes();
+  if (!type.hasStaticShape() || !insert.hasUnitStride() || sizes[0] != 1)
+    return {};
+  for (int64_t d = 1; d < type.getRank(); ++d)
+    if (offsets[d] != 0 || sizes[d] != type.getDimSize(d))
+      return {};
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   if (*insert->getUsers().begin() != yield ||
       yield.getOperand(index) != insert.getResult())
@@ -48,7 +58,9 @@ tensor::InsertSliceOp getStackingInsert(scf::ForOp loop, unsigned index) {
 bool streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
   auto stack = dyn_cast<OpResult>(transfer.getSource());
   auto loop = stack ? dyn_cast<scf::ForOp>(stack.getOwner()) : scf::ForOp();
-  if (!loop || !stack.hasOneUse() ||
+  // The destination, once the loop's stack, must be read by nothing else,
+  // which would see it written slice by slice (or need a copy of it).
+  if (!loop || !stack.hasOneUse() || !transfer.getDest().hasOneUse() ||
       !dominance.properlyDominates(transfer.getDest(), loop))
     return false;
   unsigned index = stack.getResultNumber();

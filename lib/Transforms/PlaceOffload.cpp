@@ -70,7 +70,6 @@ bool feedsOnlyHost(Operation *op, llvm::DenseMap<Operation *, bool> &known) {
     host = true;
   else if (isPure(op) && op->getNumRegions() == 0 &&
            !isa<shard::ShardDialect>(op->getDialect())) {
-    known[op] = true; // No cycles in a block; a guard all the same.
     host = llvm::all_of(op->getUsers(), [&](Operation *user) {
       return user->getBlock() == op->getBlock() && feedsOnlyHost(user, known);
     });
@@ -147,12 +146,12 @@ FailureOr<llvm::SetVector<Operation *>> collectHostOps(func::FuncOp step) {
   return ops;
 }
 
-/// The ops that sum the gradients the device sent for the device to go on
-/// with (the clipping norm's sums of squares, which tensor and pipeline
-/// parallelism and ZeRO-2 and 3 add up over ranks), from the block's end:
-/// what the host can compute from them alone, of tensors, that the device
-/// reads. The host computes them in a function of their own, called before
-/// the device reads them.
+/// The ops computed from the gradients the device sent whose tensors the
+/// device then reads: the clipping norm's sums of squares, which tensor and
+/// pipeline parallelism and ZeRO-2 and 3 add up over ranks. Left on the
+/// device, they would keep it reading its own gradients, which could then
+/// not cross layer by layer; the host computes them in a function of their
+/// own, called before the collective. Listed from the block's end.
 llvm::SetVector<Operation *> collectHostSums(func::FuncOp step) {
   Block &body = step.getBody().front();
   llvm::DenseSet<Value> host;
@@ -165,7 +164,11 @@ llvm::SetVector<Operation *> collectHostSums(func::FuncOp step) {
         isa<shard::ShardDialect>(op.getDialect()) ||
         isa<OptimizerUpdateOpInterface>(op))
       continue;
-    if (llvm::all_of(op.getOperands(), [&](Value v) {
+    // Constants alone do not make an op the host's: the device might need
+    // it before any gradient is sent.
+    bool readsHost = llvm::any_of(op.getOperands(),
+                                  [&](Value v) { return host.contains(v); });
+    if (readsHost && llvm::all_of(op.getOperands(), [&](Value v) {
           Operation *def = v.getDefiningOp();
           return host.contains(v) ||
                  (def && def->hasTrait<OpTrait::ConstantLike>());
@@ -174,8 +177,8 @@ llvm::SetVector<Operation *> collectHostSums(func::FuncOp step) {
       derived.insert(&op);
     }
   }
-  // From the block's end: an op stays on the host when everything that
-  // reads it does, or is an update or the step's return.
+  // What leads only to the updates and the step's outputs is the host
+  // update's to compute (collectHostOps), not these.
   llvm::DenseSet<Operation *> staysOnHost;
   for (Operation *op : llvm::reverse(derived))
     if (llvm::all_of(op->getUsers(), [&](Operation *user) {
@@ -183,8 +186,8 @@ llvm::SetVector<Operation *> collectHostSums(func::FuncOp step) {
                  staysOnHost.contains(user);
         }))
       staysOnHost.insert(op);
-  // The others, where tensors cross back (a scalar cannot) and everything
-  // they read is the host's.
+  // The others cross back, where they are tensors (the transfers' unit)
+  // and read the host's values alone.
   llvm::SetVector<Operation *> sums;
   for (Operation *op : derived) {
     bool crosses =
@@ -257,7 +260,9 @@ bool isHostCall(Operation *op) {
 /// (loom-stream-transfers), each layer's gradient is widened in the loop
 /// instead: the same elements, and the device never holds either stack
 /// whole. Only for a gradient nothing else on the device reads: a stack
-/// that stays would be f32 through the loop.
+/// that stays would be f32 through the loop. The gradient function is
+/// rewritten for every caller: as an entry of its own (gradient checks) it
+/// stacks f32 too.
 void widenInLoop(func::CallOp call, unsigned result) {
   auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
       call, call.getCalleeAttr());
@@ -717,8 +722,9 @@ LogicalResult OffloadPlacement::run() {
   FailureOr<llvm::SetVector<Operation *>> hostOps = collectHostOps(step);
   if (failed(hostOps))
     return failure();
-  // What stays on the device with other device values reads the device's
-  // gradient.
+  // A device op cannot read host memory: one that mixes a sent gradient
+  // with the device's values (the norm under ZeRO-1, over the reduced
+  // whole) reads the device's gradient, which then does not stream.
   for (TransferOp sent : body.getOps<TransferOp>())
     for (OpOperand &use :
          llvm::make_early_inc_range(sent.getResult().getUses()))
@@ -783,6 +789,9 @@ OffloadPlacement::outline(const llvm::SetVector<Operation *> &hostOps,
     // An output the host computes (the gradient norm) goes where the
     // runtime receives the step's outputs, the device's memory.
     if (!updates && step.getResultAttr(r, LoomDialect::getOutputAttrName())) {
+      if (!isa<RankedTensorType>(ret.getOperand(r).getType()))
+        return ret.emitOpError("returns an output the host computes that is "
+                               "no tensor; it cannot cross to the device");
       outputs.toDevice.insert(ret.getOperand(r));
       continue;
     }

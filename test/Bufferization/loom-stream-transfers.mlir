@@ -74,3 +74,43 @@ func.func @carried(%x: tensor<8xf32>, %host: tensor<8xf32>) -> tensor<8xf32> {
   %sent = loom.transfer %sum into %host to host : tensor<8xf32>
   return %sent : tensor<8xf32>
 }
+
+// -----
+
+// The destination is made after the loop (it does not dominate it), is read
+// besides, or the loop stacks along another dimension, whose slices are not
+// contiguous: each stack crosses whole, after the loop.
+// CHECK-LABEL: func.func @not_streamed(
+// CHECK: scf.for
+// CHECK-NOT: loom.transfer
+// CHECK: scf.yield
+// CHECK-COUNT-3: loom.transfer %{{.*}} into %{{.*}} to host : tensor<4x8xf32>
+func.func @not_streamed(%x: tensor<8xf32>, %host: tensor<4x8xf32>, %col: tensor<4xf32>, %cols: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %empty = tensor.empty() : tensor<4x8xf32>
+  %stack = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %empty) -> (tensor<4x8xf32>) {
+    %y = loom.add %x, %x : tensor<8xf32>
+    %in = tensor.insert_slice %y into %acc[%l, 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<4x8xf32>
+    scf.yield %in : tensor<4x8xf32>
+  }
+  %later = tensor.empty() : tensor<4x8xf32>
+  %late = loom.transfer %stack into %later to host : tensor<4x8xf32>
+  %empty2 = tensor.empty() : tensor<4x8xf32>
+  %stack2 = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %empty2) -> (tensor<4x8xf32>) {
+    %y = loom.add %x, %x : tensor<8xf32>
+    %in = tensor.insert_slice %y into %acc[%l, 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<4x8xf32>
+    scf.yield %in : tensor<4x8xf32>
+  }
+  %read = loom.transfer %stack2 into %host to host : tensor<4x8xf32>
+  %empty3 = tensor.empty() : tensor<4x8xf32>
+  %stack3 = scf.for %l = %c0 to %c8 step %c1 iter_args(%acc = %empty3) -> (tensor<4x8xf32>) {
+    %y = loom.add %col, %col : tensor<4xf32>
+    %in = tensor.insert_slice %y into %acc[0, %l] [4, 1] [1, 1] : tensor<4xf32> into tensor<4x8xf32>
+    scf.yield %in : tensor<4x8xf32>
+  }
+  %sent = loom.transfer %stack3 into %cols to host : tensor<4x8xf32>
+  return %late, %read, %sent, %host : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}

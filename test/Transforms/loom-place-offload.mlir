@@ -108,6 +108,60 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micr
 
 // -----
 
+// Mixed precision: the backward loop stacks a layer gradient in bf16, which
+// the gradient function widens after the loop. The stack crosses to the
+// host and the device reads it no more, so each layer's is widened in the
+// loop instead, for it to cross layer by layer.
+// CHECK-LABEL: func.func @forward_grad
+// CHECK: %[[Y:.*]]:2 = loom.scan {{.*}} -> (tensor<8xbf16>, tensor<4x8xf32>)
+// CHECK: %[[WIDE:.*]] = loom.convert %{{.*}} : tensor<8xbf16> to tensor<8xf32>
+// CHECK-NEXT: loom.yield %{{.*}}, %[[WIDE]] : tensor<8xbf16>, tensor<8xf32>
+// CHECK-NOT: loom.convert
+// CHECK: return %{{.*}}, %[[Y]]#1
+// CHECK-LABEL: func.func @train_step(
+// CHECK: %[[G:.*]]:2 = call @forward_grad
+// CHECK-NEXT: loom.transfer %[[G]]#1 into %{{.*}} to host : tensor<4x8xf32>
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
+  func.func @forward_grad(%w: tensor<4x8xf32> {loom.param = "h.*.w"}, %x: tensor<8xbf16> {loom.input = "x"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.grad = "h.*.w"}) {
+    %n = loom.convert %w : tensor<4x8xf32> to tensor<4x8xbf16>
+    %y:2 = loom.scan carry(%x : tensor<8xbf16>) over(%n : tensor<4x8xbf16>) length = 4 reverse -> (tensor<8xbf16>, tensor<4x8xbf16>) {
+    ^bb0(%xl: tensor<8xbf16>, %wl: tensor<8xbf16>):
+      %s = loom.add %xl, %wl : tensor<8xbf16>
+      loom.yield %s, %s : tensor<8xbf16>, tensor<8xbf16>
+    }
+    %sq = loom.sum_squares %n : tensor<4x8xbf16> -> tensor<f32>
+    %grad = loom.convert %y#1 : tensor<4x8xbf16> to tensor<4x8xf32>
+    return %sq, %grad : tensor<f32>, tensor<4x8xf32>
+  }
+  func.func @train_step(%w: tensor<4x8xf32> {loom.param = "h.*.w"}, %m: tensor<4x8xf32> {loom.state = "m.h.*.w"}, %v: tensor<4x8xf32> {loom.state = "v.h.*.w"}, %x: tensor<8xbf16> {loom.input = "x"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.updates = 0 : i64}, tensor<4x8xf32> {loom.updates = 1 : i64}, tensor<4x8xf32> {loom.updates = 2 : i64}) {
+    %loss, %g = call @forward_grad(%w, %x) : (tensor<4x8xf32>, tensor<8xbf16>) -> (tensor<f32>, tensor<4x8xf32>)
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %g, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    return %loss, %p, %m2, %v2 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// A device op that mixes a sent gradient with the device's values (the norm
+// under ZeRO-1 reads the whole reduced gradients, of which the host gets a
+// slice) reads the device's gradient: it cannot read host memory.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[GRAD:.*]] = loom.add
+// CHECK-NEXT: %[[G:.*]] = loom.transfer %[[GRAD]] into %{{.*}} to host
+// CHECK-NEXT: loom.sum_squares %[[GRAD]], %arg6
+// CHECK: call @train_step_host(%arg1, %[[G]],
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
+  func.func @train_step(%g: tensor<4xf32> {loom.input = "g"}, %w: tensor<4xf32> {loom.param = "w"}, %m: tensor<4xf32> {loom.state = "m.w"}, %v: tensor<4xf32> {loom.state = "v.w"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}, %d: tensor<4xf32> {loom.input = "d"}) -> (tensor<4xf32> {loom.updates = 1 : i64}, tensor<4xf32> {loom.updates = 2 : i64}, tensor<4xf32> {loom.updates = 3 : i64}, tensor<f32> {loom.output = "grad_norm"}) {
+    %grad = loom.add %g, %g : tensor<4xf32>
+    %sq = loom.sum_squares %grad, %d : tensor<4xf32>, tensor<4xf32> -> tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %grad, %m, %v, %lr, %step, %sq {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+    return %p, %m2, %v2, %sq : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>
+  }
+}
+
+// -----
+
 // Without offload the step is left as it is.
 // CHECK-LABEL: module attributes
 // CHECK-NOT: loom.host

@@ -17,8 +17,10 @@ def LoomStreamTransfers
     iteration's value crosses as soon as it exists. An offloaded step's
     layer gradients thus reach the host layer by layer during the backward
     pass, and the device never holds the whole stack (ZeRO-Offload's
-    gradients, streamed to the host as they are made). `%dest` must be
-    defined before the loop.
+    gradients, streamed to the host as they are made). The slices must be
+    along the leading dimension (contiguous, as a transfer's destination
+    must be), and `%dest` defined before the loop and read by nothing
+    else.
   }];
   let dependentDialects = ["::mlir::tensor::TensorDialect",
                            "::mlir::loom::LoomDialect"];
