@@ -311,6 +311,11 @@ struct MemoryReportPass
                    << memory.hostCopies
                    << " B of parameters in the step's precision, which the "
                       "device fetches as it reads them\n";
+    else if (memory.parameters == 0)
+      llvm::outs() << "compiled    offload: the host keeps " << *memory.host
+                   << " B of master weights, optimizer state and gradients "
+                      "and updates them; the device fetches the master "
+                      "weights, in the step's precision, as it reads them\n";
     else
       llvm::outs() << "compiled    offload: the host keeps " << *memory.host
                    << " B of master weights, optimizer state and gradients "

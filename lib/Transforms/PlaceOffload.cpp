@@ -327,6 +327,20 @@ std::optional<UpdatedParam> getUpdatedParam(OptimizerUpdateOpInterface update) {
   return param;
 }
 
+/// Whether an update reads `param` through a slice of it (ZeRO-1/2: the
+/// rank's part of the flattened parameter).
+bool isUpdatedAsSlice(BlockArgument param) {
+  Block *body = param.getOwner();
+  return llvm::any_of(
+      body->getOps<OptimizerUpdateOpInterface>(),
+      [&](OptimizerUpdateOpInterface update) {
+        std::optional<UpdatedParam> updated = getUpdatedParam(update);
+        return updated && updated->arg == param &&
+               llvm::any_of(updated->views,
+                            llvm::IsaPred<tensor::ExtractSliceOp>);
+      });
+}
+
 /// What crosses into the host function, in the order of its arguments.
 struct HostInputs {
   /// The master weights and optimizer state the host function updates,
@@ -462,6 +476,9 @@ private:
   }
   /// Each parameter's argument number and its device copy.
   llvm::MapVector<unsigned, BlockArgument> copies;
+  /// offload=parameters: the masters the device fetches itself, which no
+  /// copy duplicates (the step's precision is theirs).
+  SmallVector<BlockArgument> fetchedMasters;
   /// ZeRO-1/2: each copy's new value is the whole parameter the device
   /// gathers from the ranks' updated parts, converted.
   SmallVector<std::pair<BlockArgument, Value>> gatheredCopies;
@@ -492,6 +509,15 @@ LogicalResult OffloadPlacement::addCopies() {
     BlockArgument param = step.getArgument(i);
     auto type = cast<RankedTensorType>(param.getType());
     Type element = getCopyElementType(param);
+    // offload=parameters in the masters' own precision: a copy in host
+    // memory would hold the master's values twice, so the device fetches
+    // the master itself. Not a master ZeRO-1/2 slice, whose copy is the
+    // whole the device gathers.
+    if (copiesOnHost && element == type.getElementType() &&
+        !isUpdatedAsSlice(param)) {
+      fetchedMasters.push_back(param);
+      continue;
+    }
     unsigned index = step.getNumArguments();
     if (failed(step.insertArgument(
             index, RankedTensorType::get(type.getShape(), element),
@@ -768,6 +794,8 @@ LogicalResult OffloadPlacement::run() {
                       b.getUnitAttr());
       fetches.fetchWhereRead(copy);
     }
+    for (BlockArgument master : fetchedMasters)
+      fetches.fetchWhereRead(master);
   }
   return success();
 }

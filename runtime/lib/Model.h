@@ -365,8 +365,9 @@ struct loom_model {
   /// GPU before a step, where the host touched them since the last.
   void moveStoreToDevice();
   /// Whether the plan offloads: the master weights and optimizer state are
-  /// host memory.
-  bool offloaded() const { return !copies.empty(); }
+  /// host memory (an f32 offload=parameters step may have no copies: the
+  /// device fetches the masters).
+  bool offloaded() const { return offload != "none"; }
   /// Lays out the param_copy arguments of the step (false, with the error
   /// set, on one that matches no parameter this rank holds).
   bool layoutParamCopies();

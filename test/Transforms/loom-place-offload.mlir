@@ -108,6 +108,40 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 2, pp = 1, zero = 0, micr
 
 // -----
 
+// offload=parameters in f32: a copy would hold the master's own values; the
+// device fetches the master itself, layer by layer, and the host's update
+// writes the master alone.
+// CHECK-LABEL: func.func @forward_grad
+// CHECK: loom.scan
+// CHECK-NEXT: ^bb0(%{{.*}}: tensor<8xf32>, %[[SLICE:.*]]: tensor<8xf32>):
+// CHECK-NEXT: %[[BUF:.*]] = tensor.empty() : tensor<8xf32>
+// CHECK-NEXT: loom.transfer %[[SLICE]] into %[[BUF]] to device : tensor<8xf32>
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: loom.param_copy
+// CHECK: call @forward_grad(%arg0,
+// CHECK-LABEL: func.func private @train_step_host
+// CHECK-NOT: to device : tensor<4x8xf32>
+// CHECK: return
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = parameters>} {
+  func.func @forward_grad(%w: tensor<4x8xf32> {loom.param = "h.*.w"}, %x: tensor<8xf32> {loom.input = "x"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.grad = "h.*.w"}) {
+    %y:2 = loom.scan carry(%x : tensor<8xf32>) over(%w : tensor<4x8xf32>) length = 4 -> (tensor<8xf32>, tensor<4x8xf32>) {
+    ^bb0(%xl: tensor<8xf32>, %wl: tensor<8xf32>):
+      %s = loom.add %xl, %wl : tensor<8xf32>
+      loom.yield %s, %s : tensor<8xf32>, tensor<8xf32>
+    }
+    %sq = loom.sum_squares %y#0 : tensor<8xf32> -> tensor<f32>
+    return %sq, %y#1 : tensor<f32>, tensor<4x8xf32>
+  }
+  func.func @train_step(%w: tensor<4x8xf32> {loom.param = "h.*.w"}, %m: tensor<4x8xf32> {loom.state = "m.h.*.w"}, %v: tensor<4x8xf32> {loom.state = "v.h.*.w"}, %x: tensor<8xf32> {loom.input = "x"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.updates = 0 : i64}, tensor<4x8xf32> {loom.updates = 1 : i64}, tensor<4x8xf32> {loom.updates = 2 : i64}) {
+    %loss, %g = call @forward_grad(%w, %x) : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<f32>, tensor<4x8xf32>)
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %g, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    return %loss, %p, %m2, %v2 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
 // Mixed precision: the backward loop stacks a layer gradient in bf16, which
 // the gradient function widens after the loop. The stack crosses to the
 // host and the device reads it no more, so each layer's is widened in the
