@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OffloadHostOps.h"
 #include "Replicas.h"
 
 #include "loom/Dialect/LoomDialect.h"
@@ -31,6 +32,7 @@ namespace loom {
 
 using namespace mlir;
 using namespace mlir::loom;
+using namespace mlir::loom::offload;
 
 namespace {
 /// The host function's name is its step's with this suffix
@@ -39,182 +41,6 @@ constexpr llvm::StringLiteral kHostFunctionSuffix = "_host";
 /// Its sums over the gradients that a collective of the device adds up
 /// (`@train_step_host_sums`), called before the collective.
 constexpr llvm::StringLiteral kHostSumsSuffix = "_sums";
-
-bool isHostArgument(func::FuncOp step, Value value) {
-  auto arg = dyn_cast<BlockArgument>(value);
-  if (!arg || arg.getOwner() != &step.getBody().front())
-    return false;
-  unsigned i = arg.getArgNumber();
-  return step.getArgAttr(i, LoomDialect::getParamAttrName()) ||
-         step.getArgAttr(i, LoomDialect::getStateAttrName());
-}
-
-/// Whether `value` is host memory the host function reads where it lies:
-/// a master weight, optimizer state, or a gradient the device sent.
-bool isHostValue(func::FuncOp step, Value value) {
-  if (auto transfer = value.getDefiningOp<TransferOp>())
-    return transfer.getTo() == Placement::host;
-  return isHostArgument(step, value);
-}
-
-/// Whether `op` and everything made from it in its block can run on the
-/// host: pure ops without regions or communication, up to the optimizer's
-/// updates and the step's results (the clipping norm, once every gradient
-/// it reads is on the host, when no collective sums it over ranks).
-bool feedsOnlyHost(Operation *op, llvm::DenseMap<Operation *, bool> &known) {
-  auto it = known.find(op);
-  if (it != known.end())
-    return it->second;
-  bool host = false;
-  if (isa<OptimizerUpdateOpInterface, func::ReturnOp>(op))
-    host = true;
-  else if (isPure(op) && op->getNumRegions() == 0 &&
-           !isa<shard::ShardDialect>(op->getDialect())) {
-    host = llvm::all_of(op->getUsers(), [&](Operation *user) {
-      return user->getBlock() == op->getBlock() && feedsOnlyHost(user, known);
-    });
-  }
-  known[op] = host;
-  return host;
-}
-
-/// Whether `op` converts a value to a narrower element type, unscaled.
-bool isNarrowing(Operation *op) {
-  auto convert = dyn_cast<ConvertOp>(op);
-  if (!convert || convert.getScale())
-    return false;
-  return getElementTypeOrSelf(convert.getResult().getType())
-             .getIntOrFloatBitWidth() <
-         getElementTypeOrSelf(convert.getInput().getType())
-             .getIntOrFloatBitWidth();
-}
-
-/// The ops of the step's block that move to the host: the optimizer
-/// updates, and the pure ops between the host's arguments (parameters,
-/// state, constants) and the updates or the step's results (the views of
-/// the parameters an update reads, the reshapes of what it returns), and
-/// the narrowing of what the host computes for the device, which then
-/// crosses in fewer bytes.
-FailureOr<llvm::SetVector<Operation *>> collectHostOps(func::FuncOp step) {
-  Block &body = step.getBody().front();
-  llvm::DenseSet<Value> host;
-  for (BlockArgument arg : body.getArguments())
-    if (isHostArgument(step, arg))
-      host.insert(arg);
-  for (TransferOp transfer : body.getOps<TransferOp>())
-    if (isHostValue(step, transfer.getResult()))
-      host.insert(transfer.getResult());
-  SmallVector<Operation *> candidates;
-  bool anyUpdate = false;
-  for (Operation &op : body.without_terminator()) {
-    bool update = isa<OptimizerUpdateOpInterface>(op);
-    anyUpdate |= update;
-    // Communication stays on the device: ZeRO-1/2's gathers of the updated
-    // parameters run there, on what the host sends back.
-    bool derived = isPure(&op) && op.getNumRegions() == 0 &&
-                   !isa<shard::ShardDialect>(op.getDialect()) &&
-                   llvm::all_of(op.getOperands(),
-                                [&](Value v) { return host.contains(v); });
-    if (!update && !derived)
-      continue;
-    host.insert(op.result_begin(), op.result_end());
-    candidates.push_back(&op);
-  }
-  if (!anyUpdate)
-    return step.emitOpError("has no optimizer update to place on the host");
-  // From the last op back: a derived op joins when everything that reads it
-  // is on the host or is the step's return (a constant some device op also
-  // reads is copied into the host function instead).
-  llvm::SetVector<Operation *> ops;
-  Operation *terminator = body.getTerminator();
-  for (Operation *op : llvm::reverse(candidates)) {
-    bool update = isa<OptimizerUpdateOpInterface>(op);
-    bool hostUsers = llvm::all_of(op->getUsers(), [&](Operation *user) {
-      return user == terminator || ops.contains(user);
-    });
-    if (update || (hostUsers && !op->use_empty()) || isNarrowing(op))
-      ops.insert(op);
-  }
-  WalkResult nested = step.walk([&](OptimizerUpdateOpInterface update) {
-    return ops.contains(update) ? WalkResult::advance()
-                                : WalkResult::interrupt();
-  });
-  if (nested.wasInterrupted())
-    return step.emitOpError("updates parameters inside a loop or region; "
-                            "loom-place-offload moves updates of the step's "
-                            "own block");
-  return ops;
-}
-
-/// The ops computed from the gradients the device sent whose tensors the
-/// device then reads: the clipping norm's sums of squares, which tensor and
-/// pipeline parallelism and ZeRO-2 and 3 add up over ranks. Left on the
-/// device, they would keep it reading its own gradients, which could then
-/// not cross layer by layer; the host computes them in a function of their
-/// own, called before the collective. Listed from the block's end.
-llvm::SetVector<Operation *> collectHostSums(func::FuncOp step) {
-  Block &body = step.getBody().front();
-  llvm::DenseSet<Value> host;
-  for (TransferOp transfer : body.getOps<TransferOp>())
-    if (isHostValue(step, transfer.getResult()))
-      host.insert(transfer.getResult());
-  llvm::SetVector<Operation *> derived;
-  for (Operation &op : body.without_terminator()) {
-    if (!isPure(&op) || op.getNumRegions() != 0 || op.getNumOperands() == 0 ||
-        isa<shard::ShardDialect>(op.getDialect()) ||
-        isa<OptimizerUpdateOpInterface>(op))
-      continue;
-    // Constants alone do not make an op the host's: the device might need
-    // it before any gradient is sent.
-    bool readsHost = llvm::any_of(op.getOperands(),
-                                  [&](Value v) { return host.contains(v); });
-    if (readsHost && llvm::all_of(op.getOperands(), [&](Value v) {
-          Operation *def = v.getDefiningOp();
-          return host.contains(v) ||
-                 (def && def->hasTrait<OpTrait::ConstantLike>());
-        })) {
-      host.insert(op.result_begin(), op.result_end());
-      derived.insert(&op);
-    }
-  }
-  // What leads only to the updates and the step's outputs is the host
-  // update's to compute (collectHostOps), not these.
-  llvm::DenseSet<Operation *> staysOnHost;
-  for (Operation *op : llvm::reverse(derived))
-    if (llvm::all_of(op->getUsers(), [&](Operation *user) {
-          return isa<OptimizerUpdateOpInterface, func::ReturnOp>(user) ||
-                 staysOnHost.contains(user);
-        }))
-      staysOnHost.insert(op);
-  // The others cross back, where they are tensors (the transfers' unit)
-  // and read the host's values alone.
-  llvm::SetVector<Operation *> sums;
-  for (Operation *op : derived) {
-    bool crosses =
-        !staysOnHost.contains(op) &&
-        llvm::all_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>);
-    if (crosses && llvm::all_of(op->getOperands(), [&](Value v) {
-          Operation *def = v.getDefiningOp();
-          return isa_and_nonnull<TransferOp>(def) || sums.contains(def) ||
-                 (def && def->hasTrait<OpTrait::ConstantLike>());
-        }))
-      sums.insert(op);
-  }
-  return llvm::SetVector<Operation *>(sums.rbegin(), sums.rend());
-}
-
-/// Whether `use` reads a parameter for its optimizer update only: the
-/// update itself, or a view of the parameter (the rank's slice of it under
-/// ZeRO-1/2) that only updates read.
-bool isReadByUpdatesOnly(OpOperand &use) {
-  Operation *user = use.getOwner();
-  if (isa<OptimizerUpdateOpInterface>(user))
-    return true;
-  if (!isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
-           tensor::ExpandShapeOp>(user))
-    return false;
-  return llvm::all_of(user->getResult(0).getUses(), isReadByUpdatesOnly);
-}
 
 /// The element type the device keeps parameter `param` in: the type every
 /// function it is passed to converts it to at once (bf16, f16), or its own.
@@ -243,15 +69,6 @@ Type getCopyElementType(BlockArgument param) {
     }
   }
   return narrow ? narrow : own;
-}
-
-/// Whether `op` calls a function of the host's (loom.host).
-bool isHostCall(Operation *op) {
-  auto call = dyn_cast<func::CallOp>(op);
-  auto callee = call ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-                           call, call.getCalleeAttr())
-                     : func::FuncOp();
-  return callee && callee->hasAttr(LoomDialect::getHostAttrName());
 }
 
 /// Mixed precision: the backward loop stacks a layer gradient in the
