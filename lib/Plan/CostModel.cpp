@@ -65,6 +65,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     // One stream: nothing overlaps the compute.
     f.overlapContention = 1;
     f.selectiveIsNone = true;
+    f.fetchesF32Masters = true;
     // Measured on the same step's trace, bf16 (docs/cost-model.md): its
     // GEMMs, all 768 wide, ran at 67.2% of the peak, which a 70%
     // efficiency of large products gives with this width; its fused
@@ -584,7 +585,9 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   if (plan.offload == Offload::parameters) {
     // The host keeps the parameters (the rank's shards under ZeRO-3); the
     // device the layer it computes and the next, fetched ahead.
-    host += weights;
+    bool slices = dp > 1 && (plan.zero == 1 || plan.zero == 2);
+    if (!(fw.fetchesF32Masters && elementBytes == 4 && !slices))
+      host += weights;
     weights = 0;
     temporary += 2 * std::min(params, w.largestLayer) * elementBytes /
                  (plan.zero >= 3 ? shard : 1);

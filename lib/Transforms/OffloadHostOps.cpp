@@ -15,6 +15,11 @@ namespace mlir {
 namespace loom {
 namespace offload {
 
+bool isHostComputable(Operation *op) {
+  return isPure(op) && op->getNumRegions() == 0 &&
+         !isa<shard::ShardDialect>(op->getDialect());
+}
+
 bool isHostArgument(func::FuncOp step, Value value) {
   auto arg = dyn_cast<BlockArgument>(value);
   if (!arg || arg.getOwner() != &step.getBody().front())
@@ -37,8 +42,7 @@ bool feedsOnlyHost(Operation *op, llvm::DenseMap<Operation *, bool> &known) {
   bool host = false;
   if (isa<OptimizerUpdateOpInterface, func::ReturnOp>(op))
     host = true;
-  else if (isPure(op) && op->getNumRegions() == 0 &&
-           !isa<shard::ShardDialect>(op->getDialect())) {
+  else if (isHostComputable(op)) {
     host = llvm::all_of(op->getUsers(), [&](Operation *user) {
       return user->getBlock() == op->getBlock() && feedsOnlyHost(user, known);
     });
@@ -73,8 +77,7 @@ FailureOr<llvm::SetVector<Operation *>> collectHostOps(func::FuncOp step) {
     anyUpdate |= update;
     // Communication stays on the device: ZeRO-1/2's gathers of the updated
     // parameters run there, on what the host sends back.
-    bool derived = isPure(&op) && op.getNumRegions() == 0 &&
-                   !isa<shard::ShardDialect>(op.getDialect()) &&
+    bool derived = isHostComputable(&op) &&
                    llvm::all_of(op.getOperands(),
                                 [&](Value v) { return host.contains(v); });
     if (!update && !derived)
@@ -116,8 +119,7 @@ llvm::SetVector<Operation *> collectHostSums(func::FuncOp step) {
       host.insert(transfer.getResult());
   llvm::SetVector<Operation *> derived;
   for (Operation &op : body.without_terminator()) {
-    if (!isPure(&op) || op.getNumRegions() != 0 || op.getNumOperands() == 0 ||
-        isa<shard::ShardDialect>(op.getDialect()) ||
+    if (!isHostComputable(&op) || op.getNumOperands() == 0 ||
         isa<OptimizerUpdateOpInterface>(op))
       continue;
     // Constants alone do not make an op the host's: the device might need

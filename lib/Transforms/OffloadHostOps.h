@@ -17,6 +17,11 @@ namespace mlir {
 namespace loom {
 namespace offload {
 
+/// Whether `op` is computation the host may run: pure, without regions,
+/// and no communication (the collectives run on the device, on what the
+/// host sends back).
+bool isHostComputable(Operation *op);
+
 /// Whether `value` is one of the step's parameters or optimizer state
 /// (which offload keeps on the host).
 bool isHostArgument(func::FuncOp step, Value value);

@@ -230,7 +230,7 @@ void ParameterFetches::fetchWhereRead(Value copy) {
       auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
           call, call.getCalleeAttr());
       // The host's own function reads the copy where it lies.
-      if (callee && callee->hasAttr(LoomDialect::getHostAttrName()))
+      if (isHostCall(call))
         continue;
       if (callee && !callee.isExternal()) {
         fetchWhereRead(callee.getArgument(use.getOperandNumber()));
@@ -535,8 +535,7 @@ LogicalResult OffloadPlacement::sendGradients() {
   for (auto [grad, transfer] : sent)
     arrived.insert(transfer.getResult());
   auto readsSentOnly = [&](Operation *op) {
-    return isPure(op) && op->getNumRegions() == 0 &&
-           !isa<shard::ShardDialect>(op->getDialect()) &&
+    return isHostComputable(op) &&
            llvm::all_of(op->getOperands(), [&](Value v) {
              Operation *def = v.getDefiningOp();
              return sent.count(v) || arrived.contains(v) ||

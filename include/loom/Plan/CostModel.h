@@ -104,9 +104,14 @@ struct FrameworkAssumptions {
   /// core's activations and reruns it.
   bool selectiveIsNone = false;
   /// Under offload=optimizer, the gradients leave the device bucket by
-  /// bucket as the backward pass makes them (DeepSpeed's ZeRO-Offload),
-  /// rather than after it (Loom's step, which holds them all first).
+  /// bucket as the backward pass makes them (DeepSpeed's ZeRO-Offload).
+  /// Loom's step sends a layer loop's layer by layer where its plan allows
+  /// (docs/offload.md), which is priced as holding them all: an upper bound.
   bool offloadsGradientBuckets = false;
+  /// Under offload=parameters in f32, the device fetches the master weights
+  /// the host keeps whole (not ZeRO-1/2's slices), with no second copy of
+  /// them in the step's precision (Loom's step).
+  bool fetchesF32Masters = false;
   /// Under offload=parameters, each layer's parameters are fetched from the
   /// host while the layer before computes (DeepSpeed's ZeRO-Infinity
   /// prefetch), rather than when the layer starts (Loom's step, whose
