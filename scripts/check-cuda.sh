@@ -28,6 +28,14 @@
 #               pass, 10 steps
 #   llama-fp32, llama-bf16  llama-tiny (RMSNorm, rotary positions, SwiGLU,
 #               2 key/value heads for 4 query heads), 10 steps
+#   tiny-offload, tiny-offload-bf16  gpt2-tiny with offload=optimizer
+#               (the update on the host, the gradients and parameters
+#               crossing to and from pinned host memory), fp32 and bf16,
+#               10 steps
+#   tiny-offload-params-bf16  gpt2-tiny, bf16, offload=parameters (each
+#               layer fetched from host memory), 10 steps
+#   dp2-zero2-offload-bf16  the same as tiny-offload-bf16 under ZeRO-2
+#               over 2 ranks (each rank's host updates its slice)
 #   dp2, tp2, pp2  gpt2-tiny, fp32, 10 steps on 2 ranks: data, tensor and
 #               pipeline parallel
 #   dp2-zero3-bf16  gpt2-tiny, bf16, ZeRO-3 over 2 ranks, 10 steps
@@ -104,6 +112,9 @@ checks() {
   echo "tiny-full-bf16|$tiny --plan recompute=full,precision=bf16|10|2e-3|--norms|1"
   echo "llama-fp32|$llama|10|1e-4|--norms|1"
   echo "llama-bf16|$llama --plan precision=bf16|10|2e-3|--norms|1"
+  echo "tiny-offload|$tiny --plan offload=optimizer|10|1e-4|--norms|1"
+  echo "tiny-offload-bf16|$tiny --plan precision=bf16,offload=optimizer|10|2e-3|--norms|1"
+  echo "tiny-offload-params-bf16|$tiny --plan precision=bf16,offload=parameters|10|2e-3|--norms|1"
   if command -v "$mpirun" >/dev/null; then
     echo "dp2|$tiny --plan dp=2|10|1e-4|--norms|2"
     echo "tp2|$tiny --plan tp=2|10|1e-4|--norms|2"
@@ -111,6 +122,7 @@ checks() {
     echo "dp2-zero3-bf16|$tiny --plan dp=2,zero=3,precision=bf16|10|2e-3|--norms|2"
     echo "tp2-sp-bf16|$tiny --plan tp=2,sp=1,precision=bf16|10|2e-3|--norms|2"
     echo "pp2-1f1b-fp16|$tiny --plan pp=2,mb=4,schedule=1f1b,precision=fp16|30|5e-3||2|tiny"
+    echo "dp2-zero2-offload-bf16|$tiny --plan dp=2,zero=2,precision=bf16,offload=optimizer|10|2e-3|--norms|2"
     echo "pp2-dp2-zero3-bf16|$tiny --plan pp=2,dp=2,zero=3,precision=bf16|10|2e-3|--norms|4"
     echo "pp2-interleaved-stage|$tiny --plan pp=2,mb=4,schedule=interleaved,v=2,recompute=stage|10|1e-4|--norms|2"
   else

@@ -593,50 +593,49 @@ struct ParallelLoopsToGpuPass
         !checkOption("thread-bytes", threadBytes, 0) ||
         !checkOption("nests-per-launch", nestsPerLaunch, 1))
       return signalPassFailure();
-    // An offloaded optimizer's function runs on the host: its loops must
-    // stay host code, threaded there, which this lowering does not do yet.
+    // An offload plan's host functions (loom.host) run on the host, in
+    // host memory: their loops stay host code, which the host's threads
+    // run (loom-outline-loop-nests).
+    SmallVector<func::FuncOp> deviceFunctions;
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (func->hasAttr(LoomDialect::getHostAttrName())) {
-        func.emitError() << "loom-parallel-loops-to-gpu: @" << func.getName()
-                         << " runs on the host (an offload plan's optimizer); "
-                            "offload compiles for --target=cpu only so far "
-                            "(--emit=memory and earlier stages work for "
-                            "--target=cuda)";
-        return signalPassFailure();
-      }
+      if (!func->hasAttr(LoomDialect::getHostAttrName()))
+        deviceFunctions.push_back(func);
     // A global is the host's memory: a kernel or a copy given its address
     // faults on the GPU at run time, so it is refused here.
-    WalkResult globals = getOperation().walk([](memref::GetGlobalOp op) {
-      op.emitError() << "loom-parallel-loops-to-gpu: global '" << op.getName()
-                     << "' is in the host's memory, which the GPU's kernels "
-                        "cannot read";
-      return WalkResult::interrupt();
-    });
-    if (globals.wasInterrupted())
-      return signalPassFailure();
-    getOperation().walk([](memref::CopyOp copy) { copyAsLoop(copy); });
-    SmallVector<scf::ForOp> hostLoops;
-    getOperation().walk([&](scf::ForOp loop) { hostLoops.push_back(loop); });
-    for (scf::ForOp loop : hostLoops)
-      wrapHostReduction(loop);
-    // The host's blocks: functions' and host loops' bodies.
-    SmallVector<Block *> hostBlocks;
-    getOperation().walk([&](Block *block) {
-      Operation *parent = block->getParentOp();
-      if (!isa<scf::ParallelOp>(parent) &&
-          !parent->getParentOfType<scf::ParallelOp>())
-        hostBlocks.push_back(block);
-    });
-    for (Block *block : hostBlocks)
-      wrapHostScalars(*block);
+    for (func::FuncOp func : deviceFunctions) {
+      WalkResult globals = func.walk([](memref::GetGlobalOp op) {
+        op.emitError() << "loom-parallel-loops-to-gpu: global '" << op.getName()
+                       << "' is in the host's memory, which the GPU's "
+                          "kernels cannot read";
+        return WalkResult::interrupt();
+      });
+      if (globals.wasInterrupted())
+        return signalPassFailure();
+      func.walk([](memref::CopyOp copy) { copyAsLoop(copy); });
+      SmallVector<scf::ForOp> hostLoops;
+      func.walk([&](scf::ForOp loop) { hostLoops.push_back(loop); });
+      for (scf::ForOp loop : hostLoops)
+        wrapHostReduction(loop);
+      // The host's blocks: functions' and host loops' bodies.
+      SmallVector<Block *> hostBlocks;
+      func.walk([&](Block *block) {
+        Operation *parent = block->getParentOp();
+        if (!isa<scf::ParallelOp>(parent) &&
+            !parent->getParentOfType<scf::ParallelOp>())
+          hostBlocks.push_back(block);
+      });
+      for (Block *block : hostBlocks)
+        wrapHostScalars(*block);
+    }
     // Outermost first; a loop that stays on the host is looked into.
     SmallVector<scf::ParallelOp> kernels;
-    getOperation().walk<WalkOrder::PreOrder>([&](scf::ParallelOp loop) {
-      if (!nestRunsOnDevice(loop))
-        return WalkResult::advance();
-      kernels.push_back(loop);
-      return WalkResult::skip();
-    });
+    for (func::FuncOp func : deviceFunctions)
+      func.walk<WalkOrder::PreOrder>([&](scf::ParallelOp loop) {
+        if (!nestRunsOnDevice(loop))
+          return WalkResult::advance();
+        kernels.push_back(loop);
+        return WalkResult::skip();
+      });
     SmallVector<LaunchGroup> groups;
     for (scf::ParallelOp loop : kernels) {
       std::optional<SmallVector<MemoryEffects::EffectInstance>> accesses =

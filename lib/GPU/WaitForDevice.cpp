@@ -11,6 +11,7 @@
 
 #include "ParallelLoopsToGpu.h"
 
+#include "loom/Dialect/LoomDialect.h"
 #include "loom/GPU/Passes.h"
 #include "loom/abi.h"
 
@@ -65,7 +66,10 @@ struct WaitForDevicePass
     ModuleOp module = getOperation();
     bool used = false;
     for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal())
+      // An offload plan's host functions touch host memory only; what they
+      // hand the device crosses by the runtime's transfers, which order
+      // themselves with the GPU's work.
+      if (func.isExternal() || func->hasAttr(LoomDialect::getHostAttrName()))
         continue;
       // Structured control flow only: a function of several blocks would
       // need the state carried along its branches.

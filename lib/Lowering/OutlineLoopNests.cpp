@@ -99,13 +99,16 @@ constexpr int64_t kMinParallelWork = 32768;
 
 struct OutlineLoopNestsPass
     : public loom::impl::LoomOutlineLoopNestsBase<OutlineLoopNestsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     symbols.emplace(module);
     outlined.clear();
     SmallVector<func::FuncOp> functions(module.getOps<func::FuncOp>());
     for (func::FuncOp function : functions) {
-      if (function.isExternal())
+      if (function.isExternal() ||
+          (hostOnly && !function->hasAttr(LoomDialect::getHostAttrName())))
         continue;
       SmallVector<Operation *> nests;
       collectNests(function.getBody(), nests);
@@ -188,6 +191,9 @@ struct OutlineLoopNestsPass
         LLVM::LinkageAttr::get(context, LLVM::linkage::Linkage::Internal));
     if (range)
       nest->setAttr(LoomDialect::getParallelForAttrName(), b.getUnitAttr());
+    // A host function's nests run where it does.
+    if (Attribute host = function->getAttr(LoomDialect::getHostAttrName()))
+      nest->setAttr(LoomDialect::getHostAttrName(), host);
 
     Block *body = nest.addEntryBlock();
     b.setInsertionPointToStart(body);

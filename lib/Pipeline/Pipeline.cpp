@@ -445,6 +445,11 @@ void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
                                           int64_t threadBytes,
                                           bool contiguousThreads,
                                           int64_t nestsPerLaunch) {
+  // An offload plan's host functions run on the host's threads, as the CPU
+  // target's loops do; every other parallel nest becomes a kernel.
+  LoomOutlineLoopNestsOptions hostNests;
+  hostNests.hostOnly = true;
+  pm.addPass(createLoomOutlineLoopNests(hostNests));
   LoomParallelLoopsToGpuOptions launches;
   launches.threadBytes = threadBytes;
   launches.contiguousThreads = contiguousThreads;
@@ -490,6 +495,7 @@ void mlir::loom::buildLowerToCudaPipeline(OpPassManager &pm, StringRef cudaArch,
   addHostToLLVMPasses(pm);
   pm.addPass(createGpuToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createLoomLowerParallelCalls());
   // PTX text, made in-process by LLVM's NVPTX back end; the driver compiles
   // it for the GPU it finds when the runtime loads the artifact. What the
   // polynomials leave (sqrt, fma, fabs, floor, max), the GPU lowering calls

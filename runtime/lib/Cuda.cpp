@@ -101,6 +101,44 @@ void *loom::cudaAllocate(size_t size) {
   return reinterpret_cast<void *>(ptr);
 }
 
+void *loom::cudaHostAllocate(size_t size) {
+  Backend &be = backend();
+  void *ptr = nullptr;
+  // Portable: pinned for every context, as NCCL's and cuBLASLt's are the
+  // primary context anyway.
+  if (CUresult r = be.api.cuMemHostAlloc(&ptr, size ? size : 1,
+                                         CU_MEMHOSTALLOC_PORTABLE)) {
+    setError("pinning %zu MiB of host memory for the offloaded step: %s "
+             "(the system's limit on locked memory, `ulimit -l`, may be "
+             "lower)",
+             size >> 20, be.describe(r).c_str());
+    return nullptr;
+  }
+  return ptr;
+}
+
+void loom::cudaHostFree(void *ptr) {
+  if (ptr)
+    backend().api.cuMemFreeHost(ptr);
+}
+
+void loom::cudaTransfer(void *dst, const void *src, size_t bytes, bool toHost,
+                        bool wait) {
+  Backend &be = backend();
+  if (!be.failure.empty() || !bytes)
+    return;
+  CUevent timing = be.beginTimed();
+  be.check(be.api.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst),
+                                reinterpret_cast<CUdeviceptr>(src), bytes,
+                                be.stream),
+           "cuMemcpyAsync");
+  if (timing)
+    be.endTimed(timing, toHost ? "transfer to host" : "transfer to device");
+  be.queued();
+  if (wait)
+    be.drain();
+}
+
 void loom::cudaPrefetch(const void *ptr, size_t bytes) {
   Backend &be = backend();
   // Where the host may not touch managed memory while the GPU runs, the
@@ -215,6 +253,12 @@ void *loom::cudaAllocate(size_t) {
   setError("this Loom runtime was built without CUDA");
   return nullptr;
 }
+void *loom::cudaHostAllocate(size_t) {
+  setError("this Loom runtime was built without CUDA");
+  return nullptr;
+}
+void loom::cudaHostFree(void *) {}
+void loom::cudaTransfer(void *, const void *, size_t, bool, bool) {}
 void loom::cudaPrefetch(const void *, size_t) {}
 void loom::cudaFree(void *) {}
 bool loom::cudaMemoryInfo(size_t &, size_t &) {

@@ -62,6 +62,9 @@ namespace loom::cuda {
   X(cuMemAllocManaged)                                                         \
   X(cuMemPrefetchAsync)                                                        \
   X(cuMemFree)                                                                 \
+  X(cuMemHostAlloc)                                                            \
+  X(cuMemFreeHost)                                                             \
+  X(cuMemcpyAsync)                                                             \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleGetFunction)                                                       \
   X(cuFuncGetAttribute)                                                        \

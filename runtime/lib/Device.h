@@ -66,6 +66,17 @@ bool cudaRunsAhead();
 /// with the error set. Only while the CUDA backend is on.
 void *cudaAllocate(size_t size);
 void cudaFree(void *ptr);
+/// Pinned host memory (page-locked, which the GPU's copy engines read and
+/// write at the host link's full speed), or null with the error set:
+/// an offload plan's host memory. Only while the CUDA backend is on.
+void *cudaHostAllocate(size_t size);
+void cudaHostFree(void *ptr);
+/// loom_rt_transfer under the CUDA backend: `bytes` from `src` to `dst`
+/// (either in host or GPU memory), queued on the step's stream after the
+/// work that makes `src` and before the work that follows. With `wait`
+/// the host waits for it before going on.
+void cudaTransfer(void *dst, const void *src, size_t bytes, bool toHost,
+                  bool wait);
 /// Moves `bytes` of managed memory from `ptr` to the GPU, queued on the
 /// step's stream, so that kernels find it there rather than fault each
 /// page in on first touch (GPT-2 1.5B's first step took 5.7 s where the

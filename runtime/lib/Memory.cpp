@@ -19,7 +19,8 @@
 // kernels and the host's code both address. Between loom_rt_host_begin and
 // loom_rt_host_end (an offloaded optimizer's function, its arena) and in a
 // HostMemoryScope (the runtime's master weights and optimizer state under
-// offload) blocks are host memory, counted apart.
+// offload) blocks are host memory, counted apart: pinned under the CUDA
+// backend, which copies them to and from the GPU (loom_rt_transfer).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,11 +44,16 @@ constexpr size_t kMinAlignment = 64;
 /// What cuMemAllocManaged's memory is aligned to, at least.
 constexpr size_t kManagedAlignment = 256;
 
+/// Who allocated a block: the C library, the CUDA driver as managed memory
+/// (the GPU's) or as pinned host memory.
+enum class Source : uint8_t { Heap, Managed, Pinned };
+
 /// Sits right before the pointer handed out, in the padding at the start of
 /// the allocation, which begins `offset` bytes before that pointer.
 struct Header {
   size_t size, alignment, offset;
-  bool device, host;
+  Source source;
+  bool host;
 };
 
 /// How many host-memory brackets are open: allocations are host memory
@@ -65,10 +71,12 @@ public:
   void *allocate(size_t alignment, size_t size) {
     alignment = std::max(alignment, kMinAlignment);
     bool host = hostDepth.load() > 0;
-    bool device = loom::cudaActive() && !host;
+    Source source = !loom::cudaActive() ? Source::Heap
+                    : host              ? Source::Pinned
+                                        : Source::Managed;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      auto it = freeBlocks.find(Key{size, alignment, device, host});
+      auto it = freeBlocks.find(Key{size, alignment, source, host});
       if (it != freeBlocks.end() && !it->second.empty()) {
         void *p = it->second.back();
         it->second.pop_back();
@@ -77,13 +85,15 @@ public:
       }
     }
     // Room for the header and, where the allocator aligns less than asked
-    // (managed memory: 256 bytes; kernels are told the alignment asked
-    // for), to align within.
-    size_t slack = device && alignment > kManagedAlignment ? alignment : 0;
+    // (the driver's memory: at least 256 bytes; kernels are told the
+    // alignment asked for), to align within.
+    size_t slack =
+        source != Source::Heap && alignment > kManagedAlignment ? alignment : 0;
     size_t total =
         (alignment + slack + size + alignment - 1) / alignment * alignment;
-    char *base =
-        static_cast<char *>(device ? loom::cudaAllocate(total)
+    char *base = static_cast<char *>(
+        source == Source::Managed  ? loom::cudaAllocate(total)
+        : source == Source::Pinned ? loom::cudaHostAllocate(total)
                                    : std::aligned_alloc(alignment, total));
     if (!base)
       return nullptr;
@@ -91,7 +101,7 @@ public:
     char *p = base + ((first + alignment - 1) / alignment * alignment -
                       reinterpret_cast<uintptr_t>(base));
     *headerOf(p) =
-        Header{size, alignment, static_cast<size_t>(p - base), device, host};
+        Header{size, alignment, static_cast<size_t>(p - base), source, host};
     bool generated;
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -102,7 +112,7 @@ public:
     // first: on the GPU before any of them runs. The runtime's own (the
     // parameters, filled on the host first) are moved before each step
     // that follows the host's access instead (Step.cpp).
-    if (device && generated)
+    if (source == Source::Managed && generated)
       loom::cudaPrefetch(base, total);
     return p;
   }
@@ -113,7 +123,7 @@ public:
     Header *header = headerOf(ptr);
     std::lock_guard<std::mutex> lock(mutex);
     at(header->host).live -= header->size;
-    freeBlocks[Key{header->size, header->alignment, header->device,
+    freeBlocks[Key{header->size, header->alignment, header->source,
                    header->host}]
         .push_back(ptr);
   }
@@ -123,10 +133,17 @@ public:
     for (auto &entry : freeBlocks)
       for (void *p : entry.second) {
         char *base = static_cast<char *>(p) - headerOf(p)->offset;
-        if (headerOf(p)->device)
+        switch (headerOf(p)->source) {
+        case Source::Managed:
           loom::cudaFree(base);
-        else
+          break;
+        case Source::Pinned:
+          loom::cudaHostFree(base);
+          break;
+        case Source::Heap:
           std::free(base);
+          break;
+        }
       }
     freeBlocks.clear();
   }
@@ -175,16 +192,19 @@ private:
 
   struct Key {
     size_t size, alignment;
-    bool device, host;
+    Source source;
+    bool host;
     bool operator==(const Key &other) const {
       return size == other.size && alignment == other.alignment &&
-             device == other.device && host == other.host;
+             source == other.source && host == other.host;
     }
   };
   struct KeyHash {
     size_t operator()(const Key &k) const {
       return std::hash<size_t>()(
-          ((k.size * 31 + k.alignment) * 2 + k.device) * 2 + k.host);
+          ((k.size * 31 + k.alignment) * 3 + static_cast<size_t>(k.source)) *
+              2 +
+          k.host);
     }
   };
   std::mutex mutex;
@@ -262,16 +282,31 @@ int64_t loom_heap_host_step_peak_bytes(void) {
   return static_cast<int64_t>(cache().getStepPeak(true));
 }
 
-void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t) {
-  // On the CPU the two memories are the two arenas; a GPU's step is not
-  // compiled with offload yet (loomc refuses it), so this is a copy.
-  std::memcpy(dst, src, static_cast<size_t>(bytes));
+void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t to) {
   transferred.fetch_add(bytes);
+  // On the CPU the two memories are the two arenas of one machine.
+  if (!loom::cudaActive()) {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return;
+  }
+  // The device's part of the step (a gradient sent as the backward pass
+  // makes it, a layer fetched before it runs) goes on while the copy is
+  // queued: the host reads what it receives after loom_rt_host_begin's
+  // wait, and writes what the device fetches only after that wait too. A
+  // host function's copies are waited for: it goes on to read what it
+  // received, or to reuse the buffer it sent.
+  loom::cudaTransfer(dst, src, static_cast<size_t>(bytes), to == LOOM_TO_HOST,
+                     hostDepth.load() > 0);
 }
 
 int64_t loom_transferred_bytes(void) { return transferred.load(); }
 
-void loom_rt_host_begin(void) { hostDepth.fetch_add(1); }
+void loom_rt_host_begin(void) {
+  // The host is about to read what the device sent it, and to write what
+  // the device may still be fetching.
+  loom::cudaWait();
+  hostDepth.fetch_add(1);
+}
 
 void loom_rt_host_end(void) { hostDepth.fetch_sub(1); }
 

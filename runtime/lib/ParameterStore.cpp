@@ -264,14 +264,17 @@ bool loom_model::refreshParamCopies() {
 }
 
 void loom_model::moveStoreToDevice() {
-  // An offload plan's master weights and state are host memory, which
-  // stays there.
-  if (!storeOnHost || !cudaActive() || offloaded())
+  if (!storeOnHost || !cudaActive())
     return;
-  cudaPrefetch(values.data(), values.size() * sizeof(float));
-  cudaPrefetch(grads.data(), grads.size() * sizeof(float));
-  cudaPrefetch(state.data(), state.size() * sizeof(float));
-  cudaPrefetch(copyBytes.data(), copyBytes.size());
+  // An offload plan's master weights, state and gradients are host
+  // memory, which stays there; so are offload=parameters' copies.
+  if (!offloaded()) {
+    cudaPrefetch(values.data(), values.size() * sizeof(float));
+    cudaPrefetch(grads.data(), grads.size() * sizeof(float));
+    cudaPrefetch(state.data(), state.size() * sizeof(float));
+  }
+  if (offload != "parameters")
+    cudaPrefetch(copyBytes.data(), copyBytes.size());
   storeOnHost = false;
 }
 

@@ -1102,3 +1102,53 @@ func.func @one_dimension() {
   }
   return
 }
+
+// -----
+
+// An offload plan's host function (loom.host) and the nests outlined from
+// it run on the host: no launch, its copies and scalar work stay, and a
+// global is the host's to read. The step's own nest is a kernel.
+// CHECK-LABEL: func.func private @step_host_loop0(
+// CHECK-NOT: gpu.launch
+// CHECK: scf.parallel
+// CHECK-LABEL: func.func private @step_host(
+// CHECK-NOT: gpu.launch
+// CHECK: memref.get_global @lr
+// CHECK: call @step_host_loop0(
+// CHECK: memref.copy
+// CHECK-LABEL: func.func @step(
+// CHECK: gpu.launch
+memref.global "private" constant @lr : memref<f32> = dense<0.5>
+func.func private @step_host_loop0(%w: memref<64xf32>, %g: memref<64xf32>, %s: f32) attributes {loom.host} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    %x = memref.load %w[%i] : memref<64xf32>
+    %y = memref.load %g[%i] : memref<64xf32>
+    %z = arith.mulf %y, %s : f32
+    %d = arith.subf %x, %z : f32
+    memref.store %d, %w[%i] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}
+func.func private @step_host(%w: memref<64xf32>, %g: memref<64xf32>, %copy: memref<64xf32>) attributes {loom.host} {
+  %lr = memref.get_global @lr : memref<f32>
+  %s = memref.load %lr[] : memref<f32>
+  call @step_host_loop0(%w, %g, %s) : (memref<64xf32>, memref<64xf32>, f32) -> ()
+  memref.copy %w, %copy : memref<64xf32> to memref<64xf32>
+  return
+}
+func.func @step(%x: memref<64xf32>, %g: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    %v = memref.load %x[%i] : memref<64xf32>
+    %d = arith.addf %v, %v : f32
+    memref.store %d, %g[%i] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}

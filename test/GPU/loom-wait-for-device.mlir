@@ -113,3 +113,20 @@ func.func @caller(%lr: memref<f32>) -> f32 {
   %r = func.call @callee(%lr) : (memref<f32>) -> f32
   return %r : f32
 }
+
+// -----
+
+// An offload plan's host function (loom.host) touches host memory only:
+// what the device sends it the runtime's transfers deliver, and
+// loom_rt_host_begin waits for the GPU before its call. No wait inside.
+// CHECK-LABEL: func.func private @step_host(
+// CHECK-NOT: loom_rt_device_wait
+// CHECK: return
+func.func private @loom_rt_transfer()
+func.func private @step_host(%w: memref<f32>) attributes {loom.host} {
+  func.call @loom_rt_transfer() : () -> ()
+  %x = memref.load %w[] : memref<f32>
+  %y = arith.addf %x, %x : f32
+  memref.store %y, %w[] : memref<f32>
+  return
+}

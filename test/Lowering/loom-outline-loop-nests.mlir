@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --loom-outline-loop-nests | FileCheck %s
+// RUN: loom-opt %s --loom-outline-loop-nests=host-only | FileCheck %s --check-prefix=HOST
 
 // Each top-level nest becomes a private, non-inlinable function of the
 // buffers and scalars it uses; the constants it uses move in with it.
@@ -108,6 +109,36 @@ func.func @q(%a: memref<4xf32>) {
     scf.for %i = %c0 to %c4 step %c1 {
       memref.store %one, %a[%i] : memref<4xf32>
     }
+  }
+  return
+}
+
+// An offload plan's host function (loom.host): its nests are outlined with
+// the mark, which tells a GPU target's lowering to leave them to the
+// host's threads. With host-only, the other functions' nests stay, for
+// the GPU's kernels.
+// CHECK-LABEL: func.func private @update_loop0(
+// CHECK-SAME: attributes {llvm.linkage = #llvm.linkage<internal>, loom.host, loom.parallel_for, passthrough = ["noinline"]}
+// CHECK-LABEL: func.func private @update(
+// CHECK: call @update_loop0(
+// HOST-LABEL: func.func @q(
+// HOST: scf.for
+// HOST: scf.for
+// HOST-NOT: call @q_loop
+// HOST-LABEL: func.func private @update_loop0(
+// HOST-SAME: loom.host, loom.parallel_for
+// HOST-LABEL: func.func private @update(
+// HOST: call @update_loop0(
+func.func private @update(%w: memref<65536xf32>, %g: memref<65536xf32>) attributes {loom.host} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = arith.constant 65536 : index
+  scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+    %x = memref.load %w[%i] : memref<65536xf32>
+    %y = memref.load %g[%i] : memref<65536xf32>
+    %z = arith.subf %x, %y : f32
+    memref.store %z, %w[%i] : memref<65536xf32>
+    scf.reduce
   }
   return
 }

@@ -45,8 +45,10 @@ def LoomParallelLoopsToGpu
     the values afterwards; views and constants stay on the host, and so
     does a load of the host's stack (`memref.alloca`). A `memref.global`
     read through `memref.get_global` is refused: it is the host's memory
-    (`loom-lower-to-linalg` makes the step's constant tensors fills). The
-    parallel loops nested in the body stay for
+    (`loom-lower-to-linalg` makes the step's constant tensors fills).
+    Functions marked `loom.host` (an offload plan's host functions and the
+    nests outlined from them) run on the host and are left as they are.
+    The parallel loops nested in the body stay for
     `scf-parallel-for-to-nested-fors` to make sequential in each thread. A
     parallel loop a GPU cannot run (attention's loop over heads, which calls
     the runtime's GEMM) stays on the host; the nests inside it are launched
@@ -139,7 +141,9 @@ def LoomWaitForDevice : Pass<"loom-wait-for-device", "::mlir::ModuleOp"> {
     does a load of a function argument that only loads read (the runtime's
     learning rate and step number); the runtime waits itself before its collectives and at the end of the step.
     The runtime's wait returns at once when nothing was queued since the
-    last one.
+    last one. Functions marked `loom.host` (an offload plan's host
+    functions) touch host memory only and get no waits: the runtime's
+    transfers and `loom_rt_host_begin` order them with the GPU.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }

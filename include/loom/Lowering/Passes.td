@@ -56,7 +56,14 @@ def LoomOutlineLoopNests : Pass<"loom-outline-loop-nests", "::mlir::ModuleOp"> {
     `loom.parallel_for` (see `loom-lower-parallel-calls`). Outlined
     functions that are the same code are merged: the forward pass appears
     in three entry points, and ops of one shape recur.
+
+    With `host-only`, only the functions marked `loom.host` are visited
+    (an offload plan's host functions on a GPU target, whose other loops
+    become kernels), and the functions outlined from them are marked
+    `loom.host` too.
   }];
+  let options = [Option<"hostOnly", "host-only", "bool", /*default=*/"false",
+                        "Outline the nests of `loom.host` functions only">];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect"];
