@@ -2,9 +2,11 @@
 //
 // loom.transfer writes its source into its destination's buffer with one
 // call of the runtime's loom_rt_transfer, which knows how the two memories
-// are reached (a copy stream on a GPU, memcpy between the arenas on a
-// CPU). The result is the destination's buffer. A source that may not be
-// contiguous is copied into a contiguous buffer first.
+// are reached (a copy on the step's stream on a GPU, memcpy between the
+// arenas on a CPU); an async one with loom_rt_transfer_start, which
+// loom.transfer_wait's loom_rt_transfer_wait completes. The result is the
+// destination's buffer. A source that may not be contiguous is copied into
+// a contiguous buffer first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,8 +74,45 @@ struct TransferModel
                                   rewriter.getI64IntegerAttr(bytes)),
         i32(op.getTo() == loom::Placement::host ? LOOM_TO_HOST
                                                 : LOOM_TO_DEVICE)};
-    loom::buildRuntimeCall(rewriter, op, LOOM_RT_TRANSFER, args);
+    loom::buildRuntimeCall(
+        rewriter, op, op.getAsync() ? LOOM_RT_TRANSFER_START : LOOM_RT_TRANSFER,
+        args);
     replaceOpWithBufferizedValues(rewriter, op, *dest);
+    return success();
+  }
+};
+
+/// loom.transfer_wait: its buffer's address names the transfer waited for;
+/// it reads none of its elements (the first iteration of a loop may wait on
+/// a place whose elements are not there yet), but keeps the buffer alive
+/// until then.
+struct TransferWaitModel
+    : public BufferizableOpInterface::ExternalModel<TransferWaitModel,
+                                                    loom::TransferWaitOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return false;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto op = cast<loom::TransferWaitOp>(rawOp);
+    FailureOr<Value> buffer =
+        getBuffer(rewriter, op.getValue(), options, state);
+    if (failed(buffer))
+      return failure();
+    loom::buildRuntimeCall(
+        rewriter, op, LOOM_RT_TRANSFER_WAIT,
+        {loom::buildDataPointer(rewriter, op.getLoc(), *buffer)});
+    rewriter.eraseOp(op);
     return success();
   }
 };
@@ -82,6 +121,7 @@ struct TransferModel
 void mlir::loom::registerTransferBufferizationModel(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, loom::LoomDialect *) {
     loom::TransferOp::attachInterface<TransferModel>(*ctx);
+    loom::TransferWaitOp::attachInterface<TransferWaitModel>(*ctx);
     ctx->loadDialect<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect,
                      memref::MemRefDialect>();
   });

@@ -13,8 +13,12 @@
 // both. A loop that allocates a buffer in one iteration and hands it to the
 // next (the layer loop's hidden state, a sum over micro-batches) holds two
 // of them at once: such a buffer gets two slots for the whole loop, taken
-// in turn by even and odd iterations. Buffers of dynamic size, or made
-// inside a loop whose iterations may run at once, stay on the heap.
+// in turn by even and odd iterations; a buffer made before the loop only
+// to start it (nothing but the loop uses it from the loop on: a layer
+// fetched ahead, an async transfer's first wait) takes the odd slot, which
+// the first iteration does not use. Buffers
+// of dynamic size, or made inside a loop whose iterations may run at once,
+// stay on the heap.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +61,14 @@ struct Buffer {
   /// Two for a buffer a loop hands from one iteration to the next.
   int64_t slots = 1;
   scf::ForOp carrier;
+  /// The iteration arguments of `carrier` the buffer (or its views) is
+  /// handed on through.
+  SmallVector<unsigned> carriedIndices;
+  /// For a buffer that only starts a loop's carried buffer: that buffer's
+  /// index, whose odd slot it takes.
+  std::optional<size_t> oddSlotOf;
+  /// Where in that odd slot.
+  int64_t oddSlotOffset = 0;
   bool communication = false;
   /// Made by the forward pass and read by the backward pass: an
   /// activation kept for it.
@@ -94,8 +106,10 @@ private:
 /// op that uses a value of the set joins the set, but floats, and so does the
 /// memory a value of it is stored into; an scf.yield passes it on to what it
 /// forwards to (a loop's next iteration and results, an if's results).
+/// What `stop` makes is not followed.
 SmallVector<Operation *> collectUsers(Value root,
-                                      llvm::SetVector<Value> &values) {
+                                      llvm::SetVector<Value> &values,
+                                      Operation *stop = nullptr) {
   SmallVector<Operation *> users;
   values.insert(root);
   for (size_t i = 0; i < values.size(); ++i) {
@@ -103,6 +117,8 @@ SmallVector<Operation *> collectUsers(Value root,
     for (OpOperand &use : value.getUses()) {
       Operation *user = use.getOwner();
       users.push_back(user);
+      if (user == stop)
+        continue;
       if (user->hasTrait<OpTrait::IsTerminator>()) {
         // Where an scf.yield forwards its operand; other terminators'
         // operands leave the block, which the buffer's block then cannot
@@ -234,10 +250,11 @@ FailureOr<Buffer> analyze(memref::AllocOp alloc, Operation *root,
       anchor = parent;
       continue;
     }
-    // Handed on by a loop's body: to the next iteration through one
-    // iteration argument, which the body passes on no further, and after
-    // the last to the loop's result. An iteration's buffer is then dead
-    // once the next iteration ends, and two slots taken in turn suffice.
+    // Handed on by a loop's body: to the next iteration through iteration
+    // arguments (one, or several views of it: a bucket's parts), which the
+    // body passes on no further, and after the last to the loop's results.
+    // An iteration's buffer is then dead once the next iteration ends, and
+    // two slots taken in turn suffice.
     auto loop = dyn_cast<scf::ForOp>(parent);
     if (!loop || buffer.carrier)
       return failure();
@@ -246,16 +263,79 @@ FailureOr<Buffer> analyze(memref::AllocOp alloc, Operation *root,
     for (OpOperand &operand : yield->getOpOperands())
       if (values.contains(operand.get()))
         carried.push_back(operand.getOperandNumber());
-    if (carried.size() != 1)
+    if (carried.empty())
       return failure();
-    llvm::SetVector<Value> next;
-    if (llvm::is_contained(
-            collectUsers(loop.getRegionIterArgs()[carried.front()], next),
-            yield.getOperation()))
-      return failure();
+    for (unsigned index : carried) {
+      llvm::SetVector<Value> next;
+      if (llvm::is_contained(
+              collectUsers(loop.getRegionIterArgs()[index], next),
+              yield.getOperation()))
+        return failure();
+    }
     buffer.slots = 2;
     buffer.carrier = loop;
+    buffer.carriedIndices = carried;
     anchor = loop;
+  }
+}
+
+/// Finds the buffers made only to start a loop's carried buffer: the
+/// loop's initial value of its iteration argument, which nothing uses from
+/// the loop on but the loop (an async transfer's first wait, or the first
+/// layer's fetch). The first iteration reads it while it makes the even
+/// slot's buffer, and the odd slot is free until the second: it takes that
+/// one, and the carried buffer's span reaches back to its allocation.
+void shareStartingSlots(MutableArrayRef<Buffer> buffers) {
+  // Each carried buffer's odd slot is filled from its start, in order.
+  DenseMap<size_t, int64_t> filled;
+  for (Buffer &init : buffers) {
+    if (init.carrier)
+      continue;
+    // The loop it starts: its only use (or a cast's) in a loop's operands.
+    scf::ForOp loop;
+    unsigned index = 0, loops = 0;
+    SmallVector<Value> casts = {init.alloc.getResult()};
+    for (size_t i = 0; i < casts.size(); ++i)
+      for (OpOperand &use : casts[i].getUses()) {
+        if (auto cast = dyn_cast<memref::CastOp>(use.getOwner()))
+          casts.push_back(cast.getResult());
+        auto user = dyn_cast<scf::ForOp>(use.getOwner());
+        if (!user || use.getOperandNumber() < user.getNumControlOperands())
+          continue;
+        ++loops;
+        loop = user;
+        index = use.getOperandNumber() - user.getNumControlOperands();
+      }
+    if (loops != 1 || loop->getBlock() != init.alloc->getBlock())
+      continue;
+    // Whatever else uses it (a transfer that fills it) comes before the
+    // loop; what the loop makes of it is the carried buffer's.
+    llvm::SetVector<Value> values;
+    if (!llvm::all_of(collectUsers(init.alloc.getResult(), values, loop),
+                      [&](Operation *user) {
+                        Operation *op =
+                            loop->getBlock()->findAncestorOpInBlock(*user);
+                        return op && (op == loop || op->isBeforeInBlock(loop));
+                      }))
+      continue;
+    // The buffer the loop carries through that iteration argument (or a
+    // bucket carried through several, whose odd slot the starting buffers
+    // of its parts share where they fit).
+    for (auto [i, carried] : llvm::enumerate(buffers)) {
+      if (carried.carrier != loop ||
+          !llvm::is_contained(carried.carriedIndices, index) ||
+          carried.alignment < init.alignment)
+        continue;
+      int64_t at = llvm::alignTo(filled.lookup(i),
+                                 static_cast<uint64_t>(init.alignment));
+      if (at + init.slotBytes > carried.slotBytes)
+        break;
+      init.oddSlotOf = i;
+      init.oddSlotOffset = at;
+      filled[i] = at + init.slotBytes;
+      carried.start = std::min(carried.start, init.start);
+      break;
+    }
   }
 }
 
@@ -265,7 +345,8 @@ FailureOr<Buffer> analyze(memref::AllocOp alloc, Operation *root,
 int64_t place(MutableArrayRef<Buffer> buffers) {
   SmallVector<Buffer *> order;
   for (Buffer &buffer : buffers)
-    order.push_back(&buffer);
+    if (!buffer.oddSlotOf)
+      order.push_back(&buffer);
   llvm::stable_sort(order, [](const Buffer *a, const Buffer *b) {
     return a->bytes() > b->bytes();
   });
@@ -289,6 +370,11 @@ int64_t place(MutableArrayRef<Buffer> buffers) {
     size = std::max(size, offset + buffer->bytes());
     placed.push_back(buffer);
   }
+  for (Buffer &buffer : buffers)
+    if (buffer.oddSlotOf) {
+      const Buffer &carried = buffers[*buffer.oddSlotOf];
+      buffer.offset = carried.offset + carried.slotBytes + buffer.oddSlotOffset;
+    }
   return size;
 }
 
@@ -309,7 +395,8 @@ LivePeak livePeak(ArrayRef<Buffer> buffers) {
   for (const Buffer &at : buffers) {
     LivePeak here;
     for (const Buffer &buffer : buffers) {
-      if (buffer.start > at.start || at.start > buffer.end)
+      // A starting buffer's bytes are its loop's carried buffer's.
+      if (buffer.oddSlotOf || buffer.start > at.start || at.start > buffer.end)
         continue;
       here.live += buffer.bytes();
       if (buffer.kept)
@@ -437,6 +524,7 @@ struct StaticArenaPass
     });
     if (buffers.empty() && !onHeap)
       return;
+    shareStartingSlots(buffers);
     int64_t size = place(buffers);
     LivePeak peak = livePeak(buffers);
     std::optional<int64_t> scalars;

@@ -4,14 +4,27 @@
 // layer's slice crosses as soon as the loop has made it and the memory it
 // leaves never holds the whole stack.
 //
+// A layer loop's transfers then overlap its compute, double-buffered: each
+// layer's gradient crosses while the next layer's backward pass runs (the
+// loop hands the gradient's buffer to the next iteration, which waits for
+// the copy before starting its own), and each layer's parameters are
+// fetched while the layer before computes (the loop hands the fetched
+// buffer to the iteration that reads it, which waits for it first). The
+// static arena gives a buffer a loop hands on two slots, one for each
+// parity of the iteration: the two buffers of double buffering.
+//
 //===----------------------------------------------------------------------===//
 
 #include "loom/Bufferization/Passes.h"
 #include "loom/Dialect/LoomDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Dominance.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir {
 namespace loom {
@@ -55,44 +68,231 @@ tensor::InsertSliceOp getStackingInsert(scf::ForOp loop, unsigned index) {
 
 /// Rewrites `transfer` of a loop's stack, where it is one: the loop stacks
 /// in the destination, and each slice crosses into its place there.
-bool streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
+/// Returns the transfer in the loop.
+TransferOp streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
   auto stack = dyn_cast<OpResult>(transfer.getSource());
   auto loop = stack ? dyn_cast<scf::ForOp>(stack.getOwner()) : scf::ForOp();
   // The destination, once the loop's stack, must be read by nothing else,
   // which would see it written slice by slice (or need a copy of it).
   if (!loop || !stack.hasOneUse() || !transfer.getDest().hasOneUse() ||
       !dominance.properlyDominates(transfer.getDest(), loop))
-    return false;
+    return {};
   unsigned index = stack.getResultNumber();
   tensor::InsertSliceOp insert = getStackingInsert(loop, index);
   if (!insert)
-    return false;
+    return {};
   Operation *empty = loop.getInitArgs()[index].getDefiningOp();
   loop.getInitArgsMutable()[index].assign(transfer.getDest());
   empty->erase();
+  // The slice crosses as soon as it and its place's offsets exist, so that
+  // the device's buffer is free from then on, not at the iteration's end.
   OpBuilder b(insert);
+  Operation *made = insert.getSource().getDefiningOp();
+  if (made && made->getBlock() == loop.getBody()) {
+    for (Value offset : insert.getOffsets())
+      if (Operation *def = offset.getDefiningOp())
+        if (def->getBlock() == loop.getBody() && made->isBeforeInBlock(def))
+          made = def;
+    b.setInsertionPointAfter(made);
+  }
   Location loc = transfer.getLoc();
   Value slot = tensor::ExtractSliceOp::create(
       b, loc, insert.getSourceType(), insert.getDest(),
       insert.getMixedOffsets(), insert.getMixedSizes(),
       insert.getMixedStrides());
-  Value sent =
+  auto sent =
       TransferOp::create(b, loc, insert.getSource(), slot, transfer.getTo());
   insert.getSourceMutable().assign(sent);
   transfer.replaceAllUsesWith(stack);
   transfer.erase();
-  return true;
+  return sent;
+}
+
+/// Adds one iteration argument to `loop` for each of `inits`, which the
+/// body yields `yields(newArguments)` to; returns the new loop.
+scf::ForOp
+addIterArgs(scf::ForOp loop, ValueRange inits,
+            function_ref<SmallVector<Value>(ArrayRef<BlockArgument>)> yields) {
+  IRRewriter rewriter(loop.getContext());
+  rewriter.setInsertionPoint(loop);
+  FailureOr<LoopLikeOpInterface> grown = loop.replaceWithAdditionalYields(
+      rewriter, inits, /*replaceInitOperandUsesInLoop=*/false,
+      [&](OpBuilder &, Location, ArrayRef<BlockArgument> arguments) {
+        return yields(arguments);
+      });
+  return cast<scf::ForOp>(grown->getOperation());
+}
+
+/// Lets the copies `sends` of `loop` (values the iteration makes, crossing
+/// to the host) run alongside the next iteration: each starts, the loop
+/// hands its source to the next iteration, which waits for the copy before
+/// it starts its own, and the last is waited for after the loop. Returns
+/// the new loop.
+scf::ForOp overlapSends(scf::ForOp loop, ArrayRef<TransferOp> sends) {
+  OpBuilder b(loop);
+  SmallVector<Value> inits;
+  // What the first iteration waits on: no copy is in flight yet. A buffer
+  // only the loop uses, which the static arena places in the odd slot of
+  // the buffers the loop hands on.
+  for (TransferOp send : sends)
+    inits.push_back(tensor::EmptyOp::create(
+        b, send.getLoc(), send.getSource().getType(), ValueRange{}));
+  scf::ForOp grown =
+      addIterArgs(loop, inits, [&](ArrayRef<BlockArgument> previous) {
+        for (auto [index, before] : llvm::enumerate(previous)) {
+          TransferOp send = sends[index];
+          OpBuilder at(send);
+          TransferWaitOp::create(at, send.getLoc(), before);
+          send.setAsync(true);
+        }
+        SmallVector<Value> sources;
+        for (TransferOp send : sends)
+          sources.push_back(send.getSource());
+        return sources;
+      });
+  b.setInsertionPointAfter(grown);
+  for (Value last : grown.getResults().take_back(sends.size()))
+    TransferWaitOp::create(b, grown.getLoc(), last);
+  return grown;
+}
+
+/// Whether `value` is `loop`'s induction variable, defined outside it, or
+/// computed from those by pure operations without regions in its body:
+/// what can be computed again for another iteration.
+bool isOfIteration(Value value, scf::ForOp loop) {
+  if (value == loop.getInductionVar() ||
+      !loop->isAncestor(value.getParentRegion()->getParentOp()))
+    return true;
+  Operation *def = value.getDefiningOp();
+  return def && def->getBlock() == loop.getBody() && isPure(def) &&
+         def->getNumRegions() == 0 &&
+         llvm::all_of(def->getOperands(),
+                      [&](Value v) { return isOfIteration(v, loop); });
+}
+
+/// `value` (isOfIteration) computed again at `b` for iteration `index`.
+Value computeAt(OpBuilder &b, Value value, scf::ForOp loop, Value index,
+                IRMapping &mapping) {
+  if (value == loop.getInductionVar())
+    return index;
+  if (!loop->isAncestor(value.getParentRegion()->getParentOp()))
+    return value;
+  if (Value done = mapping.lookupOrNull(value))
+    return done;
+  Operation *def = value.getDefiningOp();
+  for (Value operand : def->getOperands())
+    mapping.map(operand, computeAt(b, operand, loop, index, mapping));
+  return b.clone(*def, mapping)
+      ->getResult(cast<OpResult>(value).getResultNumber());
+}
+
+/// A fetch of a slice of host memory into a fresh buffer, in `loop`'s body,
+/// whose slice another iteration can name: what can be fetched an
+/// iteration ahead.
+bool isPrefetchable(TransferOp fetch, scf::ForOp loop) {
+  auto slice = fetch.getSource().getDefiningOp<tensor::ExtractSliceOp>();
+  auto empty = fetch.getDest().getDefiningOp<tensor::EmptyOp>();
+  return fetch.getTo() == Placement::device && !fetch.getAsync() &&
+         fetch->getBlock() == loop.getBody() && slice && empty &&
+         empty->hasOneUse() && empty.getType().hasStaticShape() &&
+         llvm::all_of(slice->getOperands(),
+                      [&](Value v) { return isOfIteration(v, loop); });
+}
+
+/// The fetch `fetch` started into a fresh buffer for iteration `index`.
+Value startFetch(OpBuilder &b, TransferOp fetch, scf::ForOp loop, Value index) {
+  IRMapping mapping;
+  Value slice = computeAt(b, fetch.getSource(), loop, index, mapping);
+  Value buffer =
+      tensor::EmptyOp::create(b, fetch.getLoc(), fetch.getType(), ValueRange{});
+  return TransferOp::create(b, fetch.getLoc(), slice, buffer, fetch.getTo(),
+                            /*async=*/true);
+}
+
+/// Fetches each of `fetches` of `loop` an iteration ahead: the first before
+/// the loop, the next at the place of this one's, which the iteration
+/// then waits for and reads from the buffer the previous one handed it.
+void prefetch(scf::ForOp loop, ArrayRef<TransferOp> fetches) {
+  OpBuilder b(loop);
+  SmallVector<Value> firsts;
+  for (TransferOp fetch : fetches)
+    firsts.push_back(startFetch(b, fetch, loop, loop.getLowerBound()));
+  addIterArgs(loop, firsts, [&](ArrayRef<BlockArgument> current) {
+    OpBuilder at(fetches.front());
+    Location loc = loop.getLoc();
+    Value next =
+        arith::AddIOp::create(at, loc, loop.getInductionVar(), loop.getStep());
+    Value more = arith::CmpIOp::create(at, loc, arith::CmpIPredicate::slt, next,
+                                       loop.getUpperBound());
+    SmallVector<Value> yields;
+    for (auto [index, fetched] : llvm::enumerate(current)) {
+      TransferOp fetch = fetches[index];
+      at.setInsertionPoint(fetch);
+      Location here = fetch.getLoc();
+      Value buffer =
+          tensor::EmptyOp::create(at, here, fetch.getType(), ValueRange{});
+      auto ahead = scf::IfOp::create(
+          at, here, more,
+          [&](OpBuilder &then, Location) {
+            IRMapping mapping;
+            Value slice =
+                computeAt(then, fetch.getSource(), loop, next, mapping);
+            Value started = TransferOp::create(then, here, slice, buffer,
+                                               fetch.getTo(), /*async=*/true);
+            scf::YieldOp::create(then, here, started);
+          },
+          [&](OpBuilder &otherwise, Location) {
+            scf::YieldOp::create(otherwise, here, buffer);
+          });
+      TransferWaitOp::create(at, here, fetched);
+      yields.push_back(ahead.getResult(0));
+      Operation *empty = fetch.getDest().getDefiningOp();
+      fetch.replaceAllUsesWith(fetched);
+      fetch.erase();
+      empty->erase();
+    }
+    return yields;
+  });
 }
 
 struct StreamTransfersPass
     : public loom::impl::LoomStreamTransfersBase<StreamTransfersPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     SmallVector<TransferOp> transfers;
     getOperation().walk(
         [&](TransferOp transfer) { transfers.push_back(transfer); });
     DominanceInfo dominance(getOperation());
-    for (TransferOp transfer : transfers)
-      streamTransfer(transfer, dominance);
+    // Each loop's transfers, in order: the sends streamTransfer puts in
+    // it, whose source the iteration makes in its body (which the loop can
+    // then hand on), and the fetches it had.
+    llvm::MapVector<Operation *, SmallVector<TransferOp>> sends, fetches;
+    for (TransferOp transfer : transfers) {
+      if (TransferOp sent = streamTransfer(transfer, dominance)) {
+        auto loop = cast<scf::ForOp>(sent->getParentOp());
+        if (sent.getSource().getParentBlock() == loop.getBody())
+          sends[loop].push_back(sent);
+        continue;
+      }
+      auto loop = dyn_cast<scf::ForOp>(transfer->getParentOp());
+      if (loop && isPrefetchable(transfer, loop))
+        fetches[loop].push_back(transfer);
+    }
+    if (!overlap)
+      return;
+    SetVector<Operation *> loops;
+    for (auto &entry : sends)
+      loops.insert(entry.first);
+    for (auto &entry : fetches)
+      loops.insert(entry.first);
+    for (Operation *op : loops) {
+      auto loop = cast<scf::ForOp>(op);
+      if (auto it = sends.find(op); it != sends.end())
+        loop = overlapSends(loop, it->second);
+      if (auto it = fetches.find(op); it != fetches.end())
+        prefetch(loop, it->second);
+    }
   }
 };
 } // namespace

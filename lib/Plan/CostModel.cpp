@@ -66,6 +66,8 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     f.overlapContention = 1;
     f.selectiveIsNone = true;
     f.fetchesF32Masters = true;
+    f.offloadsLayerGradients = true;
+    f.prefetchesOffloadedParameters = true;
     // Measured on the same step's trace, bf16 (docs/cost-model.md): its
     // GEMMs, all 768 wide, ran at 67.2% of the peak, which a 70%
     // efficiency of large products gives with this width; its fused
@@ -672,8 +674,7 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
       // rank's f32 gradients go to it over the host link, and the updated
       // parameters come back in the step's precision. A framework that
       // streams the gradients out during the backward pass hides them
-      // behind it (the copy engines do not contend with the kernels);
-      // Loom's step moves them after it.
+      // behind it (the copy engines do not contend with the kernels).
       const EfficiencyAssumptions &e = cluster.efficiency;
       double hostBandwidth =
           cluster.gpu->hostMemoryBandwidth / cluster.gpusPerNode * e.memory;
@@ -693,10 +694,12 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
             2 * m * w.params / (plan.zero >= 3 ? dp : 1) * elementBytes / link;
       }
       transfer = down + up + fetches;
+      bool streams =
+          fw.offloadsGradientBuckets ||
+          (fw.offloadsLayerGradients && m == 1 &&
+           precision != Precision::fp16 && !(dp > 1 && plan.zero <= 2));
       exposedTransfer =
-          (fw.offloadsGradientBuckets ? std::max(0.0, down - w.backward)
-                                      : down) +
-          up +
+          (streams ? std::max(0.0, down - w.backward) : down) + up +
           (fw.prefetchesOffloadedParameters
                ? std::max(0.0, fetches - m * (w.compute + w.recompute))
                : fetches);

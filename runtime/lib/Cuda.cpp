@@ -139,6 +139,66 @@ void loom::cudaTransfer(void *dst, const void *src, size_t bytes, bool toHost,
     be.drain();
 }
 
+void loom::cudaTransferStart(void *dst, const void *src, size_t bytes,
+                             bool toHost) {
+  Backend &be = backend();
+  if (!be.failure.empty() || !bytes)
+    return;
+  // Where the host may not touch managed memory while kernels run, every
+  // piece of work is waited for anyway: the copy goes on the step's stream.
+  if (!be.concurrentManagedAccess ||
+      (!be.copyStream &&
+       !be.check(be.api.cuStreamCreate(&be.copyStream, CU_STREAM_NON_BLOCKING),
+                 "cuStreamCreate"))) {
+    cudaTransfer(dst, src, bytes, toHost, /*wait=*/false);
+    return;
+  }
+  // After the step's work so far, which makes the source and last read the
+  // destination.
+  CUevent ready = be.event(), done = be.event();
+  if (!ready || !done ||
+      !be.check(be.api.cuEventRecord(ready, be.stream), "cuEventRecord") ||
+      !be.check(be.api.cuStreamWaitEvent(be.copyStream, ready, 0),
+                "cuStreamWaitEvent") ||
+      !be.check(be.api.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst),
+                                     reinterpret_cast<CUdeviceptr>(src), bytes,
+                                     be.copyStream),
+                "cuMemcpyAsync") ||
+      !be.check(be.api.cuEventRecord(done, be.copyStream), "cuEventRecord"))
+    return;
+  be.spareEvents.push_back(ready);
+  be.started.push_back({dst, bytes, done});
+  be.started.push_back({src, bytes, done});
+}
+
+void loom::cudaTransferWait(const void *ptr) {
+  Backend &be = backend();
+  auto at = reinterpret_cast<uintptr_t>(ptr);
+  // The last copy from or into the buffer; the copy stream runs them in
+  // order, so the ones before it are done too.
+  for (auto it = be.started.rbegin(); it != be.started.rend(); ++it) {
+    auto from = reinterpret_cast<uintptr_t>(it->begin);
+    if (at < from || at >= from + it->bytes)
+      continue;
+    be.check(be.api.cuStreamWaitEvent(be.stream, it->done, 0),
+             "cuStreamWaitEvent");
+    be.queued();
+    return;
+  }
+}
+
+void loom::cudaTransfersWaitAll() {
+  Backend &be = backend();
+  if (!be.copyStream || be.started.empty())
+    return;
+  be.check(be.api.cuStreamSynchronize(be.copyStream),
+           "the transfers on the GPU's copy stream");
+  // Each copy is listed twice, its source and its destination.
+  for (size_t i = 0; i < be.started.size(); i += 2)
+    be.spareEvents.push_back(be.started[i].done);
+  be.started.clear();
+}
+
 void loom::cudaPrefetch(const void *ptr, size_t bytes) {
   Backend &be = backend();
   // Where the host may not touch managed memory while the GPU runs, the
@@ -257,6 +317,9 @@ void *loom::cudaHostAllocate(size_t) {
   setError("this Loom runtime was built without CUDA");
   return nullptr;
 }
+void loom::cudaTransferStart(void *, const void *, size_t, bool) {}
+void loom::cudaTransferWait(const void *) {}
+void loom::cudaTransfersWaitAll() {}
 void loom::cudaHostFree(void *) {}
 void loom::cudaTransfer(void *, const void *, size_t, bool, bool) {}
 void loom::cudaPrefetch(const void *, size_t) {}

@@ -53,6 +53,7 @@ namespace loom::cuda {
   X(cuStreamCreate)                                                            \
   X(cuStreamSynchronize)                                                       \
   X(cuStreamQuery)                                                             \
+  X(cuStreamWaitEvent)                                                         \
   X(cuEventCreate)                                                             \
   X(cuEventRecord)                                                             \
   X(cuEventElapsedTime)                                                        \
@@ -178,6 +179,16 @@ struct Backend {
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUstream stream = nullptr;
+  /// The started transfers' stream (loom_rt_transfer_start), made at the
+  /// first; and each started copy's bytes on either side with the event
+  /// after it, until the host next waits for that stream.
+  CUstream copyStream = nullptr;
+  struct StartedCopy {
+    const void *begin;
+    size_t bytes;
+    CUevent done;
+  };
+  std::vector<StartedCopy> started;
   int computeCapability = 0;
   char name[256] = {};
   cublasLtHandle_t blas = nullptr;

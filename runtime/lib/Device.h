@@ -33,6 +33,12 @@ inline int64_t elementSize(int32_t dtype) {
 /// error set where the backend says why, when none can be had.
 void *heapAllocate(size_t alignment, size_t size);
 void heapFree(void *ptr);
+/// Whether the host runs an offload plan's host function (between
+/// loom_rt_host_begin and loom_rt_host_end).
+bool inHostCall();
+/// Waits for every started transfer (loom_rt_transfer_start): before the
+/// host reads what was sent to it, and at the end of an entry point's call.
+void transfersWaitAll();
 /// Brackets one call of an entry point, whose own allocations
 /// loom_heap_step_peak_bytes counts.
 void heapBeginCall();
@@ -77,6 +83,13 @@ void cudaHostFree(void *ptr);
 /// the host waits for it before going on.
 void cudaTransfer(void *dst, const void *src, size_t bytes, bool toHost,
                   bool wait);
+/// loom_rt_transfer_start and loom_rt_transfer_wait under the CUDA backend:
+/// the copy queued on the copy stream after the step's work so far, and
+/// the step's stream made to wait for the last one from or into `ptr`.
+void cudaTransferStart(void *dst, const void *src, size_t bytes, bool toHost);
+void cudaTransferWait(const void *ptr);
+/// The host waits for the copy stream.
+void cudaTransfersWaitAll();
 /// Moves `bytes` of managed memory from `ptr` to the GPU, queued on the
 /// step's stream, so that kernels find it there rather than fault each
 /// page in on first touch (GPT-2 1.5B's first step took 5.7 s where the

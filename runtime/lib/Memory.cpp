@@ -59,8 +59,6 @@ struct Header {
 /// How many host-memory brackets are open: allocations are host memory
 /// while any is.
 std::atomic<int> hostDepth{0};
-/// Bytes loom_rt_transfer has copied either way.
-std::atomic<int64_t> transferred{0};
 
 Header *headerOf(void *ptr) {
   return reinterpret_cast<Header *>(static_cast<char *>(ptr) - sizeof(Header));
@@ -237,6 +235,8 @@ loom::HostMemoryScope::~HostMemoryScope() {
     hostDepth.fetch_sub(1);
 }
 
+bool loom::inHostCall() { return hostDepth.load() > 0; }
+
 void loom::heapBeginCall() { cache().beginCall(); }
 
 void loom::heapEndCall() { cache().endCall(); }
@@ -282,28 +282,10 @@ int64_t loom_heap_host_step_peak_bytes(void) {
   return static_cast<int64_t>(cache().getStepPeak(true));
 }
 
-void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t to) {
-  transferred.fetch_add(bytes);
-  // On the CPU the two memories are the two arenas of one machine.
-  if (!loom::cudaActive()) {
-    std::memcpy(dst, src, static_cast<size_t>(bytes));
-    return;
-  }
-  // The device's part of the step (a gradient sent as the backward pass
-  // makes it, a layer fetched before it runs) goes on while the copy is
-  // queued: the host reads what it receives after loom_rt_host_begin's
-  // wait, and writes what the device fetches only after that wait too. A
-  // host function's copies are waited for: it goes on to read what it
-  // received, or to reuse the buffer it sent.
-  loom::cudaTransfer(dst, src, static_cast<size_t>(bytes), to == LOOM_TO_HOST,
-                     hostDepth.load() > 0);
-}
-
-int64_t loom_transferred_bytes(void) { return transferred.load(); }
-
 void loom_rt_host_begin(void) {
   // The host is about to read what the device sent it, and to write what
   // the device may still be fetching.
+  loom::transfersWaitAll();
   loom::cudaWait();
   hostDepth.fetch_add(1);
 }

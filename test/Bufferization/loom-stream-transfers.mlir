@@ -1,4 +1,5 @@
-// RUN: loom-opt %s --loom-stream-transfers --split-input-file | FileCheck %s
+// RUN: loom-opt %s --loom-stream-transfers=overlap=0 --split-input-file | FileCheck %s
+// RUN: loom-opt %s --loom-stream-transfers --split-input-file | FileCheck %s --check-prefix=OVERLAP
 
 // A layer loop stacks each iteration's gradient; the stack crosses to the
 // host after the loop. The loop builds its stack in the host buffer
@@ -15,6 +16,22 @@
 // CHECK-NEXT: scf.yield %[[IN]]
 // CHECK-NOT: loom.transfer
 // CHECK: return %[[R]]
+// Overlapped: the slice's copy starts, and the loop hands its source to
+// the next iteration, which waits for that copy before starting its own;
+// the last is waited for after the loop. The first iteration waits on an
+// empty tensor, for which no copy is in flight (the static arena puts its
+// buffer in the odd slot of the loop's).
+// OVERLAP-LABEL: func.func @stream(
+// OVERLAP: %[[FIRST:.*]] = tensor.empty() : tensor<8xf32>
+// OVERLAP: %[[R:.*]]:2 = scf.for %[[L:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %{{.*}}, %[[PREV:.*]] = %[[FIRST]]) -> (tensor<4x8xf32>, tensor<8xf32>)
+// OVERLAP: %[[Y:.*]] = loom.add
+// OVERLAP-NEXT: %[[SLOT:.*]] = tensor.extract_slice %[[ACC]]
+// OVERLAP-NEXT: loom.transfer_wait %[[PREV]] : tensor<8xf32>
+// OVERLAP-NEXT: %[[SENT:.*]] = loom.transfer %[[Y]] into %[[SLOT]] to host async : tensor<8xf32>
+// OVERLAP-NEXT: %[[IN:.*]] = tensor.insert_slice %[[SENT]]
+// OVERLAP-NEXT: scf.yield %[[IN]], %[[Y]]
+// OVERLAP: loom.transfer_wait %[[R]]#1 : tensor<8xf32>
+// OVERLAP: return %[[R]]#0
 func.func @stream(%x: tensor<8xf32>, %host: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -113,4 +130,81 @@ func.func @not_streamed(%x: tensor<8xf32>, %host: tensor<4x8xf32>, %col: tensor<
   }
   %sent = loom.transfer %stack3 into %cols to host : tensor<4x8xf32>
   return %late, %read, %sent, %host : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A layer's parameters fetched from host memory at the top of each
+// iteration (offload=parameters). Overlapped, the first is fetched before
+// the loop, and each iteration starts the next one's fetch (where there is
+// a next) into a buffer the loop hands on, then waits for its own, which
+// the previous iteration started, and reads it.
+// CHECK-LABEL: func.func @fetch(
+// CHECK: scf.for
+// CHECK: %[[BUF:.*]] = tensor.empty() : tensor<8xf32>
+// CHECK-NEXT: loom.transfer %{{.*}} into %[[BUF]] to device : tensor<8xf32>
+// OVERLAP-LABEL: func.func @fetch(
+// OVERLAP-SAME: %[[W:.*]]: tensor<4x8xf32>, %[[X:.*]]: tensor<8xf32>)
+// OVERLAP-DAG: %[[C0:.*]] = arith.constant 0 : index
+// OVERLAP-DAG: %[[C1:.*]] = arith.constant 1 : index
+// OVERLAP-DAG: %[[C3:.*]] = arith.constant 3 : index
+// OVERLAP-DAG: %[[C4:.*]] = arith.constant 4 : index
+// OVERLAP: %[[I0:.*]] = arith.subi %[[C3]], %[[C0]] : index
+// OVERLAP-NEXT: %[[S0:.*]] = tensor.extract_slice %[[W]][%[[I0]], 0] [1, 8] [1, 1]
+// OVERLAP-NEXT: %[[B0:.*]] = tensor.empty() : tensor<8xf32>
+// OVERLAP-NEXT: %[[F0:.*]] = loom.transfer %[[S0]] into %[[B0]] to device async : tensor<8xf32>
+// OVERLAP: %[[R:.*]]:2 = scf.for %[[L:.*]] = %[[C0]] to %[[C4]] step %[[C1]] iter_args(%[[ACC:.*]] = %[[X]], %[[CUR:.*]] = %[[F0]])
+// OVERLAP: %[[NEXT:.*]] = arith.addi %[[L]], %[[C1]] : index
+// OVERLAP-NEXT: %[[MORE:.*]] = arith.cmpi slt, %[[NEXT]], %[[C4]] : index
+// OVERLAP-NEXT: %[[BUF:.*]] = tensor.empty() : tensor<8xf32>
+// OVERLAP-NEXT: %[[AHEAD:.*]] = scf.if %[[MORE]] -> (tensor<8xf32>) {
+// OVERLAP-NEXT: %[[IN:.*]] = arith.subi %[[C3]], %[[NEXT]] : index
+// OVERLAP-NEXT: %[[SN:.*]] = tensor.extract_slice %[[W]][%[[IN]], 0] [1, 8] [1, 1]
+// OVERLAP-NEXT: %[[FN:.*]] = loom.transfer %[[SN]] into %[[BUF]] to device async : tensor<8xf32>
+// OVERLAP-NEXT: scf.yield %[[FN]]
+// OVERLAP-NEXT: } else {
+// OVERLAP-NEXT: scf.yield %[[BUF]]
+// OVERLAP-NEXT: }
+// OVERLAP-NEXT: loom.transfer_wait %[[CUR]] : tensor<8xf32>
+// OVERLAP-NEXT: %[[Y:.*]] = loom.add %[[ACC]], %[[CUR]] : tensor<8xf32>
+// OVERLAP-NEXT: scf.yield %[[Y]], %[[AHEAD]]
+// OVERLAP: return %[[R]]#0
+func.func @fetch(%w: tensor<4x8xf32>, %x: tensor<8xf32>) -> tensor<8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  %r = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %x) -> (tensor<8xf32>) {
+    %i = arith.subi %c3, %l : index
+    %slice = tensor.extract_slice %w[%i, 0] [1, 8] [1, 1] : tensor<4x8xf32> to tensor<8xf32>
+    %buffer = tensor.empty() : tensor<8xf32>
+    %layer = loom.transfer %slice into %buffer to device : tensor<8xf32>
+    %y = loom.add %acc, %layer : tensor<8xf32>
+    scf.yield %y : tensor<8xf32>
+  }
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// A fetch whose offset the loop computes in a way that cannot be redone for
+// another iteration (a value it carries) is not fetched ahead.
+// OVERLAP-LABEL: func.func @fetch_carried_offset(
+// OVERLAP-NOT: async
+// OVERLAP: loom.transfer %{{.*}} into %{{.*}} to device : tensor<8xf32>
+// OVERLAP-NOT: async
+// OVERLAP: return
+func.func @fetch_carried_offset(%w: tensor<4x8xf32>, %x: tensor<8xf32>) -> tensor<8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %r:2 = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %x, %i = %c0) -> (tensor<8xf32>, index) {
+    %slice = tensor.extract_slice %w[%i, 0] [1, 8] [1, 1] : tensor<4x8xf32> to tensor<8xf32>
+    %buffer = tensor.empty() : tensor<8xf32>
+    %layer = loom.transfer %slice into %buffer to device : tensor<8xf32>
+    %y = loom.add %acc, %layer : tensor<8xf32>
+    %next = arith.addi %i, %c1 : index
+    scf.yield %y, %next : tensor<8xf32>, index
+  }
+  return %r#0 : tensor<8xf32>
 }

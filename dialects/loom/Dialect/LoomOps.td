@@ -899,19 +899,45 @@ def Loom_TransferOp : Loom_Op<"transfer", [Pure,
     `to` names; the result is `dest` so written. The offload placement
     (loom-place-offload) moves gradients to the host and the updated
     parameters back with it. Each becomes one runtime copy
-    (`loom_rt_transfer`): a copy-stream transfer from pinned memory on a
-    GPU, a copy between the two arenas on a CPU.
+    (`loom_rt_transfer`): on a GPU a copy queued on the step's stream, to
+    or from pinned memory; a copy between the two arenas on a CPU.
+
+    With `async` (set by loom-stream-transfers in layer loops) the copy
+    only starts (`loom_rt_transfer_start`) and runs alongside the step's
+    later work until a `loom.transfer_wait` of its source or its result:
+    until then nothing may write the source or read the result.
 
     ```mlir
     %h = loom.transfer %g into %buffer to host : tensor<384x128xf32>
+    %n = loom.transfer %w into %next to device async : tensor<384x128xbf16>
     ```
   }];
   let arguments = (ins AnyStaticShapeTensor:$source,
-                   AnyStaticShapeTensor:$dest, Loom_PlacementAttr:$to);
+                   AnyStaticShapeTensor:$dest, Loom_PlacementAttr:$to,
+                   UnitAttr:$async);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
-    $source `into` $dest `to` $to attr-dict `:` type($result)
+    $source `into` $dest `to` $to (`async` $async^)? attr-dict `:` type($result)
   }];
+}
+
+def Loom_TransferWaitOp : Loom_Op<"transfer_wait",
+    [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "the step's later work waits for an async transfer";
+  let description = [{
+    The work after this op waits for the last `async` `loom.transfer` that
+    read `value` (its source) or wrote it (its result): after it the source
+    may be written again and the result read. Where no such transfer is in
+    flight it does nothing. Becomes one call of `loom_rt_transfer_wait`
+    with `value`'s address: on a GPU the step's stream waits for the copy
+    stream's event, on a CPU the caller for the copying thread.
+
+    ```mlir
+    loom.transfer_wait %previous : tensor<384x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 
 def Loom_SeedOp : Loom_Op<"seed", [Pure]> {

@@ -20,9 +20,25 @@ def LoomStreamTransfers
     gradients, streamed to the host as they are made). The slices must be
     along the leading dimension (contiguous, as a transfer's destination
     must be), and `%dest` defined before the loop and read by nothing
-    else.
+    else. Each slice crosses as soon as it and its place's offsets exist.
+
+    With `overlap` (the default) a layer loop's transfers then run
+    alongside its compute, double-buffered (`async`, `loom.transfer_wait`):
+    a slice sent to the host is handed to the next iteration, which waits
+    for its copy just before it starts its own, and the last is waited for
+    after the loop; a fetch into a fresh buffer of a slice of something
+    defined outside the loop, at offsets computed from the induction
+    variable, is started an iteration ahead (the first before the loop,
+    each next one under an `scf.if` where the iteration has a next) into a
+    buffer the loop hands to the iteration that reads it, which waits for
+    it first. The static arena gives each handed-on buffer two slots.
   }];
-  let dependentDialects = ["::mlir::tensor::TensorDialect",
+  let options = [Option<"overlap", "overlap", "bool", /*default=*/"true",
+                        "Start a layer loop's transfers an iteration ahead "
+                        "and wait for them an iteration later">];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
                            "::mlir::loom::LoomDialect"];
 }
 

@@ -105,17 +105,22 @@ struct FrameworkAssumptions {
   bool selectiveIsNone = false;
   /// Under offload=optimizer, the gradients leave the device bucket by
   /// bucket as the backward pass makes them (DeepSpeed's ZeRO-Offload).
-  /// Loom's step sends a layer loop's layer by layer where its plan allows
-  /// (docs/offload.md), which is priced as holding them all: an upper bound.
   bool offloadsGradientBuckets = false;
+  /// The same where the plan lets the step send a layer loop's gradients
+  /// as the loop makes them, in a copy that runs during the next layer's
+  /// backward pass: one micro-batch, not fp16, and no data-parallel
+  /// reduction after the backward pass (ZeRO-0 to 2 over replicas).
+  /// Loom's step; its device memory is still priced as holding all the
+  /// gradients, an upper bound (docs/offload.md).
+  bool offloadsLayerGradients = false;
   /// Under offload=parameters in f32, the device fetches the master weights
   /// the host keeps whole (not ZeRO-1/2's slices), with no second copy of
   /// them in the step's precision (Loom's step).
   bool fetchesF32Masters = false;
   /// Under offload=parameters, each layer's parameters are fetched from the
   /// host while the layer before computes (DeepSpeed's ZeRO-Infinity
-  /// prefetch), rather than when the layer starts (Loom's step, whose
-  /// fetches are copies it waits for).
+  /// prefetch; Loom's step, double-buffered), rather than when the layer
+  /// starts.
   bool prefetchesOffloadedParameters = false;
   /// The framework's own kernels where they were measured, replacing the
   /// cluster's EfficiencyAssumptions: the half-performance width of its

@@ -81,6 +81,8 @@
 #define LOOM_RT_SCATTER_ADD_ROWS "loom_rt_scatter_add_rows"
 #define LOOM_RT_SOFTMAX_STATS "loom_rt_softmax_stats"
 #define LOOM_RT_TRANSFER "loom_rt_transfer"
+#define LOOM_RT_TRANSFER_START "loom_rt_transfer_start"
+#define LOOM_RT_TRANSFER_WAIT "loom_rt_transfer_wait"
 #define LOOM_RT_HOST_BEGIN "loom_rt_host_begin"
 #define LOOM_RT_HOST_END "loom_rt_host_end"
 /* loom_rt_transfer's directions. */

@@ -134,6 +134,17 @@ void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
 /// gradients and parameters: between the two arenas on the CPU. The bytes
 /// are counted for the run's report (loom_transferred_bytes).
 void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t to);
+/// loom_rt_transfer that only starts the copy, which then runs alongside
+/// the step's later work, in order with the other started copies (a copy
+/// stream on a GPU, a copying thread on the CPU): `src` must not be
+/// written nor `dst` read until loom_rt_transfer_wait of either, or
+/// loom_rt_host_begin, or the end of the step's call.
+void loom_rt_transfer_start(void *dst, const void *src, int64_t bytes,
+                            int32_t to);
+/// The step's later work waits for the last started copy from or into the
+/// buffer at `ptr`, and every copy started before it; nothing where none
+/// is in flight.
+void loom_rt_transfer_wait(const void *ptr);
 /// Bracket the call of a function whose buffers are host memory (the
 /// offloaded optimizer's, loom-place-offload): the heap serves and counts
 /// what is allocated in between as host memory.

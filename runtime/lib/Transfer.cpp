@@ -1,0 +1,172 @@
+//===- Transfer.cpp - Copies between host and device memory ---------------===//
+//
+// An offloaded step moves gradients to the host and parameters to the
+// device (docs/offload.md). loom_rt_transfer copies and returns when the
+// step may go on: on the CPU a memcpy between the two arenas, on a GPU a
+// copy queued on the step's stream (Cuda.cpp).
+//
+// The transfers of a layer loop start instead (loom_rt_transfer_start) and
+// run alongside the step's later work, in the order they were started, until
+// the step waits for them (loom_rt_transfer_wait, named by the address of
+// their source or destination): a layer's gradients cross while the next
+// layer's backward pass runs, and the next layer's parameters while this one
+// computes. On a GPU they go on a copy stream of their own; on the CPU a
+// thread of their own copies them, so that the same overlap, and the same
+// waits, run where there is no GPU. Everything started is waited for before
+// the host reads what it was sent (loom_rt_host_begin) and at the end of
+// each call of an entry point.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.h"
+#include "loom/abi.h"
+#include "loom/rt.h"
+#include "loom/runtime.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace {
+/// Bytes copied either way, started or not.
+std::atomic<int64_t> transferred{0};
+
+/// The CPU's copying thread: started copies in order, and which of them are
+/// done.
+class CopyThread {
+public:
+  void start(void *dst, const void *src, size_t bytes) {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!worker.joinable())
+      worker = std::thread([this] { run(); });
+    uint64_t ticket = ++started;
+    queue.push_back({dst, src, bytes, ticket});
+    inFlight.push_back({dst, bytes, ticket});
+    inFlight.push_back({src, bytes, ticket});
+    queued.notify_one();
+  }
+
+  void wait(const void *ptr) {
+    std::unique_lock<std::mutex> lock(mutex);
+    uint64_t ticket = 0;
+    for (const Span &span : inFlight)
+      if (span.contains(ptr))
+        ticket = std::max(ticket, span.ticket);
+    finished.wait(lock, [&] { return done >= ticket; });
+    prune();
+  }
+
+  void waitAll() {
+    std::unique_lock<std::mutex> lock(mutex);
+    finished.wait(lock, [&] { return done >= started; });
+    prune();
+  }
+
+private:
+  struct Copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    uint64_t ticket;
+  };
+  /// The bytes a started copy reads or writes.
+  struct Span {
+    const void *begin;
+    size_t bytes;
+    uint64_t ticket;
+    bool contains(const void *ptr) const {
+      auto at = reinterpret_cast<uintptr_t>(ptr),
+           from = reinterpret_cast<uintptr_t>(begin);
+      return at >= from && at < from + (bytes ? bytes : 1);
+    }
+  };
+
+  /// Under the lock.
+  void prune() {
+    inFlight.erase(
+        std::remove_if(inFlight.begin(), inFlight.end(),
+                       [&](const Span &s) { return s.ticket <= done; }),
+        inFlight.end());
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      queued.wait(lock, [&] { return !queue.empty(); });
+      Copy copy = queue.front();
+      queue.pop_front();
+      lock.unlock();
+      std::memcpy(copy.dst, copy.src, copy.bytes);
+      lock.lock();
+      done = copy.ticket;
+      finished.notify_all();
+    }
+  }
+
+  std::mutex mutex;
+  std::condition_variable queued, finished;
+  std::deque<Copy> queue;
+  std::vector<Span> inFlight;
+  uint64_t started = 0, done = 0;
+  std::thread worker;
+};
+
+CopyThread &copyThread() {
+  // Leaked on purpose, with its thread: a step may still run while static
+  // destructors do, and a joinable thread's destructor would end the
+  // process.
+  static CopyThread *instance = new CopyThread();
+  return *instance;
+}
+} // namespace
+
+void loom::transfersWaitAll() {
+  if (cudaActive())
+    cudaTransfersWaitAll();
+  else
+    copyThread().waitAll();
+}
+
+extern "C" {
+
+void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t to) {
+  transferred.fetch_add(bytes);
+  if (!loom::cudaActive()) {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return;
+  }
+  // The device's part of the step goes on while the copy is queued: the
+  // host reads what it receives after loom_rt_host_begin's wait, and
+  // writes what the device fetches only after that wait too. A host
+  // function's copies are waited for: it goes on to read what it
+  // received, or to reuse the buffer it sent.
+  loom::cudaTransfer(dst, src, static_cast<size_t>(bytes), to == LOOM_TO_HOST,
+                     loom::inHostCall());
+}
+
+void loom_rt_transfer_start(void *dst, const void *src, int64_t bytes,
+                            int32_t to) {
+  transferred.fetch_add(bytes);
+  if (loom::cudaActive())
+    loom::cudaTransferStart(dst, src, static_cast<size_t>(bytes),
+                            to == LOOM_TO_HOST);
+  else
+    copyThread().start(dst, src, static_cast<size_t>(bytes));
+}
+
+void loom_rt_transfer_wait(const void *ptr) {
+  if (loom::cudaActive())
+    loom::cudaTransferWait(ptr);
+  else
+    copyThread().wait(ptr);
+}
+
+int64_t loom_transferred_bytes(void) { return transferred.load(); }
+
+} // extern "C"

@@ -1,0 +1,20 @@
+// RUN: loom-opt %s --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" | FileCheck %s
+
+// A transfer is one call of the runtime with the destination's and the
+// source's addresses, the bytes and the direction (0: to the host); an
+// async one only starts the copy, and loom.transfer_wait waits for it,
+// named by its buffer's address.
+// CHECK-LABEL: func.func @send(
+// CHECK-SAME: %[[G:.*]]: memref<8xf32>, %{{.*}}: memref<8xf32>, %{{.*}}: memref<8xf32>)
+// CHECK: call @loom_rt_transfer(%{{.*}}, %{{.*}}, %c32_i64, %c0_i32)
+// CHECK: memref.extract_aligned_pointer_as_index %[[G]]
+// CHECK: call @loom_rt_transfer_start(%{{.*}}, %{{.*}}, %c32_i64{{.*}}, %c0_i32{{.*}})
+// CHECK: memref.extract_aligned_pointer_as_index %[[G]]
+// CHECK: call @loom_rt_transfer_wait(
+// CHECK: return
+func.func @send(%g: tensor<8xf32>, %host: tensor<8xf32>, %slot: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %h = loom.transfer %g into %host to host : tensor<8xf32>
+  %s = loom.transfer %g into %slot to host async : tensor<8xf32>
+  loom.transfer_wait %g : tensor<8xf32>
+  return %h, %s : tensor<8xf32>, tensor<8xf32>
+}
