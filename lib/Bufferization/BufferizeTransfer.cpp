@@ -52,6 +52,15 @@ struct TransferModel
                           BufferizationState &state) const {
     auto op = cast<loom::TransferOp>(rawOp);
     Location loc = op.getLoc();
+    // An async copy reads its source until it is waited for, by the
+    // source's address: a source that must be made contiguous first would
+    // be a temporary, freed before then, so that copy is made at once.
+    FailureOr<Value> direct =
+        getBuffer(rewriter, op.getSource(), options, state);
+    if (failed(direct))
+      return failure();
+    bool async = op.getAsync() && memref::isStaticShapeAndContiguousRowMajor(
+                                      cast<MemRefType>(direct->getType()));
     FailureOr<Value> source =
         loom::getReadableBuffer(rewriter, op, op.getSource(), options, state);
     FailureOr<Value> dest = getBuffer(rewriter, op.getDest(), options, state);
@@ -75,8 +84,7 @@ struct TransferModel
         i32(op.getTo() == loom::Placement::host ? LOOM_TO_HOST
                                                 : LOOM_TO_DEVICE)};
     loom::buildRuntimeCall(
-        rewriter, op, op.getAsync() ? LOOM_RT_TRANSFER_START : LOOM_RT_TRANSFER,
-        args);
+        rewriter, op, async ? LOOM_RT_TRANSFER_START : LOOM_RT_TRANSFER, args);
     replaceOpWithBufferizedValues(rewriter, op, *dest);
     return success();
   }

@@ -309,13 +309,14 @@ void shareStartingSlots(MutableArrayRef<Buffer> buffers) {
     if (loops != 1 || loop->getBlock() != init.alloc->getBlock())
       continue;
     // Whatever else uses it (a transfer that fills it) comes before the
-    // loop; what the loop makes of it is the carried buffer's.
+    // loop, not in it; what the loop makes of it is the carried buffer's.
     llvm::SetVector<Value> values;
     if (!llvm::all_of(collectUsers(init.alloc.getResult(), values, loop),
                       [&](Operation *user) {
                         Operation *op =
                             loop->getBlock()->findAncestorOpInBlock(*user);
-                        return op && (op == loop || op->isBeforeInBlock(loop));
+                        return user == loop.getOperation() ||
+                               (op && op->isBeforeInBlock(loop));
                       }))
       continue;
     // The buffer the loop carries through that iteration argument (or a

@@ -19,8 +19,10 @@
 #include "loom/Dialect/LoomDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
@@ -123,6 +125,23 @@ addIterArgs(scf::ForOp loop, ValueRange inits,
   return cast<scf::ForOp>(grown->getOperation());
 }
 
+/// Whether `value` is made by the ops of `loop`'s body: a result that
+/// bufferizes to a buffer of the iteration's own, or to a view of or in
+/// place of such a value. The loop can then hand that buffer to the next
+/// iteration as it is (bufferization does not copy it at the yield), and
+/// the next iteration waits on the address the copy reads.
+bool isMadeByIteration(Value value, scf::ForOp loop,
+                       const bufferization::AnalysisState &state) {
+  Operation *def = value.getDefiningOp();
+  if (!def || def->getBlock() != loop.getBody())
+    return false;
+  return llvm::all_of(state.getAliasingOpOperands(value),
+                      [&](const bufferization::AliasingOpOperand &alias) {
+                        return isMadeByIteration(alias.opOperand->get(), loop,
+                                                 state);
+                      });
+}
+
 /// Lets the copies `sends` of `loop` (values the iteration makes, crossing
 /// to the host) run alongside the next iteration: each starts, the loop
 /// hands its source to the next iteration, which waits for the copy before
@@ -192,7 +211,11 @@ Value computeAt(OpBuilder &b, Value value, scf::ForOp loop, Value index,
 bool isPrefetchable(TransferOp fetch, scf::ForOp loop) {
   auto slice = fetch.getSource().getDefiningOp<tensor::ExtractSliceOp>();
   auto empty = fetch.getDest().getDefiningOp<tensor::EmptyOp>();
-  return fetch.getTo() == Placement::device && !fetch.getAsync() &&
+  // The first fetch is started before the loop: the loop must run.
+  std::optional<int64_t> lower = getConstantIntValue(loop.getLowerBound()),
+                         upper = getConstantIntValue(loop.getUpperBound());
+  return lower && upper && *lower < *upper &&
+         fetch.getTo() == Placement::device && !fetch.getAsync() &&
          fetch->getBlock() == loop.getBody() && slice && empty &&
          empty->hasOneUse() && empty.getType().hasStaticShape() &&
          llvm::all_of(slice->getOperands(),
@@ -264,6 +287,8 @@ struct StreamTransfersPass
     getOperation().walk(
         [&](TransferOp transfer) { transfers.push_back(transfer); });
     DominanceInfo dominance(getOperation());
+    bufferization::BufferizationOptions options;
+    bufferization::AnalysisState aliases(options);
     // Each loop's transfers, in order: the sends streamTransfer puts in
     // it, whose source the iteration makes in its body (which the loop can
     // then hand on), and the fetches it had.
@@ -271,7 +296,7 @@ struct StreamTransfersPass
     for (TransferOp transfer : transfers) {
       if (TransferOp sent = streamTransfer(transfer, dominance)) {
         auto loop = cast<scf::ForOp>(sent->getParentOp());
-        if (sent.getSource().getParentBlock() == loop.getBody())
+        if (isMadeByIteration(sent.getSource(), loop, aliases))
           sends[loop].push_back(sent);
         continue;
       }

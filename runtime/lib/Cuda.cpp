@@ -104,6 +104,9 @@ void *loom::cudaAllocate(size_t size) {
 void *loom::cudaHostAllocate(size_t size) {
   Backend &be = backend();
   void *ptr = nullptr;
+  // The host function's loops may allocate on the runtime's threads, for
+  // which the context is not current yet.
+  be.api.cuCtxSetCurrent(be.context);
   // Portable: pinned for every context, as NCCL's and cuBLASLt's are the
   // primary context anyway.
   if (CUresult r = be.api.cuMemHostAlloc(&ptr, size ? size : 1,

@@ -285,8 +285,10 @@ int64_t loom_heap_host_step_peak_bytes(void) {
 void loom_rt_host_begin(void) {
   // The host is about to read what the device sent it, and to write what
   // the device may still be fetching.
-  loom::transfersWaitAll();
+  // The step's stream first, with the progress MPI needs (its work may
+  // wait on a collective); the copies wait on nothing after it.
   loom::cudaWait();
+  loom::transfersWaitAll();
   hostDepth.fetch_add(1);
 }
 

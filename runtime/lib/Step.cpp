@@ -203,12 +203,12 @@ bool loom_model::call(const char *entryName, const int32_t *tokens,
   moveStoreToDevice();
   heapBeginCall();
   entry.fn(entry.buffers.data());
-  // What the call started and did not wait for (a compiled step waits for
-  // its own) is done before anyone reads what it wrote.
-  transfersWaitAll();
   heapEndCall();
   if (cudaActive() && !cudaSynchronize())
     return false;
+  // What the call started and did not wait for (a compiled step waits for
+  // its own) is done before anyone reads what it wrote.
+  transfersWaitAll();
   loss = scalars[0].loss;
   gradNorm = scalars[0].gradNorm;
   return true;

@@ -10,8 +10,10 @@
 // the step waits for them (loom_rt_transfer_wait, named by the address of
 // their source or destination): a layer's gradients cross while the next
 // layer's backward pass runs, and the next layer's parameters while this one
-// computes. On a GPU they go on a copy stream of their own; on the CPU a
-// thread of their own copies them, so that the same overlap, and the same
+// computes. On a GPU they go on a copy stream of their own (on the step's
+// stream where the host may not touch managed memory while kernels run,
+// which waits for each piece of work anyway); on the CPU a thread of their
+// own copies them, so that the same overlap, and the same
 // waits, run where there is no GPU. Everything started is waited for before
 // the host reads what it was sent (loom_rt_host_begin) and at the end of
 // each call of an entry point.

@@ -102,6 +102,33 @@ func.func @carried_read_after(%out: memref<f32>) {
 
 // -----
 
+// A starting buffer the body reads besides (not only through the
+// iteration argument) keeps a place of its own: later iterations still
+// read it while the odd slot is written.
+// CHECK-LABEL: func.func @carried_read_inside
+// CHECK-SAME: loom.arena = {bytes = 768 : i64
+func.func @carried_read_inside(%out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %one = arith.constant 1.0 : f32
+  %init = memref.alloc() : memref<64xf32>
+  memref.store %one, %init[%c0] : memref<64xf32>
+  %last = scf.for %i = %c0 to %c4 step %c1 iter_args(%prev = %init) -> (memref<64xf32>) {
+    %next = memref.alloc() : memref<64xf32>
+    %x = memref.load %prev[%c0] : memref<64xf32>
+    %y = memref.load %init[%c0] : memref<64xf32>
+    %z = arith.addf %x, %y : f32
+    memref.store %z, %next[%c0] : memref<64xf32>
+    scf.yield %next : memref<64xf32>
+  }
+  %r = memref.load %last[%c0] : memref<64xf32>
+  memref.store %r, %out[] : memref<f32>
+  return
+}
+
+// -----
+
 // Buffers of a loop whose iterations may run at once, and buffers of
 // dynamic size, stay on the heap.
 // CHECK-LABEL: func.func @heap

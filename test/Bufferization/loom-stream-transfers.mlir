@@ -9,7 +9,7 @@
 // CHECK-SAME: %[[X:.*]]: tensor<8xf32>, %[[HOST:.*]]: tensor<4x8xf32>)
 // CHECK-NOT: tensor.empty() : tensor<4x8xf32>
 // CHECK: %[[R:.*]] = scf.for %[[L:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %[[HOST]]) -> (tensor<4x8xf32>)
-// CHECK: %[[Y:.*]] = loom.add %[[X]], %[[X]] : tensor<8xf32>
+// CHECK: %[[Y:.*]] = linalg.add ins(%[[X]], %[[X]] : tensor<8xf32>, tensor<8xf32>)
 // CHECK-NEXT: %[[SLOT:.*]] = tensor.extract_slice %[[ACC]][%[[L]], 0] [1, 8] [1, 1] : tensor<4x8xf32> to tensor<8xf32>
 // CHECK-NEXT: %[[SENT:.*]] = loom.transfer %[[Y]] into %[[SLOT]] to host : tensor<8xf32>
 // CHECK-NEXT: %[[IN:.*]] = tensor.insert_slice %[[SENT]] into %[[ACC]][%[[L]], 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<4x8xf32>
@@ -24,7 +24,7 @@
 // OVERLAP-LABEL: func.func @stream(
 // OVERLAP: %[[FIRST:.*]] = tensor.empty() : tensor<8xf32>
 // OVERLAP: %[[R:.*]]:2 = scf.for %[[L:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %{{.*}}, %[[PREV:.*]] = %[[FIRST]]) -> (tensor<4x8xf32>, tensor<8xf32>)
-// OVERLAP: %[[Y:.*]] = loom.add
+// OVERLAP: %[[Y:.*]] = linalg.add
 // OVERLAP-NEXT: %[[SLOT:.*]] = tensor.extract_slice %[[ACC]]
 // OVERLAP-NEXT: loom.transfer_wait %[[PREV]] : tensor<8xf32>
 // OVERLAP-NEXT: %[[SENT:.*]] = loom.transfer %[[Y]] into %[[SLOT]] to host async : tensor<8xf32>
@@ -38,7 +38,8 @@ func.func @stream(%x: tensor<8xf32>, %host: tensor<4x8xf32>) -> tensor<4x8xf32> 
   %c4 = arith.constant 4 : index
   %empty = tensor.empty() : tensor<4x8xf32>
   %stack = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %empty) -> (tensor<4x8xf32>) {
-    %y = loom.add %x, %x : tensor<8xf32>
+    %e = tensor.empty() : tensor<8xf32>
+    %y = linalg.add ins(%x, %x : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) -> tensor<8xf32>
     %in = tensor.insert_slice %y into %acc[%l, 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<4x8xf32>
     scf.yield %in : tensor<4x8xf32>
   }
@@ -207,4 +208,49 @@ func.func @fetch_carried_offset(%w: tensor<4x8xf32>, %x: tensor<8xf32>) -> tenso
     scf.yield %y, %next : tensor<8xf32>, index
   }
   return %r#0 : tensor<8xf32>
+}
+
+// -----
+
+// A loop whose trip count is not known to be positive: its fetch is not
+// started before it.
+// OVERLAP-LABEL: func.func @fetch_unknown_bounds(
+// OVERLAP-NOT: async
+// OVERLAP: return
+func.func @fetch_unknown_bounds(%w: tensor<4x8xf32>, %x: tensor<8xf32>, %n: index) -> tensor<8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %l = %c0 to %n step %c1 iter_args(%acc = %x) -> (tensor<8xf32>) {
+    %slice = tensor.extract_slice %w[%l, 0] [1, 8] [1, 1] : tensor<4x8xf32> to tensor<8xf32>
+    %buffer = tensor.empty() : tensor<8xf32>
+    %layer = loom.transfer %slice into %buffer to device : tensor<8xf32>
+    %y = loom.add %acc, %layer : tensor<8xf32>
+    scf.yield %y : tensor<8xf32>
+  }
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// The slice sent is a view of a value from outside the loop: handed to the
+// next iteration, bufferization would copy it at the yield, and the wait
+// would name the copy. It is streamed, but its transfer is waited for.
+// OVERLAP-LABEL: func.func @send_outside_view(
+// OVERLAP: scf.for
+// OVERLAP-NOT: async
+// OVERLAP: loom.transfer %{{.*}} into %{{.*}} to host : tensor<8xf32>
+// OVERLAP-NOT: async
+// OVERLAP: return
+func.func @send_outside_view(%all: tensor<4x8xf32>, %host: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %empty = tensor.empty() : tensor<4x8xf32>
+  %stack = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %empty) -> (tensor<4x8xf32>) {
+    %y = tensor.extract_slice %all[%l, 0] [1, 8] [1, 1] : tensor<4x8xf32> to tensor<8xf32>
+    %in = tensor.insert_slice %y into %acc[%l, 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<4x8xf32>
+    scf.yield %in : tensor<4x8xf32>
+  }
+  %sent = loom.transfer %stack into %host to host : tensor<4x8xf32>
+  return %sent : tensor<4x8xf32>
 }

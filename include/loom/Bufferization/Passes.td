@@ -24,11 +24,13 @@ def LoomStreamTransfers
 
     With `overlap` (the default) a layer loop's transfers then run
     alongside its compute, double-buffered (`async`, `loom.transfer_wait`):
-    a slice sent to the host is handed to the next iteration, which waits
-    for its copy just before it starts its own, and the last is waited for
-    after the loop; a fetch into a fresh buffer of a slice of something
-    defined outside the loop, at offsets computed from the induction
-    variable, is started an iteration ahead (the first before the loop,
+    a slice sent to the host whose value the iteration makes (it
+    bufferizes to a buffer of the iteration's own, or a view of one) is
+    handed to the next iteration, which waits for its copy just before it
+    starts its own, and the last is waited for after the loop; a fetch
+    into a fresh buffer of a slice of something defined outside a loop of
+    constant bounds that runs at least once, at offsets computed from the
+    induction variable, is started an iteration ahead (the first before the loop,
     each next one under an `scf.if` where the iteration has a next) into a
     buffer the loop hands to the iteration that reads it, which waits for
     it first. The static arena gives each handed-on buffer two slots.

@@ -131,8 +131,11 @@ void loom_rt_attention_grad(int32_t dtype, int64_t batch, int64_t seq,
 /// CPU a task per range of columns, on a GPU a thread per (row, column).
 /// Copies `bytes` from `src` to `dst` between host and device memory
 /// (`to`: LOOM_TO_HOST or LOOM_TO_DEVICE), the offloaded optimizer's
-/// gradients and parameters: between the two arenas on the CPU. The bytes
-/// are counted for the run's report (loom_transferred_bytes).
+/// gradients and parameters: between the two arenas on the CPU. On a GPU
+/// the copy is queued on the step's stream: the host may read `dst` after
+/// loom_rt_host_begin or the end of the step's call, unless the call is
+/// made inside the host's bracket, which waits for it. The bytes are
+/// counted for the run's report (loom_transferred_bytes).
 void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t to);
 /// loom_rt_transfer that only starts the copy, which then runs alongside
 /// the step's later work, in order with the other started copies (a copy
@@ -147,7 +150,9 @@ void loom_rt_transfer_start(void *dst, const void *src, int64_t bytes,
 void loom_rt_transfer_wait(const void *ptr);
 /// Bracket the call of a function whose buffers are host memory (the
 /// offloaded optimizer's, loom-place-offload): the heap serves and counts
-/// what is allocated in between as host memory.
+/// what is allocated in between as host memory (pinned on a GPU).
+/// loom_rt_host_begin first waits for the GPU's work and every started
+/// transfer, whose results the host is about to read.
 void loom_rt_host_begin(void);
 void loom_rt_host_end(void);
 void loom_rt_scatter_add_rows(int32_t dtype, int64_t n, int64_t rows,
