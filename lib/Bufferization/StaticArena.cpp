@@ -16,9 +16,8 @@
 // in turn by even and odd iterations; a buffer made before the loop only
 // to start it (nothing but the loop uses it from the loop on: a layer
 // fetched ahead, an async transfer's first wait) takes the odd slot, which
-// the first iteration does not use. Buffers
-// of dynamic size, or made inside a loop whose iterations may run at once,
-// stay on the heap.
+// the first iteration does not use. Buffers of dynamic size, or made inside
+// a loop whose iterations may run at once, stay on the heap.
 //
 //===----------------------------------------------------------------------===//
 

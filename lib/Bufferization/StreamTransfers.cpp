@@ -222,12 +222,20 @@ bool isPrefetchable(TransferOp fetch, scf::ForOp loop) {
                       [&](Value v) { return isOfIteration(v, loop); });
 }
 
-/// The fetch `fetch` started into a fresh buffer for iteration `index`.
-Value startFetch(OpBuilder &b, TransferOp fetch, scf::ForOp loop, Value index) {
+/// A fresh buffer of `fetch`'s type.
+Value emptyLike(OpBuilder &b, TransferOp fetch) {
+  return tensor::EmptyOp::create(b, fetch.getLoc(), fetch.getType(),
+                                 ValueRange{});
+}
+
+/// The fetch `fetch` started for iteration `index` into `buffer`, or into a
+/// fresh one.
+Value startFetch(OpBuilder &b, TransferOp fetch, scf::ForOp loop, Value index,
+                 Value buffer = {}) {
   IRMapping mapping;
   Value slice = computeAt(b, fetch.getSource(), loop, index, mapping);
-  Value buffer =
-      tensor::EmptyOp::create(b, fetch.getLoc(), fetch.getType(), ValueRange{});
+  if (!buffer)
+    buffer = emptyLike(b, fetch);
   return TransferOp::create(b, fetch.getLoc(), slice, buffer, fetch.getTo(),
                             /*async=*/true);
 }
@@ -252,17 +260,12 @@ void prefetch(scf::ForOp loop, ArrayRef<TransferOp> fetches) {
       TransferOp fetch = fetches[index];
       at.setInsertionPoint(fetch);
       Location here = fetch.getLoc();
-      Value buffer =
-          tensor::EmptyOp::create(at, here, fetch.getType(), ValueRange{});
+      Value buffer = emptyLike(at, fetch);
       auto ahead = scf::IfOp::create(
           at, here, more,
           [&](OpBuilder &then, Location) {
-            IRMapping mapping;
-            Value slice =
-                computeAt(then, fetch.getSource(), loop, next, mapping);
-            Value started = TransferOp::create(then, here, slice, buffer,
-                                               fetch.getTo(), /*async=*/true);
-            scf::YieldOp::create(then, here, started);
+            scf::YieldOp::create(then, here,
+                                 startFetch(then, fetch, loop, next, buffer));
           },
           [&](OpBuilder &otherwise, Location) {
             scf::YieldOp::create(otherwise, here, buffer);

@@ -62,7 +62,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     // Measured: the GPU idled 1.95 ms of an H100's 152.73 ms GPT-2 124M
     // step (docs/cost-model.md); the host queues the whole step ahead.
     f.stepOverhead = 0.002;
-    // One stream: nothing overlaps the compute.
+    // The collectives share the step's stream: none overlaps the compute.
     f.overlapContention = 1;
     f.selectiveIsNone = true;
     f.fetchesF32Masters = true;
@@ -416,6 +416,11 @@ private:
   /// The micro-batches a stage's rank holds at once, by the schedule.
   double inFlight(int64_t stage) const;
   RankMemory rankMemory(const StageWork &w, double inFlight) const;
+  /// Whether each replica updates a slice of the flattened parameters
+  /// (ZeRO-1/2 over several), which the step then gathers whole.
+  bool updatesSlices() const {
+    return dp > 1 && (plan.zero == 1 || plan.zero == 2);
+  }
   /// The data-parallel traffic of a stage's parameters, on a stream of its
   /// own beside the compute.
   double dataParallelTime(const StageWork &w) const;
@@ -587,8 +592,7 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   if (plan.offload == Offload::parameters) {
     // The host keeps the parameters (the rank's shards under ZeRO-3); the
     // device the layer it computes and the next, fetched ahead.
-    bool slices = dp > 1 && (plan.zero == 1 || plan.zero == 2);
-    if (!(fw.fetchesF32Masters && elementBytes == 4 && !slices))
+    if (!(fw.fetchesF32Masters && elementBytes == 4 && !updatesSlices()))
       host += weights;
     weights = 0;
     temporary += 2 * std::min(params, w.largestLayer) * elementBytes /
@@ -688,8 +692,9 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
         // whole from the ranks' slices (ZeRO-1/2); each micro-batch's
         // forward and backward passes fetch the rank's parameters (its
         // shards under ZeRO-3) layer by layer.
-        bool gathered = dp > 1 && (plan.zero == 1 || plan.zero == 2);
-        up = gathered ? (optimizerParams + w.params) * elementBytes / link : 0;
+        up = updatesSlices()
+                 ? (optimizerParams + w.params) * elementBytes / link
+                 : 0;
         fetches =
             2 * m * w.params / (plan.zero >= 3 ? dp : 1) * elementBytes / link;
       }

@@ -33,7 +33,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -284,9 +283,9 @@ int64_t loom_heap_host_step_peak_bytes(void) {
 
 void loom_rt_host_begin(void) {
   // The host is about to read what the device sent it, and to write what
-  // the device may still be fetching.
-  // The step's stream first, with the progress MPI needs (its work may
-  // wait on a collective); the copies wait on nothing after it.
+  // the device may still be fetching: the step's stream first, with the
+  // progress MPI needs (its work may wait on a collective), then the
+  // started copies, which wait on nothing after it.
   loom::cudaWait();
   loom::transfersWaitAll();
   hostDepth.fetch_add(1);

@@ -13,10 +13,10 @@
 // computes. On a GPU they go on a copy stream of their own (on the step's
 // stream where the host may not touch managed memory while kernels run,
 // which waits for each piece of work anyway); on the CPU a thread of their
-// own copies them, so that the same overlap, and the same
-// waits, run where there is no GPU. Everything started is waited for before
-// the host reads what it was sent (loom_rt_host_begin) and at the end of
-// each call of an entry point.
+// own copies them, so that the same overlap, and the same waits, run where
+// there is no GPU. Everything started is waited for before the host reads
+// what it was sent (loom_rt_host_begin) and at the end of each call of an
+// entry point.
 //
 //===----------------------------------------------------------------------===//
 
