@@ -71,7 +71,8 @@ struct TransferModel
       return op.emitOpError("transfers into a buffer that may not be "
                             "contiguous");
     auto type = op.getResult().getType();
-    int64_t bytes = type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+    // An i1 takes a byte, as LLVM stores it.
+    int64_t bytes = loom::getStaticBytes(type);
     auto i32 = [&](int32_t value) -> Value {
       return arith::ConstantOp::create(rewriter, loc,
                                        rewriter.getI32IntegerAttr(value));

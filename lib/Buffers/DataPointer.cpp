@@ -17,8 +17,8 @@ Value mlir::loom::buildDataPointer(OpBuilder &b, Location loc, Value buffer,
   if (metadata)
     *metadata = view;
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
-  int64_t width =
-      cast<MemRefType>(buffer.getType()).getElementTypeBitWidth() / 8;
+  int64_t width = llvm::divideCeil(
+      cast<MemRefType>(buffer.getType()).getElementTypeBitWidth(), 8);
   Value bytes = arith::MulIOp::create(
       b, loc, view.getOffset(), arith::ConstantIndexOp::create(b, loc, width));
   Value address = arith::IndexCastOp::create(

@@ -18,3 +18,12 @@ func.func @send(%g: tensor<8xf32>, %host: tensor<8xf32>, %slot: tensor<8xf32>) -
   loom.transfer_wait %g : tensor<8xf32>
   return %h, %s : tensor<8xf32>, tensor<8xf32>
 }
+
+// A flag crosses as the byte LLVM stores an i1 in, not as nothing (fp16's
+// skip-the-update flag, which a multi-rank step decides on the device).
+// CHECK-LABEL: func.func @flag(
+// CHECK: call @loom_rt_transfer(%{{.*}}, %{{.*}}, %c1_i64, %c0_i32)
+func.func @flag(%f: tensor<i1>, %host: tensor<i1>) -> tensor<i1> {
+  %h = loom.transfer %f into %host to host : tensor<i1>
+  return %h : tensor<i1>
+}
