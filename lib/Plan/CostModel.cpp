@@ -395,6 +395,8 @@ struct StageWork {
   /// ZeRO-3's gathers and reduce-scatters, one per group and pass.
   double zeroForward = 0, zeroBackward = 0;
   double params = 0, kept = 0, transient = 0, largestLayer = 0;
+  /// The parameters outside the layer loop (embedding, head).
+  double outsideParams = 0;
   double keptOutside = 0, keptStatistics = 0;
 };
 
@@ -420,6 +422,14 @@ private:
   /// (ZeRO-1/2 over several), which the step then gathers whole.
   bool updatesSlices() const {
     return dp > 1 && (plan.zero == 1 || plan.zero == 2);
+  }
+  /// Whether an offload plan's gradients leave the device as the backward
+  /// pass makes them: bucket by bucket (PyTorch), or a layer loop's layer
+  /// by layer, where one micro-batch makes them and no reduction over
+  /// replicas follows the backward pass (Loom's step).
+  bool streamsGradients() const {
+    return fw.offloadsGradientBuckets ||
+           (fw.offloadsLayerGradients && m == 1 && !(dp > 1 && plan.zero <= 2));
   }
   /// The data-parallel traffic of a stage's parameters, on a stream of its
   /// own beside the compute.
@@ -517,6 +527,8 @@ StageWork PlanPricer::sumStage(int64_t stage,
       w.transient = std::max(w.transient, g.largestFp32Copy);
     if (isLayer)
       w.largestLayer = std::max(w.largestLayer, g.parameters);
+    else
+      w.outsideParams += g.parameters;
     if (wholeStage) {
       chunkActivations[chunk] += g.activations;
       w.recompute += g.tFwd;
@@ -585,9 +597,14 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   double temporary = w.transient;
   if (host > 0) {
     optimizer = 0;
-    // Streamed to the host, the gradients hold a bucket of the device.
+    // Streamed to the host, the gradients hold a bucket of the device, or
+    // the layer loop's two layers (one in flight) and what the layers
+    // outside it make.
     if (fw.offloadsGradientBuckets)
       gradients = std::min(params, fw.reduceBucketElements) * gradBytes;
+    else if (streamsGradients())
+      gradients = std::min(params, w.outsideParams + 2 * w.largestLayer) *
+                  gradBytes / (plan.zero >= 2 ? shard : 1);
   }
   if (plan.offload == Offload::parameters) {
     // The host keeps the parameters (the rank's shards under ZeRO-3); the
@@ -699,12 +716,8 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
             2 * m * w.params / (plan.zero >= 3 ? dp : 1) * elementBytes / link;
       }
       transfer = down + up + fetches;
-      bool streams =
-          fw.offloadsGradientBuckets ||
-          (fw.offloadsLayerGradients && m == 1 &&
-           precision != Precision::fp16 && !(dp > 1 && plan.zero <= 2));
       exposedTransfer =
-          (streams ? std::max(0.0, down - w.backward) : down) + up +
+          (streamsGradients() ? std::max(0.0, down - w.backward) : down) + up +
           (fw.prefetchesOffloadedParameters
                ? std::max(0.0, fetches - m * (w.compute + w.recompute))
                : fetches);

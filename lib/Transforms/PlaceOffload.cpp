@@ -71,15 +71,46 @@ Type getCopyElementType(BlockArgument param) {
   return narrow ? narrow : own;
 }
 
+/// `scan` with `value`, defined before it, carried through its body
+/// unchanged, so that the body can read it: the body is isolated from
+/// above. Returns the scan (a new one unless it carries `value` so already)
+/// and the carried value's block argument.
+std::pair<ScanOp, BlockArgument> carryInvariant(ScanOp scan, Value value) {
+  unsigned numCarries = scan.getNumCarries();
+  for (auto [i, init] : llvm::enumerate(scan.getInits()))
+    if (init == value &&
+        scan.getYield()->getOperand(i) == scan.getCarryArguments()[i])
+      return {scan, scan.getCarryArguments()[i]};
+  SmallVector<Value> inits(scan.getInits());
+  inits.push_back(value);
+  SmallVector<Type> types(scan.getResults().take_front(numCarries).getTypes());
+  types.push_back(value.getType());
+  llvm::append_range(types, scan.getStackedResults().getTypes());
+  OpBuilder b(scan);
+  auto carried =
+      ScanOp::create(b, scan.getLoc(), types, inits, scan.getStacked(),
+                     scan.getLength(), scan.getReverse());
+  carried->setDiscardableAttrs(scan->getDiscardableAttrDictionary());
+  carried.getBody().takeBody(scan.getBody());
+  BlockArgument inside = carried.getBodyBlock().insertArgument(
+      numCarries, value.getType(), value.getLoc());
+  YieldOp yield = carried.getYield();
+  yield->insertOperands(numCarries, inside);
+  for (auto [i, result] : llvm::enumerate(scan.getResults()))
+    result.replaceAllUsesWith(carried.getResult(i < numCarries ? i : i + 1));
+  scan.erase();
+  return {carried, inside};
+}
+
 /// Mixed precision: the backward loop stacks a layer gradient in the
 /// step's precision, and the gradient function widens the whole stack to
-/// f32 after the loop. For the stack to cross to the host as it is made
-/// (loom-stream-transfers), each layer's gradient is widened in the loop
-/// instead: the same elements, and the device never holds either stack
-/// whole. Only for a gradient nothing else on the device reads: a stack
-/// that stays would be f32 through the loop. The gradient function is
-/// rewritten for every caller: as an entry of its own (gradient checks) it
-/// stacks f32 too.
+/// f32 after the loop (dividing it by fp16's loss scale). For the stack to
+/// cross to the host as it is made (loom-stream-transfers), each layer's
+/// gradient is widened in the loop instead, by the same scale: the same
+/// elements, and the device never holds either stack whole. Only for a
+/// gradient nothing else on the device reads: a stack that stays would be
+/// f32 through the loop. The gradient function is rewritten for every
+/// caller: as an entry of its own (gradient checks) it stacks f32 too.
 void widenInLoop(func::CallOp call, unsigned result) {
   auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
       call, call.getCalleeAttr());
@@ -87,20 +118,33 @@ void widenInLoop(func::CallOp call, unsigned result) {
     return;
   auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
   auto widen = ret.getOperand(result).getDefiningOp<ConvertOp>();
-  if (!widen || widen.getScale() || !widen->hasOneUse())
+  if (!widen || !widen->hasOneUse())
     return;
   auto stack = dyn_cast<OpResult>(widen.getInput());
   auto scan = stack ? dyn_cast<ScanOp>(stack.getOwner()) : ScanOp();
   if (!scan || !stack.hasOneUse() ||
       stack.getResultNumber() < scan.getNumCarries())
     return;
+  // The scale reaches the body as a carried value (fp16's loss scale is
+  // computed once, before the loops).
+  Value scale = widen.getScale();
+  Value scaleInside;
+  if (scale) {
+    Operation *def = scale.getDefiningOp();
+    if (def &&
+        (def->getBlock() != scan->getBlock() || !def->isBeforeInBlock(scan)))
+      return;
+    unsigned stacked = stack.getResultNumber() - scan.getNumCarries();
+    std::tie(scan, scaleInside) = carryInvariant(scan, scale);
+    stack = scan.getStackedResults()[stacked];
+  }
   OpOperand &yielded = scan.getYield()->getOpOperand(stack.getResultNumber());
   Type wide = getElementTypeOrSelf(widen.getType());
   OpBuilder b(scan.getYield());
   yielded.set(ConvertOp::create(
       b, widen.getLoc(),
       cast<RankedTensorType>(yielded.get().getType()).clone(wide),
-      yielded.get(), Value()));
+      yielded.get(), scaleInside));
   stack.setType(widen.getType());
   widen.replaceAllUsesWith(stack);
   widen.erase();

@@ -177,6 +177,53 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
 
 // -----
 
+// fp16: the gradient function widens the stack dividing it by the loss
+// scale. The scale, computed before the loop, is carried through the loop
+// unchanged (its body is isolated from above), once for every gradient,
+// and each layer's gradient is widened and divided in the loop.
+// CHECK-LABEL: func.func @forward_grad
+// CHECK: %[[INV:.*]] = tensor.from_elements
+// CHECK: %[[Y:.*]]:4 = loom.scan carry(%{{.*}}, %[[INV]] : tensor<8xf16>, tensor<f32>) {{.*}} -> (tensor<8xf16>, tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK-NEXT: ^bb0(%{{.*}}: tensor<8xf16>, %[[S:.*]]: tensor<f32>,
+// CHECK: %[[A:.*]] = loom.convert %{{.*}} scale %[[S]] : tensor<8xf16> to tensor<8xf32>
+// CHECK: %[[B:.*]] = loom.convert %{{.*}} scale %[[S]] : tensor<8xf16> to tensor<8xf32>
+// CHECK-NEXT: loom.yield %{{.*}}, %[[S]], %[[A]], %[[B]] : tensor<8xf16>, tensor<f32>, tensor<8xf32>, tensor<8xf32>
+// CHECK-NOT: loom.convert
+// CHECK: return %{{.*}}, %[[Y]]#2, %[[Y]]#3
+// CHECK-LABEL: func.func @train_step(
+// CHECK: %[[G:.*]]:3 = call @forward_grad
+// CHECK-NEXT: loom.transfer %[[G]]#1 into %{{.*}} to host : tensor<4x8xf32>
+// CHECK-NEXT: loom.transfer %[[G]]#2 into %{{.*}} to host : tensor<4x8xf32>
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 1, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
+  func.func @forward_grad(%w: tensor<4x8xf32> {loom.param = "h.*.w"}, %u: tensor<4x8xf32> {loom.param = "h.*.u"}, %x: tensor<8xf16> {loom.input = "x"}, %scale: tensor<f32> {loom.input = "loss_scale"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.grad = "h.*.w"}, tensor<4x8xf32> {loom.grad = "h.*.u"}) {
+    %e = tensor.extract %scale[] : tensor<f32>
+    %one = arith.constant 1.0 : f32
+    %r = arith.divf %one, %e : f32
+    %inv = tensor.from_elements %r : tensor<f32>
+    %n = loom.convert %w : tensor<4x8xf32> to tensor<4x8xf16>
+    %k = loom.convert %u : tensor<4x8xf32> to tensor<4x8xf16>
+    %y:3 = loom.scan carry(%x : tensor<8xf16>) over(%n, %k : tensor<4x8xf16>, tensor<4x8xf16>) length = 4 reverse -> (tensor<8xf16>, tensor<4x8xf16>, tensor<4x8xf16>) {
+    ^bb0(%xl: tensor<8xf16>, %wl: tensor<8xf16>, %ul: tensor<8xf16>):
+      %s = loom.add %xl, %wl : tensor<8xf16>
+      %t = loom.add %s, %ul : tensor<8xf16>
+      loom.yield %t, %s, %t : tensor<8xf16>, tensor<8xf16>, tensor<8xf16>
+    }
+    %sq = loom.sum_squares %n : tensor<4x8xf16> -> tensor<f32>
+    %gw = loom.convert %y#1 scale %inv : tensor<4x8xf16> to tensor<4x8xf32>
+    %gu = loom.convert %y#2 scale %inv : tensor<4x8xf16> to tensor<4x8xf32>
+    return %sq, %gw, %gu : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+  func.func @train_step(%w: tensor<4x8xf32> {loom.param = "h.*.w"}, %u: tensor<4x8xf32> {loom.param = "h.*.u"}, %mw: tensor<4x8xf32> {loom.state = "m.h.*.w"}, %mu: tensor<4x8xf32> {loom.state = "m.h.*.u"}, %vw: tensor<4x8xf32> {loom.state = "v.h.*.w"}, %vu: tensor<4x8xf32> {loom.state = "v.h.*.u"}, %x: tensor<8xf16> {loom.input = "x"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}, %scale: tensor<f32> {loom.input = "loss_scale"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4x8xf32> {loom.updates = 0 : i64}, tensor<4x8xf32> {loom.updates = 1 : i64}, tensor<4x8xf32> {loom.updates = 2 : i64}, tensor<4x8xf32> {loom.updates = 3 : i64}, tensor<4x8xf32> {loom.updates = 4 : i64}, tensor<4x8xf32> {loom.updates = 5 : i64}) {
+    %loss, %gw, %gu = call @forward_grad(%w, %u, %x, %scale) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf16>, tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>)
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %gw, %mw, %vw, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    %q, %m3, %v3 = loom.adamw %u, %gu, %mu, %vu, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    return %loss, %p, %q, %m2, %m3, %v2, %v3 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+}
+
+// -----
+
 // A device op that mixes a sent gradient with the device's values (the norm
 // under ZeRO-1 reads the whole reduced gradients, of which the host gets a
 // slice) reads the device's gradient: it cannot read host memory.
