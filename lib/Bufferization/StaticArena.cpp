@@ -132,6 +132,20 @@ SmallVector<Operation *> collectUsers(Value root,
           values.insert(loop.getRegionIterArgs()[index]);
         continue;
       }
+      // A loop's starting value reaches the loop's result in its place, and
+      // those of the places the body passes it on to.
+      if (auto loop = dyn_cast<scf::ForOp>(user);
+          loop && use.getOperandNumber() >= loop.getNumControlOperands()) {
+        unsigned index = use.getOperandNumber() - loop.getNumControlOperands();
+        values.insert(loop.getResult(index));
+        llvm::SetVector<Value> inside;
+        collectUsers(loop.getRegionIterArgs()[index], inside, loop);
+        for (auto [place, result] :
+             llvm::zip(loop.getYieldedValues(), loop.getResults()))
+          if (inside.contains(place))
+            values.insert(result);
+        continue;
+      }
       // A float read from a buffer holds no address; any other result may
       // (a view, a pointer as an integer).
       for (Value result : user->getResults())

@@ -220,3 +220,34 @@ func.func @train_step(%out: memref<f32>) {
 #forward = loc(fused<"loom.forward">["f"])
 #backward = loc(fused<"loom.backward">["b"])
 #accumulation = loc(fused<"loom.accumulation">["a"])
+
+// -----
+
+// A buffer that starts one place of a loop reaches that place's result,
+// and those the body passes it on to, not the loop's other places: here
+// the inner loop's second place, which the outer loop carries (a sum in a
+// buffer of the caller's), does not hold the buffer, which stays in the
+// arena (it used to be left on the heap).
+// CHECK-LABEL: func.func @starts_one_place
+// CHECK-SAME: loom.arena = {bytes = 64 : i64
+// CHECK-NOT: memref.alloc() : memref<8xf32>
+// CHECK: memref.view
+func.func @starts_one_place(%sum: memref<8xf32>, %out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %one = arith.constant 1.0 : f32
+  %r = scf.for %o = %c0 to %c2 step %c1 iter_args(%s = %sum) -> (memref<8xf32>) {
+    %start = memref.alloc() : memref<8xf32>
+    memref.store %one, %start[%c0] : memref<8xf32>
+    %in:2 = scf.for %l = %c0 to %c2 step %c1 iter_args(%a = %start, %b = %s) -> (memref<8xf32>, memref<8xf32>) {
+      %x = memref.load %a[%c0] : memref<8xf32>
+      memref.store %x, %b[%c0] : memref<8xf32>
+      scf.yield %a, %b : memref<8xf32>, memref<8xf32>
+    }
+    %y = memref.load %in#0[%c0] : memref<8xf32>
+    memref.store %y, %out[] : memref<f32>
+    scf.yield %in#1 : memref<8xf32>
+  }
+  return
+}
