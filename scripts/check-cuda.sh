@@ -34,6 +34,10 @@
 #               10 steps
 #   tiny-offload-params-bf16  gpt2-tiny, bf16, offload=parameters (each
 #               layer fetched from host memory), 10 steps
+#   tiny-offload-mb2-fp16  gpt2-tiny, fp16 in 2 micro-batches with
+#               offload=optimizer (each layer's gradient unscaled in the
+#               loop, the micro-batches' gradients summed on the host), 30
+#               steps
 #   dp2-zero2-offload-bf16  the same as tiny-offload-bf16 under ZeRO-2
 #               over 2 ranks (each rank's host updates its slice)
 #   dp2, tp2, pp2  gpt2-tiny, fp32, 10 steps on 2 ranks: data, tensor and
@@ -115,6 +119,7 @@ checks() {
   echo "tiny-offload|$tiny --plan offload=optimizer|10|1e-4|--norms|1"
   echo "tiny-offload-bf16|$tiny --plan precision=bf16,offload=optimizer|10|2e-3|--norms|1"
   echo "tiny-offload-params-bf16|$tiny --plan precision=bf16,offload=parameters|10|2e-3|--norms|1"
+  echo "tiny-offload-mb2-fp16|$tiny --plan mb=2,precision=fp16,offload=optimizer|30|5e-3||1|tiny"
   if command -v "$mpirun" >/dev/null; then
     echo "dp2|$tiny --plan dp=2|10|1e-4|--norms|2"
     echo "tp2|$tiny --plan tp=2|10|1e-4|--norms|2"

@@ -33,7 +33,10 @@ struct TransferModel
                                                     loom::TransferOp> {
   bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
                               const AnalysisState &) const {
-    return &operand == &cast<loom::TransferOp>(op).getSourceMutable();
+    auto transfer = cast<loom::TransferOp>(op);
+    // An accumulating transfer adds the destination's elements.
+    return &operand == &transfer.getSourceMutable() ||
+           (transfer.getAccumulate() && &operand == &transfer.getDestMutable());
   }
   bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
                                const AnalysisState &) const {
@@ -81,11 +84,17 @@ struct TransferModel
         loom::buildDataPointer(rewriter, loc, *dest),
         loom::buildDataPointer(rewriter, loc, *source),
         arith::ConstantOp::create(rewriter, loc,
-                                  rewriter.getI64IntegerAttr(bytes)),
-        i32(op.getTo() == loom::Placement::host ? LOOM_TO_HOST
-                                                : LOOM_TO_DEVICE)};
-    loom::buildRuntimeCall(
-        rewriter, op, async ? LOOM_RT_TRANSFER_START : LOOM_RT_TRANSFER, args);
+                                  rewriter.getI64IntegerAttr(bytes))};
+    StringRef callee = async ? LOOM_RT_TRANSFER_START : LOOM_RT_TRANSFER;
+    if (Value more = op.getAccumulate()) {
+      args.push_back(
+          arith::ExtUIOp::create(rewriter, loc, rewriter.getI32Type(), more));
+      callee = async ? LOOM_RT_TRANSFER_ADD_START : LOOM_RT_TRANSFER_ADD;
+    } else {
+      args.push_back(i32(op.getTo() == loom::Placement::host ? LOOM_TO_HOST
+                                                             : LOOM_TO_DEVICE));
+    }
+    loom::buildRuntimeCall(rewriter, op, callee, args);
     replaceOpWithBufferizedValues(rewriter, op, *dest);
     return success();
   }

@@ -102,8 +102,11 @@ TransferOp streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
       b, loc, insert.getSourceType(), insert.getDest(),
       insert.getMixedOffsets(), insert.getMixedSizes(),
       insert.getMixedStrides());
-  auto sent =
-      TransferOp::create(b, loc, insert.getSource(), slot, transfer.getTo());
+  // A sum (accumulate) adds each slice to the place's, which the loop's
+  // stack starts from.
+  auto sent = TransferOp::create(b, loc, insert.getSource().getType(),
+                                 insert.getSource(), slot, transfer.getTo(),
+                                 /*async=*/false, transfer.getAccumulate());
   insert.getSourceMutable().assign(sent);
   transfer.replaceAllUsesWith(stack);
   transfer.erase();

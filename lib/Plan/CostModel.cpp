@@ -425,11 +425,13 @@ private:
   }
   /// Whether an offload plan's gradients leave the device as the backward
   /// pass makes them: bucket by bucket (PyTorch), or a layer loop's layer
-  /// by layer, where one micro-batch makes them and no reduction over
-  /// replicas follows the backward pass (Loom's step).
+  /// by layer where no reduction over replicas follows the backward pass
+  /// and the micro-batches, if several, run in a loop (Loom's step, which
+  /// then sums them on the host).
   bool streamsGradients() const {
     return fw.offloadsGradientBuckets ||
-           (fw.offloadsLayerGradients && m == 1 && !(dp > 1 && plan.zero <= 2));
+           (fw.offloadsLayerGradients && (m == 1 || pp == 1) &&
+            !(dp > 1 && plan.zero <= 2));
   }
   /// The data-parallel traffic of a stage's parameters, on a stream of its
   /// own beside the compute.
@@ -701,7 +703,13 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
           cluster.gpu->hostMemoryBandwidth / cluster.gpusPerNode * e.memory;
       optimizerTime = optimizerParams * (optimizerTraffic + 4) / hostBandwidth;
       double link = cluster.gpu->hostLinkBandwidth * e.link;
-      double down = optimizerParams * 4 / link;
+      // Loom's step sums the micro-batches' gradients on the host: each
+      // micro-batch's cross behind its own backward pass, and the host
+      // reads two f32 and writes one for each after the first.
+      int64_t crossings =
+          fw.offloadsLayerGradients && streamsGradients() ? m : 1;
+      double down = crossings * optimizerParams * 4 / link +
+                    (crossings - 1) * optimizerParams * 12 / hostBandwidth;
       double up = optimizerParams * elementBytes / link;
       double fetches = 0;
       if (plan.offload == Offload::parameters) {
@@ -717,7 +725,9 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
       }
       transfer = down + up + fetches;
       exposedTransfer =
-          (streamsGradients() ? std::max(0.0, down - w.backward) : down) + up +
+          (streamsGradients() ? std::max(0.0, down - crossings * w.backward)
+                              : down) +
+          up +
           (fw.prefetchesOffloadedParameters
                ? std::max(0.0, fetches - m * (w.compute + w.recompute))
                : fetches);

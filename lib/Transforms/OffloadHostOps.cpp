@@ -4,6 +4,7 @@
 
 #include "loom/Dialect/LoomDialect.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -32,6 +33,10 @@ bool isHostArgument(func::FuncOp step, Value value) {
 bool isHostValue(func::FuncOp step, Value value) {
   if (auto transfer = value.getDefiningOp<TransferOp>())
     return transfer.getTo() == Placement::host;
+  // The micro-batches' sum the host makes where it lies.
+  if (auto loop = value.getDefiningOp<scf::ForOp>())
+    return isHostValue(
+        step, loop.getYieldedValues()[cast<OpResult>(value).getResultNumber()]);
   return isHostArgument(step, value);
 }
 

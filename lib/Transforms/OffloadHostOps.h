@@ -27,7 +27,8 @@ bool isHostComputable(Operation *op);
 bool isHostArgument(func::FuncOp step, Value value);
 
 /// Whether `value` is host memory the host function reads where it lies:
-/// a master weight, optimizer state, or a gradient the device sent.
+/// a master weight, optimizer state, or a gradient the device sent (or
+/// summed over micro-batches there).
 bool isHostValue(func::FuncOp step, Value value);
 
 /// Whether `op` and everything made from it in its block can run on the

@@ -15,10 +15,13 @@
 #include "loom/Dialect/LoomDialect.h"
 #include "loom/abi.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -148,6 +151,54 @@ void widenInLoop(func::CallOp call, unsigned result) {
   stack.setType(widen.getType());
   widen.replaceAllUsesWith(stack);
   widen.erase();
+}
+
+/// Micro-batches: their loop sums each gradient on the device, from zeros,
+/// and the sum crosses to the host after it (`sent`). Where nothing else
+/// reads the sum, each micro-batch's gradient crosses instead as the loop
+/// makes it, and the host sums them where the sum would have arrived (a
+/// transfer that accumulates): the device never holds the sum, and a layer
+/// loop's gradients cross layer by layer in every micro-batch. Returns the
+/// transfer in the loop, or null.
+TransferOp accumulateOnHost(TransferOp sent) {
+  auto sum = dyn_cast<OpResult>(sent.getSource());
+  auto loop = sum ? dyn_cast<scf::ForOp>(sum.getOwner()) : scf::ForOp();
+  if (!loop || !sum.hasOneUse() || sent.getTo() != Placement::host ||
+      sent.getAccumulate() || !getElementTypeOrSelf(sum.getType()).isF32() ||
+      !isa<BlockArgument>(sent.getDest()) ||
+      sent.getDest().getParentBlock() != loop->getBlock())
+    return {};
+  unsigned index = sum.getResultNumber();
+  BlockArgument partial = loop.getRegionIterArgs()[index];
+  auto add = loop.getYieldedValues()[index].getDefiningOp<AddOp>();
+  // Only from +0: the host's first sum is 0 + the gradient, as the
+  // device's was, so that a -0 stays what it was.
+  if (!add || !add->hasOneUse() || add->getBlock() != loop.getBody() ||
+      !partial.hasOneUse() ||
+      !matchPattern(loop.getInitArgs()[index], m_PosZeroFloat()))
+    return {};
+  Value grad = add.getLhs() == partial ? add.getRhs() : add.getLhs();
+  if (grad == partial)
+    return {};
+  Operation *zeros = loop.getInitArgs()[index].getDefiningOp();
+  loop.getInitArgsMutable()[index].assign(sent.getDest());
+  if (zeros && zeros->use_empty())
+    zeros->erase();
+  // Whether a sum is there to add to, where the layer loop's transfers,
+  // which read it, will be.
+  OpBuilder b = OpBuilder::atBlockBegin(loop.getBody());
+  Location loc = add.getLoc();
+  Value more =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                            loop.getInductionVar(), loop.getLowerBound());
+  b.setInsertionPoint(add);
+  auto summed = TransferOp::create(b, loc, grad.getType(), grad, partial,
+                                   Placement::host, /*async=*/false, more);
+  add.replaceAllUsesWith(summed.getResult());
+  add.erase();
+  sent.replaceAllUsesWith(sum);
+  sent.erase();
+  return summed;
 }
 
 /// Calls the runtime's `name()`, declared on first use: the brackets that
@@ -616,8 +667,15 @@ LogicalResult OffloadPlacement::run() {
          llvm::make_early_inc_range(sent.getResult().getUses()))
       if (!hostOps->contains(use.getOwner()) && !isHostCall(use.getOwner()))
         use.set(sent.getSource());
-  // A gradient the device sends and reads no more may cross layer by layer.
-  for (TransferOp sent : body.getOps<TransferOp>())
+  // A gradient the device sends and reads no more may cross layer by layer,
+  // in every micro-batch where the host sums them.
+  SmallVector<TransferOp> sends;
+  for (TransferOp sent :
+       llvm::make_early_inc_range(body.getOps<TransferOp>())) {
+    TransferOp summed = accumulateOnHost(sent);
+    sends.push_back(summed ? summed : sent);
+  }
+  for (TransferOp sent : sends)
     if (auto grad = dyn_cast<OpResult>(sent.getSource());
         grad && grad.hasOneUse() && isa<func::CallOp>(grad.getOwner()))
       widenInLoop(cast<func::CallOp>(grad.getOwner()), grad.getResultNumber());

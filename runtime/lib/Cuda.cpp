@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 
 #if LOOM_HAVE_CUDA
@@ -125,16 +126,68 @@ void loom::cudaHostFree(void *ptr) {
     backend().api.cuMemFreeHost(ptr);
 }
 
+namespace {
+/// The host's sum of one piece that crossed into a stream's staging
+/// memory, which the driver runs in the stream's order.
+struct HostSum {
+  void *dst;
+  const void *src;
+  size_t bytes;
+  bool into;
+};
+
+void CUDA_CB sumOnHost(void *data) {
+  std::unique_ptr<HostSum> sum(static_cast<HostSum *>(data));
+  loom::sumFloats(sum->dst, sum->src, sum->bytes, sum->into);
+}
+
+/// A sum's pieces: a stream's next copy into its staging memory waits for
+/// the host's sum of the last, so the memory is bounded whatever the
+/// transfer's size.
+constexpr size_t kStagingBytes = size_t(64) << 20;
+
+/// Queues on `stream` the copy of `bytes` from `src` to `dst`, or, for a
+/// sum, each piece's copy into `staging` and the host's sum of it.
+bool queueLanding(Backend &be, CUstream stream, void *&staging, void *dst,
+                  const void *src, size_t bytes, loom::Landing landing) {
+  auto copy = [&](void *to, const void *from, size_t n) {
+    return be.check(be.api.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(to),
+                                         reinterpret_cast<CUdeviceptr>(from), n,
+                                         stream),
+                    "cuMemcpyAsync");
+  };
+  if (landing == loom::Landing::copy)
+    return copy(dst, src, bytes);
+  if (!staging) {
+    be.api.cuCtxSetCurrent(be.context);
+    if (!be.check(be.api.cuMemHostAlloc(&staging, kStagingBytes,
+                                        CU_MEMHOSTALLOC_PORTABLE),
+                  "cuMemHostAlloc (the pinned memory of gradient sums)"))
+      return false;
+  }
+  for (size_t done = 0; done < bytes; done += kStagingBytes) {
+    size_t piece = std::min(kStagingBytes, bytes - done);
+    if (!copy(staging, static_cast<const char *>(src) + done, piece))
+      return false;
+    auto *sum = new HostSum{static_cast<char *>(dst) + done, staging, piece,
+                            landing == loom::Landing::sumInto};
+    if (!be.check(be.api.cuLaunchHostFunc(stream, sumOnHost, sum),
+                  "cuLaunchHostFunc")) {
+      delete sum;
+      return false;
+    }
+  }
+  return true;
+}
+} // namespace
+
 void loom::cudaTransfer(void *dst, const void *src, size_t bytes, bool toHost,
-                        bool wait) {
+                        bool wait, Landing landing) {
   Backend &be = backend();
   if (!be.failure.empty() || !bytes)
     return;
   CUevent timing = be.beginTimed();
-  be.check(be.api.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst),
-                                reinterpret_cast<CUdeviceptr>(src), bytes,
-                                be.stream),
-           "cuMemcpyAsync");
+  queueLanding(be, be.stream, be.stepStaging, dst, src, bytes, landing);
   if (timing)
     be.endTimed(timing, toHost ? "transfer to host" : "transfer to device");
   be.queued();
@@ -143,7 +196,7 @@ void loom::cudaTransfer(void *dst, const void *src, size_t bytes, bool toHost,
 }
 
 void loom::cudaTransferStart(void *dst, const void *src, size_t bytes,
-                             bool toHost) {
+                             bool toHost, Landing landing) {
   Backend &be = backend();
   if (!be.failure.empty() || !bytes)
     return;
@@ -153,7 +206,7 @@ void loom::cudaTransferStart(void *dst, const void *src, size_t bytes,
       (!be.copyStream &&
        !be.check(be.api.cuStreamCreate(&be.copyStream, CU_STREAM_NON_BLOCKING),
                  "cuStreamCreate"))) {
-    cudaTransfer(dst, src, bytes, toHost, /*wait=*/false);
+    cudaTransfer(dst, src, bytes, toHost, /*wait=*/false, landing);
     return;
   }
   // After the step's work so far, which makes the source and last read the
@@ -163,10 +216,8 @@ void loom::cudaTransferStart(void *dst, const void *src, size_t bytes,
       !be.check(be.api.cuEventRecord(ready, be.stream), "cuEventRecord") ||
       !be.check(be.api.cuStreamWaitEvent(be.copyStream, ready, 0),
                 "cuStreamWaitEvent") ||
-      !be.check(be.api.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst),
-                                     reinterpret_cast<CUdeviceptr>(src), bytes,
-                                     be.copyStream),
-                "cuMemcpyAsync") ||
+      !queueLanding(be, be.copyStream, be.copyStaging, dst, src, bytes,
+                    landing) ||
       !be.check(be.api.cuEventRecord(done, be.copyStream), "cuEventRecord"))
     return;
   be.spareEvents.push_back(ready);
@@ -320,11 +371,11 @@ void *loom::cudaHostAllocate(size_t) {
   setError("this Loom runtime was built without CUDA");
   return nullptr;
 }
-void loom::cudaTransferStart(void *, const void *, size_t, bool) {}
+void loom::cudaTransferStart(void *, const void *, size_t, bool, Landing) {}
 void loom::cudaTransferWait(const void *) {}
 void loom::cudaTransfersWaitAll() {}
 void loom::cudaHostFree(void *) {}
-void loom::cudaTransfer(void *, const void *, size_t, bool, bool) {}
+void loom::cudaTransfer(void *, const void *, size_t, bool, bool, Landing) {}
 void loom::cudaPrefetch(const void *, size_t) {}
 void loom::cudaFree(void *) {}
 bool loom::cudaMemoryInfo(size_t &, size_t &) {

@@ -66,6 +66,7 @@ namespace loom::cuda {
   X(cuMemHostAlloc)                                                            \
   X(cuMemFreeHost)                                                             \
   X(cuMemcpyAsync)                                                             \
+  X(cuLaunchHostFunc)                                                          \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleGetFunction)                                                       \
   X(cuFuncGetAttribute)                                                        \
@@ -189,6 +190,9 @@ struct Backend {
     CUevent done;
   };
   std::vector<StartedCopy> started;
+  /// Pinned memory a sum's pieces cross into before the host adds them
+  /// (loom_rt_transfer_add), one for each stream, made at the first.
+  void *stepStaging = nullptr, *copyStaging = nullptr;
   int computeCapability = 0;
   char name[256] = {};
   cublasLtHandle_t blas = nullptr;

@@ -77,16 +77,26 @@ void cudaFree(void *ptr);
 /// an offload plan's host memory. Only while the CUDA backend is on.
 void *cudaHostAllocate(size_t size);
 void cudaHostFree(void *ptr);
+/// What a transfer leaves in its destination: the source's elements, or
+/// their sum with zero or with what the destination held (f32,
+/// loom_rt_transfer_add).
+enum class Landing { copy, sumFromZero, sumInto };
+/// The host's part of a sum: `dst` = `src` + (`into` ? `dst` : 0), f32 by
+/// f32, in the order a device's loom.add of an accumulator would.
+void sumFloats(void *dst, const void *src, size_t bytes, bool into);
 /// loom_rt_transfer under the CUDA backend: `bytes` from `src` to `dst`
 /// (either in host or GPU memory), queued on the step's stream after the
 /// work that makes `src` and before the work that follows. With `wait`
-/// the host waits for it before going on.
+/// the host waits for it before going on. A sum crosses into pinned
+/// memory of the backend's, piece by piece, and the host adds each piece
+/// in the stream's order.
 void cudaTransfer(void *dst, const void *src, size_t bytes, bool toHost,
-                  bool wait);
+                  bool wait, Landing landing = Landing::copy);
 /// loom_rt_transfer_start and loom_rt_transfer_wait under the CUDA backend:
 /// the copy queued on the copy stream after the step's work so far, and
 /// the step's stream made to wait for the last one from or into `ptr`.
-void cudaTransferStart(void *dst, const void *src, size_t bytes, bool toHost);
+void cudaTransferStart(void *dst, const void *src, size_t bytes, bool toHost,
+                       Landing landing = Landing::copy);
 void cudaTransferWait(const void *ptr);
 /// The host waits for the copy stream.
 void cudaTransfersWaitAll();

@@ -10,13 +10,14 @@
 // the step waits for them (loom_rt_transfer_wait, named by the address of
 // their source or destination): a layer's gradients cross while the next
 // layer's backward pass runs, and the next layer's parameters while this one
-// computes. On a GPU they go on a copy stream of their own (on the step's
-// stream where the host may not touch managed memory while kernels run,
-// which waits for each piece of work anyway); on the CPU a thread of their
-// own copies them, so that the same overlap, and the same waits, run where
-// there is no GPU. Everything started is waited for before the host reads
-// what it was sent (loom_rt_host_begin) and at the end of each call of an
-// entry point.
+// computes. A sum (loom_rt_transfer_add) is a copy whose destination adds
+// what arrives: the micro-batches' gradients summed in host memory. On a GPU
+// they go on a copy stream of their own (on the step's stream where the host
+// may not touch managed memory while kernels run, which waits for each piece of
+// work anyway); on the CPU a thread of their own copies them, so that the same
+// overlap, and the same waits, run where there is no GPU. Everything started is
+// waited for before the host reads what it was sent (loom_rt_host_begin) and at
+// the end of each call of an entry point.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,16 +40,28 @@ namespace {
 /// Bytes copied either way, started or not.
 std::atomic<int64_t> transferred{0};
 
+/// `bytes` from `src` into `dst`, as `landing` says.
+void land(void *dst, const void *src, size_t bytes, loom::Landing landing) {
+  if (landing == loom::Landing::copy)
+    std::memcpy(dst, src, bytes);
+  else
+    loom::sumFloats(dst, src, bytes, landing == loom::Landing::sumInto);
+}
+
+loom::Landing sumLanding(int32_t into) {
+  return into ? loom::Landing::sumInto : loom::Landing::sumFromZero;
+}
+
 /// The CPU's copying thread: started copies in order, and which of them are
 /// done.
 class CopyThread {
 public:
-  void start(void *dst, const void *src, size_t bytes) {
+  void start(void *dst, const void *src, size_t bytes, loom::Landing landing) {
     std::unique_lock<std::mutex> lock(mutex);
     if (!worker.joinable())
       worker = std::thread([this] { run(); });
     uint64_t ticket = ++started;
-    queue.push_back({dst, src, bytes, ticket});
+    queue.push_back({dst, src, bytes, landing, ticket});
     inFlight.push_back({dst, bytes, ticket});
     inFlight.push_back({src, bytes, ticket});
     queued.notify_one();
@@ -75,6 +88,7 @@ private:
     void *dst;
     const void *src;
     size_t bytes;
+    loom::Landing landing;
     uint64_t ticket;
   };
   /// The bytes a started copy reads or writes.
@@ -104,7 +118,7 @@ private:
       Copy copy = queue.front();
       queue.pop_front();
       lock.unlock();
-      std::memcpy(copy.dst, copy.src, copy.bytes);
+      land(copy.dst, copy.src, copy.bytes, copy.landing);
       lock.lock();
       done = copy.ticket;
       finished.notify_all();
@@ -127,6 +141,19 @@ CopyThread &copyThread() {
   return *instance;
 }
 } // namespace
+
+void loom::sumFloats(void *dst, const void *src, size_t bytes, bool into) {
+  auto *sum = static_cast<float *>(dst);
+  const auto *part = static_cast<const float *>(src);
+  size_t count = bytes / sizeof(float);
+  // The device's sum starts from +0: 0 + -0 is +0, as there.
+  if (into)
+    for (size_t i = 0; i < count; ++i)
+      sum[i] = sum[i] + part[i];
+  else
+    for (size_t i = 0; i < count; ++i)
+      sum[i] = 0.0f + part[i];
+}
 
 void loom::transfersWaitAll() {
   if (cudaActive())
@@ -159,7 +186,29 @@ void loom_rt_transfer_start(void *dst, const void *src, int64_t bytes,
     loom::cudaTransferStart(dst, src, static_cast<size_t>(bytes),
                             to == LOOM_TO_HOST);
   else
-    copyThread().start(dst, src, static_cast<size_t>(bytes));
+    copyThread().start(dst, src, static_cast<size_t>(bytes),
+                       loom::Landing::copy);
+}
+
+void loom_rt_transfer_add(void *dst, const void *src, int64_t bytes,
+                          int32_t add) {
+  transferred.fetch_add(bytes);
+  if (!loom::cudaActive()) {
+    loom::sumFloats(dst, src, static_cast<size_t>(bytes), add != 0);
+    return;
+  }
+  loom::cudaTransfer(dst, src, static_cast<size_t>(bytes), /*toHost=*/true,
+                     loom::inHostCall(), sumLanding(add));
+}
+
+void loom_rt_transfer_add_start(void *dst, const void *src, int64_t bytes,
+                                int32_t add) {
+  transferred.fetch_add(bytes);
+  if (loom::cudaActive())
+    loom::cudaTransferStart(dst, src, static_cast<size_t>(bytes),
+                            /*toHost=*/true, sumLanding(add));
+  else
+    copyThread().start(dst, src, static_cast<size_t>(bytes), sumLanding(add));
 }
 
 void loom_rt_transfer_wait(const void *ptr) {

@@ -27,3 +27,17 @@ func.func @flag(%f: tensor<i1>, %host: tensor<i1>) -> tensor<i1> {
   %h = loom.transfer %f into %host to host : tensor<i1>
   return %h : tensor<i1>
 }
+
+// A sum over micro-batches: the runtime adds the source to the host's
+// buffer where %more holds (1), else to zero (0); async, it only starts.
+// CHECK-LABEL: func.func @sum(
+// CHECK-SAME: %{{.*}}: memref<8xf32>, %{{.*}}: memref<8xf32>, %[[MORE:.*]]: i1)
+// CHECK: %[[FLAG:.*]] = arith.extui %[[MORE]] : i1 to i32
+// CHECK: call @loom_rt_transfer_add(%{{.*}}, %{{.*}}, %c32_i64, %[[FLAG]])
+// CHECK: call @loom_rt_transfer_add_start(
+func.func @sum(%g: tensor<8xf32>, %host: tensor<8xf32>, %more: i1) -> tensor<8xf32> {
+  %h = loom.transfer %g into %host to host accumulate if %more : tensor<8xf32>
+  %s = loom.transfer %g into %h to host async accumulate if %more : tensor<8xf32>
+  loom.transfer_wait %s : tensor<8xf32>
+  return %s : tensor<8xf32>
+}

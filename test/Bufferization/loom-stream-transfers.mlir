@@ -49,6 +49,32 @@ func.func @stream(%x: tensor<8xf32>, %host: tensor<4x8xf32>) -> tensor<4x8xf32> 
 
 // -----
 
+// A sum over micro-batches (accumulate): each slice adds to its place in
+// the host's buffer, which the layer loop's stack starts from.
+// CHECK-LABEL: func.func @sum(
+// CHECK-SAME: %[[HOST:[a-z0-9]+]]: tensor<4x8xf32>, %[[MORE:[a-z0-9]+]]: i1)
+// CHECK: scf.for %{{.*}} iter_args(%[[ACC:.*]] = %[[HOST]])
+// CHECK: %[[SLOT:.*]] = tensor.extract_slice %[[ACC]]
+// CHECK-NEXT: loom.transfer %{{.*}} into %[[SLOT]] to host accumulate if %[[MORE]] : tensor<8xf32>
+// OVERLAP-LABEL: func.func @sum(
+// OVERLAP: loom.transfer %{{.*}} into %{{.*}} to host async accumulate if %{{.*}} : tensor<8xf32>
+func.func @sum(%x: tensor<8xf32>, %host: tensor<4x8xf32>, %more: i1) -> tensor<4x8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %empty = tensor.empty() : tensor<4x8xf32>
+  %stack = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %empty) -> (tensor<4x8xf32>) {
+    %e = tensor.empty() : tensor<8xf32>
+    %y = linalg.add ins(%x, %x : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+    %in = tensor.insert_slice %y into %acc[%l, 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<4x8xf32>
+    scf.yield %in : tensor<4x8xf32>
+  }
+  %sent = loom.transfer %stack into %host to host accumulate if %more : tensor<4x8xf32>
+  return %sent : tensor<4x8xf32>
+}
+
+// -----
+
 // The device reads the stack besides (a norm it sums over ranks): the whole
 // stack stays, and crosses after the loop.
 // CHECK-LABEL: func.func @read_besides(

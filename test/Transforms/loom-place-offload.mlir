@@ -243,6 +243,46 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
 
 // -----
 
+// Micro-batches: the loop sums the gradient from zeros and the sum crosses
+// after it. Each micro-batch's gradient crosses instead, summed on the
+// host where the sum would have arrived: the host's buffer is the loop's
+// iteration argument, the first micro-batch's sum starts from zero, and
+// the host function reads the loop's result where it lies.
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: %[[HOST:[a-z0-9]+]]: tensor<4xf32> {loom.host, loom.output = "grad.w"}
+// CHECK: %[[SUM:.*]]:2 = scf.for %[[I:.*]] = %[[LB:[a-z0-9]+]] to {{.*}} iter_args(%{{.*}} = %{{.*}}, %[[PART:.*]] = %[[HOST]])
+// CHECK-NEXT: %[[MORE:.*]] = arith.cmpi ne, %[[I]], %[[LB]] : index
+// CHECK: %[[G:.*]]:2 = func.call @forward_grad
+// CHECK: %[[T:.*]] = loom.transfer %[[G]]#1 into %[[PART]] to host accumulate if %[[MORE]] : tensor<4xf32>
+// CHECK: scf.yield %{{.*}}, %[[T]]
+// CHECK-NOT: loom.transfer
+// CHECK: call @train_step_host(%{{.*}}, %[[SUM]]#1,
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 2, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
+  func.func private @forward_grad(%w: tensor<4xf32>, %x: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32>) {
+    %sq = loom.sum_squares %w : tensor<4xf32> -> tensor<f32>
+    %g = loom.add %w, %x : tensor<4xf32>
+    return %sq, %g : tensor<f32>, tensor<4xf32>
+  }
+  func.func @train_step(%w: tensor<4xf32> {loom.param = "w"}, %m: tensor<4xf32> {loom.state = "m.w"}, %v: tensor<4xf32> {loom.state = "v.w"}, %x: tensor<4xf32> {loom.input = "x"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<f32> {loom.output = "loss"}, tensor<4xf32> {loom.updates = 0 : i64}, tensor<4xf32> {loom.updates = 1 : i64}, tensor<4xf32> {loom.updates = 2 : i64}) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %zero = arith.constant dense<0.0> : tensor<f32>
+    %zeros = arith.constant dense<0.0> : tensor<4xf32>
+    %sums:2 = scf.for %i = %c0 to %c2 step %c1 iter_args(%l = %zero, %s = %zeros) -> (tensor<f32>, tensor<4xf32>) {
+      %loss, %g = func.call @forward_grad(%w, %x) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<f32>, tensor<4xf32>)
+      %l2 = loom.add %l, %loss : tensor<f32>
+      %s2 = loom.add %s, %g : tensor<4xf32>
+      scf.yield %l2, %s2 : tensor<f32>, tensor<4xf32>
+    }
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %p, %m2, %v2 = loom.adamw %w, %sums#1, %m, %v, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+    return %sums#0, %p, %m2, %v2 : tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+}
+
+// -----
+
 // Without offload the step is left as it is.
 // CHECK-LABEL: module attributes
 // CHECK-NOT: loom.host

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -57,5 +58,32 @@ TEST(RuntimeTransfer, HostBeginWaitsForAll) {
   loom_rt_host_begin();
   loom_rt_host_end();
   EXPECT_EQ(sent, sources);
+}
+/// A sum (loom_rt_transfer_add): the first micro-batch's lands as 0 + the
+/// source, as a device's sum from +0 would (a -0 becomes +0); the next ones
+/// add to what the buffer holds. Started or not, in order with the copies.
+TEST(RuntimeTransfer, SumsAddWhereTold) {
+  constexpr size_t kCount = 1 << 16;
+  std::vector<float> first(kCount), second(kCount), sum(kCount, 123.0f);
+  for (size_t i = 0; i < kCount; ++i) {
+    first[i] = i == 0 ? -0.0f : static_cast<float>(i) * 0.5f;
+    second[i] = i == 0 ? -0.0f : 1.0f / static_cast<float>(i + 1);
+  }
+  int64_t bytes = static_cast<int64_t>(kCount * sizeof(float));
+  int64_t before = loom_transferred_bytes();
+  loom_rt_transfer_add(sum.data(), first.data(), bytes, 0);
+  EXPECT_FALSE(std::signbit(sum[0]));
+  for (size_t i = 1; i < kCount; ++i)
+    ASSERT_EQ(sum[i], first[i]) << i;
+  loom_rt_transfer_add_start(sum.data(), second.data(), bytes, 1);
+  loom_rt_transfer_wait(sum.data() + kCount - 1);
+  for (size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(sum[i], (i == 0 ? 0.0f : first[i]) + second[i]) << i;
+  EXPECT_FALSE(std::signbit(sum[0]));
+  // Started from zero again: what the buffer held does not count.
+  loom_rt_transfer_add_start(sum.data(), second.data(), bytes, 0);
+  loom_rt_transfer_wait(second.data());
+  EXPECT_EQ(sum[kCount - 1], second[kCount - 1]);
+  EXPECT_EQ(loom_transferred_bytes() - before, 3 * bytes);
 }
 } // namespace

@@ -681,6 +681,16 @@ OpFoldResult ConvertOp::fold(FoldAdaptor) {
   return source;
 }
 
+LogicalResult TransferOp::verify() {
+  if (!getAccumulate())
+    return success();
+  if (getTo() != Placement::host)
+    return emitOpError("accumulates only into host memory");
+  if (!getElementTypeOrSelf(getSource().getType()).isF32())
+    return emitOpError("accumulates only f32 elements");
+  return success();
+}
+
 LogicalResult ConvertOp::verify() {
   if (dimsOf(getInput()) != dimsOf(getResult()))
     return emitOpError() << "expected the result's shape "

@@ -907,18 +907,35 @@ def Loom_TransferOp : Loom_Op<"transfer", [Pure,
     later work until a `loom.transfer_wait` of its source or its result:
     until then nothing may write the source or read the result.
 
+    With `accumulate if %more` (f32, to the host) the result is the sum of
+    the source and, where `%more` holds, `dest`'s elements, else zero: the
+    micro-batches' gradients summed in host memory as each crosses
+    (`loom_rt_transfer_add`), element by element as a device's `loom.add`
+    of an accumulator starting from zeros would.
+
     ```mlir
     %h = loom.transfer %g into %buffer to host : tensor<384x128xf32>
     %n = loom.transfer %w into %next to device async : tensor<384x128xbf16>
+    %s = loom.transfer %g into %sum to host accumulate if %more : tensor<384x128xf32>
     ```
   }];
   let arguments = (ins AnyStaticShapeTensor:$source,
                    AnyStaticShapeTensor:$dest, Loom_PlacementAttr:$to,
-                   UnitAttr:$async);
+                   UnitAttr:$async, Optional<I1>:$accumulate);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
-    $source `into` $dest `to` $to (`async` $async^)? attr-dict `:` type($result)
+    $source `into` $dest `to` $to (`async` $async^)?
+    (`accumulate` `if` $accumulate^)? attr-dict `:` type($result)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$source, "::mlir::Value":$dest,
+                   "::mlir::loom::Placement":$to,
+                   CArg<"bool", "false">:$async), [{
+      build($_builder, $_state, source.getType(), source, dest, to, async,
+            ::mlir::Value());
+    }]>
+  ];
+  let hasVerifier = 1;
 }
 
 def Loom_TransferWaitOp : Loom_Op<"transfer_wait",

@@ -83,6 +83,8 @@
 #define LOOM_RT_TRANSFER "loom_rt_transfer"
 #define LOOM_RT_TRANSFER_START "loom_rt_transfer_start"
 #define LOOM_RT_TRANSFER_WAIT "loom_rt_transfer_wait"
+#define LOOM_RT_TRANSFER_ADD "loom_rt_transfer_add"
+#define LOOM_RT_TRANSFER_ADD_START "loom_rt_transfer_add_start"
 #define LOOM_RT_HOST_BEGIN "loom_rt_host_begin"
 #define LOOM_RT_HOST_END "loom_rt_host_end"
 /* loom_rt_transfer's directions. */

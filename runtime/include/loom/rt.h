@@ -144,6 +144,16 @@ void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t to);
 /// loom_rt_host_begin, or the end of the step's call.
 void loom_rt_transfer_start(void *dst, const void *src, int64_t bytes,
                             int32_t to);
+/// loom_rt_transfer to the host that sums instead of copying, f32 by f32:
+/// `dst` becomes `src` plus, where `add` is non-zero, what `dst` held, else
+/// zero (the micro-batches' gradients summed in host memory as each
+/// crosses). On a GPU the elements cross into pinned memory of the
+/// runtime's and the host adds them in stream order.
+void loom_rt_transfer_add(void *dst, const void *src, int64_t bytes,
+                          int32_t add);
+/// loom_rt_transfer_add that only starts, as loom_rt_transfer_start does.
+void loom_rt_transfer_add_start(void *dst, const void *src, int64_t bytes,
+                                int32_t add);
 /// The step's later work waits for the last started copy from or into the
 /// buffer at `ptr`, and every copy started before it; nothing where none
 /// is in flight.

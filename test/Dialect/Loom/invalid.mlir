@@ -871,3 +871,19 @@ func.func @fan_out_shared_alone(%w: tensor<24x8xf32>) {
 func.func @tp_split_shared(%w: tensor<24x8xf32> {loom.tp_split = array<i64: 0, 2, 24>}) {
   return
 }
+
+// -----
+
+func.func @accumulate_to_device(%g: tensor<4xf32>, %d: tensor<4xf32>, %more: i1) {
+  // expected-error @+1 {{'loom.transfer' op accumulates only into host memory}}
+  %s = loom.transfer %g into %d to device accumulate if %more : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_bf16(%g: tensor<4xbf16>, %h: tensor<4xbf16>, %more: i1) {
+  // expected-error @+1 {{'loom.transfer' op accumulates only f32 elements}}
+  %s = loom.transfer %g into %h to host accumulate if %more : tensor<4xbf16>
+  return
+}
