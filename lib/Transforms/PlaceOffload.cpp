@@ -153,6 +153,21 @@ void widenInLoop(func::CallOp call, unsigned result) {
   widen.erase();
 }
 
+/// Whether `loop`'s iteration is not its first: whether a sum is there to
+/// add to. Computed once, at the top of the body, where the layer loop's
+/// transfers that read it will be.
+Value isNotFirst(scf::ForOp loop) {
+  Block *body = loop.getBody();
+  if (auto first = dyn_cast<arith::CmpIOp>(body->front());
+      first && first.getPredicate() == arith::CmpIPredicate::ne &&
+      first.getLhs() == loop.getInductionVar() &&
+      first.getRhs() == loop.getLowerBound())
+    return first;
+  OpBuilder b = OpBuilder::atBlockBegin(body);
+  return arith::CmpIOp::create(b, loop.getLoc(), arith::CmpIPredicate::ne,
+                               loop.getInductionVar(), loop.getLowerBound());
+}
+
 /// Micro-batches: their loop sums each gradient on the device, from zeros,
 /// and the sum crosses to the host after it (`sent`). Where nothing else
 /// reads the sum, each micro-batch's gradient crosses instead as the loop
@@ -184,16 +199,10 @@ TransferOp accumulateOnHost(TransferOp sent) {
   loop.getInitArgsMutable()[index].assign(sent.getDest());
   if (zeros && zeros->use_empty())
     zeros->erase();
-  // Whether a sum is there to add to, where the layer loop's transfers,
-  // which read it, will be.
-  OpBuilder b = OpBuilder::atBlockBegin(loop.getBody());
-  Location loc = add.getLoc();
-  Value more =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                            loop.getInductionVar(), loop.getLowerBound());
-  b.setInsertionPoint(add);
-  auto summed = TransferOp::create(b, loc, grad.getType(), grad, partial,
-                                   Placement::host, /*async=*/false, more);
+  OpBuilder b(add);
+  auto summed =
+      TransferOp::create(b, add.getLoc(), grad.getType(), grad, partial,
+                         Placement::host, /*async=*/false, isNotFirst(loop));
   add.replaceAllUsesWith(summed.getResult());
   add.erase();
   sent.replaceAllUsesWith(sum);

@@ -48,10 +48,6 @@ void land(void *dst, const void *src, size_t bytes, loom::Landing landing) {
     loom::sumFloats(dst, src, bytes, landing == loom::Landing::sumInto);
 }
 
-loom::Landing sumLanding(int32_t into) {
-  return into ? loom::Landing::sumInto : loom::Landing::sumFromZero;
-}
-
 /// The CPU's copying thread: started copies in order, and which of them are
 /// done.
 class CopyThread {
@@ -140,6 +136,33 @@ CopyThread &copyThread() {
   static CopyThread *instance = new CopyThread();
   return *instance;
 }
+
+/// One transfer of the runtime's four entry points: made at once, or only
+/// started (`start`), whichever the backend.
+void transfer(void *dst, const void *src, int64_t bytes, bool toHost,
+              loom::Landing landing, bool start) {
+  transferred.fetch_add(bytes);
+  auto size = static_cast<size_t>(bytes);
+  if (loom::cudaActive()) {
+    // One made at once is queued on the step's stream, and the device's
+    // part of the step goes on: the host reads what it receives after
+    // loom_rt_host_begin's wait, and writes what the device fetches only
+    // after that wait too. A host function's copies are waited for: it goes
+    // on to read what it received, or to reuse the buffer it sent.
+    if (start)
+      loom::cudaTransferStart(dst, src, size, toHost, landing);
+    else
+      loom::cudaTransfer(dst, src, size, toHost, loom::inHostCall(), landing);
+  } else if (start) {
+    copyThread().start(dst, src, size, landing);
+  } else {
+    land(dst, src, size, landing);
+  }
+}
+
+loom::Landing sumLanding(int32_t into) {
+  return into ? loom::Landing::sumInto : loom::Landing::sumFromZero;
+}
 } // namespace
 
 void loom::sumFloats(void *dst, const void *src, size_t bytes, bool into) {
@@ -165,50 +188,24 @@ void loom::transfersWaitAll() {
 extern "C" {
 
 void loom_rt_transfer(void *dst, const void *src, int64_t bytes, int32_t to) {
-  transferred.fetch_add(bytes);
-  if (!loom::cudaActive()) {
-    std::memcpy(dst, src, static_cast<size_t>(bytes));
-    return;
-  }
-  // The device's part of the step goes on while the copy is queued: the
-  // host reads what it receives after loom_rt_host_begin's wait, and
-  // writes what the device fetches only after that wait too. A host
-  // function's copies are waited for: it goes on to read what it
-  // received, or to reuse the buffer it sent.
-  loom::cudaTransfer(dst, src, static_cast<size_t>(bytes), to == LOOM_TO_HOST,
-                     loom::inHostCall());
+  transfer(dst, src, bytes, to == LOOM_TO_HOST, loom::Landing::copy,
+           /*start=*/false);
 }
 
 void loom_rt_transfer_start(void *dst, const void *src, int64_t bytes,
                             int32_t to) {
-  transferred.fetch_add(bytes);
-  if (loom::cudaActive())
-    loom::cudaTransferStart(dst, src, static_cast<size_t>(bytes),
-                            to == LOOM_TO_HOST);
-  else
-    copyThread().start(dst, src, static_cast<size_t>(bytes),
-                       loom::Landing::copy);
+  transfer(dst, src, bytes, to == LOOM_TO_HOST, loom::Landing::copy,
+           /*start=*/true);
 }
 
 void loom_rt_transfer_add(void *dst, const void *src, int64_t bytes,
                           int32_t add) {
-  transferred.fetch_add(bytes);
-  if (!loom::cudaActive()) {
-    loom::sumFloats(dst, src, static_cast<size_t>(bytes), add != 0);
-    return;
-  }
-  loom::cudaTransfer(dst, src, static_cast<size_t>(bytes), /*toHost=*/true,
-                     loom::inHostCall(), sumLanding(add));
+  transfer(dst, src, bytes, /*toHost=*/true, sumLanding(add), /*start=*/false);
 }
 
 void loom_rt_transfer_add_start(void *dst, const void *src, int64_t bytes,
                                 int32_t add) {
-  transferred.fetch_add(bytes);
-  if (loom::cudaActive())
-    loom::cudaTransferStart(dst, src, static_cast<size_t>(bytes),
-                            /*toHost=*/true, sumLanding(add));
-  else
-    copyThread().start(dst, src, static_cast<size_t>(bytes), sumLanding(add));
+  transfer(dst, src, bytes, /*toHost=*/true, sumLanding(add), /*start=*/true);
 }
 
 void loom_rt_transfer_wait(const void *ptr) {
