@@ -426,12 +426,10 @@ private:
   /// Whether an offload plan's gradients leave the device as the backward
   /// pass makes them: bucket by bucket (PyTorch), or a layer loop's layer
   /// by layer where no reduction over replicas follows the backward pass
-  /// and the micro-batches, if several, run in a loop (Loom's step, which
-  /// then sums them on the host).
+  /// (Loom's step, which sums several micro-batches' on the host).
   bool streamsGradients() const {
     return fw.offloadsGradientBuckets ||
-           (fw.offloadsLayerGradients && (m == 1 || pp == 1) &&
-            !(dp > 1 && plan.zero <= 2));
+           (fw.offloadsLayerGradients && !(dp > 1 && plan.zero <= 2));
   }
   /// The data-parallel traffic of a stage's parameters, on a stream of its
   /// own beside the compute.

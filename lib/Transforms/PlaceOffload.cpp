@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OffloadGradients.h"
 #include "OffloadHostOps.h"
 #include "Replicas.h"
 
@@ -72,142 +73,6 @@ Type getCopyElementType(BlockArgument param) {
     }
   }
   return narrow ? narrow : own;
-}
-
-/// `scan` with `value`, defined before it, carried through its body
-/// unchanged, so that the body can read it: the body is isolated from
-/// above. Returns the scan (a new one unless it carries `value` so already)
-/// and the carried value's block argument.
-std::pair<ScanOp, BlockArgument> carryInvariant(ScanOp scan, Value value) {
-  unsigned numCarries = scan.getNumCarries();
-  for (auto [i, init] : llvm::enumerate(scan.getInits()))
-    if (init == value &&
-        scan.getYield()->getOperand(i) == scan.getCarryArguments()[i])
-      return {scan, scan.getCarryArguments()[i]};
-  SmallVector<Value> inits(scan.getInits());
-  inits.push_back(value);
-  SmallVector<Type> types(scan.getResults().take_front(numCarries).getTypes());
-  types.push_back(value.getType());
-  llvm::append_range(types, scan.getStackedResults().getTypes());
-  OpBuilder b(scan);
-  auto carried =
-      ScanOp::create(b, scan.getLoc(), types, inits, scan.getStacked(),
-                     scan.getLength(), scan.getReverse());
-  carried->setDiscardableAttrs(scan->getDiscardableAttrDictionary());
-  carried.getBody().takeBody(scan.getBody());
-  BlockArgument inside = carried.getBodyBlock().insertArgument(
-      numCarries, value.getType(), value.getLoc());
-  YieldOp yield = carried.getYield();
-  yield->insertOperands(numCarries, inside);
-  for (auto [i, result] : llvm::enumerate(scan.getResults()))
-    result.replaceAllUsesWith(carried.getResult(i < numCarries ? i : i + 1));
-  scan.erase();
-  return {carried, inside};
-}
-
-/// Mixed precision: the backward loop stacks a layer gradient in the
-/// step's precision, and the gradient function widens the whole stack to
-/// f32 after the loop (dividing it by fp16's loss scale). For the stack to
-/// cross to the host as it is made (loom-stream-transfers), each layer's
-/// gradient is widened in the loop instead, by the same scale: the same
-/// elements, and the device never holds either stack whole. Only for a
-/// gradient nothing else on the device reads: a stack that stays would be
-/// f32 through the loop. The gradient function is rewritten for every
-/// caller: as an entry of its own (gradient checks) it stacks f32 too.
-void widenInLoop(func::CallOp call, unsigned result) {
-  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-      call, call.getCalleeAttr());
-  if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
-    return;
-  auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
-  auto widen = ret.getOperand(result).getDefiningOp<ConvertOp>();
-  if (!widen || !widen->hasOneUse())
-    return;
-  auto stack = dyn_cast<OpResult>(widen.getInput());
-  auto scan = stack ? dyn_cast<ScanOp>(stack.getOwner()) : ScanOp();
-  if (!scan || !stack.hasOneUse() ||
-      stack.getResultNumber() < scan.getNumCarries())
-    return;
-  // The scale reaches the body as a carried value (fp16's loss scale is
-  // computed once, before the loops).
-  Value scale = widen.getScale();
-  Value scaleInside;
-  if (scale) {
-    Operation *def = scale.getDefiningOp();
-    if (def &&
-        (def->getBlock() != scan->getBlock() || !def->isBeforeInBlock(scan)))
-      return;
-    unsigned stacked = stack.getResultNumber() - scan.getNumCarries();
-    std::tie(scan, scaleInside) = carryInvariant(scan, scale);
-    stack = scan.getStackedResults()[stacked];
-  }
-  OpOperand &yielded = scan.getYield()->getOpOperand(stack.getResultNumber());
-  Type wide = getElementTypeOrSelf(widen.getType());
-  OpBuilder b(scan.getYield());
-  yielded.set(ConvertOp::create(
-      b, widen.getLoc(),
-      cast<RankedTensorType>(yielded.get().getType()).clone(wide),
-      yielded.get(), scaleInside));
-  stack.setType(widen.getType());
-  widen.replaceAllUsesWith(stack);
-  widen.erase();
-}
-
-/// Whether `loop`'s iteration is not its first: whether a sum is there to
-/// add to. Computed once, at the top of the body, where the layer loop's
-/// transfers that read it will be.
-Value isNotFirst(scf::ForOp loop) {
-  Block *body = loop.getBody();
-  if (auto first = dyn_cast<arith::CmpIOp>(body->front());
-      first && first.getPredicate() == arith::CmpIPredicate::ne &&
-      first.getLhs() == loop.getInductionVar() &&
-      first.getRhs() == loop.getLowerBound())
-    return first;
-  OpBuilder b = OpBuilder::atBlockBegin(body);
-  return arith::CmpIOp::create(b, loop.getLoc(), arith::CmpIPredicate::ne,
-                               loop.getInductionVar(), loop.getLowerBound());
-}
-
-/// Micro-batches: their loop sums each gradient on the device, from zeros,
-/// and the sum crosses to the host after it (`sent`). Where nothing else
-/// reads the sum, each micro-batch's gradient crosses instead as the loop
-/// makes it, and the host sums them where the sum would have arrived (a
-/// transfer that accumulates): the device never holds the sum, and a layer
-/// loop's gradients cross layer by layer in every micro-batch. Returns the
-/// transfer in the loop, or null.
-TransferOp accumulateOnHost(TransferOp sent) {
-  auto sum = dyn_cast<OpResult>(sent.getSource());
-  auto loop = sum ? dyn_cast<scf::ForOp>(sum.getOwner()) : scf::ForOp();
-  if (!loop || !sum.hasOneUse() || sent.getTo() != Placement::host ||
-      sent.getAccumulate() || !getElementTypeOrSelf(sum.getType()).isF32() ||
-      !isa<BlockArgument>(sent.getDest()) ||
-      sent.getDest().getParentBlock() != loop->getBlock())
-    return {};
-  unsigned index = sum.getResultNumber();
-  BlockArgument partial = loop.getRegionIterArgs()[index];
-  auto add = loop.getYieldedValues()[index].getDefiningOp<AddOp>();
-  // Only from +0: the host's first sum is 0 + the gradient, as the
-  // device's was, so that a -0 stays what it was.
-  if (!add || !add->hasOneUse() || add->getBlock() != loop.getBody() ||
-      !partial.hasOneUse() ||
-      !matchPattern(loop.getInitArgs()[index], m_PosZeroFloat()))
-    return {};
-  Value grad = add.getLhs() == partial ? add.getRhs() : add.getLhs();
-  if (grad == partial)
-    return {};
-  Operation *zeros = loop.getInitArgs()[index].getDefiningOp();
-  loop.getInitArgsMutable()[index].assign(sent.getDest());
-  if (zeros && zeros->use_empty())
-    zeros->erase();
-  OpBuilder b(add);
-  auto summed =
-      TransferOp::create(b, add.getLoc(), grad.getType(), grad, partial,
-                         Placement::host, /*async=*/false, isNotFirst(loop));
-  add.replaceAllUsesWith(summed.getResult());
-  add.erase();
-  sent.replaceAllUsesWith(sum);
-  sent.erase();
-  return summed;
 }
 
 /// Calls the runtime's `name()`, declared on first use: the brackets that
@@ -681,8 +546,14 @@ LogicalResult OffloadPlacement::run() {
   SmallVector<TransferOp> sends;
   for (TransferOp sent :
        llvm::make_early_inc_range(body.getOps<TransferOp>())) {
-    TransferOp summed = accumulateOnHost(sent);
-    sends.push_back(summed ? summed : sent);
+    if (TransferOp summed = accumulateOnHost(sent)) {
+      sends.push_back(summed);
+      continue;
+    }
+    SmallVector<TransferOp> summed = accumulateCallsOnHost(sent);
+    if (summed.empty())
+      sends.push_back(sent);
+    llvm::append_range(sends, summed);
   }
   for (TransferOp sent : sends)
     if (auto grad = dyn_cast<OpResult>(sent.getSource());

@@ -283,6 +283,56 @@ module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micr
 
 // -----
 
+// A pipeline's micro-batches: its schedule runs each one's backward pass as
+// a call of its own and sums each gradient over them, the first one's plus
+// the next's and so on. Each call's gradient crosses instead and the host
+// sums them: the first crosses as it is, each later one adds the host's
+// sum so far to itself where the device added it. The first micro-batch's
+// layer-loop stack crosses right after its call, so that it can leave the
+// loop layer by layer; a gradient made outside the loop where the device
+// added it.
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: %[[SW:[a-z0-9]+]]: tensor<4x8xf32> {loom.host, loom.output = "grad.h.*.w"}
+// CHECK-SAME: %[[SB:[a-z0-9]+]]: tensor<8xf32> {loom.host, loom.output = "grad.b"}
+// CHECK: %[[TRUE:.*]] = arith.constant true
+// CHECK-NEXT: %[[G0:.*]]:2 = call @backward
+// CHECK-NEXT: %[[W0:.*]] = loom.transfer %[[G0]]#0 into %[[SW]] to host : tensor<4x8xf32>
+// CHECK-NEXT: %[[G1:.*]]:2 = call @backward
+// CHECK-NEXT: %[[W1:.*]] = loom.transfer %[[G1]]#0 into %[[W0]] to host accumulate if %[[TRUE]] : tensor<4x8xf32>
+// CHECK-NEXT: %[[B0:.*]] = loom.transfer %[[G0]]#1 into %[[SB]] to host : tensor<8xf32>
+// CHECK-NEXT: %[[B1:.*]] = loom.transfer %[[G1]]#1 into %[[B0]] to host accumulate if %[[TRUE]] : tensor<8xf32>
+// CHECK-NEXT: %[[G2:.*]]:2 = call @backward
+// CHECK-NEXT: %[[W2:.*]] = loom.transfer %[[G2]]#0 into %[[W1]] to host accumulate if %[[TRUE]] : tensor<4x8xf32>
+// CHECK-NEXT: %[[B2:.*]] = loom.transfer %[[G2]]#1 into %[[B1]] to host accumulate if %[[TRUE]] : tensor<8xf32>
+// CHECK-NOT: loom.add
+// CHECK: call @train_step_host(%{{.*}}, %[[W2]], %{{.*}}, %{{.*}}, %{{.*}}, %[[B2]],
+module attributes {loom.plan = #loom.plan<dp = 1, tp = 1, pp = 1, zero = 0, micro_batches = 3, schedule = gpipe, recompute = none, sequence_parallel = false, offload = optimizer>} {
+  func.func private @backward(%w: tensor<4x8xf32>, %b: tensor<8xf32>, %x: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+    %y:2 = loom.scan carry(%x : tensor<8xf32>) over(%w : tensor<4x8xf32>) length = 4 reverse -> (tensor<8xf32>, tensor<4x8xf32>) {
+    ^bb0(%xl: tensor<8xf32>, %wl: tensor<8xf32>):
+      %s = loom.add %xl, %wl : tensor<8xf32>
+      loom.yield %s, %s : tensor<8xf32>, tensor<8xf32>
+    }
+    %gb = loom.add %y#0, %b : tensor<8xf32>
+    return %y#1, %gb : tensor<4x8xf32>, tensor<8xf32>
+  }
+  func.func @train_step(%w: tensor<4x8xf32> {loom.param = "h.*.w"}, %b: tensor<8xf32> {loom.param = "b"}, %mw: tensor<4x8xf32> {loom.state = "m.h.*.w"}, %vw: tensor<4x8xf32> {loom.state = "v.h.*.w"}, %mb: tensor<8xf32> {loom.state = "m.b"}, %vb: tensor<8xf32> {loom.state = "v.b"}, %x: tensor<8xf32> {loom.input = "x"}, %lr: tensor<f32> {loom.input = "lr"}, %step: tensor<f32> {loom.input = "step"}) -> (tensor<4x8xf32> {loom.updates = 0 : i64}, tensor<8xf32> {loom.updates = 1 : i64}, tensor<4x8xf32> {loom.updates = 2 : i64}, tensor<4x8xf32> {loom.updates = 3 : i64}, tensor<8xf32> {loom.updates = 4 : i64}, tensor<8xf32> {loom.updates = 5 : i64}) {
+    %g0:2 = call @backward(%w, %b, %x) : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+    %g1:2 = call @backward(%w, %b, %x) : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+    %w1 = loom.add %g0#0, %g1#0 : tensor<4x8xf32>
+    %b1 = loom.add %g0#1, %g1#1 : tensor<8xf32>
+    %g2:2 = call @backward(%w, %b, %x) : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+    %w2 = loom.add %w1, %g2#0 : tensor<4x8xf32>
+    %b2 = loom.add %g2#1, %b1 : tensor<8xf32>
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %pw, %mw2, %vw2 = loom.adamw %w, %w2, %mw, %vw, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    %pb, %mb2, %vb2 = loom.adamw %b, %b2, %mb, %vb, %lr, %step, %one {beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<8xf32>
+    return %pw, %pb, %mw2, %vw2, %mb2, %vb2 : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  }
+}
+
+// -----
+
 // Without offload the step is left as it is.
 // CHECK-LABEL: module attributes
 // CHECK-NOT: loom.host

@@ -374,10 +374,21 @@ def LoomPlaceOffload : Pass<"loom-place-offload", "::mlir::ModuleOp"> {
     state: every `@train_step_stage<r>` is split alike, calling its own
     `@train_step_stage<r>_host`.
 
-    Plans without offload are left as they are. `offload = parameters` is
-    refused with an error (docs/offload.md says why).
+    A gradient the device sends and reads no more crosses where a layer
+    loop can send it layer by layer (loom-stream-transfers): mixed
+    precision's widening moves into the loop, and a sum over micro-batches
+    (a loop's from zeros, or a pipeline schedule's over its backward calls)
+    becomes one transfer per micro-batch that accumulates on the host
+    (`loom.transfer ... accumulate if`), with the device's additions in the
+    same order.
+
+    `offload = parameters` also keeps the device's copies in host memory,
+    and fetches each where it is read: a layer loop's slice at the top of
+    each iteration, anything else whole just before its reader. Plans
+    without offload are left as they are.
   }];
-  let dependentDialects = ["::mlir::func::FuncDialect",
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 
