@@ -84,6 +84,11 @@ enum class Landing { copy, sumFromZero, sumInto };
 /// The host's part of a sum: `dst` = `src` + (`into` ? `dst` : 0), f32 by
 /// f32, in the order a device's loom.add of an accumulator would.
 void sumFloats(void *dst, const void *src, size_t bytes, bool into);
+/// sumFloats split among the runtime's threads where it is large: the same
+/// elements. For a thread that runs while the step's own work does not use
+/// the threads (a GPU's host function); on the CPU the step computes on
+/// them, and its GEMMs set OpenBLAS's threads around each loop.
+void sumFloatsOnThreads(void *dst, const void *src, size_t bytes, bool into);
 /// loom_rt_transfer under the CUDA backend: `bytes` from `src` to `dst`
 /// (either in host or GPU memory), queued on the step's stream after the
 /// work that makes `src` and before the work that follows. With `wait`

@@ -178,6 +178,38 @@ void loom::sumFloats(void *dst, const void *src, size_t bytes, bool into) {
       sum[i] = 0.0f + part[i];
 }
 
+namespace {
+struct SumParts {
+  float *sum;
+  const float *part;
+  size_t count;
+  bool into;
+};
+
+/// Elements are summed in blocks of this many, one block an iteration of
+/// the parallel loop.
+constexpr size_t kSumBlock = size_t(1) << 16;
+
+void sumBlocks(void *context, int64_t from, int64_t to) {
+  const SumParts &s = *static_cast<const SumParts *>(context);
+  size_t begin = static_cast<size_t>(from) * kSumBlock;
+  size_t end = std::min(s.count, static_cast<size_t>(to) * kSumBlock);
+  loom::sumFloats(s.sum + begin, s.part + begin, (end - begin) * sizeof(float),
+                  s.into);
+}
+} // namespace
+
+void loom::sumFloatsOnThreads(void *dst, const void *src, size_t bytes,
+                              bool into) {
+  SumParts parts{static_cast<float *>(dst), static_cast<const float *>(src),
+                 bytes / sizeof(float), into};
+  int64_t blocks =
+      static_cast<int64_t>((parts.count + kSumBlock - 1) / kSumBlock);
+  if (blocks < 2)
+    return sumFloats(dst, src, bytes, into);
+  loom_rt_parallel_for(sumBlocks, &parts, 0, blocks);
+}
+
 void loom::transfersWaitAll() {
   if (cudaActive())
     cudaTransfersWaitAll();

@@ -1,5 +1,6 @@
 //===- TransferTest.cpp - Started copies between host and device ----------===//
 
+#include "Device.h"
 #include "loom/abi.h"
 #include "loom/rt.h"
 #include "loom/runtime.h"
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -85,5 +87,27 @@ TEST(RuntimeTransfer, SumsAddWhereTold) {
   loom_rt_transfer_wait(second.data());
   EXPECT_EQ(sum[kCount - 1], second[kCount - 1]);
   EXPECT_EQ(loom_transferred_bytes() - before, 3 * bytes);
+}
+/// A GPU's host function sums each piece on the runtime's threads, called
+/// from the driver's thread: the same elements as one thread's sum.
+TEST(RuntimeTransfer, SumsOnThreadsAsOnOne) {
+  constexpr size_t kCount = (3 << 16) + 5;
+  std::vector<float> part(kCount), serial(kCount), threaded(kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    part[i] = i % 7 == 0 ? -0.0f : 1.0f / static_cast<float>(i + 3);
+    serial[i] = threaded[i] = static_cast<float>(i % 11) * 0.1f;
+  }
+  size_t bytes = kCount * sizeof(float);
+  for (bool into : {true, false}) {
+    loom::sumFloats(serial.data(), part.data(), bytes, into);
+    std::thread driver([&] {
+      loom::sumFloatsOnThreads(threaded.data(), part.data(), bytes, into);
+    });
+    driver.join();
+    for (size_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(serial[i], threaded[i]) << i;
+      ASSERT_EQ(std::signbit(serial[i]), std::signbit(threaded[i])) << i;
+    }
+  }
 }
 } // namespace
