@@ -165,10 +165,13 @@ FailureOr<StepMemory> measureStep(func::FuncOp step) {
   }
   // The tensors the updates' gradients are views of: the whole reduced
   // gradients (or their buckets) when each rank updates a slice of them
-  // (ZeRO-1), the reduce-scattered shards from ZeRO-2 on; under offload,
-  // their copies in host memory.
+  // (ZeRO-1), the reduce-scattered shards from ZeRO-2 on. Under offload the
+  // host function's updates read host memory, which `host` counts (the
+  // gradients the device sent, step arguments of the host's).
   llvm::SetVector<Value> held;
-  for (func::FuncOp function : getUpdatingFunctions(step))
+  for (func::FuncOp function : getUpdatingFunctions(step)) {
+    if (function->hasAttr(LoomDialect::getHostAttrName()))
+      continue;
     function.walk([&](OptimizerUpdateOpInterface update) {
       Value grad = update.getUpdateGrad();
       while (Operation *def = grad.getDefiningOp()) {
@@ -179,6 +182,7 @@ FailureOr<StepMemory> measureStep(func::FuncOp step) {
       }
       held.insert(grad);
     });
+  }
   for (Value grad : held) {
     auto type = dyn_cast<ShapedType>(grad.getType());
     if (!type || !type.hasStaticShape())
