@@ -40,6 +40,9 @@
 #               steps
 #   dp2-zero2-offload-bf16  the same as tiny-offload-bf16 under ZeRO-2
 #               over 2 ranks (each rank's host updates its slice)
+#   pp2-offload-mb4  gpt2-tiny, fp32, 2 stages, 4 micro-batches, each stage
+#               recomputed, offload=optimizer (each backward call's
+#               gradients summed on its rank's host), 10 steps
 #   dp2, tp2, pp2  gpt2-tiny, fp32, 10 steps on 2 ranks: data, tensor and
 #               pipeline parallel
 #   dp2-zero3-bf16  gpt2-tiny, bf16, ZeRO-3 over 2 ranks, 10 steps
@@ -128,6 +131,7 @@ checks() {
     echo "tp2-sp-bf16|$tiny --plan tp=2,sp=1,precision=bf16|10|2e-3|--norms|2"
     echo "pp2-1f1b-fp16|$tiny --plan pp=2,mb=4,schedule=1f1b,precision=fp16|30|5e-3||2|tiny"
     echo "dp2-zero2-offload-bf16|$tiny --plan dp=2,zero=2,precision=bf16,offload=optimizer|10|2e-3|--norms|2"
+    echo "pp2-offload-mb4|$tiny --plan pp=2,mb=4,recompute=full,offload=optimizer|10|1e-4|--norms|2"
     echo "pp2-dp2-zero3-bf16|$tiny --plan pp=2,dp=2,zero=3,precision=bf16|10|2e-3|--norms|4"
     echo "pp2-interleaved-stage|$tiny --plan pp=2,mb=4,schedule=interleaved,v=2,recompute=stage|10|1e-4|--norms|2"
   else
