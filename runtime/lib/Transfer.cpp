@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -39,6 +40,13 @@
 namespace {
 /// Bytes copied either way, started or not.
 std::atomic<int64_t> transferred{0};
+
+using Clock = std::chrono::steady_clock;
+int64_t nanosecondsSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() -
+                                                              start)
+      .count();
+}
 
 /// `bytes` from `src` into `dst`, as `landing` says.
 void land(void *dst, const void *src, size_t bytes, loom::Landing landing) {
@@ -69,15 +77,16 @@ public:
     for (const Span &span : inFlight)
       if (span.contains(ptr))
         ticket = std::max(ticket, span.ticket);
-    finished.wait(lock, [&] { return done >= ticket; });
-    prune();
+    waitFor(lock, ticket);
   }
 
   void waitAll() {
     std::unique_lock<std::mutex> lock(mutex);
-    finished.wait(lock, [&] { return done >= started; });
-    prune();
+    waitFor(lock, started);
   }
+
+  /// Nanoseconds spent copying, and waited for.
+  std::atomic<int64_t> busy{0}, waited{0};
 
 private:
   struct Copy {
@@ -99,6 +108,16 @@ private:
     }
   };
 
+  /// Under the lock: until the copy `ticket` and those before it are done.
+  void waitFor(std::unique_lock<std::mutex> &lock, uint64_t ticket) {
+    if (done < ticket) {
+      Clock::time_point start = Clock::now();
+      finished.wait(lock, [&] { return done >= ticket; });
+      waited.fetch_add(nanosecondsSince(start));
+    }
+    prune();
+  }
+
   /// Under the lock.
   void prune() {
     inFlight.erase(
@@ -114,7 +133,9 @@ private:
       Copy copy = queue.front();
       queue.pop_front();
       lock.unlock();
+      Clock::time_point start = Clock::now();
       land(copy.dst, copy.src, copy.bytes, copy.landing);
+      busy.fetch_add(nanosecondsSince(start));
       lock.lock();
       done = copy.ticket;
       finished.notify_all();
@@ -248,5 +269,13 @@ void loom_rt_transfer_wait(const void *ptr) {
 }
 
 int64_t loom_transferred_bytes(void) { return transferred.load(); }
+
+double loom_started_transfer_seconds(void) {
+  return static_cast<double>(copyThread().busy.load()) * 1e-9;
+}
+
+double loom_transfer_wait_seconds(void) {
+  return static_cast<double>(copyThread().waited.load()) * 1e-9;
+}
 
 } // extern "C"

@@ -306,6 +306,13 @@ int64_t loom_heap_host_peak_bytes(void);
 int64_t loom_heap_host_step_peak_bytes(void);
 /// Bytes copied between host and device memory so far (offload).
 int64_t loom_transferred_bytes(void);
+/// On the CPU, the seconds so far the copying thread spent on the copies a
+/// step started to run alongside its work (a layer loop's), and the
+/// seconds the step waited for them: the difference is the copies' time
+/// the step's work hid. 0 under the CUDA backend, which does not measure
+/// its copy stream.
+double loom_started_transfer_seconds(void);
+double loom_transfer_wait_seconds(void);
 
 /// Returns to the system the buffers generated code has freed. The runtime
 /// keeps them for the next step otherwise (see lib/Memory.cpp).
