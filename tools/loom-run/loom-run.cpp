@@ -546,10 +546,6 @@ int Run::trainStep(long long step) {
         .add("hfu", flopsFraction(info->hardware_flops, ms));
   record.add("memory_mib", loom_peak_memory_mib())
       .add("tensor_bytes", static_cast<long long>(loom_heap_peak_bytes()));
-  if (double copying = loom_started_transfer_seconds(); copying > 0)
-    record.add("started_copies_ms_per_step", copying * 1e3 / o.steps)
-        .add("copy_waits_ms_per_step",
-             loom_transfer_wait_seconds() * 1e3 / o.steps);
   if (scaling)
     record.add("loss_scale", static_cast<double>(before.scale))
         .addBool("skipped", after.last_skipped);
@@ -627,6 +623,8 @@ int Run::summarize() {
   }
   // Under offload, the device's figures and the host's apart; on the CPU,
   // how much of the copies started alongside the step's work it hid.
+  double copyMs = loom_started_transfer_seconds() * 1e3 / o.steps;
+  double waitMs = loom_transfer_wait_seconds() * 1e3 / o.steps;
   char host[288] = "";
   if (loom_heap_host_peak_bytes() > 0) {
     int n = std::snprintf(
@@ -636,12 +634,11 @@ int Run::summarize() {
         static_cast<long long>(loom_heap_host_peak_bytes()),
         static_cast<long long>(loom_heap_host_step_peak_bytes()),
         static_cast<long long>(loom_transferred_bytes() / o.steps));
-    if (double copying = loom_started_transfer_seconds(); copying > 0)
+    if (copyMs > 0)
       std::snprintf(host + n, sizeof(host) - n,
                     ", copies started alongside the step %.2f ms a step, "
                     "%.2f ms of it waited for",
-                    copying * 1e3 / o.steps,
-                    loom_transfer_wait_seconds() * 1e3 / o.steps);
+                    copyMs, waitMs);
   }
   report("loom-run: %lld steps%s, final loss %s, %.2f ms/step%s, %.0f "
          "tok/s%s, peak memory %.1f MiB (%stensors %lld B, the step's "
@@ -662,10 +659,9 @@ int Run::summarize() {
         .add("hfu", flopsFraction(info->hardware_flops, msPerStep));
   record.add("memory_mib", loom_peak_memory_mib())
       .add("tensor_bytes", static_cast<long long>(loom_heap_peak_bytes()));
-  if (double copying = loom_started_transfer_seconds(); copying > 0)
-    record.add("started_copies_ms_per_step", copying * 1e3 / o.steps)
-        .add("copy_waits_ms_per_step",
-             loom_transfer_wait_seconds() * 1e3 / o.steps);
+  if (copyMs > 0)
+    record.add("started_copies_ms_per_step", copyMs)
+        .add("copy_waits_ms_per_step", waitMs);
   if (stoppedAfter)
     record.add("stopped_after", stoppedAfter);
   return logRecord(record);
