@@ -67,23 +67,38 @@ Value isNotFirst(scf::ForOp loop) {
                                loop.getInductionVar(), loop.getLowerBound());
 }
 
+/// What result `result` of `call` returns: a stack its callee's layer loop
+/// makes, and the conversion that widens it after the loop, if one does.
+/// Null where the callee returns no layer loop's stack there.
+struct ReturnedStack {
+  OpResult stack;
+  ConvertOp widen;
+};
+ReturnedStack getReturnedStack(func::CallOp call, unsigned result) {
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      call, call.getCalleeAttr());
+  if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
+    return {};
+  Value returned = callee.getBody().front().getTerminator()->getOperand(result);
+  auto widen = returned.getDefiningOp<ConvertOp>();
+  if (widen)
+    returned = widen.getInput();
+  auto stack = dyn_cast<OpResult>(returned);
+  auto scan = stack ? dyn_cast<ScanOp>(stack.getOwner()) : ScanOp();
+  if (!scan || stack.getResultNumber() < scan.getNumCarries())
+    return {};
+  return {stack, widen};
+}
+
 /// Whether `grad`, a call's result, is a stack its callee's layer loop
 /// makes (or that stack widened after the loop): what crosses layer by
 /// layer once the call is inlined.
 bool isStackedByLayerLoop(Value grad) {
   auto result = cast<OpResult>(grad);
-  auto call = cast<func::CallOp>(result.getOwner());
-  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-      call, call.getCalleeAttr());
-  if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
-    return false;
-  Value returned = callee.getBody().front().getTerminator()->getOperand(
-      result.getResultNumber());
-  if (auto widen = returned.getDefiningOp<ConvertOp>())
-    returned = widen.getInput();
-  auto stack = dyn_cast<OpResult>(returned);
-  auto scan = stack ? dyn_cast<ScanOp>(stack.getOwner()) : ScanOp();
-  return scan && stack.getResultNumber() >= scan.getNumCarries();
+  return static_cast<bool>(
+      getReturnedStack(cast<func::CallOp>(result.getOwner()),
+                       result.getResultNumber())
+          .stack);
 }
 
 /// Whether `sent` copies an f32 value whole into host memory that is an
@@ -108,19 +123,10 @@ namespace mlir::loom::offload {
 /// f32 through the loop. The gradient function is rewritten for every
 /// caller: as an entry of its own (gradient checks) it stacks f32 too.
 void widenInLoop(func::CallOp call, unsigned result) {
-  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-      call, call.getCalleeAttr());
-  if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
+  auto [stack, widen] = getReturnedStack(call, result);
+  if (!stack || !widen || !widen->hasOneUse() || !stack.hasOneUse())
     return;
-  auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
-  auto widen = ret.getOperand(result).getDefiningOp<ConvertOp>();
-  if (!widen || !widen->hasOneUse())
-    return;
-  auto stack = dyn_cast<OpResult>(widen.getInput());
-  auto scan = stack ? dyn_cast<ScanOp>(stack.getOwner()) : ScanOp();
-  if (!scan || !stack.hasOneUse() ||
-      stack.getResultNumber() < scan.getNumCarries())
-    return;
+  auto scan = cast<ScanOp>(stack.getOwner());
   // The scale reaches the body as a carried value (fp16's loss scale is
   // computed once, before the loops).
   Value scale = widen.getScale();

@@ -85,8 +85,9 @@ public:
     waitFor(lock, started);
   }
 
-  /// Nanoseconds spent copying, and waited for.
-  std::atomic<int64_t> busy{0}, waited{0};
+  /// Seconds spent on the copies, and waited for them.
+  double busySeconds() const { return busy.load() * 1e-9; }
+  double waitedSeconds() const { return waited.load() * 1e-9; }
 
 private:
   struct Copy {
@@ -147,6 +148,8 @@ private:
   std::deque<Copy> queue;
   std::vector<Span> inFlight;
   uint64_t started = 0, done = 0;
+  /// Nanoseconds; read without the lock.
+  std::atomic<int64_t> busy{0}, waited{0};
   std::thread worker;
 };
 
@@ -271,11 +274,9 @@ void loom_rt_transfer_wait(const void *ptr) {
 int64_t loom_transferred_bytes(void) { return transferred.load(); }
 
 double loom_started_transfer_seconds(void) {
-  return static_cast<double>(copyThread().busy.load()) * 1e-9;
+  return copyThread().busySeconds();
 }
 
-double loom_transfer_wait_seconds(void) {
-  return static_cast<double>(copyThread().waited.load()) * 1e-9;
-}
+double loom_transfer_wait_seconds(void) { return copyThread().waitedSeconds(); }
 
 } // extern "C"
