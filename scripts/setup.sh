@@ -11,7 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 
 packages=(
-  cmake ninja-build ccache g++ python3 python3-pip python3-numpy libgtest-dev
+  cmake ninja-build ccache g++ python3-pip python3-numpy libgtest-dev
   libopenblas-dev libdnnl-dev base-files
   libopenmpi-dev openmpi-bin
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
