@@ -65,6 +65,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     // The collectives share the step's stream: none overlaps the compute.
     f.overlapContention = 1;
     f.selectiveIsNone = true;
+    f.lossKeepsLogits = true;
     f.fetchesF32Masters = true;
     f.offloadsLayerGradients = true;
     f.prefetchesOffloadedParameters = true;
@@ -237,6 +238,7 @@ CostContext CostModel::getContext(const PricingKey &key) const {
   context.sequenceParallel = key.sequenceParallel && key.tp > 1;
   context.elementBytes = getElementBytes(key.precision);
   context.fusedAttention = options.fusedAttention;
+  context.lossKeepsLogits = framework.lossKeepsLogits;
   return context;
 }
 

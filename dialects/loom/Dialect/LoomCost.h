@@ -86,6 +86,10 @@ struct CostContext {
   /// Attention as one fused kernel (FlashAttention): the score matrix never
   /// reaches memory and is recomputed in the backward pass.
   bool fusedAttention = true;
+  /// The loss keeps its logits, in the step's precision, and its backward
+  /// pass recomputes the softmax from them (Loom's step), rather than
+  /// keeping the fp32 probabilities (PyTorch's log-softmax).
+  bool lossKeepsLogits = false;
 };
 
 //===----------------------------------------------------------------------===//

@@ -301,7 +301,6 @@ void CrossEntropyOp::estimateCost(const CostContext &context,
   vocab /= context.tensorParallel;
   double positions = context.batch * sequence;
   double logits = positions * vocab * context.elementBytes;
-  // Probabilities are kept in fp32 for the backward pass.
   double probabilities = positions * vocab * 4;
   CostRow row;
   row.name = "cross_entropy";
@@ -311,10 +310,14 @@ void CrossEntropyOp::estimateCost(const CostContext &context,
   row.activationIn = logits;
   row.activationInOther = positions * 4; // targets
   row.activationOut = probabilities;
-  row.activationBuffer = probabilities + row.activationInOther;
+  row.activationBuffer = (context.lossKeepsLogits ? logits : probabilities) +
+                         row.activationInOther;
   row.memFwd = logits + row.activationInOther + probabilities;
   row.activationGrad = logits;
-  row.memBwd = row.activationBuffer + row.activationGrad;
+  // The traffic stays priced as a trainer's that writes and rereads the
+  // fp32 probabilities, whichever is kept: the framework's fitted
+  // efficiencies (docs/cost-model.md) were fitted with it.
+  row.memBwd = probabilities + row.activationInOther + row.activationGrad;
   if (context.elementBytes < 4)
     row.fp32InputCopy = positions * vocab * 4;
   // A vocabulary split reduces each position's max and sum across ranks.

@@ -103,6 +103,10 @@ struct FrameworkAssumptions {
   /// in any case (Loom's step), where Megatron-LM's selective drops the
   /// core's activations and reruns it.
   bool selectiveIsNone = false;
+  /// The loss keeps its logits in the step's precision for its backward
+  /// pass, which recomputes the softmax (Loom's step), where a PyTorch
+  /// trainer keeps fp32 probabilities (CostContext::lossKeepsLogits).
+  bool lossKeepsLogits = false;
   /// Under offload=optimizer, the gradients leave the device bucket by
   /// bucket as the backward pass makes them (DeepSpeed's ZeRO-Offload).
   bool offloadsGradientBuckets = false;
