@@ -213,11 +213,12 @@ void loom::cudaTransferStart(void *dst, const void *src, size_t bytes,
   }
   // After the step's work so far, which makes the source and last read the
   // destination.
-  CUevent ready = be.event(), done = be.event();
-  if (!ready || !done ||
+  CUevent ready = be.event(), begin = be.event(), done = be.event();
+  if (!ready || !begin || !done ||
       !be.check(be.api.cuEventRecord(ready, be.stream), "cuEventRecord") ||
       !be.check(be.api.cuStreamWaitEvent(be.copyStream, ready, 0),
                 "cuStreamWaitEvent") ||
+      !be.check(be.api.cuEventRecord(begin, be.copyStream), "cuEventRecord") ||
       !queueLanding(be, be.copyStream, be.copyStaging, dst, src, bytes,
                     landing) ||
       !be.check(be.api.cuEventRecord(done, be.copyStream), "cuEventRecord"))
@@ -225,6 +226,15 @@ void loom::cudaTransferStart(void *dst, const void *src, size_t bytes,
   be.spareEvents.push_back(ready);
   be.started.push_back({dst, bytes, done});
   be.started.push_back({src, bytes, done});
+  // Its time, from when the copy stream reaches it (`begin`) to an end of
+  // its own: `done` is reused once the host has waited for the copy
+  // stream, which may come before the time is read.
+  CUevent end = be.event();
+  if (end &&
+      be.check(be.api.cuEventRecord(end, be.copyStream), "cuEventRecord"))
+    be.spans.push_back({begin, end, &be.copySeconds});
+  else
+    be.spareEvents.push_back(begin);
 }
 
 void loom::cudaTransferWait(const void *ptr) {
@@ -236,8 +246,23 @@ void loom::cudaTransferWait(const void *ptr) {
     auto from = reinterpret_cast<uintptr_t>(it->begin);
     if (at < from || at >= from + it->bytes)
       continue;
+    // The step's stream stands from when its work so far is done until the
+    // copy is.
+    CUevent before = be.event(), after = be.event();
+    bool timed =
+        before && after &&
+        be.check(be.api.cuEventRecord(before, be.stream), "cuEventRecord");
     be.check(be.api.cuStreamWaitEvent(be.stream, it->done, 0),
              "cuStreamWaitEvent");
+    if (timed &&
+        be.check(be.api.cuEventRecord(after, be.stream), "cuEventRecord")) {
+      be.spans.push_back({before, after, &be.copyWaitSeconds});
+    } else {
+      if (before)
+        be.spareEvents.push_back(before);
+      if (after)
+        be.spareEvents.push_back(after);
+    }
     be.queued();
     return;
   }
@@ -253,6 +278,19 @@ void loom::cudaTransfersWaitAll() {
   for (size_t i = 0; i < be.started.size(); i += 2)
     be.spareEvents.push_back(be.started[i].done);
   be.started.clear();
+  be.sumSpans();
+}
+
+double loom::cudaStartedTransferSeconds() {
+  Backend &be = backend();
+  be.sumSpans();
+  return be.copySeconds;
+}
+
+double loom::cudaTransferWaitSeconds() {
+  Backend &be = backend();
+  be.sumSpans();
+  return be.copyWaitSeconds;
 }
 
 void loom::cudaPrefetch(const void *ptr, size_t bytes) {
@@ -376,6 +414,8 @@ void *loom::cudaHostAllocate(size_t) {
 void loom::cudaTransferStart(void *, const void *, size_t, bool, Landing) {}
 void loom::cudaTransferWait(const void *) {}
 void loom::cudaTransfersWaitAll() {}
+double loom::cudaStartedTransferSeconds() { return 0; }
+double loom::cudaTransferWaitSeconds() { return 0; }
 void loom::cudaHostFree(void *) {}
 void loom::cudaTransfer(void *, const void *, size_t, bool, bool, Landing) {}
 void loom::cudaPrefetch(const void *, size_t) {}

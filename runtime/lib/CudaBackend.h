@@ -56,6 +56,7 @@ namespace loom::cuda {
   X(cuStreamWaitEvent)                                                         \
   X(cuEventCreate)                                                             \
   X(cuEventRecord)                                                             \
+  X(cuEventQuery)                                                              \
   X(cuEventElapsedTime)                                                        \
   X(cuEventDestroy)                                                            \
   X(cuMemGetInfo)                                                              \
@@ -190,6 +191,15 @@ struct Backend {
     CUevent done;
   };
   std::vector<StartedCopy> started;
+  /// Two events around a stretch of a stream's work whose time is summed
+  /// once both are complete: a started copy on the copy stream (from when
+  /// the stream reaches it), or the step's stream waiting for one.
+  struct Span {
+    CUevent begin, end;
+    double *total;
+  };
+  std::vector<Span> spans;
+  double copySeconds = 0, copyWaitSeconds = 0;
   /// Pinned memory a sum's pieces cross into before the host adds them
   /// (loom_rt_transfer_add), one for each stream, made at the first.
   void *stepStaging = nullptr, *copyStaging = nullptr;
@@ -239,6 +249,7 @@ struct Backend {
       waited = api.cuStreamSynchronize(stream);
     if (check(waited, "the step on the GPU") && failure.empty()) {
       flushTimed();
+      sumSpans();
       return;
     }
     for (Timed &t : timed) {
@@ -296,6 +307,23 @@ struct Backend {
     if (!check(api.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"))
       return nullptr;
     return e;
+  }
+  /// Adds the time of each span whose events are complete to its total;
+  /// the others wait for a later call.
+  void sumSpans() {
+    size_t kept = 0;
+    for (Span &span : spans) {
+      float ms = 0;
+      if (api.cuEventQuery(span.end) != CUDA_SUCCESS ||
+          api.cuEventElapsedTime(&ms, span.begin, span.end) != CUDA_SUCCESS) {
+        spans[kept++] = span;
+        continue;
+      }
+      *span.total += ms * 1e-3;
+      spareEvents.push_back(span.begin);
+      spareEvents.push_back(span.end);
+    }
+    spans.resize(kept);
   }
   /// The event before a piece of work while tracing, else null.
   CUevent beginTimed() {

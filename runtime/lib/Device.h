@@ -105,6 +105,11 @@ void cudaTransferStart(void *dst, const void *src, size_t bytes, bool toHost,
 void cudaTransferWait(const void *ptr);
 /// The host waits for the copy stream.
 void cudaTransfersWaitAll();
+/// Seconds the copy stream spent on the started transfers, and seconds the
+/// step's stream stood waiting for them (loom_started_transfer_seconds,
+/// loom_transfer_wait_seconds), over those complete so far.
+double cudaStartedTransferSeconds();
+double cudaTransferWaitSeconds();
 /// Moves `bytes` of managed memory from `ptr` to the GPU, queued on the
 /// step's stream, so that kernels find it there rather than fault each
 /// page in on first touch (GPT-2 1.5B's first step took 5.7 s where the

@@ -274,9 +274,13 @@ void loom_rt_transfer_wait(const void *ptr) {
 int64_t loom_transferred_bytes(void) { return transferred.load(); }
 
 double loom_started_transfer_seconds(void) {
-  return copyThread().busySeconds();
+  return loom::cudaActive() ? loom::cudaStartedTransferSeconds()
+                            : copyThread().busySeconds();
 }
 
-double loom_transfer_wait_seconds(void) { return copyThread().waitedSeconds(); }
+double loom_transfer_wait_seconds(void) {
+  return loom::cudaActive() ? loom::cudaTransferWaitSeconds()
+                            : copyThread().waitedSeconds();
+}
 
 } // extern "C"

@@ -621,8 +621,8 @@ int Run::summarize() {
     std::snprintf(of, sizeof(of), " of %g TFLOP/s a rank", o.peakTflops);
     utilization += of;
   }
-  // Under offload, the device's figures and the host's apart; on the CPU,
-  // how much of the copies started alongside the step's work it hid.
+  // Under offload, the device's figures and the host's apart, and how much
+  // of the copies started alongside the step's work it hid.
   double copyMs = loom_started_transfer_seconds() * 1e3 / o.steps;
   double waitMs = loom_transfer_wait_seconds() * 1e3 / o.steps;
   char host[288] = "";

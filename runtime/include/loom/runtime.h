@@ -306,11 +306,10 @@ int64_t loom_heap_host_peak_bytes(void);
 int64_t loom_heap_host_step_peak_bytes(void);
 /// Bytes copied between host and device memory so far (offload).
 int64_t loom_transferred_bytes(void);
-/// On the CPU, the seconds so far the copying thread spent on the copies a
-/// step started to run alongside its work (a layer loop's), and the
-/// seconds the step waited for them: the difference is the copies' time
-/// the step's work hid. 0 under the CUDA backend, which does not measure
-/// its copy stream.
+/// The seconds so far the copying thread (on a GPU, the copy stream) spent
+/// on the copies a step started to run alongside its work (a layer
+/// loop's), and the seconds the step (the step's stream) waited for them:
+/// the difference is the copies' time the step's work hid.
 double loom_started_transfer_seconds(void);
 double loom_transfer_wait_seconds(void);
 
