@@ -289,7 +289,7 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
     double elementBytes = getElementBytes(key.precision);
     for (auto [group, cost] : llvm::zip(groups, costs)) {
       SmallVector<TimedRow> rows = priceGroupRows(group, key);
-      for (const TimedRow &timed : rows) {
+      for (auto [i, timed] : llvm::enumerate(rows)) {
         const CostRow &row = timed.row;
         cost.flopsFwd += row.flopsFwd;
         cost.flopsBwd += row.flopsBwd;
@@ -306,8 +306,14 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
           cost.activationsSelective += row.activationBuffer + row.rowStatistics;
         }
         cost.parameters += row.weights / elementBytes;
-        cost.largestGradient =
-            std::max(cost.largestGradient, row.activationGrad);
+        // The gradients a row's backward pass holds beyond the kept
+        // activations: none where it writes over its input, and the one of
+        // its output not where the next row (its output's reader) writes
+        // that gradient over it.
+        double gradients = row.gradientOverInput ? 0 : row.activationGrad;
+        if (i + 1 < rows.size() && rows[i + 1].row.gradientOverInput)
+          gradients -= std::min(gradients, row.activationOut);
+        cost.largestGradient = std::max(cost.largestGradient, gradients);
         if (row.fp32InputCopy > 0)
           cost.largestFp32Copy = std::max(cost.largestFp32Copy,
                                           row.activationIn + row.fp32InputCopy);

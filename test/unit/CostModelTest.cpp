@@ -620,6 +620,11 @@ TEST(CostModel, FrameworksKeepDifferentMemory) {
   // The same tensors of the step but the loss's: fp32 probabilities in
   // PyTorch, the bf16 logits in Loom (32 sequences of 1,024 a replica).
   EXPECT_EQ(a.activations - b.activations, 32.0 * 1024 * 50257 * (4 - 2));
+  double logits = 32.0 * 1024 * 50257 * 2;
+  // Loom's loss writes the logits' gradient over them: no buffer of its
+  // own, where a PyTorch trainer's sits beside them.
+  EXPECT_GT(a.temporary, logits);
+  EXPECT_LT(b.temporary, logits / 10);
   // One NCCL communicator each.
   EXPECT_EQ(a.runtime, b.runtime);
   // Loom's collectives run on the compute's stream: nothing overlaps.

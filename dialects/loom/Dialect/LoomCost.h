@@ -67,6 +67,10 @@ struct CostRow {
   /// Part of the attention core (scores, softmax, weighted sum): the
   /// activations selective recomputation drops and recomputes.
   bool attentionCore = false;
+  /// The backward pass writes the input's gradient over the kept input,
+  /// which it reads last (Loom's loss over its logits): the gradient takes
+  /// no memory of its own, and the op before reads it there.
+  bool gradientOverInput = false;
   /// For the attention core: what selective recomputation keeps instead of
   /// `activationBuffer` (the core's input, to recompute from).
   double selectiveBuffer = 0;
@@ -87,8 +91,9 @@ struct CostContext {
   /// reaches memory and is recomputed in the backward pass.
   bool fusedAttention = true;
   /// The loss keeps its logits, in the step's precision, and its backward
-  /// pass recomputes the softmax from them (Loom's step), rather than
-  /// keeping the fp32 probabilities (PyTorch's log-softmax).
+  /// pass recomputes the softmax from them and writes their gradient over
+  /// them (Loom's step), rather than keeping the fp32 probabilities
+  /// (PyTorch's log-softmax) and making the gradient beside them.
   bool lossKeepsLogits = false;
 };
 

@@ -314,6 +314,7 @@ void CrossEntropyOp::estimateCost(const CostContext &context,
                          row.activationInOther;
   row.memFwd = logits + row.activationInOther + probabilities;
   row.activationGrad = logits;
+  row.gradientOverInput = context.lossKeepsLogits;
   // The traffic stays priced as a trainer's that writes and rereads the
   // fp32 probabilities, whichever is kept: the framework's fitted
   // efficiencies (docs/cost-model.md) were fitted with it.

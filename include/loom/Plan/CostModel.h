@@ -104,8 +104,10 @@ struct FrameworkAssumptions {
   /// core's activations and reruns it.
   bool selectiveIsNone = false;
   /// The loss keeps its logits in the step's precision for its backward
-  /// pass, which recomputes the softmax (Loom's step), where a PyTorch
-  /// trainer keeps fp32 probabilities (CostContext::lossKeepsLogits).
+  /// pass, which recomputes the softmax and writes the logits' gradient
+  /// over them (Loom's step), where a PyTorch trainer keeps fp32
+  /// probabilities and makes the gradient beside them
+  /// (CostContext::lossKeepsLogits).
   bool lossKeepsLogits = false;
   /// Under offload=optimizer, the gradients leave the device bucket by
   /// bucket as the backward pass makes them (DeepSpeed's ZeRO-Offload).
