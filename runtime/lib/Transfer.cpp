@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "Trace.h"
 #include "loom/abi.h"
 #include "loom/rt.h"
 #include "loom/runtime.h"
@@ -41,7 +42,8 @@ namespace {
 /// Bytes copied either way, started or not.
 std::atomic<int64_t> transferred{0};
 
-using Clock = std::chrono::steady_clock;
+/// The runtime's clock, the one its trace and communication times use.
+using Clock = loom::TraceClock;
 int64_t nanosecondsSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() -
                                                               start)
