@@ -2,13 +2,13 @@
 //
 // Upstream's shard collectives have value semantics and no bufferization.
 // Loom gives them one, as calls of the runtime on the communicator of the
-// grid axes they communicate over: shard.all_reduce reduces its operand's
-// buffer in place (one-shot bufferization copies the operand first where
-// it is read again); shard.all_gather and shard.reduce_scatter write a new
-// buffer. A pipeline's loom.send and loom.recv become the runtime's
-// messages on the pipeline's communicator. The runtime ends the whole job
-// if a collective or a message fails, so the generated code has no error
-// path to take.
+// grid axes they communicate over: shard.all_reduce and shard.reduce sum
+// their operand's buffer in place (one-shot bufferization copies the
+// operand first where it is read again); shard.all_gather and
+// shard.reduce_scatter write a new buffer. A pipeline's loom.send and loom.recv
+// become the runtime's messages on the pipeline's communicator. The runtime
+// ends the whole job if a collective or a message fails, so the generated code
+// has no error path to take.
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,20 +85,22 @@ FailureOr<Value> contiguousBuffer(RewriterBase &rewriter, Operation *op,
   return buffer;
 }
 
-/// Calls the runtime's `callee(group, dtype, buffers..., counts...)`,
-/// declaring it on first use: `counts` are the i64 arguments after the
-/// buffers (the elements, then a peer and a tag for point to point).
+/// Calls the runtime's `callee(group, dtype, buffers..., counts...,
+/// indices...)`, declaring it on first use: `counts` are the i64 arguments
+/// after the buffers (the elements, then a peer and a tag for point to
+/// point), `indices` index values passed as i64 after them (a reduce's
+/// root).
 void callCollective(RewriterBase &rewriter, Operation *op, StringRef callee,
                     int32_t group, ArrayRef<Value> buffers,
-                    ArrayRef<int64_t> counts,
-                    loom_dtype dtype = LOOM_DTYPE_F32) {
+                    ArrayRef<int64_t> counts, loom_dtype dtype = LOOM_DTYPE_F32,
+                    ValueRange indices = {}) {
   Location loc = op->getLoc();
   MLIRContext *ctx = op->getContext();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   Type i32 = rewriter.getI32Type(), i64 = rewriter.getI64Type();
   SmallVector<Type> types = {i32, i32};
   types.append(buffers.size(), ptr);
-  types.append(counts.size(), i64);
+  types.append(counts.size() + indices.size(), i64);
   auto function =
       declare(rewriter, op->getParentOfType<ModuleOp>(), callee,
               LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), types));
@@ -108,6 +110,8 @@ void callCollective(RewriterBase &rewriter, Operation *op, StringRef callee,
     operands.push_back(buildDataPointer(rewriter, loc, buffer));
   for (int64_t count : counts)
     operands.push_back(llvmConstant(rewriter, loc, i64, count));
+  for (Value index : indices)
+    operands.push_back(arith::IndexCastOp::create(rewriter, loc, i64, index));
   LLVM::CallOp::create(rewriter, loc, function, operands);
 }
 
@@ -125,9 +129,23 @@ bool isF32(Type type) {
   return tensor && tensor.getElementType().isF32();
 }
 
-struct AllReduceBufferization
-    : public BufferizableOpInterface::ExternalModel<AllReduceBufferization,
-                                                    shard::AllReduceOp> {
+/// The rank of the group a reduce sums onto, as an index: its one
+/// coordinate along the group's one grid axis.
+FailureOr<Value> getRoot(OpBuilder &b, shard::ReduceOp op) {
+  ArrayRef<int64_t> root = op.getRoot();
+  if (root.size() != 1 || op.getGridAxes().size() != 1)
+    return op.emitOpError("the runtime reduces onto a rank of one grid axis");
+  if (!ShapedType::isDynamic(root[0]))
+    return arith::ConstantIndexOp::create(b, op.getLoc(), root[0]).getResult();
+  return op.getRootDynamic().front();
+}
+
+/// shard.all_reduce and shard.reduce combine their operand's buffer in
+/// place: every rank's becomes the sum (an all-reduce's maximum), or the
+/// root's does and the others' are left undefined.
+template <typename CollectiveOp>
+struct InPlaceCollective : public BufferizableOpInterface::ExternalModel<
+                               InPlaceCollective<CollectiveOp>, CollectiveOp> {
   bool bufferizesToMemoryRead(Operation *, OpOperand &,
                               const AnalysisState &) const {
     return true;
@@ -144,13 +162,24 @@ struct AllReduceBufferization
   LogicalResult bufferize(Operation *rawOp, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
-    auto op = cast<shard::AllReduceOp>(rawOp);
+    constexpr bool reduce = std::is_same_v<CollectiveOp, shard::ReduceOp>;
+    auto op = cast<CollectiveOp>(rawOp);
     auto type = cast<RankedTensorType>(op.getInput().getType());
     bool max = op.getReduction() == shard::ReductionKind::Max;
     if (!isF32(type) || op.getResult().getType() != type ||
-        (!max && op.getReduction() != shard::ReductionKind::Sum))
-      return op.emitOpError("only f32 sums and maxima into the same type run "
-                            "on the runtime's communicators");
+        ((reduce || !max) && op.getReduction() != shard::ReductionKind::Sum))
+      return op.emitOpError(reduce ? "only f32 sums into the same type run "
+                                     "on the runtime's communicators"
+                                   : "only f32 sums and maxima into the same "
+                                     "type run on the runtime's "
+                                     "communicators");
+    SmallVector<Value> root;
+    if constexpr (reduce) {
+      FailureOr<Value> rank = getRoot(rewriter, op);
+      if (failed(rank))
+        return failure();
+      root.push_back(*rank);
+    }
     FailureOr<int32_t> group = groupOf(op);
     if (failed(group))
       return failure();
@@ -159,10 +188,11 @@ struct AllReduceBufferization
     if (failed(buffer))
       return failure();
 
-    callCollective(rewriter, op,
-                   max ? LOOM_RT_GROUP_ALL_REDUCE_MAX
-                       : LOOM_RT_GROUP_ALL_REDUCE,
-                   *group, *buffer, {type.getNumElements()});
+    StringRef callee = reduce ? LOOM_RT_GROUP_REDUCE
+                       : max  ? LOOM_RT_GROUP_ALL_REDUCE_MAX
+                              : LOOM_RT_GROUP_ALL_REDUCE;
+    callCollective(rewriter, op, callee, *group, *buffer,
+                   {type.getNumElements()}, LOOM_DTYPE_F32, root);
     replaceOpWithBufferizedValues(rewriter, op, *buffer);
     return success();
   }
@@ -386,7 +416,9 @@ FailureOr<Value> mlir::loom::buildGroupRank(OpBuilder &b,
 void mlir::loom::registerCollectiveBufferizationModels(
     DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
-    shard::AllReduceOp::attachInterface<AllReduceBufferization>(*ctx);
+    shard::AllReduceOp::attachInterface<InPlaceCollective<shard::AllReduceOp>>(
+        *ctx);
+    shard::ReduceOp::attachInterface<InPlaceCollective<shard::ReduceOp>>(*ctx);
     shard::AllGatherOp::attachInterface<
         ResultBufferCollective<shard::AllGatherOp>>(*ctx);
     shard::ReduceScatterOp::attachInterface<

@@ -130,6 +130,16 @@ int begin(const char *what, const loom_comm *comm, loom_dtype dtype,
   return 0;
 }
 
+/// A broadcast's or a reduce's `root` is a rank of `comm`.
+bool checkRoot(const char *what, const loom_comm *comm, int64_t root) {
+  if (root < 0 || root >= comm->size)
+    return setError("%s: root %lld is not a rank of the %s group (%lld "
+                    "ranks)",
+                    what, static_cast<long long>(root), comm->name,
+                    static_cast<long long>(comm->size));
+  return true;
+}
+
 /// The ranks on this machine whose affinity is this rank's: they compete
 /// for the same cores, unless the launcher bound each to its own.
 int64_t countCoreSharers(int rank) {
@@ -252,10 +262,11 @@ void groupCollective(int32_t group, const char *what, Traffic traffic,
 /// host, once the GPU is done with the buffers.
 template <typename Host>
 int onGpuOrHost(loom_comm *comm, loom::NcclOp op, int32_t dtype,
-                const void *send, void *recv, int64_t count, Host &&host) {
+                const void *send, void *recv, int64_t count, Host &&host,
+                int root = 0) {
   int rc = loom::ncclCollective(comm->comm, static_cast<int>(comm->size),
                                 static_cast<int>(comm->rank), comm->name, op,
-                                dtype, send, recv, count);
+                                dtype, send, recv, count, root);
   if (rc >= 0)
     return rc;
   loom::cudaWait();
@@ -432,6 +443,22 @@ int loom_rt_reduce_scatter(loom_comm *comm, loom_dtype dtype, const void *send,
                    "reduce-scatter", comm);
 }
 
+int loom_rt_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
+                   void *recv, int64_t count, int64_t root) {
+  if (!checkCall("reduce", comm, dtype, count, /*sum=*/true) ||
+      !checkRoot("reduce", comm, root))
+    return 1;
+  if (int rc = begin("reduce", comm, dtype, send, recv, count, /*sum=*/true);
+      rc >= 0)
+    return rc;
+  // The root sums into recv; MPI_IN_PLACE is the root's alone to pass.
+  bool inPlace = send == recv && root == comm->rank;
+  return mpiFailed(MPI_Reduce(inPlace ? MPI_IN_PLACE : send, recv,
+                              static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                              static_cast<int>(root), comm->comm),
+                   "reduce", comm);
+}
+
 int loom_rt_all_gather(loom_comm *comm, loom_dtype dtype, const void *send,
                        void *recv, int64_t count) {
   if (int rc = begin("all-gather", comm, dtype, send, recv, count,
@@ -446,13 +473,9 @@ int loom_rt_all_gather(loom_comm *comm, loom_dtype dtype, const void *send,
 
 int loom_rt_broadcast(loom_comm *comm, loom_dtype dtype, void *buffer,
                       int64_t count, int64_t root) {
-  if (!checkCall("broadcast", comm, dtype, count, /*sum=*/false))
+  if (!checkCall("broadcast", comm, dtype, count, /*sum=*/false) ||
+      !checkRoot("broadcast", comm, root))
     return 1;
-  if (root < 0 || root >= comm->size)
-    return !setError("broadcast: root %lld is not a rank of the %s group "
-                     "(%lld ranks)",
-                     static_cast<long long>(root), comm->name,
-                     static_cast<long long>(comm->size));
   if (comm->size == 1)
     return 0;
   return mpiFailed(MPI_Bcast(buffer, static_cast<int>(count), moveType(dtype),
@@ -581,6 +604,21 @@ void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
           return loom_rt_reduce_scatter(comm, static_cast<loom_dtype>(dtype),
                                         send, recv, count);
         });
+  });
+}
+
+void loom_rt_group_reduce(int32_t group, int32_t dtype, void *buffer,
+                          int64_t count, int64_t root) {
+  groupCollective(group, "reduce", {count}, [&](loom_comm *comm) {
+    if (!checkRoot("reduce", comm, root))
+      return 1;
+    return onGpuOrHost(
+        comm, loom::NcclOp::Reduce, dtype, buffer, buffer, count,
+        [&] {
+          return loom_rt_reduce(comm, static_cast<loom_dtype>(dtype), buffer,
+                                buffer, count, root);
+        },
+        static_cast<int>(root));
   });
 }
 

@@ -34,7 +34,8 @@ namespace {
   X(ncclGetErrorString)                                                        \
   X(ncclAllReduce)                                                             \
   X(ncclAllGather)                                                             \
-  X(ncclReduceScatter)
+  X(ncclReduceScatter)                                                         \
+  X(ncclReduce)
 
 struct Nccl {
 #define LOOM_DECLARE(fn) decltype(&::fn) fn = nullptr;
@@ -188,7 +189,7 @@ std::optional<ncclDataType_t> runnable(int32_t dtype) {
 /// Queues `op` on communicator `c` (of group `name`) on the backend's
 /// stream.
 int queue(ncclComm_t c, const char *name, loom::NcclOp op, ncclDataType_t type,
-          const void *send, void *recv, int64_t count) {
+          const void *send, void *recv, int64_t count, int root) {
   using loom::NcclOp;
   Nccl &n = nccl();
   auto stream = static_cast<cudaStream_t>(loom::cudaStream());
@@ -206,6 +207,9 @@ int queue(ncclComm_t c, const char *name, loom::NcclOp op, ncclDataType_t type,
   case NcclOp::ReduceScatter:
     r = n.ncclReduceScatter(send, recv, elements, type, ncclSum, c, stream);
     break;
+  case NcclOp::Reduce:
+    r = n.ncclReduce(send, recv, elements, type, ncclSum, root, c, stream);
+    break;
   }
   if (r != ncclSuccess) {
     loom::setError("NCCL: a collective of %lld elements on group %s: %s",
@@ -220,7 +224,7 @@ int queue(ncclComm_t c, const char *name, loom::NcclOp op, ncclDataType_t type,
 
 int loom::ncclCollective(MPI_Comm comm, int size, int rank, const char *name,
                          NcclOp op, int32_t dtype, const void *send, void *recv,
-                         int64_t count) {
+                         int64_t count, int root) {
   if (size <= 1 || comm == MPI_COMM_NULL)
     return -1;
   std::optional<ncclDataType_t> type = runnable(dtype);
@@ -229,28 +233,29 @@ int loom::ncclCollective(MPI_Comm comm, int size, int rank, const char *name,
   ncclComm_t c = nccl().communicator(comm, size, rank, name);
   if (!c)
     return 1;
-  return queue(c, name, op, *type, send, recv, count);
+  return queue(c, name, op, *type, send, recv, count, root);
 }
 
 int loom::ncclCollectiveAlone(NcclOp op, int32_t dtype, const void *send,
-                              void *recv, int64_t count) {
+                              void *recv, int64_t count, int root) {
   std::optional<ncclDataType_t> type = runnable(dtype);
   if (!type)
     return -1;
   ncclComm_t c = nccl().communicatorAlone();
   if (!c)
     return 1;
-  return queue(c, "of one", op, *type, send, recv, count);
+  return queue(c, "of one", op, *type, send, recv, count, root);
 }
 
 #else // !LOOM_HAVE_NCCL
 
 int loom::ncclCollective(MPI_Comm, int, int, const char *, NcclOp, int32_t,
-                         const void *, void *, int64_t) {
+                         const void *, void *, int64_t, int) {
   return -1;
 }
 
-int loom::ncclCollectiveAlone(NcclOp, int32_t, const void *, void *, int64_t) {
+int loom::ncclCollectiveAlone(NcclOp, int32_t, const void *, void *, int64_t,
+                              int) {
   return -1;
 }
 

@@ -189,3 +189,47 @@ func.func @integers(%x: tensor<2x4xi32>) {
   loom.send %x to 1 tag 0 : tensor<2x4xi32>
   return
 }
+
+// -----
+
+// A sum onto one rank of the replicas, in place: the runtime's reduce on the
+// data-parallel group (1), f32 (0), 32 elements, onto the root the index
+// names, passed as i64.
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+// CHECK-LABEL: func.func @reduce(
+// CHECK-SAME: %[[G:.*]]: memref<8x4xf32{{.*}}>, %[[ROOT:.*]]: index)
+// CHECK-DAG: %[[GROUP:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK: %[[P:.*]] = llvm.inttoptr
+// CHECK: %[[N:.*]] = llvm.mlir.constant(32 : i64) : i64
+// CHECK: %[[R:.*]] = arith.index_cast %[[ROOT]] : index to i64
+// CHECK: llvm.call @loom_rt_group_reduce(%[[GROUP]], %[[F32]], %[[P]], %[[N]], %[[R]])
+// CHECK: return %[[G]]
+// CHECK: llvm.func @loom_rt_group_reduce(i32, i32, !llvm.ptr, i64, i64)
+func.func @reduce(%g: tensor<8x4xf32>, %root: index) -> tensor<8x4xf32> {
+  %r = shard.reduce %g on @grid grid_axes = [1] root = [%root] : (tensor<8x4xf32>, index) -> tensor<8x4xf32>
+  return %r : tensor<8x4xf32>
+}
+
+// -----
+
+// A static root is a constant.
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+// CHECK-LABEL: func.func @reduce_to_one(
+// CHECK: %[[ONE:.*]] = arith.constant 1 : index
+// CHECK: %[[R:.*]] = arith.index_cast %[[ONE]] : index to i64
+// CHECK: llvm.call @loom_rt_group_reduce(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[R]])
+func.func @reduce_to_one(%g: tensor<4xf32>) -> tensor<4xf32> {
+  %r = shard.reduce %g on @grid grid_axes = [1] root = [1] : (tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+func.func @reduce_max(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{only f32 sums into the same type run on the runtime's communicators}}
+  // expected-error @+1 {{failed to bufferize op}}
+  %r = shard.reduce %g on @grid grid_axes = [1] reduction = max root = [0] : (tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}

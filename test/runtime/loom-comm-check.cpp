@@ -102,6 +102,22 @@ void checkGroup(Checker &check, const char *name, loom_group group,
        equal(recv, want);
   check.report(prefix + "reduce-scatter", ok);
 
+  // Reduce onto each end of the group, in place: the root's buffer is the
+  // sum, every other rank's is left as it was.
+  for (int64_t root : {int64_t(0), size - 1}) {
+    std::vector<float> mine(kCount);
+    for (int64_t i = 0; i < kCount; ++i) {
+      mine[i] = static_cast<float>(r + 1) + 0.25f * static_cast<float>(i);
+      want[i] = r == root ? static_cast<float>(size * (size + 1) / 2) +
+                                0.25f * static_cast<float>(size * i)
+                          : mine[i];
+    }
+    ok = !loom_rt_reduce(comm, LOOM_DTYPE_F32, mine.data(), mine.data(), kCount,
+                         root) &&
+         equal(mine, want);
+    check.report(prefix + "reduce to " + std::to_string(root), ok);
+  }
+
   // All-gather, f32 and bf16 (16-bit words moved as they are).
   for (int64_t i = 0; i < kCount; ++i)
     send[i] = static_cast<float>(r * 1000 + i);
@@ -164,6 +180,10 @@ void checkRefusals(Checker &check) {
       loom_rt_send(world, LOOM_DTYPE_F32, &value, 1, loom_comm_rank(world)) &&
       std::strstr(loom_last_error(), "is not another rank");
   check.report("send to itself refused", refused);
+  refused = loom_rt_reduce(world, LOOM_DTYPE_F32, &value, &value, 1,
+                           loom_comm_size(world)) &&
+            std::strstr(loom_last_error(), "is not a rank of the");
+  check.report("reduce to a rank outside the group refused", refused);
 }
 } // namespace
 

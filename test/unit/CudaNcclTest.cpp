@@ -27,7 +27,8 @@ struct Case {
 constexpr Case kCases[] = {{loom::NcclOp::Sum, "all-reduce sum"},
                            {loom::NcclOp::Max, "all-reduce max"},
                            {loom::NcclOp::AllGather, "all-gather"},
-                           {loom::NcclOp::ReduceScatter, "reduce-scatter"}};
+                           {loom::NcclOp::ReduceScatter, "reduce-scatter"},
+                           {loom::NcclOp::Reduce, "reduce to rank 0"}};
 
 /// `count` values of `dtype`'s storage, distinct and exact in each type.
 std::vector<uint8_t> values(int32_t dtype, int64_t count) {

@@ -8,7 +8,8 @@
 namespace mlir {
 class DialectRegistry;
 namespace loom {
-/// Gives shard.all_reduce, shard.all_gather and shard.reduce_scatter, and
+/// Gives shard.all_reduce, shard.reduce, shard.all_gather and
+/// shard.reduce_scatter, and
 /// the pipeline's loom.send and loom.recv, a bufferization: calls of the
 /// runtime's collectives and messages on its communicators
 /// (lib/Bufferization/BufferizeCollectives.cpp).

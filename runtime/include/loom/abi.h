@@ -95,6 +95,7 @@
 #define LOOM_RT_GROUP_ALL_REDUCE_MAX "loom_rt_group_all_reduce_max"
 #define LOOM_RT_GROUP_ALL_GATHER "loom_rt_group_all_gather"
 #define LOOM_RT_GROUP_REDUCE_SCATTER "loom_rt_group_reduce_scatter"
+#define LOOM_RT_GROUP_REDUCE "loom_rt_group_reduce"
 #define LOOM_RT_GROUP_RANK "loom_rt_group_rank"
 #define LOOM_RT_GROUP_SEND "loom_rt_group_send"
 #define LOOM_RT_GROUP_RECV "loom_rt_group_recv"

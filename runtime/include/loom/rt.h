@@ -232,6 +232,11 @@ void loom_rt_group_all_gather(int32_t group, int32_t dtype, const void *send,
 /// rank's slice of `count`. Ends the job on failure, as above.
 void loom_rt_group_reduce_scatter(int32_t group, int32_t dtype,
                                   const void *send, void *recv, int64_t count);
+/// Sums `buffer` over `group` onto rank `root` of it, in place: the root's
+/// buffer gets the sum, the others' are left undefined. Ends the job on
+/// failure, as above.
+void loom_rt_group_reduce(int32_t group, int32_t dtype, void *buffer,
+                          int64_t count, int64_t root);
 /// Sends `count` elements of `buffer` to rank `peer` of `group` with message
 /// `tag` (0 to 32767): the buffer is copied and the call returns without
 /// waiting for the receiver. Ends the job on failure, as above.

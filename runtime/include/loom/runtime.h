@@ -374,6 +374,10 @@ int loom_rt_all_reduce_max(loom_comm *comm, loom_dtype dtype, const void *send,
 /// send holds size * count elements; recv gets slice `rank` of their sum.
 int loom_rt_reduce_scatter(loom_comm *comm, loom_dtype dtype, const void *send,
                            void *recv, int64_t count);
+/// Rank `root`'s recv = the sum of every rank's send (f32); the others'
+/// recv is not written. send == recv works in place.
+int loom_rt_reduce(loom_comm *comm, loom_dtype dtype, const void *send,
+                   void *recv, int64_t count, int64_t root);
 /// recv (size * count elements) gets every rank's send, in rank order.
 int loom_rt_all_gather(loom_comm *comm, loom_dtype dtype, const void *send,
                        void *recv, int64_t count);
