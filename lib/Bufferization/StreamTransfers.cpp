@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Dominance.h"
@@ -68,26 +69,43 @@ tensor::InsertSliceOp getStackingInsert(scf::ForOp loop, unsigned index) {
   return insert;
 }
 
-/// Rewrites `transfer` of a loop's stack, where it is one: the loop stacks
-/// in the destination, and each slice crosses into its place there.
-/// Returns the transfer in the loop.
-TransferOp streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
-  auto stack = dyn_cast<OpResult>(transfer.getSource());
-  auto loop = stack ? dyn_cast<scf::ForOp>(stack.getOwner()) : scf::ForOp();
-  // The destination, once the loop's stack, must be read by nothing else,
-  // which would see it written slice by slice (or need a copy of it).
-  if (!loop || !stack.hasOneUse() || !transfer.getDest().hasOneUse() ||
-      !dominance.properlyDominates(transfer.getDest(), loop))
-    return {};
-  unsigned index = stack.getResultNumber();
-  tensor::InsertSliceOp insert = getStackingInsert(loop, index);
+/// A loop's stack and the insert that stacks each iteration's slice.
+struct Stacking {
+  scf::ForOp loop;
+  OpResult stack;
+  tensor::InsertSliceOp insert;
+};
+
+/// `stack`, a result of an `scf.for`, where the loop's stack can be built
+/// in `dest` instead of an empty tensor: nothing else reads the stack, and
+/// `dest`, defined before the loop, is read by nothing else either (it
+/// would see the stack written slice by slice, or need a copy of it).
+std::optional<Stacking> getStackingInto(Value stack, Value dest,
+                                        DominanceInfo &dominance) {
+  auto result = dyn_cast<OpResult>(stack);
+  auto loop = result ? dyn_cast<scf::ForOp>(result.getOwner()) : scf::ForOp();
+  if (!loop || !result.hasOneUse() || !dest.hasOneUse() ||
+      !dominance.properlyDominates(dest, loop))
+    return std::nullopt;
+  tensor::InsertSliceOp insert =
+      getStackingInsert(loop, result.getResultNumber());
   if (!insert)
-    return {};
+    return std::nullopt;
+  return Stacking{loop, result, insert};
+}
+
+/// Makes `loop` build its stack `index` in `dest` instead of an empty
+/// tensor.
+void stackInto(scf::ForOp loop, unsigned index, Value dest) {
   Operation *empty = loop.getInitArgs()[index].getDefiningOp();
-  loop.getInitArgsMutable()[index].assign(transfer.getDest());
+  loop.getInitArgsMutable()[index].assign(dest);
   empty->erase();
-  // The slice crosses as soon as it and its place's offsets exist, so that
-  // the device's buffer is free from then on, not at the iteration's end.
+}
+
+/// A builder after `insert`'s slice and its place's offsets exist in
+/// `loop`'s body: where the slice can cross, so that the device's buffer
+/// is free from then on, not at the iteration's end.
+OpBuilder afterSliceIsMade(tensor::InsertSliceOp insert, scf::ForOp loop) {
   OpBuilder b(insert);
   Operation *made = insert.getSource().getDefiningOp();
   if (made && made->getBlock() == loop.getBody()) {
@@ -97,6 +115,23 @@ TransferOp streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
           made = def;
     b.setInsertionPointAfter(made);
   }
+  return b;
+}
+
+/// Rewrites `transfer` of a loop's stack, where it is one: the loop stacks
+/// in the destination, and each slice crosses into its place there.
+/// Returns the transfer in the loop.
+TransferOp streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
+  Value dest = transfer.getDest();
+  std::optional<Stacking> stacking =
+      getStackingInto(transfer.getSource(), dest, dominance);
+  if (!stacking)
+    return {};
+  scf::ForOp loop = stacking->loop;
+  OpResult stack = stacking->stack;
+  tensor::InsertSliceOp insert = stacking->insert;
+  stackInto(loop, stack.getResultNumber(), dest);
+  OpBuilder b = afterSliceIsMade(insert, loop);
   Location loc = transfer.getLoc();
   Value slot = tensor::ExtractSliceOp::create(
       b, loc, insert.getSourceType(), insert.getDest(),
@@ -110,6 +145,93 @@ TransferOp streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
   insert.getSourceMutable().assign(sent);
   transfer.replaceAllUsesWith(stack);
   transfer.erase();
+  return sent;
+}
+
+/// ZeRO-2 with offload: `transfer` of this rank's layers of a loop's stack,
+/// reduce-scattered along the layers over the replicas (as
+/// loom-data-parallel makes it), where it is one. Each layer's slice is
+/// instead summed onto the rank that owns it (`shard.reduce`) as the loop
+/// makes it, DeepSpeed's ZeRO-2 reduction, and crosses from there into its
+/// place among the rank's layers in the destination, where the loop builds
+/// the rank's stack: the same sums and traffic, and neither stack whole on
+/// the device. Returns the transfer in the loop, or null.
+TransferOp streamOwnedLayers(TransferOp transfer, DominanceInfo &dominance) {
+  auto rows = transfer.getSource().getDefiningOp<tensor::CollapseShapeOp>();
+  auto layers = rows ? rows.getSrc().getDefiningOp<shard::ReduceScatterOp>()
+                     : shard::ReduceScatterOp();
+  if (!layers || !rows->hasOneUse() || !layers->hasOneUse() ||
+      transfer.getTo() != Placement::host || transfer.getAccumulate() ||
+      layers.getReduction() != shard::ReductionKind::Sum ||
+      !layers.getScatterAxis().isZero() || layers.getGridAxes().size() != 1)
+    return {};
+  Value dest = transfer.getDest();
+  std::optional<Stacking> stacking =
+      getStackingInto(layers.getInput(), dest, dominance);
+  if (!stacking)
+    return {};
+  scf::ForOp loop = stacking->loop;
+  OpResult stack = stacking->stack;
+  tensor::InsertSliceOp insert = stacking->insert;
+  auto mine = cast<RankedTensorType>(layers.getType());
+  Location loc = transfer.getLoc();
+
+  // Rank r owns layers [r * n, (r + 1) * n), its 1/dp of the stack.
+  OpBuilder b(loop);
+  Value rank = shard::ProcessMultiIndexOp::create(b, loc, layers.getGrid(),
+                                                  layers.getGridAxes())
+                   .getResult()
+                   .front();
+  Value perRank = arith::ConstantIndexOp::create(b, loc, mine.getDimSize(0));
+  Value first = arith::MulIOp::create(b, loc, rank, perRank);
+  stackInto(loop, stack.getResultNumber(),
+            tensor::ExpandShapeOp::create(b, loc, mine, dest,
+                                          rows.getReassociationIndices()));
+  BlockArgument placed = loop.getRegionIterArgs()[stack.getResultNumber()];
+  placed.setType(mine);
+  stack.setType(mine);
+
+  OpBuilder in = afterSliceIsMade(insert, loop);
+  Value layer =
+      getValueOrCreateConstantIndexOp(in, loc, insert.getMixedOffsets()[0]);
+  Value owner = arith::DivUIOp::create(in, loc, layer, perRank);
+  Value summed = shard::ReduceOp::create(
+      in, loc, insert.getSourceType(), layers.getGrid(), layers.getGridAxes(),
+      insert.getSource(), shard::ReductionKind::Sum,
+      ArrayRef<int64_t>{ShapedType::kDynamic}, owner);
+  Value owned =
+      arith::CmpIOp::create(in, loc, arith::CmpIPredicate::eq, owner, rank);
+  TransferOp sent;
+  auto place = scf::IfOp::create(
+      in, loc, owned,
+      [&](OpBuilder &then, Location) {
+        SmallVector<OpFoldResult> offsets = insert.getMixedOffsets();
+        offsets[0] = arith::SubIOp::create(then, loc, layer, first).getResult();
+        Value slot = tensor::ExtractSliceOp::create(
+            then, loc, insert.getSourceType(), placed, offsets,
+            insert.getMixedSizes(), insert.getMixedStrides());
+        sent = TransferOp::create(then, loc, summed.getType(), summed, slot,
+                                  Placement::host, /*async=*/false, Value());
+        scf::YieldOp::create(
+            then, loc,
+            tensor::InsertSliceOp::create(then, loc, sent, placed, offsets,
+                                          insert.getMixedSizes(),
+                                          insert.getMixedStrides())
+                .getResult());
+      },
+      [&](OpBuilder &otherwise, Location) {
+        scf::YieldOp::create(otherwise, loc, Value(placed));
+      });
+  insert.replaceAllUsesWith(place.getResult(0));
+  insert.erase();
+
+  OpBuilder after(transfer);
+  Value arrived = tensor::CollapseShapeOp::create(
+      after, loc, rows.getResultType(), stack, rows.getReassociationIndices());
+  transfer.replaceAllUsesWith(arrived);
+  transfer.erase();
+  rows.erase();
+  layers.erase();
   return sent;
 }
 
@@ -163,7 +285,12 @@ scf::ForOp overlapSends(scf::ForOp loop, ArrayRef<TransferOp> sends) {
       addIterArgs(loop, inits, [&](ArrayRef<BlockArgument> previous) {
         for (auto [index, before] : llvm::enumerate(previous)) {
           TransferOp send = sends[index];
-          OpBuilder at(send);
+          // In the loop's body: a send under a condition (a layer this
+          // rank owns) still leaves its buffer to the next iteration.
+          Operation *here = send;
+          while (!isa<scf::ForOp>(here->getParentOp()))
+            here = here->getParentOp();
+          OpBuilder at(here);
           TransferWaitOp::create(at, send.getLoc(), before);
           send.setAsync(true);
         }
@@ -300,8 +427,11 @@ struct StreamTransfersPass
     // then hand on), and the fetches it had.
     llvm::MapVector<Operation *, SmallVector<TransferOp>> sends, fetches;
     for (TransferOp transfer : transfers) {
-      if (TransferOp sent = streamTransfer(transfer, dominance)) {
-        auto loop = cast<scf::ForOp>(sent->getParentOp());
+      TransferOp sent = streamTransfer(transfer, dominance);
+      if (!sent)
+        sent = streamOwnedLayers(transfer, dominance);
+      if (sent) {
+        auto loop = sent->getParentOfType<scf::ForOp>();
         if (isMadeByIteration(sent.getSource(), loop, aliases))
           sends[loop].push_back(sent);
         continue;

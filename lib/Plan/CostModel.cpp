@@ -433,11 +433,20 @@ private:
   }
   /// Whether an offload plan's gradients leave the device as the backward
   /// pass makes them: bucket by bucket (PyTorch), or a layer loop's layer
-  /// by layer where no reduction over replicas follows the backward pass
-  /// (Loom's step, which sums several micro-batches' on the host).
+  /// by layer (Loom's step, which sums several micro-batches' on the host)
+  /// where no reduction over replicas follows the backward pass or the
+  /// loop sums each layer onto its owner.
   bool streamsGradients() const {
     return fw.offloadsGradientBuckets ||
-           (fw.offloadsLayerGradients && !(dp > 1 && plan.zero <= 2));
+           (fw.offloadsLayerGradients &&
+            (!(dp > 1 && plan.zero <= 2) || reducesLayersToOwners()));
+  }
+  /// Whether Loom's layer loop sums each layer's gradients onto the replica
+  /// that updates it, which sends them to its host (ZeRO-2 with one
+  /// micro-batch and no pipeline, each rank's slice whole layers).
+  bool reducesLayersToOwners() const {
+    return dp > 1 && plan.zero == 2 && pp == 1 && m == 1 &&
+           model.getNumLayers() % dp == 0;
   }
   /// The data-parallel traffic of a stage's parameters, on a stream of its
   /// own beside the compute.
@@ -607,12 +616,12 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
     optimizer = 0;
     // Streamed to the host, the gradients hold a bucket of the device, or
     // the layer loop's two layers (one in flight) and what the layers
-    // outside it make.
+    // outside it make, ZeRO-3's reduce-scattered, ZeRO-2's summed whole.
     if (fw.offloadsGradientBuckets)
       gradients = std::min(params, fw.reduceBucketElements) * gradBytes;
     else if (streamsGradients())
       gradients = std::min(params, w.outsideParams + 2 * w.largestLayer) *
-                  gradBytes / (plan.zero >= 2 ? shard : 1);
+                  gradBytes / (plan.zero >= 3 ? shard : 1);
   }
   if (plan.offload == Offload::parameters) {
     // The host keeps the parameters (the rank's shards under ZeRO-3); the

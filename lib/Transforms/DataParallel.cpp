@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OffloadGradients.h"
 #include "Replicas.h"
 
 #include "mlir/IR/Dominance.h"
@@ -139,7 +140,11 @@ struct DataParallelPass
       for (ArrayRef<Value> bucket : makeBuckets(grads))
         sumOverReplicas(b, loc, bucket);
     } else if (plan.zero == 2) {
-      for (ArrayRef<Value> bucket : makeBuckets(grads))
+      SmallVector<Value> bucketed;
+      for (Value g : grads)
+        if (plan.offload == Offload::none || !scatterLayers(b, loc, g, shardOf))
+          bucketed.push_back(g);
+      for (ArrayRef<Value> bucket : makeBuckets(bucketed))
         if (failed(scatterOverReplicas(b, loc, bucket, shardOf)))
           return failure();
     } else {
@@ -382,6 +387,32 @@ struct DataParallelPass
       offset += size;
     }
     return success();
+  }
+
+  /// ZeRO-2 with offload: a gradient the gradient function's layer loop
+  /// stacks, of which each rank's 1/dp holds whole layers, is
+  /// reduce-scattered on its own, along the layers: the same shard as in a
+  /// bucket, in a form loom-stream-transfers turns into each layer summed
+  /// onto its rank as the loop makes it, which then sends it to the host.
+  /// Returns false, recording nothing, for any other gradient.
+  bool scatterLayers(OpBuilder &b, Location loc, Value g,
+                     DenseMap<Value, Value> &shardOf) {
+    auto result = dyn_cast<OpResult>(g);
+    auto type = cast<RankedTensorType>(g.getType());
+    if (!result || !isa<func::CallOp>(result.getOwner()) ||
+        !type.getElementType().isF32() || type.getRank() < 2 ||
+        type.getDimSize(0) % dp || !offload::isStackedByLayerLoop(g))
+      return false;
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] /= dp;
+    Value layers = shard::ReduceScatterOp::create(
+        b, loc, RankedTensorType::get(shape, type.getElementType()),
+        grid.getValue(), ArrayRef<shard::GridAxis>{kReplicaAxis}, g,
+        shard::ReductionKind::Sum, APInt(64, 0));
+    shardOf[g] =
+        reshape(b, loc, layers,
+                vectorType(type.getNumElements() / dp, type.getElementType()));
+    return true;
   }
 
   /// ZeRO-2/3: the global norm's sums of squares over the gradients'

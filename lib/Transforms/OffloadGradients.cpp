@@ -90,17 +90,6 @@ ReturnedStack getReturnedStack(func::CallOp call, unsigned result) {
   return {stack, widen};
 }
 
-/// Whether `grad`, a call's result, is a stack its callee's layer loop
-/// makes (or that stack widened after the loop): what crosses layer by
-/// layer once the call is inlined.
-bool isStackedByLayerLoop(Value grad) {
-  auto result = cast<OpResult>(grad);
-  return static_cast<bool>(
-      getReturnedStack(cast<func::CallOp>(result.getOwner()),
-                       result.getResultNumber())
-          .stack);
-}
-
 /// Whether `sent` copies an f32 value whole into host memory that is an
 /// argument of its block: where the host could sum it instead.
 bool sendsWholeToHost(TransferOp sent) {
@@ -112,6 +101,14 @@ bool sendsWholeToHost(TransferOp sent) {
 } // namespace
 
 namespace mlir::loom::offload {
+
+bool isStackedByLayerLoop(Value grad) {
+  auto result = cast<OpResult>(grad);
+  return static_cast<bool>(
+      getReturnedStack(cast<func::CallOp>(result.getOwner()),
+                       result.getResultNumber())
+          .stack);
+}
 
 /// Mixed precision: the backward loop stacks a layer gradient in the
 /// step's precision, and the gradient function widens the whole stack to

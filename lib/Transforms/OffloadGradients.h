@@ -18,6 +18,11 @@ namespace mlir {
 namespace loom {
 namespace offload {
 
+/// Whether `grad`, a call's result, is a stack its callee's layer loop
+/// makes (or that stack widened after the loop): what crosses layer by
+/// layer once the call is inlined.
+bool isStackedByLayerLoop(Value grad);
+
 /// Mixed precision: where result `result` of `call` is a gradient the
 /// callee's layer loop stacks in the step's precision and widens after the
 /// loop, widens each layer's gradient in the loop instead (same elements).

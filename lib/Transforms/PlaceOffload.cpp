@@ -18,6 +18,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -42,6 +43,21 @@ constexpr llvm::StringLiteral kHostFunctionSuffix = "_host";
 /// Its sums over the gradients that a collective of the device adds up
 /// (`@train_step_host_sums`), called before the collective.
 constexpr llvm::StringLiteral kHostSumsSuffix = "_sums";
+
+/// The gradient function's result that `sent` carries to the host as it
+/// is, or this rank's layers of (ZeRO-2's reduce-scatter along the layers),
+/// when nothing else reads it: what can cross layer by layer.
+OpResult getSentCallResult(TransferOp sent) {
+  Value source = sent.getSource();
+  if (auto rows = source.getDefiningOp<tensor::CollapseShapeOp>())
+    if (auto layers = rows.getSrc().getDefiningOp<shard::ReduceScatterOp>();
+        layers && rows->hasOneUse() && layers->hasOneUse())
+      source = layers.getInput();
+  auto grad = dyn_cast<OpResult>(source);
+  if (!grad || !grad.hasOneUse() || !isa<func::CallOp>(grad.getOwner()))
+    return {};
+  return grad;
+}
 
 /// The element type the device keeps parameter `param` in: the type every
 /// function it is passed to converts it to at once (bf16, f16), or its own.
@@ -553,8 +569,7 @@ LogicalResult OffloadPlacement::run() {
     llvm::append_range(sends, summed);
   }
   for (TransferOp sent : sends)
-    if (auto grad = dyn_cast<OpResult>(sent.getSource());
-        grad && grad.hasOneUse() && isa<func::CallOp>(grad.getOwner()))
+    if (OpResult grad = getSentCallResult(sent))
       widenInLoop(cast<func::CallOp>(grad.getOwner()), grad.getResultNumber());
   if (failed(outline(*hostOps, hostName)))
     return failure();

@@ -280,3 +280,61 @@ func.func @send_outside_view(%all: tensor<4x8xf32>, %host: tensor<4x8xf32>) -> t
   %sent = loom.transfer %stack into %host to host : tensor<4x8xf32>
   return %sent : tensor<4x8xf32>
 }
+
+// -----
+
+// ZeRO-2: this rank's layers of the stack, reduce-scattered along the
+// layers over the replicas (grid axis 1), cross to the host. Each layer is
+// instead summed onto the rank that owns it (two layers a rank) as the
+// loop makes it, and only the owner sends it, into its place among its
+// layers in the host's buffer, where the loop builds the rank's stack.
+// Overlapped, the wait for the previous layer's copy stays outside the
+// condition: the next iteration's buffer is the one before's either way.
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+// CHECK-LABEL: func.func @owned_layers(
+// CHECK-SAME: %[[X:.*]]: tensor<8xf32>, %[[HOST:.*]]: tensor<16xf32>)
+// CHECK: %[[RANK:.*]] = shard.process_multi_index on @grid axes = [1] : index
+// CHECK: %[[C2:.*]] = arith.constant 2 : index
+// CHECK: %[[FIRST:.*]] = arith.muli %[[RANK]], %[[C2]] : index
+// CHECK: %[[MINE:.*]] = tensor.expand_shape %[[HOST]] {{\[\[}}0, 1]] output_shape [2, 8] : tensor<16xf32> into tensor<2x8xf32>
+// CHECK: %[[R:.*]] = scf.for %[[L:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %[[MINE]]) -> (tensor<2x8xf32>)
+// CHECK: %[[Y:.*]] = linalg.add
+// CHECK-NEXT: %[[OWNER:.*]] = arith.divui %[[L]], %[[C2]] : index
+// CHECK-NEXT: %[[SUM:.*]] = shard.reduce %[[Y]] on @grid grid_axes = [1] root = [%[[OWNER]]] : (tensor<8xf32>, index) -> tensor<8xf32>
+// CHECK-NEXT: %[[OWNED:.*]] = arith.cmpi eq, %[[OWNER]], %[[RANK]] : index
+// CHECK-NEXT: %[[PLACED:.*]] = scf.if %[[OWNED]] -> (tensor<2x8xf32>) {
+// CHECK-NEXT: %[[AT:.*]] = arith.subi %[[L]], %[[FIRST]] : index
+// CHECK-NEXT: %[[SLOT:.*]] = tensor.extract_slice %[[ACC]][%[[AT]], 0] [1, 8] [1, 1] : tensor<2x8xf32> to tensor<8xf32>
+// CHECK-NEXT: %[[SENT:.*]] = loom.transfer %[[SUM]] into %[[SLOT]] to host : tensor<8xf32>
+// CHECK-NEXT: %[[IN:.*]] = tensor.insert_slice %[[SENT]] into %[[ACC]][%[[AT]], 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<2x8xf32>
+// CHECK-NEXT: scf.yield %[[IN]]
+// CHECK-NEXT: } else {
+// CHECK-NEXT: scf.yield %[[ACC]]
+// CHECK: scf.yield %[[PLACED]]
+// CHECK-NOT: shard.reduce_scatter
+// CHECK: %[[ARRIVED:.*]] = tensor.collapse_shape %[[R]] {{\[\[}}0, 1]] : tensor<2x8xf32> into tensor<16xf32>
+// CHECK: return %[[ARRIVED]]
+// OVERLAP-LABEL: func.func @owned_layers(
+// OVERLAP: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %[[PREV:.*]] = %{{.*}}) -> (tensor<2x8xf32>, tensor<8xf32>)
+// OVERLAP: %[[SUM:.*]] = shard.reduce
+// OVERLAP-NEXT: arith.cmpi
+// OVERLAP-NEXT: loom.transfer_wait %[[PREV]] : tensor<8xf32>
+// OVERLAP-NEXT: scf.if
+// OVERLAP: loom.transfer %[[SUM]] into %{{.*}} to host async : tensor<8xf32>
+// OVERLAP: scf.yield %{{.*}}, %[[SUM]]
+func.func @owned_layers(%x: tensor<8xf32>, %host: tensor<16xf32>) -> tensor<16xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %empty = tensor.empty() : tensor<4x8xf32>
+  %stack = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %empty) -> (tensor<4x8xf32>) {
+    %e = tensor.empty() : tensor<8xf32>
+    %y = linalg.add ins(%x, %x : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+    %in = tensor.insert_slice %y into %acc[%l, 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<4x8xf32>
+    scf.yield %in : tensor<4x8xf32>
+  }
+  %mine = shard.reduce_scatter %stack on @grid grid_axes = [1] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %rows = tensor.collapse_shape %mine [[0, 1]] : tensor<2x8xf32> into tensor<16xf32>
+  %sent = loom.transfer %rows into %host to host : tensor<16xf32>
+  return %sent : tensor<16xf32>
+}

@@ -34,12 +34,23 @@ def LoomStreamTransfers
     each next one under an `scf.if` where the iteration has a next) into a
     buffer the loop hands to the iteration that reads it, which waits for
     it first. The static arena gives each handed-on buffer two slots.
+
+    ZeRO-2 with offload: `loom.transfer` of this rank's layers of a loop's
+    stack, `tensor.collapse_shape` of a `shard.reduce_scatter` along the
+    layers (as `loom-data-parallel` forms it), moves into the loop the same
+    way, with each layer's slice summed onto the rank that owns it (a
+    `shard.reduce` whose root is the layer's owner, DeepSpeed's ZeRO-2
+    reduction), which alone sends it, under an `scf.if`, into its place
+    among its layers in `%dest`: the same sums, the same traffic. The wait
+    for the previous layer's copy stays in the loop's body, outside the
+    condition.
   }];
   let options = [Option<"overlap", "overlap", "bool", /*default=*/"true",
                         "Start a layer loop's transfers an iteration ahead "
                         "and wait for them an iteration later">];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",
+                           "::mlir::shard::ShardDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::loom::LoomDialect"];
 }

@@ -115,9 +115,11 @@ struct FrameworkAssumptions {
   /// The same where the plan lets the step send a layer loop's gradients
   /// as the loop makes them, in a copy that runs during the next layer's
   /// backward pass: no data-parallel reduction after the backward pass
-  /// (ZeRO-0 to 2 over replicas); several micro-batches' gradients the host
-  /// sums. Loom's step; its device then holds two layers' gradients and
-  /// those outside the loop.
+  /// (ZeRO-0 to 2 over replicas), or ZeRO-2's sum of each layer onto the
+  /// replica that owns it, in the loop (one micro-batch, no pipeline, dp
+  /// dividing the layers); several micro-batches' gradients the host sums.
+  /// Loom's step; its device then holds two layers' gradients and those
+  /// outside the loop.
   bool offloadsLayerGradients = false;
   /// Under offload=parameters in f32, the device fetches the master weights
   /// the host keeps whole (not ZeRO-1/2's slices), with no second copy of

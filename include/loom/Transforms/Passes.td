@@ -318,7 +318,11 @@ def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
     - zero = 2: as zero = 1, but the gradients are reduce-scattered
       (`shard.reduce_scatter`): each rank receives only the sum of its
       shard. The global norm for clipping sums each rank's squares with one
-      more all-reduce.
+      more all-reduce. With offload, an f32 stack that @forward_grad's
+      layer loop returns, whose leading dimension dp divides, is
+      reduce-scattered alone along it (the same shard: whole layers), which
+      `loom-stream-transfers` turns into each layer summed onto its rank
+      in the loop.
     - zero = 3: parameters, gradients and optimizer state are shards
       already (`loom-shard-parameters`); the loss and the squares of the
       norm are all-reduced.
