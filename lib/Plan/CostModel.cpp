@@ -443,10 +443,11 @@ private:
   }
   /// Whether Loom's layer loop sums each layer's gradients onto the replica
   /// that updates it, which sends them to its host (ZeRO-2 with one
-  /// micro-batch and no pipeline, each rank's slice whole layers).
+  /// micro-batch, each rank's slice of a stage's stack whole layers).
   bool reducesLayersToOwners() const {
-    return dp > 1 && plan.zero == 2 && pp == 1 && m == 1 &&
-           model.getNumLayers() % dp == 0;
+    return dp > 1 && plan.zero == 2 && m == 1 && plan.virtualStages == 1 &&
+           llvm::all_of(est.layersPerStage,
+                        [&](int64_t layers) { return layers % dp == 0; });
   }
   /// The data-parallel traffic of a stage's parameters, on a stream of its
   /// own beside the compute.

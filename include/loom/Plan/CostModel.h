@@ -116,8 +116,8 @@ struct FrameworkAssumptions {
   /// as the loop makes them, in a copy that runs during the next layer's
   /// backward pass: no data-parallel reduction after the backward pass
   /// (ZeRO-0 to 2 over replicas), or ZeRO-2's sum of each layer onto the
-  /// replica that owns it, in the loop (one micro-batch, no pipeline, dp
-  /// dividing the layers); several micro-batches' gradients the host sums.
+  /// replica that owns it, in the loop (one micro-batch, dp dividing each
+  /// stage's layers); several micro-batches' gradients the host sums.
   /// Loom's step; its device then holds two layers' gradients and those
   /// outside the loop.
   bool offloadsLayerGradients = false;
