@@ -30,6 +30,8 @@
 #include <memory>
 #include <vector>
 
+// The built-ins are inline: a test's kernels use some of them, and the
+// others then go unused without a warning.
 namespace {
 struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
@@ -37,8 +39,8 @@ struct Dim3 {
 // One thread of the process runs every emulated thread in turn: these are
 // the running one's.
 Dim3 threadIdx, blockIdx, gridDim;
-int min(int a, int b) { return a < b ? a : b; }
-int max(int a, int b) { return a > b ? a : b; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
 struct __nv_bfloat16 {
   uint16_t bits;
 };
@@ -48,18 +50,20 @@ struct __half {
 struct uint4 {
   uint32_t x, y, z, w;
 };
-uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
   return {x, y, z, w};
 }
-float __bfloat162float(__nv_bfloat16 x) {
+inline float __bfloat162float(__nv_bfloat16 x) {
   return loom::bitsFloat(static_cast<uint32_t>(x.bits) << 16);
 }
-float __half2float(__half x) {
+inline float __half2float(__half x) {
   return loom::bitsFloat(loom::widenHalf(x.bits));
 }
-__nv_bfloat16 __float2bfloat16_rn(float x) { return {loom::narrowBf16(x)}; }
-__half __float2half_rn(float x) { return {loom::narrowHalf(x)}; }
-float atomicAdd(float *at, float value) {
+inline __nv_bfloat16 __float2bfloat16_rn(float x) {
+  return {loom::narrowBf16(x)};
+}
+inline __half __float2half_rn(float x) { return {loom::narrowHalf(x)}; }
+inline float atomicAdd(float *at, float value) {
   float old = *at;
   *at = old + value;
   return old;
@@ -183,7 +187,7 @@ template <typename F> void warpMeet(F computeAll) {
 }
 
 /// Each lane's x from lane (its own ^ laneMask). All 32 lanes take part.
-float __shfl_xor_sync(unsigned, float x, int laneMask) {
+inline float __shfl_xor_sync(unsigned, float x, int laneMask) {
   std::memcpy(warpIn(laneId()), &x, sizeof(x));
   warpMeet([laneMask] {
     for (int t = 0; t < 32; ++t)

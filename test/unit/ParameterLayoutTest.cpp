@@ -26,7 +26,7 @@ namespace {
 /// the test checks against the runs.
 struct Layout {
   int64_t layers, rows, inner, tp, dp = 1, shard = -1;
-  TpSplit split;
+  TpSplit split = {};
 
   Param part(int64_t partRows) const {
     Param p;
