@@ -122,16 +122,14 @@ OpBuilder afterSliceIsMade(tensor::InsertSliceOp insert, scf::ForOp loop) {
 /// in the destination, and each slice crosses into its place there.
 /// Returns the transfer in the loop.
 TransferOp streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
-  Value dest = transfer.getDest();
   std::optional<Stacking> stacking =
-      getStackingInto(transfer.getSource(), dest, dominance);
+      getStackingInto(transfer.getSource(), transfer.getDest(), dominance);
   if (!stacking)
     return {};
-  scf::ForOp loop = stacking->loop;
-  OpResult stack = stacking->stack;
   tensor::InsertSliceOp insert = stacking->insert;
-  stackInto(loop, stack.getResultNumber(), dest);
-  OpBuilder b = afterSliceIsMade(insert, loop);
+  stackInto(stacking->loop, stacking->stack.getResultNumber(),
+            transfer.getDest());
+  OpBuilder b = afterSliceIsMade(insert, stacking->loop);
   Location loc = transfer.getLoc();
   Value slot = tensor::ExtractSliceOp::create(
       b, loc, insert.getSourceType(), insert.getDest(),
@@ -143,7 +141,7 @@ TransferOp streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
                                  insert.getSource(), slot, transfer.getTo(),
                                  /*async=*/false, transfer.getAccumulate());
   insert.getSourceMutable().assign(sent);
-  transfer.replaceAllUsesWith(stack);
+  transfer.replaceAllUsesWith(stacking->stack);
   transfer.erase();
   return sent;
 }
