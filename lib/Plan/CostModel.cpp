@@ -69,6 +69,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     f.fetchesF32Masters = true;
     f.offloadsLayerGradients = true;
     f.prefetchesOffloadedParameters = true;
+    f.gathersUpdatesWhole = true;
     // Measured on the same step's trace, bf16 (docs/cost-model.md): its
     // GEMMs, all 768 wide, ran at 67.2% of the peak, which a 70%
     // efficiency of large products gives with this width; its fused
@@ -642,6 +643,10 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
         elementBytes;
   else if (dp > 1)
     temporary += std::min(params, fw.reduceBucketElements) * gradBytes;
+  // The gathered parameters exist once the activations are gone.
+  if (fw.gathersUpdatesWhole && updatesSlices())
+    temporary = std::max(temporary, params * (host > 0 ? elementBytes : 4) -
+                                        (w.kept + w.keptOutside) * inFlight);
   RankMemory rank{weights,  gradients, optimizer, w.kept + w.keptOutside,
                   inFlight, temporary};
   rank.host = host;

@@ -130,6 +130,11 @@ struct FrameworkAssumptions {
   /// prefetch; Loom's step, double-buffered), rather than when the layer
   /// starts.
   bool prefetchesOffloadedParameters = false;
+  /// Under ZeRO-1/2, the updated slices are gathered at the step's end into
+  /// whole parameters of their own (f32, or the copies' precision under
+  /// offload) beside the parameters the step read (Loom's step): where the
+  /// activations are smaller, the step peaks there.
+  bool gathersUpdatesWhole = false;
   /// The framework's own kernels where they were measured, replacing the
   /// cluster's EfficiencyAssumptions: the half-performance width of its
   /// matrix products and the share of the peak its fused attention reaches.
