@@ -67,12 +67,13 @@ if subprocess.run([loom_python, "-c", "import tensorboard"],
     config.available_features.add("tensorboard")
 
 # "%haswell-blas loom-run ...": OpenBLAS's Haswell (AVX2) kernels, whatever
-# the machine's newest. lit passes no OPENBLAS_CORETYPE through, and
-# OpenBLAS otherwise picks the kernels of the CPU it finds, whose sums
-# round differently (AVX-512's on an AMD EPYC): a test that holds a
-# diverging quantity to a bound (a single step's loss of two precisions)
-# must not depend on the machine. Without AVX2, the machine's own. bf16
-# products widen for SGEMM too, not oneDNN's on AMX or AVX512-BF16.
+# the machine's newest. lit passes no OPENBLAS_CORETYPE or LOOM_CPU_GEMM
+# through, and the runtime otherwise picks the library and kernels of the
+# CPU it finds (oneDNN's where it has AVX-512), whose sums round
+# differently: a test that holds a diverging quantity to a bound (a single
+# step's loss of two precisions) must not depend on the machine. Without
+# AVX2, the machine's own. bf16 products widen for SGEMM too, not oneDNN's
+# on AMX or AVX512-BF16.
 def _cpu_flags():
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -84,12 +85,18 @@ def _cpu_flags():
     return set()
 _flags = _cpu_flags()
 config.substitutions.append(
-    ("%haswell-blas", "env LOOM_CPU_BF16_GEMM=widen" +
+    ("%haswell-blas", "env LOOM_CPU_BF16_GEMM=widen LOOM_CPU_GEMM=openblas" +
      (" OPENBLAS_CORETYPE=Haswell" if "avx2" in _flags else "")))
 # LOOM_TEST_OPENBLAS_CORETYPE=<set>: the suite with another of OpenBLAS's
 # kernel sets (docs/loom-run.md, "GEMMs on the CPU").
 if os.environ.get("LOOM_TEST_OPENBLAS_CORETYPE"):
     config.environment["OPENBLAS_CORETYPE"] = os.environ["LOOM_TEST_OPENBLAS_CORETYPE"]
+# LOOM_TEST_CPU_GEMM=openblas|onednn: the suite with the other library of
+# f32 GEMMs. "onednn": the runtime was built with oneDNN.
+if os.environ.get("LOOM_TEST_CPU_GEMM"):
+    config.environment["LOOM_CPU_GEMM"] = os.environ["LOOM_TEST_CPU_GEMM"]
+if getattr(config, "loom_have_dnnl", False):
+    config.available_features.add("onednn")
 # "cpu-avx", "cpu-avx512f": the machine's vector units, for the tests of
 # which kernels and which code a CPU gets.
 for _flag in ("avx", "avx512f"):

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CpuGemm.h"
 #include "Device.h"
 #include "Float.h"
 #include "Parallel.h"
@@ -24,7 +25,6 @@
 #include "loom/runtime.h"
 
 #include <algorithm>
-#include <cblas.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -99,11 +99,7 @@ void unpack(const Attention &a, const float *from, void *data, int64_t offset,
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
           float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
           float beta, float *c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-              static_cast<int>(ldc));
+  loom::sgemmCall(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /// A [seq, head_dim] matrix of f32 with its leading dimension.

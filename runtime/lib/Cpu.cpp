@@ -1,5 +1,6 @@
 //===- Cpu.cpp - The CPU backend: the functions generated code calls ------===//
 
+#include "CpuGemm.h"
 #include "Device.h"
 #include "DnnlGemm.h"
 #include "Float.h"
@@ -9,17 +10,19 @@
 #include "loom/runtime.h"
 
 #include <algorithm>
-#include <cblas.h>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 namespace {
-/// A GEMM split by rows of C over the runtime's threads.
-struct GemmRows {
+/// A GEMM split over the runtime's threads into blocks of `unit` rows or
+/// columns of C, one call of the SGEMM each: oneDNN's where `onednn`, even
+/// for a block too small for it alone, so that the split does not change
+/// which library computes the product.
+struct GemmParts {
   int32_t transA, transB;
-  int64_t n, k;
+  int64_t m, n, k;
   float alpha;
   const float *a;
   int64_t lda;
@@ -28,16 +31,32 @@ struct GemmRows {
   float beta;
   float *c;
   int64_t ldc;
+  bool columns;
+  int64_t unit;
+  bool onednn;
 };
 
-void gemmRows(void *context, int64_t from, int64_t to) {
-  const GemmRows &g = *static_cast<const GemmRows *>(context);
-  const float *a = g.transA ? g.a + from : g.a + from * g.lda;
-  cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
-              g.transB ? CblasTrans : CblasNoTrans, static_cast<int>(to - from),
-              static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, a,
-              static_cast<int>(g.lda), g.b, static_cast<int>(g.ldb), g.beta,
-              g.c + from * g.ldc, static_cast<int>(g.ldc));
+void gemmParts(void *context, int64_t from, int64_t to) {
+  const GemmParts &g = *static_cast<const GemmParts *>(context);
+  from *= g.unit;
+  int64_t m = g.m, n = g.n;
+  const float *a = g.a, *b = g.b;
+  float *c = g.c;
+  if (g.columns) {
+    n = std::min(to * g.unit, g.n) - from;
+    b += g.transB ? from * g.ldb : from;
+    c += from;
+  } else {
+    m = std::min(to * g.unit, g.m) - from;
+    a += g.transA ? from : from * g.lda;
+    c += from * g.ldc;
+  }
+  if (g.onednn)
+    loom::dnnlSgemm(g.transA, g.transB, m, n, g.k, g.alpha, a, g.lda, b, g.ldb,
+                    g.beta, c, g.ldc);
+  else
+    loom::sgemmCall(g.transA, g.transB, m, n, g.k, g.alpha, a, g.lda, b, g.ldb,
+                    g.beta, c, g.ldc);
 }
 
 /// Widens the `rows` x `cols` block at `from` (leading dimension `ld`) of a
@@ -222,6 +241,11 @@ void roundTileRows(void *context, int64_t from, int64_t to) {
     roundRows<loom::narrowHalf, widenF16>(t, from, to);
 }
 
+/// The rows or columns of C in each part of a GEMM split for oneDNN: a
+/// multiple of the widest vectors (16 floats), few enough for two parts of
+/// the narrowest products of a small model.
+constexpr int64_t kOneDnnPartLines = 16;
+
 /// Below this many elements a tile's rounding is not worth the threads'
 /// wake-up.
 constexpr int64_t kParallelRounding = 1 << 16;
@@ -237,17 +261,32 @@ void loom_rt_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
     return loom::cudaGemm(LOOM_DTYPE_F32, trans_a, trans_b, m, n, k, alpha, a,
                           lda, b, ldb, beta, c, ldc);
   int64_t threads = loom_get_num_threads();
-  if (threads > 1 && !loom::isInParallelLoop() && m >= 64 * threads &&
-      static_cast<double>(m) * n * k < kSplitWork) {
-    GemmRows rows{trans_a, trans_b, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
-    loom_rt_parallel_for(gemmRows, &rows, 0, m);
+  GemmParts parts{trans_a, trans_b, m,    n, k,   alpha, a, lda,
+                  b,       ldb,     beta, c, ldc, false, 1, false};
+  bool split = threads > 1 && !loom::isInParallelLoop();
+  if (loom::inOneDnn(m, n, k)) {
+    parts.onednn = true;
+    // oneDNN's SGEMM runs on one thread per part: blocks of C along its
+    // longer side, of whole vectors.
+    parts.columns = n >= m;
+    parts.unit = kOneDnnPartLines;
+    int64_t lines = parts.columns ? n : m;
+    split = split && lines > parts.unit;
+    if (split)
+      loom_rt_parallel_for(gemmParts, &parts, 0,
+                           (lines + parts.unit - 1) / parts.unit);
+    else
+      loom::dnnlSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                      ldc);
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-              static_cast<int>(ldc));
+  if (split && m >= 64 * threads &&
+      static_cast<double>(m) * n * k < kSplitWork) {
+    loom_rt_parallel_for(gemmParts, &parts, 0, m);
+    return;
+  }
+  loom::sgemmCall(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                  ldc);
 }
 
 void loom_rt_gemm(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m,

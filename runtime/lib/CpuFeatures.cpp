@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuFeatures.h"
+#include "CpuGemm.h"
 #include "Device.h"
 #include "DnnlGemm.h"
 
@@ -48,15 +49,6 @@ int widthOf(std::string_view kernels) {
         !strncasecmp(kernels.data(), name, kernels.size()))
       return width;
   return 0;
-}
-
-int widthOf(const CpuFeatures &cpu) {
-  if (cpu.has("avx512f") && cpu.has("avx512bw") && cpu.has("avx512dq") &&
-      cpu.has("avx512vl"))
-    return 3;
-  if (cpu.has("avx2") && cpu.has("fma"))
-    return 2;
-  return cpu.has("avx") ? 1 : 0;
 }
 
 const char *widthName(int width) {
@@ -110,6 +102,15 @@ Choice &choice() {
 }
 } // namespace
 
+int loom::vectorWidth(const CpuFeatures &cpu) {
+  if (cpu.has("avx512f") && cpu.has("avx512bw") && cpu.has("avx512dq") &&
+      cpu.has("avx512vl"))
+    return kAvx512Width;
+  if (cpu.has("avx2") && cpu.has("fma"))
+    return 2;
+  return cpu.has("avx") ? 1 : 0;
+}
+
 bool CpuFeatures::has(std::string_view name) const {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
@@ -133,7 +134,7 @@ std::vector<std::string> loom::missingCpuFeatures(std::string_view required,
 }
 
 std::vector<std::string> loom::openBlasKernelSets(const CpuFeatures &cpu) {
-  int width = widthOf(cpu);
+  int width = vectorWidth(cpu);
   std::vector<std::string> sets;
   if (width >= 3)
     sets.push_back("SkylakeX");
@@ -149,10 +150,50 @@ std::vector<std::string> loom::openBlasKernelSets(const CpuFeatures &cpu) {
 
 std::string loom::widerOpenBlasKernels(const CpuFeatures &cpu,
                                        std::string_view loaded) {
-  if (widthOf(loaded) >= widthOf(cpu))
+  if (widthOf(loaded) >= vectorWidth(cpu))
     return "";
   return openBlasKernelSets(cpu).front();
 }
+
+namespace {
+/// OpenBLAS, its kernels and who chose them, for loom_blas_kernels.
+std::string openBlasLine() {
+  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": the library and its version.
+  std::string config = openblas_get_config();
+  size_t end = config.find(' ', config.find(' ') + 1);
+  std::string kernels = openblas_get_corename();
+  std::string line = config.substr(0, end) + ", " + kernels + " kernels";
+  const CpuFeatures &cpu = hostCpuFeatures();
+  const char *cpuWidth = widthName(vectorWidth(cpu));
+  const Choice &why = choice();
+  const char *requested = std::getenv("OPENBLAS_CORETYPE");
+  if (!why.replaced.empty())
+    line += std::string(" (chosen for this CPU's ") + cpuWidth +
+            "; OpenBLAS picked " + why.replaced + ")";
+  else if (requested && strcasecmp(requested, kernels.c_str()))
+    line += std::string(" (OPENBLAS_CORETYPE=") + requested + " was not taken)";
+  else if (requested)
+    line += " (OPENBLAS_CORETYPE)";
+  else
+    line += " (OpenBLAS's choice)";
+  if (widthOf(kernels) < vectorWidth(cpu))
+    line += "; this CPU could run " + openBlasKernelSets(cpu).front() +
+            " kernels (" + cpuWidth + ")" +
+            (why.execError.empty()
+                 ? ""
+                 : " (running again failed: " + why.execError + ")");
+  return line;
+}
+
+/// oneDNN, its kernels' vector units and who chose it.
+std::string oneDnnSgemmLine() {
+  const char *requested = std::getenv("LOOM_CPU_GEMM");
+  if (requested && *requested)
+    return dnnlSgemmKernels() + " (LOOM_CPU_GEMM)";
+  return dnnlSgemmKernels() + " (chosen for this CPU's " +
+         widthName(vectorWidth(hostCpuFeatures())) + ")";
+}
+} // namespace
 
 extern "C" {
 
@@ -162,7 +203,9 @@ void loom_select_blas_kernels(char **argv) {
     unsetenv(kReplacedVariable);
     return;
   }
-  if (std::getenv("OPENBLAS_CORETYPE"))
+  // oneDNN's GEMMs leave OpenBLAS idle, whatever its kernels.
+  if (std::getenv("OPENBLAS_CORETYPE") ||
+      sgemmLibrary() == SgemmLibrary::OneDnn)
     return;
   std::string loaded = openblas_get_corename();
   std::string wider = widerOpenBlasKernels(hostCpuFeatures(), loaded);
@@ -181,30 +224,8 @@ const char *loom_blas_kernels(void) {
   static std::string line;
   if (cudaActive())
     return "";
-  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": the library and its version.
-  std::string config = openblas_get_config();
-  size_t end = config.find(' ', config.find(' ') + 1);
-  std::string kernels = openblas_get_corename();
-  line = config.substr(0, end) + ", " + kernels + " kernels";
-  const CpuFeatures &cpu = hostCpuFeatures();
-  const char *cpuWidth = widthName(widthOf(cpu));
-  const Choice &why = choice();
-  const char *requested = std::getenv("OPENBLAS_CORETYPE");
-  if (!why.replaced.empty())
-    line += std::string(" (chosen for this CPU's ") + cpuWidth +
-            "; OpenBLAS picked " + why.replaced + ")";
-  else if (requested && strcasecmp(requested, kernels.c_str()))
-    line += std::string(" (OPENBLAS_CORETYPE=") + requested + " was not taken)";
-  else if (requested)
-    line += " (OPENBLAS_CORETYPE)";
-  else
-    line += " (OpenBLAS's choice)";
-  if (widthOf(kernels) < widthOf(cpu))
-    line += "; this CPU could run " + openBlasKernelSets(cpu).front() +
-            " kernels (" + cpuWidth + ")" +
-            (why.execError.empty()
-                 ? ""
-                 : " (running again failed: " + why.execError + ")");
+  line = sgemmLibrary() == SgemmLibrary::OneDnn ? oneDnnSgemmLine()
+                                                : openBlasLine();
   std::string bf16 = dnnlKernels();
   if (!bf16.empty())
     line += "; bf16 GEMMs: " + bf16;

@@ -29,6 +29,11 @@ struct CpuFeatures {
 /// operating system saves (XCR0). None on other architectures.
 const CpuFeatures &hostCpuFeatures();
 
+/// How wide `cpu`'s vector units: kAvx512Width for AVX-512 (its F, BW, DQ
+/// and VL parts), 2 for AVX2 with FMA, 1 for AVX, 0 for narrower.
+int vectorWidth(const CpuFeatures &cpu);
+constexpr int kAvx512Width = 3;
+
 /// The space-separated features in `required` that `cpu` lacks.
 std::vector<std::string> missingCpuFeatures(std::string_view required,
                                             const CpuFeatures &cpu);

@@ -1,10 +1,11 @@
-//===- DnnlGemm.cpp - bf16 GEMMs on the CPU's matrix units ----------------===//
+//===- DnnlGemm.cpp - oneDNN's GEMMs on the CPU ---------------------------===//
 //
 // OpenBLAS as Debian builds it has no bf16 GEMM: the runtime widens blocks
 // of bf16 operands to f32 for SGEMM. Where the CPU multiplies bf16 itself
 // (AMX tiles, or AVX512-BF16's dot products) and oneDNN is installed, its
 // matmul takes the bf16 operands as they are, accumulating in f32: on AMX
-// several times SGEMM's rate.
+// several times SGEMM's rate. Its SGEMM may run the f32 GEMMs too
+// (CpuGemm.h), one call per thread of the runtime's.
 //
 // oneDNN's primitives are built for one shape and layout, at a cost of a
 // millisecond: each distinct GEMM's is built once and kept. Its threads are
@@ -20,6 +21,7 @@
 #include "Parallel.h"
 #include "loom/runtime.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <omp.h>
@@ -183,6 +185,53 @@ std::string dnnlKernels() {
   return d ? d->kernels : std::string();
 }
 
+bool dnnlSgemmAvailable() { return true; }
+
+void dnnlSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+               float alpha, const float *a, int64_t lda, const float *b,
+               int64_t ldb, float beta, float *c, int64_t ldc) {
+  // oneDNN's SGEMM runs on as many threads as OpenMP gives the caller: one,
+  // as the runtime splits the work over its own threads.
+  omp_set_num_threads(1);
+  // Generated code passes shapes its buffers hold: a failure is the
+  // runtime's bug, and the step cannot go on without the product.
+  dnnl_status_t status = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m,
+                                    n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) {
+    std::fprintf(stderr,
+                 "loom: error: oneDNN's SGEMM failed (status %d) on a "
+                 "%lldx%lldx%lld product\n",
+                 static_cast<int>(status), static_cast<long long>(m),
+                 static_cast<long long>(n), static_cast<long long>(k));
+    std::exit(1);
+  }
+}
+
+std::string dnnlSgemmKernels() {
+  const dnnl_version_t *version = dnnl_version();
+  const char *units = "SSE4.1";
+  switch (dnnl::get_effective_cpu_isa()) {
+  case dnnl::cpu_isa::avx:
+    units = "AVX";
+    break;
+  case dnnl::cpu_isa::avx2:
+  case dnnl::cpu_isa::avx2_vnni:
+    units = "AVX2";
+    break;
+  case dnnl::cpu_isa::avx512_core:
+  case dnnl::cpu_isa::avx512_core_vnni:
+  case dnnl::cpu_isa::avx512_core_bf16:
+  case dnnl::cpu_isa::avx512_core_amx:
+    units = "AVX-512";
+    break;
+  default:
+    break;
+  }
+  return "oneDNN " + std::to_string(version->major) + "." +
+         std::to_string(version->minor) + "." + std::to_string(version->patch) +
+         ", " + units + " kernels";
+}
+
 #else
 
 bool dnnlGemmAvailable() { return false; }
@@ -194,6 +243,13 @@ bool dnnlGemmBf16(int32_t, int32_t, int64_t, int64_t, int64_t, float,
 }
 
 std::string dnnlKernels() { return std::string(); }
+
+bool dnnlSgemmAvailable() { return false; }
+
+void dnnlSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float *,
+               int64_t, const float *, int64_t, float, float *, int64_t) {}
+
+std::string dnnlSgemmKernels() { return std::string(); }
 
 #endif
 

@@ -1,4 +1,4 @@
-//===- DnnlGemm.h - bf16 GEMMs on the CPU's matrix units ------*- C++ -*-===//
+//===- DnnlGemm.h - oneDNN's GEMMs on the CPU -----------------*- C++ -*-===//
 
 #ifndef LOOM_RUNTIME_DNNLGEMM_H
 #define LOOM_RUNTIME_DNNLGEMM_H
@@ -25,6 +25,20 @@ bool dnnlGemmBf16(int32_t transA, int32_t transB, int64_t m, int64_t n,
 /// Which library and units run the bf16 GEMMs ("oneDNN 2.6.3 on AMX"), or
 /// empty where OpenBLAS's SGEMM does, on widened operands.
 std::string dnnlKernels();
+
+/// Whether the runtime was built with oneDNN, whose f32 GEMMs may then run
+/// the CPU's (CpuGemm.h).
+bool dnnlSgemmAvailable();
+
+/// Row-major C = alpha op(A) op(B) + beta C by oneDNN's SGEMM on the calling
+/// thread alone; only where dnnlSgemmAvailable().
+void dnnlSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+               float alpha, const float *a, int64_t lda, const float *b,
+               int64_t ldb, float beta, float *c, int64_t ldc);
+
+/// oneDNN's version and the vector units its f32 kernels use here ("oneDNN
+/// 2.6.3, AVX-512 kernels").
+std::string dnnlSgemmKernels();
 
 } // namespace loom
 

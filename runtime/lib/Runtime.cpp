@@ -8,6 +8,7 @@
 
 #include "loom/runtime.h"
 #include "CpuFeatures.h"
+#include "CpuGemm.h"
 #include "Manifest.h"
 #include "Model.h"
 
@@ -98,6 +99,10 @@ extern "C" {
 loom_model *loom_model_open(const char *path) {
   auto model = std::make_unique<loom_model>();
   model->path = path;
+  if (!sgemmLibraryError().empty()) {
+    setError("%s", sgemmLibraryError().c_str());
+    return nullptr;
+  }
   if (!checkObjectFile(path))
     return nullptr;
   // A path without a slash would make dlopen search the library path.

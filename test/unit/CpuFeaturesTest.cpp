@@ -1,6 +1,7 @@
 //===- CpuFeaturesTest.cpp - Which kernels and code a CPU gets ------------===//
 
 #include "CpuFeatures.h"
+#include "CpuGemm.h"
 #include "DnnlGemm.h"
 
 #include "gtest/gtest.h"
@@ -91,17 +92,47 @@ TEST(CpuFeatures, Bf16GemmsMatchTheUnits) {
   EXPECT_EQ(dnnlGemmAvailable(), built && units && !widen);
   std::string kernels = dnnlKernels();
   EXPECT_EQ(kernels.empty(), !dnnlGemmAvailable());
-  if (!kernels.empty())
+  if (!kernels.empty()) {
     EXPECT_NE(kernels.find(amx ? "on AMX" : "on AVX512-BF16"),
               std::string::npos)
         << kernels;
+  }
+}
+
+/// f32 GEMMs: oneDNN's on AVX-512 where the runtime has it, OpenBLAS's
+/// elsewhere; LOOM_CPU_GEMM decides outright, and a request that cannot be
+/// followed is an error.
+TEST(CpuFeatures, SgemmLibraryByUnitsAndRequest) {
+  std::string error;
+  EXPECT_EQ(chooseSgemmLibrary(cpu(kAvx512), nullptr, true, error),
+            SgemmLibrary::OneDnn);
+  EXPECT_EQ(chooseSgemmLibrary(cpu(kAvx512, true), "", true, error),
+            SgemmLibrary::OneDnn);
+  EXPECT_EQ(chooseSgemmLibrary(cpu(kAvx2), nullptr, true, error),
+            SgemmLibrary::OpenBlas);
+  EXPECT_EQ(chooseSgemmLibrary(cpu(kAvx512), nullptr, false, error),
+            SgemmLibrary::OpenBlas);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(chooseSgemmLibrary(cpu(kAvx512), "openblas", true, error),
+            SgemmLibrary::OpenBlas);
+  EXPECT_EQ(chooseSgemmLibrary(cpu(kAvx2), "onednn", true, error),
+            SgemmLibrary::OneDnn);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(chooseSgemmLibrary(cpu(kAvx512), "onednn", false, error),
+            SgemmLibrary::OpenBlas);
+  EXPECT_NE(error.find("built without oneDNN"), std::string::npos) << error;
+  EXPECT_EQ(chooseSgemmLibrary(cpu(kAvx512), "mkl", true, error),
+            SgemmLibrary::OpenBlas);
+  EXPECT_EQ(error, "LOOM_CPU_GEMM=mkl: expected 'openblas' or 'onednn'");
 }
 
 TEST(CpuFeatures, HostIsConsistent) {
   const CpuFeatures &host = hostCpuFeatures();
-  if (host.has("avx512f"))
+  if (host.has("avx512f")) {
     EXPECT_TRUE(host.has("avx2"));
-  if (host.has("avx2"))
+  }
+  if (host.has("avx2")) {
     EXPECT_TRUE(host.has("avx"));
+  }
 }
 } // namespace

@@ -2,18 +2,20 @@
 //
 //   loom-bench [--steps N] [--warmup N] ARTIFACT...
 //
-// Measures, in one process, the GFLOP/s of a plain OpenBLAS SGEMM and, for
-// each artifact, the training step's tokens/s, its achieved GFLOP/s (the
-// model's FLOPs as MFU counts them: loom_model_info's model_flops, abi.h)
-// and the process's peak memory, so the ratio of the two figures is taken
-// under the same conditions. The SGEMM it compares with is the fastest this
-// machine runs: each of OpenBLAS's kernel sets that the CPU can run is
+// Measures, in one process, the GFLOP/s of a plain SGEMM and, for each
+// artifact, the training step's tokens/s, its achieved GFLOP/s (the model's
+// FLOPs as MFU counts them: loom_model_info's model_flops, abi.h) and the
+// process's peak memory, so the ratio of the two figures is taken under the
+// same conditions. The SGEMM it compares with is the fastest this machine
+// runs: oneDNN's and each of OpenBLAS's kernel sets that the CPU can run are
 // measured first, each in a process of its own (OpenBLAS takes its kernels
-// when it loads), and the SGEMM bursts beside the steps are scaled by the
-// fastest set's ratio to the loaded one's.
+// when it loads, the runtime its library when it starts), and the SGEMM
+// bursts beside the steps, made by the library the steps use, are scaled by
+// the fastest one's ratio to it.
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/rt.h"
 #include "loom/runtime.h"
 
 #include <algorithm>
@@ -39,28 +41,31 @@ double seconds(std::chrono::steady_clock::time_point start) {
 
 /// GFLOP/s of C = A B^T with the shape of GPT-2 124M's first MLP GEMM at
 /// 256 tokens (the benchmark's batch 4 x sequence 64), over `duration`
-/// seconds. The reference is OpenBLAS on its own threads, one per runtime
-/// thread, whatever the runtime does with its GEMMs.
+/// seconds, as generated code calls it: on the runtime's threads and its
+/// library (OpenBLAS's threads at this size, one per runtime thread, or
+/// oneDNN on each).
 double sgemmGflops(double duration) {
   const int m = 256, n = 3072, k = 768;
   static std::vector<float> a(m * k, 0.5f), b(n * k, 0.25f), c(m * n, 0.0f);
-  int runtimeBlasThreads = openblas_get_num_threads();
-  openblas_set_num_threads(static_cast<int>(loom_get_num_threads()));
   int reps = 0;
   auto start = std::chrono::steady_clock::now();
   do {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f,
-                a.data(), k, b.data(), k, 0.0f, c.data(), n);
+    loom_rt_sgemm(0, 1, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(),
+                  n);
     ++reps;
   } while (seconds(start) < duration);
-  double gflops = 2.0 * m * n * k * reps / seconds(start) / 1e9;
-  openblas_set_num_threads(runtimeBlasThreads);
-  return gflops;
+  return 2.0 * m * n * k * reps / seconds(start) / 1e9;
 }
 
-/// The GFLOP/s of sgemmGflops(1) with OpenBLAS's `kernels`, measured by
-/// this program run again with OPENBLAS_CORETYPE set; 0 where that kernel
-/// set was not taken.
+/// What runs this process's SGEMMs: "oneDNN", or OpenBLAS's kernel set.
+std::string sgemmKernels() {
+  std::string library = loom_sgemm_library();
+  return library == "oneDNN" ? library : openblas_get_corename();
+}
+
+/// The GFLOP/s of sgemmGflops(1) with `kernels` (oneDNN, or a kernel set of
+/// OpenBLAS's), measured by this program run again with LOOM_CPU_GEMM and
+/// OPENBLAS_CORETYPE set; 0 where they were not taken.
 double sgemmGflopsWith(const std::string &kernels) {
   int out[2];
   if (pipe(out))
@@ -69,7 +74,12 @@ double sgemmGflopsWith(const std::string &kernels) {
   if (child == 0) {
     dup2(out[1], STDOUT_FILENO);
     close(out[0]);
-    setenv("OPENBLAS_CORETYPE", kernels.c_str(), 1);
+    if (kernels == "oneDNN") {
+      setenv("LOOM_CPU_GEMM", "onednn", 1);
+    } else {
+      setenv("LOOM_CPU_GEMM", "openblas", 1);
+      setenv("OPENBLAS_CORETYPE", kernels.c_str(), 1);
+    }
     char name[] = "loom-bench", flag[] = "--sgemm-only";
     char *argv[] = {name, flag, nullptr};
     execv("/proc/self/exe", argv);
@@ -93,15 +103,16 @@ double sgemmGflopsWith(const std::string &kernels) {
   return gflops;
 }
 
-/// The fastest SGEMM among OpenBLAS's kernel sets this CPU runs and the
-/// loaded one (which a user's OPENBLAS_CORETYPE may have picked outside
-/// them), as a factor on the loaded set's figure; prints each set's.
+/// The fastest SGEMM among OpenBLAS's kernel sets this CPU runs, oneDNN's
+/// and the loaded one (which a user's OPENBLAS_CORETYPE may have picked
+/// outside them), as a factor on the loaded one's figure; prints each.
 double referenceFactor() {
-  std::string loaded = openblas_get_corename();
+  std::string loaded = sgemmKernels();
   std::vector<std::string> sets;
   std::istringstream listed(loom_blas_kernel_sets());
   for (std::string kernels; listed >> kernels;)
     sets.push_back(kernels);
+  sets.push_back("oneDNN");
   if (std::none_of(sets.begin(), sets.end(), [&](const std::string &kernels) {
         return !strcasecmp(kernels.c_str(), loaded.c_str());
       }))
@@ -113,14 +124,15 @@ double referenceFactor() {
     char figure[32] = "(not taken)";
     if (rate > 0)
       std::snprintf(figure, sizeof figure, "%.1f", rate);
-    line += (line.empty() ? "" : ", ") + kernels + " " + figure;
+    line += std::string(line.empty() ? "" : ", ") +
+            (kernels == "oneDNN" ? "" : "OpenBLAS ") + kernels + " " + figure;
     if (rate > bestRate)
       bestRate = rate, best = kernels;
     if (!strcasecmp(kernels.c_str(), loaded.c_str()))
       loadedRate = rate;
   }
-  std::printf("OpenBLAS SGEMM 256x3072x768 by kernel set, GFLOP/s: %s; the "
-              "reference is the fastest, %s\n",
+  std::printf("SGEMM 256x3072x768 by library and kernel set, GFLOP/s: %s; "
+              "the reference is the fastest, %s\n",
               line.c_str(), best.c_str());
   return loadedRate > 0 && bestRate > loadedRate ? bestRate / loadedRate : 1;
 }
@@ -138,7 +150,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && !std::strcmp(argv[1], "--sgemm-only")) {
     sgemmGflops(0.2);
     double gflops = sgemmGflops(1.0);
-    std::printf("%s %.3f\n", openblas_get_corename(), gflops);
+    std::printf("%s %.3f\n", sgemmKernels().c_str(), gflops);
     return 0;
   }
   long steps = 10, warmup = 2;
@@ -228,8 +240,8 @@ int main(int argc, char **argv) {
         median(sgemmRates), loom_peak_memory_mib());
     loom_model_close(model);
   }
-  std::printf("OpenBLAS SGEMM 256x3072x768, the fastest kernel set: %.1f "
-              "GFLOP/s (median of %zu runs next to the steps)\n",
+  std::printf("SGEMM 256x3072x768, the fastest: %.1f GFLOP/s (median of %zu "
+              "runs next to the steps)\n",
               median(sgemmAll), sgemmAll.size());
   return 0;
 }

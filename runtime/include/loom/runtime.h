@@ -280,6 +280,12 @@ void loom_select_blas_kernels(char **argv);
 /// empty while the CUDA backend is on, whose GEMMs run in cuBLASLt.
 const char *loom_blas_kernels(void);
 
+/// The library of the CPU's f32 GEMMs, "OpenBLAS" or "oneDNN": LOOM_CPU_GEMM's
+/// (`openblas`, `onednn`), else oneDNN where the runtime has it and the CPU
+/// has AVX-512, else OpenBLAS. loom_model_open refuses a LOOM_CPU_GEMM that
+/// cannot be followed.
+const char *loom_sgemm_library(void);
+
 /// OpenBLAS's kernel sets this CPU can run (names OPENBLAS_CORETYPE takes),
 /// space-separated, the best match for its vector units first.
 const char *loom_blas_kernel_sets(void);

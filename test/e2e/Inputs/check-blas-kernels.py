@@ -1,5 +1,5 @@
-"""Checks that loom-run's GEMMs line names OpenBLAS kernels for the widest
-vector units /proc/cpuinfo lists.
+"""Checks that loom-run's GEMMs line names kernels for the widest vector
+units /proc/cpuinfo lists: OpenBLAS's kernel set, or oneDNN's units.
 
     check-blas-kernels.py LOG
 """
@@ -12,6 +12,8 @@ WIDTHS = {
     "haswell": "avx2", "zen": "avx2", "excavator": "avx2",
     "sandybridge": "avx", "bulldozer": "avx", "piledriver": "avx",
     "steamroller": "avx",
+    # oneDNN's, as the runtime names them.
+    "avx-512": "avx512", "avx2": "avx2", "avx": "avx",
 }
 
 
@@ -28,7 +30,8 @@ def main():
         flags = next(set(line.split(":", 1)[1].split()) for line in cpuinfo
                      if line.startswith("flags"))
     with open(sys.argv[1]) as log:
-        match = re.search(r"GEMMs: OpenBLAS \S+, (\w+) kernels", log.read())
+        match = re.search(r"GEMMs: (?:OpenBLAS|oneDNN) \S+, ([\w-]+) kernels",
+                          log.read())
     if not match:
         sys.exit("no GEMMs line in " + sys.argv[1])
     kernels = match.group(1)
