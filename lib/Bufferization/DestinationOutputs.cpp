@@ -78,12 +78,37 @@ struct DestinationOutputsPass
           return failure();
         dest = func.getArgument(index);
       }
+      setInsertionPointAtFirstChance(b, func, value, dest);
       results.push_back(bufferization::MaterializeInDestinationOp::create(
                             b, ret.getLoc(), value, dest)
                             .getResult());
     }
     ret->setOperands(results);
     return success();
+  }
+
+  /// Right after `value` is made and `dest` last read: the buffer `value`
+  /// was made in is then free for what the function makes next (ZeRO's
+  /// parameters, gathered bucket by bucket at the end of a step, need
+  /// one bucket's buffer instead of all of them).
+  static void setInsertionPointAtFirstChance(OpBuilder &b, func::FuncOp func,
+                                             Value value, Value dest) {
+    Block &body = func.getBody().front();
+    Operation *last = nullptr;
+    auto after = [&](Operation *op) {
+      op = body.findAncestorOpInBlock(*op);
+      if (op && !op->hasTrait<OpTrait::IsTerminator>() &&
+          (!last || last->isBeforeInBlock(op)))
+        last = op;
+    };
+    if (Operation *def = value.getDefiningOp())
+      after(def);
+    for (Operation *user : dest.getUsers())
+      after(user);
+    if (last)
+      b.setInsertionPointAfter(last);
+    else
+      b.setInsertionPointToStart(&body);
   }
 };
 } // namespace

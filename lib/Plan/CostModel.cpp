@@ -70,6 +70,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     f.offloadsLayerGradients = true;
     f.prefetchesOffloadedParameters = true;
     f.gathersUpdatesWhole = true;
+    f.sumsMicroBatchesWhole = true;
     // Measured on the same step's trace, bf16 (docs/cost-model.md): its
     // GEMMs, all 768 wide, ran at 67.2% of the peak, which a 70%
     // efficiency of large products gives with this width; its fused
@@ -307,6 +308,8 @@ ArrayRef<GroupCost> CostModel::priceGroups(const PricingKey &key) {
           cost.activationsSelective += row.activationBuffer + row.rowStatistics;
         }
         cost.parameters += row.weights / elementBytes;
+        cost.largestWeights =
+            std::max(cost.largestWeights, row.weights / elementBytes);
         // The gradients a row's backward pass holds beyond the kept
         // activations: none where it writes over its input, and the one of
         // its output not where the next row (its output's reader) writes
@@ -406,6 +409,9 @@ struct StageWork {
   double params = 0, kept = 0, transient = 0, largestLayer = 0;
   /// The parameters outside the layer loop (embedding, head).
   double outsideParams = 0;
+  /// The most elements of one parameter tensor: an op's weights outside
+  /// the layer loop, or stacked over a loop's layers.
+  double largestTensor = 0;
   double keptOutside = 0, keptStatistics = 0;
 };
 
@@ -525,6 +531,8 @@ StageWork PlanPricer::sumStage(int64_t stage,
   // activations exist at once.
   bool wholeStage = recomputation == Recompute::stage;
   SmallVector<double> chunkActivations(plan.virtualStages, 0);
+  double largestLayerWeights = 0;
+  int64_t layerGroups = 0;
   for (auto [index, chunk] : members) {
     const GroupCost &g = groups[index];
     bool isLayer = index != 0 && index != static_cast<size_t>(layers) + 1;
@@ -544,10 +552,14 @@ StageWork PlanPricer::sumStage(int64_t stage,
     w.transient = std::max(w.transient, g.largestGradient);
     if (fw.fp32InputCopies)
       w.transient = std::max(w.transient, g.largestFp32Copy);
-    if (isLayer)
+    if (isLayer) {
       w.largestLayer = std::max(w.largestLayer, g.parameters);
-    else
+      largestLayerWeights = std::max(largestLayerWeights, g.largestWeights);
+      ++layerGroups;
+    } else {
       w.outsideParams += g.parameters;
+      w.largestTensor = std::max(w.largestTensor, g.largestWeights);
+    }
     if (wholeStage) {
       chunkActivations[chunk] += g.activations;
       w.recompute += g.tFwd;
@@ -584,6 +596,9 @@ StageWork PlanPricer::sumStage(int64_t stage,
     w.keptOutside = inputs * sendBytes;
     w.transient += *llvm::max_element(chunkActivations);
   }
+  // Each chunk's layer loop stacks a weight over its layers.
+  w.largestTensor = std::max(
+      w.largestTensor, largestLayerWeights * layerGroups / plan.virtualStages);
   // A stage shared with the embedding keeps its own copy of a tied table.
   if (pp == 1)
     w.params -= model.getTiedParameters() / tp;
@@ -614,6 +629,11 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   // Offload: the host keeps the rank's part of the state, the device none.
   double host = params * hostBytes / (plan.zero >= 1 ? shard : 1);
   double temporary = w.transient;
+  // Several micro-batches' gradients summed whole in f32 before the
+  // replicas reduce them, beside each micro-batch's own.
+  if (fw.sumsMicroBatchesWhole && updatesSlices() && m > 1 &&
+      !(host > 0 && streamsGradients()))
+    temporary += params * 4;
   if (host > 0) {
     optimizer = 0;
     // Streamed to the host, the gradients hold a bucket of the device, or
@@ -643,10 +663,17 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
         elementBytes;
   else if (dp > 1)
     temporary += std::min(params, fw.reduceBucketElements) * gradBytes;
-  // The gathered parameters exist once the activations are gone.
-  if (fw.gathersUpdatesWhole && updatesSlices())
-    temporary = std::max(temporary, params * (host > 0 ? elementBytes : 4) -
+  // Once the activations are gone, the step gathers the updated slices a
+  // tensor (or a bucket of small ones) at a time, each written into the
+  // parameters as it arrives: the rank's slices and the largest tensor
+  // gathered exist at once.
+  if (fw.gathersUpdatesWhole && updatesSlices()) {
+    double gathered =
+        std::max(std::min(params, fw.reduceBucketElements), w.largestTensor);
+    temporary = std::max(temporary, (params / shard + gathered) *
+                                            (host > 0 ? elementBytes : 4) -
                                         (w.kept + w.keptOutside) * inFlight);
+  }
   RankMemory rank{weights,  gradients, optimizer, w.kept + w.keptOutside,
                   inFlight, temporary};
   rank.host = host;

@@ -83,10 +83,13 @@ def LoomDestinationOutputs
     = i is written into argument i, and a result marked `loom.output` or
     `loom.grad` gets a new trailing argument (named by `loom.output`:
     "loss", "grad_norm", "grad.<param>") it is written into, both with
-    `bufferization.materialize_in_destination`. After bufferization every
-    result is then equivalent to an argument and
-    `drop-equivalent-buffer-results` removes it, leaving functions without
-    results.
+    `bufferization.materialize_in_destination`, placed right after the
+    value is made and its destination last read rather than at the
+    return: the value's own buffer is then free for what follows (ZeRO's
+    parameters, gathered tensor by tensor at the end of a step, need one
+    tensor's buffer at a time). After bufferization every result is then
+    equivalent to an argument and `drop-equivalent-buffer-results` removes
+    it, leaving functions without results.
   }];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }

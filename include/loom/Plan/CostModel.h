@@ -130,11 +130,16 @@ struct FrameworkAssumptions {
   /// prefetch; Loom's step, double-buffered), rather than when the layer
   /// starts.
   bool prefetchesOffloadedParameters = false;
-  /// Under ZeRO-1/2, the updated slices are gathered at the step's end into
-  /// whole parameters of their own (f32, or the copies' precision under
-  /// offload) beside the parameters the step read (Loom's step): where the
-  /// activations are smaller, the step peaks there.
+  /// Under ZeRO-1/2, the updated slices are gathered at the step's end, a
+  /// tensor (or a bucket of small ones) at a time, each written into the
+  /// parameters as it arrives (Loom's step): the rank's updated slices and
+  /// the largest gathered tensor exist at once, where the activations are
+  /// gone.
   bool gathersUpdatesWhole = false;
+  /// Under ZeRO-1/2 with several micro-batches, their gradients are summed
+  /// whole in f32 on the device before the replicas reduce them (Loom's
+  /// step, where it does not stream them to the host).
+  bool sumsMicroBatchesWhole = false;
   /// The framework's own kernels where they were measured, replacing the
   /// cluster's EfficiencyAssumptions: the half-performance width of its
   /// matrix products and the share of the peak its fused attention reaches.
@@ -225,6 +230,7 @@ struct GroupCost {
   double activationsSelective = 0;   ///< Kept when the attention core is not.
   double inputBytes = 0;             ///< The group's input activation.
   double parameters = 0;             ///< Elements of weights on this rank.
+  double largestWeights = 0;         ///< Of one op's weights, the most.
   double largestGradient = 0;        ///< Biggest transient gradient buffer.
   /// Biggest input with its fp32 copy (CostRow::fp32InputCopy).
   double largestFp32Copy = 0;
