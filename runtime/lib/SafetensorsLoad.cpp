@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -109,12 +110,19 @@ bool readHeader(const std::string &path,
           dim.number != std::floor(dim.number))
         return bad("a dimension of its shape is not a size");
       t.shape.push_back(static_cast<int64_t>(dim.number));
-      elements *= static_cast<uint64_t>(dim.number);
+      auto size = static_cast<uint64_t>(dim.number);
+      if (size && elements > std::numeric_limits<uint64_t>::max() / size)
+        return bad("its shape has more elements than any file holds");
+      elements *= size;
     }
-    for (const Json &offset : offsets->items)
+    for (const Json &offset : offsets->items) {
       if (offset.kind != Json::Number || offset.number < 0 ||
           offset.number != std::floor(offset.number))
         return bad("data_offsets are not byte offsets");
+      // Refused before it is converted, which beyond 2^64 is undefined.
+      if (offset.number > static_cast<double>(fileSize))
+        return bad("data_offsets past the end of the file");
+    }
     t.begin = dataStart + static_cast<uint64_t>(offsets->items[0].number);
     t.end = dataStart + static_cast<uint64_t>(offsets->items[1].number);
     if (t.end < t.begin || t.end > fileSize)
