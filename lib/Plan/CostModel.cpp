@@ -69,7 +69,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     f.fetchesF32Masters = true;
     f.offloadsLayerGradients = true;
     f.prefetchesOffloadedParameters = true;
-    f.gathersUpdatesWhole = true;
+    f.gathersUpdatesByTensor = true;
     f.sumsMicroBatchesWhole = true;
     // Measured on the same step's trace, bf16 (docs/cost-model.md): its
     // GEMMs, all 768 wide, ran at 67.2% of the peak, which a 70%
@@ -631,8 +631,7 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   double temporary = w.transient;
   // Several micro-batches' gradients summed whole in f32 before the
   // replicas reduce them, beside each micro-batch's own.
-  if (fw.sumsMicroBatchesWhole && updatesSlices() && m > 1 &&
-      !(host > 0 && streamsGradients()))
+  if (fw.sumsMicroBatchesWhole && updatesSlices() && m > 1)
     temporary += params * 4;
   if (host > 0) {
     optimizer = 0;
@@ -667,7 +666,7 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   // tensor (or a bucket of small ones) at a time, each written into the
   // parameters as it arrives: the rank's slices and the largest tensor
   // gathered exist at once.
-  if (fw.gathersUpdatesWhole && updatesSlices()) {
+  if (fw.gathersUpdatesByTensor && updatesSlices()) {
     double gathered =
         std::max(std::min(params, fw.reduceBucketElements), w.largestTensor);
     temporary = std::max(temporary, (params / shard + gathered) *

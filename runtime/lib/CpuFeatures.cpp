@@ -136,7 +136,7 @@ std::vector<std::string> loom::missingCpuFeatures(std::string_view required,
 std::vector<std::string> loom::openBlasKernelSets(const CpuFeatures &cpu) {
   int width = vectorWidth(cpu);
   std::vector<std::string> sets;
-  if (width >= 3)
+  if (width >= kAvx512Width)
     sets.push_back("SkylakeX");
   if (width >= 2) {
     sets.push_back(cpu.amd ? "Zen" : "Haswell");

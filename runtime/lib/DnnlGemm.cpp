@@ -81,6 +81,13 @@ struct Dnnl {
   std::map<GemmKey, Gemm> gemms;
 };
 
+/// "oneDNN 2.6.3": the library and the version loaded.
+std::string libraryName() {
+  const dnnl_version_t *version = dnnl_version();
+  return "oneDNN " + std::to_string(version->major) + "." +
+         std::to_string(version->minor) + "." + std::to_string(version->patch);
+}
+
 /// The CPU multiplies bf16 itself and oneDNN is wanted: the engine, else
 /// null. LOOM_CPU_BF16_GEMM=widen keeps OpenBLAS's widened SGEMM.
 Dnnl *dnnl() {
@@ -96,11 +103,7 @@ Dnnl *dnnl() {
       auto *d =
           new Dnnl{dnnl::engine(dnnl::engine::kind::cpu, 0), "", 1, {}, {}};
       d->threads = physicalCores();
-      const dnnl_version_t *version = dnnl_version();
-      d->kernels = "oneDNN " + std::to_string(version->major) + "." +
-                   std::to_string(version->minor) + "." +
-                   std::to_string(version->patch) +
-                   (amx ? " on AMX" : " on AVX512-BF16");
+      d->kernels = libraryName() + (amx ? " on AMX" : " on AVX512-BF16");
       return d;
     } catch (const dnnl::error &) {
       return nullptr;
@@ -208,7 +211,6 @@ void dnnlSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 }
 
 std::string dnnlSgemmKernels() {
-  const dnnl_version_t *version = dnnl_version();
   const char *units = "SSE4.1";
   switch (dnnl::get_effective_cpu_isa()) {
   case dnnl::cpu_isa::avx:
@@ -227,9 +229,7 @@ std::string dnnlSgemmKernels() {
   default:
     break;
   }
-  return "oneDNN " + std::to_string(version->major) + "." +
-         std::to_string(version->minor) + "." + std::to_string(version->patch) +
-         ", " + units + " kernels";
+  return libraryName() + ", " + units + " kernels";
 }
 
 #else

@@ -135,7 +135,7 @@ struct FrameworkAssumptions {
   /// parameters as it arrives (Loom's step): the rank's updated slices and
   /// the largest gathered tensor exist at once, where the activations are
   /// gone.
-  bool gathersUpdatesWhole = false;
+  bool gathersUpdatesByTensor = false;
   /// Under ZeRO-1/2 with several micro-batches, their gradients are summed
   /// whole in f32 on the device before the replicas reduce them (Loom's
   /// step, where it does not stream them to the host).
