@@ -21,11 +21,13 @@
 #include "Parallel.h"
 #include "loom/runtime.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <pthread.h>
 #include <sched.h>
 
 #include <fstream>
@@ -196,10 +198,19 @@ void dnnlSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   // oneDNN's SGEMM runs on as many threads as OpenMP gives the caller: one,
   // as the runtime splits the work over its own threads.
   omp_set_num_threads(1);
+  // Its kernels point the stack pointer into a heap buffer while they run
+  // (oneDNN before 3.12, https://github.com/uxlfoundation/oneDNN/issues/4845),
+  // so a signal handled meanwhile (loom-run's SIGINT, a scheduler's SIGTERM)
+  // would write its frame over the heap: they wait until the call returns,
+  // or go to a thread outside one.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
   // Generated code passes shapes its buffers hold: a failure is the
   // runtime's bug, and the step cannot go on without the product.
   dnnl_status_t status = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m,
                                     n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (status != dnnl_success) {
     std::fprintf(stderr,
                  "loom: error: oneDNN's SGEMM failed (status %d) on a "
