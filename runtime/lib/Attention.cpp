@@ -157,15 +157,15 @@ void finish(const Attention &a, const Matrix &m, void *data, int64_t offset,
 
 /// Each query's log-sum-exp of its causal scores, queries [i0, i0 + rows)
 /// of `scores` (row by row `keys` apart), into `lse`.
+LOOM_VECTOR_CLONES
 void logSumExpBlock(int64_t i0, int64_t rows, const float *scores, float *lse) {
   int64_t keys = i0 + rows;
   for (int64_t r = 0; r < rows; ++r) {
     int64_t i = i0 + r;
     const float *row = scores + r * keys;
-    float max = *std::max_element(row, row + i + 1);
-    float sum = 0.0f;
-    for (int64_t j = 0; j <= i; ++j)
-      sum += loom::vectorExp(row[j] - max);
+    float max = loom::laneMax(i + 1, row);
+    float sum = loom::laneSum(
+        i + 1, [&](int64_t j) { return loom::vectorExp(row[j] - max); });
     lse[i] = max + std::log(sum);
   }
 }
@@ -175,6 +175,7 @@ void logSumExpBlock(int64_t i0, int64_t rows, const float *scores, float *lse) {
 /// past each query. The forward and the backward pass both compute them
 /// so, so that the gradient is the one of the probabilities the output
 /// was made of, bit for bit.
+LOOM_VECTOR_CLONES
 void probabilitiesBlock(int64_t i0, int64_t rows, float *scores,
                         const float *lse) {
   int64_t keys = i0 + rows;
@@ -217,6 +218,32 @@ void forwardPair(const Attention &a, int64_t b, int64_t h) {
   finish(a, o, a.out, a.outOffset(b, h), a.outStride());
 }
 
+/// Each query's dot product of its output row with the output's gradient,
+/// rows [0, seq): the term the softmax's gradient subtracts.
+LOOM_VECTOR_CLONES
+void outputDots(int64_t seq, int64_t headDim, const Matrix &o,
+                const Matrix &dout, float *delta) {
+  for (int64_t i = 0; i < seq; ++i) {
+    const float *x = o.row(i), *dx = dout.row(i);
+    delta[i] = loom::laneSum(headDim, [&](int64_t d) { return x[d] * dx[d]; });
+  }
+}
+
+/// The scores' gradient dS = P (dP - delta), with the scores' scale, over
+/// the probabilities' gradient `dprobs` of queries [i0, i0 + rows).
+LOOM_VECTOR_CLONES
+void scoreGradients(int64_t i0, int64_t rows, const float *probs, float *dprobs,
+                    const float *delta, float scale) {
+  int64_t keys = i0 + rows;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *p = probs + r * keys;
+    float *dp = dprobs + r * keys;
+    float rowDelta = delta[i0 + r];
+    for (int64_t j = 0; j < keys; ++j)
+      dp[j] = p[j] * (dp[j] - rowDelta) * scale;
+  }
+}
+
 /// Adds query head `h`'s contributions to the key and value gradients `dk`
 /// and `dv` of its key/value head, and writes its query gradient.
 void backwardHead(const Attention &a, int64_t b, int64_t h, const Matrix &k,
@@ -232,12 +259,7 @@ void backwardHead(const Attention &a, int64_t b, int64_t h, const Matrix &k,
   s.dscores.resize(kQueryBlock * T);
   float *lse = a.lse + a.rowOffset(b, h);
   float *delta = a.delta + a.rowOffset(b, h);
-  for (int64_t i = 0; i < T; ++i) {
-    float dot = 0.0f;
-    for (int64_t d = 0; d < D; ++d)
-      dot += o.row(i)[d] * dout.row(i)[d];
-    delta[i] = dot;
-  }
+  outputDots(T, D, o, dout, delta);
   for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
     int64_t rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
     float *probs = s.scores.data(), *dprobs = s.dscores.data();
@@ -248,13 +270,7 @@ void backwardHead(const Attention &a, int64_t b, int64_t h, const Matrix &k,
          1.0f, dv.data, dv.ld);
     gemm(false, true, rows, keys, D, 1.0f, dout.row(i0), dout.ld, v.data, v.ld,
          0.0f, dprobs, keys);
-    // dS = P (dP - delta), with the scores' scale.
-    for (int64_t r = 0; r < rows; ++r) {
-      float *p = probs + r * keys, *dp = dprobs + r * keys;
-      float rowDelta = delta[i0 + r];
-      for (int64_t j = 0; j < keys; ++j)
-        dp[j] = p[j] * (dp[j] - rowDelta) * a.scale;
-    }
+    scoreGradients(i0, rows, probs, dprobs, delta, a.scale);
     // dQ = dS K; dK[0, keys) += dS^T Q.
     gemm(false, false, rows, D, keys, 1.0f, dprobs, keys, k.data, k.ld, 0.0f,
          dq.row(i0), dq.ld);

@@ -14,7 +14,52 @@
 #include <algorithm>
 #include <cstdint>
 
+/// Compiles a function for each x86-64 level whose vectors its loops can
+/// use, AVX-512 (x86-64-v4) and AVX2 with FMA (v3), beside the baseline,
+/// and picks one when the runtime loads. The runtime is built for the
+/// baseline, which keeps its own loops at SSE's four lanes; the generated
+/// loops are compiled for the host instead.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define LOOM_VECTOR_CLONES                                                     \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define LOOM_VECTOR_CLONES
+#endif
+
 namespace loom {
+/// Partial sums of laneSum and laneMax: the widest vector's floats, so that
+/// every clone adds in the same order and gets the same sum.
+constexpr int64_t kSumLanes = 16;
+
+/// The sum of `term(j)` for j in [0, n): term j in partial sum j mod
+/// kSumLanes, which vectorizes, the partial sums then added pairwise.
+template <typename Term> inline float laneSum(int64_t n, Term term) {
+  float lanes[kSumLanes] = {};
+  int64_t j = 0;
+  for (; j + kSumLanes <= n; j += kSumLanes)
+    for (int64_t l = 0; l < kSumLanes; ++l)
+      lanes[l] += term(j + l);
+  for (int64_t l = 0; j + l < n; ++l)
+    lanes[l] += term(j + l);
+  for (int64_t width = kSumLanes / 2; width > 0; width /= 2)
+    for (int64_t l = 0; l < width; ++l)
+      lanes[l] += lanes[l + width];
+  return lanes[0];
+}
+
+/// The largest of `values[0, n)`, n > 0, by lanes as laneSum adds.
+inline float laneMax(int64_t n, const float *values) {
+  float lanes[kSumLanes];
+  std::fill(lanes, lanes + kSumLanes, values[0]);
+  int64_t j = 0;
+  for (; j + kSumLanes <= n; j += kSumLanes)
+    for (int64_t l = 0; l < kSumLanes; ++l)
+      lanes[l] = std::max(lanes[l], values[j + l]);
+  for (int64_t l = 0; j + l < n; ++l)
+    lanes[l] = std::max(lanes[l], values[j + l]);
+  return *std::max_element(lanes, lanes + kSumLanes);
+}
+
 /// e^x within 2 ulp for x in [-87, 88], clamped there: 2^n e^r with x =
 /// n ln 2 + r, |r| <= ln 2 / 2 (ln 2 in Cody and Waite's two parts), and e^r
 /// by Cephes's polynomial. Below -87 the result is 2^-126 or less.
