@@ -71,6 +71,8 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     f.prefetchesOffloadedParameters = true;
     f.gathersUpdatesByTensor = true;
     f.sumsMicroBatchesWhole = true;
+    f.reduceScattersWholeGradients = true;
+    f.keepsWholeMasters = true;
     // Measured on the same step's trace, bf16 (docs/cost-model.md): its
     // GEMMs, all 768 wide, ran at 67.2% of the peak, which a 70%
     // efficiency of large products gives with this width; its fused
@@ -622,10 +624,15 @@ double PlanPricer::inFlight(int64_t stage) const {
 RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   double shard = static_cast<double>(dp);
   double params = w.params;
+  bool mixed = precision != Precision::fp32;
   double weights = params * elementBytes / (plan.zero >= 3 ? shard : 1);
   double gradients = params * gradBytes / (plan.zero >= 2 ? shard : 1) +
                      params * masterGradBytes / (plan.zero >= 1 ? shard : 1);
   double optimizer = params * optimizerBytes / (plan.zero >= 1 ? shard : 1);
+  // Mixed precision's f32 master weights whole on every replica, where
+  // ZeRO-1/2 slice only the moments.
+  if (fw.keepsWholeMasters && mixed && updatesSlices())
+    optimizer += params * 4 * (1 - 1 / shard);
   // Offload: the host keeps the rank's part of the state, the device none.
   double host = params * hostBytes / (plan.zero >= 1 ? shard : 1);
   double temporary = w.transient;
@@ -644,6 +651,11 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
       gradients = std::min(params, w.outsideParams + 2 * w.largestLayer) *
                   gradBytes / (plan.zero >= 3 ? shard : 1);
   }
+  bool reducedWhole = fw.reduceScattersWholeGradients && updatesSlices() &&
+                      !(host > 0 && streamsGradients());
+  // ZeRO-2's gradients whole in the step's precision, as ZeRO-1's.
+  if (reducedWhole && plan.zero == 2)
+    temporary += params * gradBytes * (1 - 1 / shard);
   if (plan.offload == Offload::parameters) {
     // The host keeps the parameters (the rank's shards under ZeRO-3); the
     // device the layer it computes and the next, fetched ahead.
@@ -662,16 +674,25 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
         elementBytes;
   else if (dp > 1)
     temporary += std::min(params, fw.reduceBucketElements) * gradBytes;
-  // Once the activations are gone, the step gathers the updated slices a
+  // The step's end, once the activations, the gradients in the step's
+  // precision and (without offload) its copies of the weights are gone:
+  // the replicas reduce the gradients whole in f32, which are widened into
+  // them a tensor at a time, then the step gathers the updated slices a
   // tensor (or a bucket of small ones) at a time, each written into the
-  // parameters as it arrives: the rank's slices and the largest tensor
-  // gathered exist at once.
+  // parameters as it arrives, so that the rank's slices and the largest
+  // tensor gathered exist at once.
   if (fw.gathersUpdatesByTensor && updatesSlices()) {
     double gathered =
         std::max(std::min(params, fw.reduceBucketElements), w.largestTensor);
-    temporary = std::max(temporary, (params / shard + gathered) *
-                                            (host > 0 ? elementBytes : 4) -
-                                        (w.kept + w.keptOutside) * inFlight);
+    double end = (params / shard + gathered) * (host > 0 ? elementBytes : 4);
+    if (reducedWhole)
+      end = std::max(end, params * 4 + w.largestTensor * gradBytes);
+    double gone = (w.kept + w.keptOutside) * inFlight;
+    if (reducedWhole)
+      gone += gradients;
+    if (mixed && host == 0)
+      gone += weights;
+    temporary = std::max(temporary, end - gone);
   }
   RankMemory rank{weights,  gradients, optimizer, w.kept + w.keptOutside,
                   inFlight, temporary};

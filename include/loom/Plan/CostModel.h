@@ -136,6 +136,16 @@ struct FrameworkAssumptions {
   /// the largest gathered tensor exist at once, where the activations are
   /// gone.
   bool gathersUpdatesByTensor = false;
+  /// Under ZeRO-1/2, gradients that do not leave the device as the
+  /// backward pass makes them are made whole in the step's precision and
+  /// reduced over the replicas whole in f32 after it, ZeRO-2's into the
+  /// rank's slice (Loom's step), where a PyTorch trainer reduces each
+  /// bucket into its slice as the backward pass fills it.
+  bool reduceScattersWholeGradients = false;
+  /// Mixed precision's f32 master weights are the parameters, whole on
+  /// every replica: ZeRO-1/2 slice only the moments, each replica updates
+  /// its slice of the masters and gathers the rest (Loom's step).
+  bool keepsWholeMasters = false;
   /// Under ZeRO-1/2 with several micro-batches, their gradients are summed
   /// whole in f32 on the device before the replicas reduce them (Loom's
   /// step, where it does not stream them to the host).
