@@ -580,6 +580,9 @@ LogicalResult OffloadPlacement::run() {
   SmallVector<unsigned> copyArgs;
   for (auto [copy, gathered] : gatheredCopies) {
     Value value = gathered;
+    // Converted and sent as soon as it is gathered, so that the device
+    // holds one gathered parameter at a time, not all of them at the end.
+    sb.setInsertionPointAfterValue(gathered);
     if (value.getType() != copy.getType())
       value =
           ConvertOp::create(sb, ret.getLoc(), copy.getType(), value, Value());
