@@ -77,22 +77,39 @@ struct Attention {
 };
 
 /// Rows [0, seq) of head_dim elements, `stride` apart from `offset` in
-/// `data`, widened into `to` [seq, head_dim].
+/// `data`, bf16 or f16, widened into `to` [seq, head_dim]. A loop per type,
+/// so that each vectorizes.
+LOOM_VECTOR_CLONES
 void pack(const Attention &a, const void *data, int64_t offset, int64_t stride,
           float *to) {
-  for (int64_t t = 0; t < a.seq; ++t)
-    for (int64_t d = 0; d < a.headDim; ++d)
-      to[t * a.headDim + d] =
-          loom::loadElement(a.dtype, data, offset + t * stride + d);
+  const auto *from = static_cast<const uint16_t *>(data) + offset;
+  for (int64_t t = 0; t < a.seq; ++t) {
+    const uint16_t *row = from + t * stride;
+    float *out = to + t * a.headDim;
+    if (a.dtype == LOOM_DTYPE_BF16)
+      for (int64_t d = 0; d < a.headDim; ++d)
+        out[d] = loom::bitsFloat(static_cast<uint32_t>(row[d]) << 16);
+    else
+      for (int64_t d = 0; d < a.headDim; ++d)
+        out[d] = loom::bitsFloat(loom::widenHalf(row[d]));
+  }
 }
 
 /// The inverse of pack, rounding to the call's dtype.
+LOOM_VECTOR_CLONES
 void unpack(const Attention &a, const float *from, void *data, int64_t offset,
             int64_t stride) {
-  for (int64_t t = 0; t < a.seq; ++t)
-    for (int64_t d = 0; d < a.headDim; ++d)
-      loom::storeElement(a.dtype, data, offset + t * stride + d,
-                         from[t * a.headDim + d]);
+  auto *to = static_cast<uint16_t *>(data) + offset;
+  for (int64_t t = 0; t < a.seq; ++t) {
+    const float *row = from + t * a.headDim;
+    uint16_t *out = to + t * stride;
+    if (a.dtype == LOOM_DTYPE_BF16)
+      for (int64_t d = 0; d < a.headDim; ++d)
+        out[d] = loom::narrowBf16(row[d]);
+    else
+      for (int64_t d = 0; d < a.headDim; ++d)
+        out[d] = loom::narrowHalf(row[d]);
+  }
 }
 
 /// Row-major C = alpha op(A) op(B) + beta C, packed operands.

@@ -63,6 +63,7 @@ void gemmParts(void *context, int64_t from, int64_t to) {
 /// row-major matrix of bf16 or f16 into `to`, packed (leading dimension
 /// `cols`). bf16's bits are f32's upper half: a shift the compiler
 /// vectorizes.
+LOOM_VECTOR_CLONES
 void widenBlock(int32_t dtype, const uint16_t *from, int64_t ld, int64_t rows,
                 int64_t cols, float *to) {
   auto *out = reinterpret_cast<uint32_t *>(to);
@@ -192,7 +193,8 @@ const float kGeluS = static_cast<float>(std::sqrt(2.0 / M_PI));
 /// One loop per type, without a branch on it per element, so that the
 /// compiler vectorizes it.
 template <uint16_t (*Narrow)(float), float (*Widen)(uint16_t)>
-void roundRows(const RoundTile &t, int64_t from, int64_t to) {
+[[gnu::always_inline]] inline void roundRows(const RoundTile &t, int64_t from,
+                                             int64_t to) {
   for (int64_t r = from; r < to; ++r) {
     const float *sums = t.tile + r * t.cols;
     uint16_t *out = t.d + r * t.ldd;
@@ -233,6 +235,8 @@ float widenBf16(uint16_t bits) {
 }
 float widenF16(uint16_t bits) { return loom::bitsFloat(loom::widenHalf(bits)); }
 
+/// Each clone has its own copy of the loops (roundRows is inlined).
+LOOM_VECTOR_CLONES
 void roundTileRows(void *context, int64_t from, int64_t to) {
   const RoundTile &t = *static_cast<const RoundTile *>(context);
   if (t.dtype == LOOM_DTYPE_BF16)

@@ -26,25 +26,20 @@ inline float bitsFloat(uint32_t bits) {
   return value;
 }
 
-/// An f16 element's bits as f32's, exactly.
+/// An f16 element's bits as f32's, exactly. Selects rather than branches,
+/// so that loops of it vectorize: a subnormal half, mantissa x 2^-24, is
+/// a normal f32 (zero for a zero mantissa), which the conversion of the
+/// mantissa and a scaling by a power of two give exactly.
 inline uint32_t widenHalf(uint16_t bits) {
   uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
   uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
-  if (exponent == 0x1f)
-    return sign | 0x7f800000u | (mantissa << 13);
-  if (exponent != 0)
-    return sign | ((exponent + 112) << 23) | (mantissa << 13);
-  if (mantissa == 0)
-    return sign;
-  // A subnormal half is a normal f32: shift its mantissa up to the
-  // implicit bit, lowering the exponent as much.
-  int shift = 0;
-  while (!(mantissa & 0x400u)) {
-    mantissa <<= 1;
-    ++shift;
-  }
-  return sign | (static_cast<uint32_t>(113 - shift) << 23) |
-         ((mantissa & 0x3ffu) << 13);
+  uint32_t special = 0x7f800000u | (mantissa << 13);
+  uint32_t normal = ((exponent + 112) << 23) | (mantissa << 13);
+  float scaled = static_cast<float>(static_cast<int32_t>(mantissa)) * 0x1p-24f;
+  uint32_t subnormal = floatBits(scaled);
+  return sign | (exponent == 0x1f ? special
+                 : exponent != 0  ? normal
+                                  : subnormal);
 }
 
 /// f32 rounded to the nearest bf16, ties to even; NaN stays a (quiet) NaN.
