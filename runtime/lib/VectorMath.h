@@ -28,7 +28,8 @@
 
 namespace loom {
 /// Partial sums of laneSum and laneMax: the widest vector's floats, so that
-/// every clone adds in the same order and gets the same sum.
+/// every clone adds in the same order (the baseline's, without fused
+/// multiply-adds, may round its terms differently).
 constexpr int64_t kSumLanes = 16;
 
 /// The sum of `term(j)` for j in [0, n): term j in partial sum j mod
