@@ -98,8 +98,15 @@ Dnnl *dnnl() {
     if (wanted && std::strcmp(wanted, "widen") == 0)
       return nullptr;
     const CpuFeatures &cpu = hostCpuFeatures();
-    bool amx = cpu.has("amx-bf16") && cpu.has("amx-tile");
-    if (!amx && !cpu.has("avx512bf16"))
+    // DNNL_MAX_CPU_ISA (ONEDNN_MAX_CPU_ISA) may keep oneDNN below the units
+    // the CPU has; its bf16 matmul would then not run on them.
+    dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    bool amx = cpu.has("amx-bf16") && cpu.has("amx-tile") &&
+               isa == dnnl::cpu_isa::avx512_core_amx;
+    bool dots = cpu.has("avx512bf16") &&
+                (isa == dnnl::cpu_isa::avx512_core_bf16 ||
+                 isa == dnnl::cpu_isa::avx512_core_amx);
+    if (!amx && !dots)
       return nullptr;
     try {
       auto *d =
