@@ -80,6 +80,32 @@ void widenBlock(int32_t dtype, const uint16_t *from, int64_t ld, int64_t rows,
   }
 }
 
+/// Below this many elements a block's widening is not worth the threads'
+/// wake-up.
+constexpr int64_t kParallelWidening = 1 << 15;
+
+/// widenBlock over the runtime's threads, each a range of the rows: the
+/// GEMM that reads the block waits for it, and its threads with it.
+void widenBlockParallel(int32_t dtype, const uint16_t *from, int64_t ld,
+                        int64_t rows, int64_t cols, float *to) {
+  struct Block {
+    int32_t dtype;
+    const uint16_t *from;
+    int64_t ld, cols;
+    float *to;
+  } block{dtype, from, ld, cols, to};
+  auto range = [](void *raw, int64_t first, int64_t last) {
+    const Block &b = *static_cast<const Block *>(raw);
+    widenBlock(b.dtype, b.from + first * b.ld, b.ld, last - first, b.cols,
+               b.to + first * b.cols);
+  };
+  if (rows > 1 && rows * cols >= kParallelWidening &&
+      loom_get_num_threads() > 1 && !loom::isInParallelLoop())
+    loom_rt_parallel_for(range, &block, 0, rows);
+  else
+    range(&block, 0, rows);
+}
+
 /// Lines [line, line + lines) over [p, p + depth) of k of a matrix of
 /// lines x k, stored so (`transposed` false) or as its transpose, widened
 /// into `to` in its stored orientation, packed.
@@ -87,9 +113,9 @@ void widenLines(int32_t dtype, const uint16_t *x, int64_t ld, bool transposed,
                 int64_t line, int64_t lines, int64_t p, int64_t depth,
                 float *to) {
   if (transposed)
-    widenBlock(dtype, x + p * ld + line, ld, depth, lines, to);
+    widenBlockParallel(dtype, x + p * ld + line, ld, depth, lines, to);
   else
-    widenBlock(dtype, x + line * ld + p, ld, lines, depth, to);
+    widenBlockParallel(dtype, x + line * ld + p, ld, lines, depth, to);
 }
 
 /// The most bytes of each widened block of a bf16 or f16 GEMM's operands.
