@@ -637,8 +637,11 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   double host = params * hostBytes / (plan.zero >= 1 ? shard : 1);
   double temporary = w.transient;
   // Several micro-batches' gradients summed whole in f32 before the
-  // replicas reduce them, beside each micro-batch's own.
-  if (fw.sumsMicroBatchesWhole && updatesSlices() && m > 1)
+  // replicas reduce them, beside each micro-batch's own: under ZeRO-1/2,
+  // and under ZeRO-0 without a pipeline (whose stages' sums the model
+  // leaves as they were priced).
+  if (fw.sumsMicroBatchesWhole && m > 1 &&
+      (updatesSlices() || (plan.zero == 0 && pp == 1)))
     temporary += params * 4;
   if (host > 0) {
     optimizer = 0;

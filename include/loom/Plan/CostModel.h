@@ -146,9 +146,9 @@ struct FrameworkAssumptions {
   /// every replica: ZeRO-1/2 slice only the moments, each replica updates
   /// its slice of the masters and gathers the rest (Loom's step).
   bool keepsWholeMasters = false;
-  /// Under ZeRO-1/2 with several micro-batches, their gradients are summed
-  /// whole in f32 on the device before the replicas reduce them (Loom's
-  /// step, where it does not stream them to the host).
+  /// Under ZeRO-0 to 2 with several micro-batches, their gradients are
+  /// summed whole in f32 on the device before the replicas reduce them
+  /// (Loom's step, where it does not stream them to the host).
   bool sumsMicroBatchesWhole = false;
   /// The framework's own kernels where they were measured, replacing the
   /// cluster's EfficiencyAssumptions: the half-performance width of its
