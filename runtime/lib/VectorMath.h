@@ -18,7 +18,9 @@
 /// use, AVX-512 (x86-64-v4) and AVX2 with FMA (v3), beside the baseline,
 /// and picks one when the runtime loads. The runtime is built for the
 /// baseline, which keeps its own loops at SSE's four lanes; the generated
-/// loops are compiled for the host instead.
+/// loops are compiled for the host instead. The clones round as the
+/// baseline does: the runtime fuses no multiply-add (runtime/CMakeLists.txt),
+/// and a sum in them keeps its order.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define LOOM_VECTOR_CLONES                                                     \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -27,38 +29,22 @@
 #endif
 
 namespace loom {
-/// Partial sums of laneSum and laneMax: the widest vector's floats, so that
-/// every clone adds in the same order (the baseline's, without fused
-/// multiply-adds, may round its terms differently).
-constexpr int64_t kSumLanes = 16;
+/// Lanes of laneMax: the widest vector's floats.
+constexpr int64_t kMaxLanes = 16;
 
-/// The sum of `term(j)` for j in [0, n): term j in partial sum j mod
-/// kSumLanes, which vectorizes, the partial sums then added pairwise.
-template <typename Term> inline float laneSum(int64_t n, Term term) {
-  float lanes[kSumLanes] = {};
-  int64_t j = 0;
-  for (; j + kSumLanes <= n; j += kSumLanes)
-    for (int64_t l = 0; l < kSumLanes; ++l)
-      lanes[l] += term(j + l);
-  for (int64_t l = 0; j + l < n; ++l)
-    lanes[l] += term(j + l);
-  for (int64_t width = kSumLanes / 2; width > 0; width /= 2)
-    for (int64_t l = 0; l < width; ++l)
-      lanes[l] += lanes[l + width];
-  return lanes[0];
-}
-
-/// The largest of `values[0, n)`, n > 0, by lanes as laneSum adds.
+/// The largest of `values[0, n)`, n > 0, in kMaxLanes running maxima,
+/// which vectorize where std::max_element does not; the largest does not
+/// depend on the order.
 inline float laneMax(int64_t n, const float *values) {
-  float lanes[kSumLanes];
-  std::fill(lanes, lanes + kSumLanes, values[0]);
+  float lanes[kMaxLanes];
+  std::fill(lanes, lanes + kMaxLanes, values[0]);
   int64_t j = 0;
-  for (; j + kSumLanes <= n; j += kSumLanes)
-    for (int64_t l = 0; l < kSumLanes; ++l)
+  for (; j + kMaxLanes <= n; j += kMaxLanes)
+    for (int64_t l = 0; l < kMaxLanes; ++l)
       lanes[l] = std::max(lanes[l], values[j + l]);
   for (int64_t l = 0; j + l < n; ++l)
     lanes[l] = std::max(lanes[l], values[j + l]);
-  return *std::max_element(lanes, lanes + kSumLanes);
+  return *std::max_element(lanes, lanes + kMaxLanes);
 }
 
 /// e^x within 2 ulp for x in [-87, 88], clamped there: 2^n e^r with x =
