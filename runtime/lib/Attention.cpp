@@ -77,22 +77,11 @@ struct Attention {
 };
 
 /// Rows [0, seq) of head_dim elements, `stride` apart from `offset` in
-/// `data`, bf16 or f16, widened into `to` [seq, head_dim]. A loop per type,
-/// so that each vectorizes.
-LOOM_VECTOR_CLONES
+/// `data`, bf16 or f16, widened into `to` [seq, head_dim].
 void pack(const Attention &a, const void *data, int64_t offset, int64_t stride,
           float *to) {
-  const auto *from = static_cast<const uint16_t *>(data) + offset;
-  for (int64_t t = 0; t < a.seq; ++t) {
-    const uint16_t *row = from + t * stride;
-    float *out = to + t * a.headDim;
-    if (a.dtype == LOOM_DTYPE_BF16)
-      for (int64_t d = 0; d < a.headDim; ++d)
-        out[d] = loom::bitsFloat(static_cast<uint32_t>(row[d]) << 16);
-    else
-      for (int64_t d = 0; d < a.headDim; ++d)
-        out[d] = loom::bitsFloat(loom::widenHalf(row[d]));
-  }
+  loom::widenBlock(a.dtype, static_cast<const uint16_t *>(data) + offset,
+                   stride, a.seq, a.headDim, to);
 }
 
 /// The inverse of pack, rounding to the call's dtype.
@@ -129,7 +118,7 @@ struct Matrix {
 /// The f32 scratch of one (batch, head) pair, per thread: the matrices of
 /// narrow tensors widened, and the scores of a block of queries.
 struct Scratch {
-  std::vector<float> q, k, v, o, dout, dq, dk, dv, scores, dscores;
+  std::vector<float> q, k, v, o, dout, dq, dk, dv, scores, dscores, terms;
 };
 
 Scratch &scratch() {
@@ -173,16 +162,21 @@ void finish(const Attention &a, const Matrix &m, void *data, int64_t offset,
 }
 
 /// Each query's log-sum-exp of its causal scores, queries [i0, i0 + rows)
-/// of `scores` (row by row `keys` apart), into `lse`.
+/// of `scores` (row by row `keys` apart), into `lse`; `terms` holds a row.
 LOOM_VECTOR_CLONES
-void logSumExpBlock(int64_t i0, int64_t rows, const float *scores, float *lse) {
+void logSumExpBlock(int64_t i0, int64_t rows, const float *scores, float *lse,
+                    float *terms) {
   int64_t keys = i0 + rows;
   for (int64_t r = 0; r < rows; ++r) {
     int64_t i = i0 + r;
     const float *row = scores + r * keys;
     float max = loom::laneMax(i + 1, row);
-    float sum = loom::laneSum(
-        i + 1, [&](int64_t j) { return loom::vectorExp(row[j] - max); });
+    // The exponentials in a loop that vectorizes, their sum in order.
+    for (int64_t j = 0; j <= i; ++j)
+      terms[j] = loom::vectorExp(row[j] - max);
+    float sum = 0.0f;
+    for (int64_t j = 0; j <= i; ++j)
+      sum += terms[j];
     lse[i] = max + std::log(sum);
   }
 }
@@ -222,12 +216,13 @@ void forwardPair(const Attention &a, int64_t b, int64_t h) {
   Matrix o = output(a, a.out, a.outOffset(b, h), a.outStride(), s.o,
                     /*zero=*/false);
   s.scores.resize(kQueryBlock * a.seq);
+  s.terms.resize(a.seq);
   float *lse = a.lse + a.rowOffset(b, h);
   for (int64_t i0 = 0; i0 < a.seq; i0 += kQueryBlock) {
     int64_t rows = std::min(kQueryBlock, a.seq - i0), keys = i0 + rows;
     float *scores = s.scores.data();
     blockScores(a, q, k, i0, rows, scores);
-    logSumExpBlock(i0, rows, scores, lse);
+    logSumExpBlock(i0, rows, scores, lse, s.terms.data());
     probabilitiesBlock(i0, rows, scores, lse);
     gemm(false, false, rows, a.headDim, keys, 1.0f, scores, keys, v.data, v.ld,
          0.0f, o.row(i0), o.ld);
@@ -237,12 +232,14 @@ void forwardPair(const Attention &a, int64_t b, int64_t h) {
 
 /// Each query's dot product of its output row with the output's gradient,
 /// rows [0, seq): the term the softmax's gradient subtracts.
-LOOM_VECTOR_CLONES
 void outputDots(int64_t seq, int64_t headDim, const Matrix &o,
                 const Matrix &dout, float *delta) {
   for (int64_t i = 0; i < seq; ++i) {
     const float *x = o.row(i), *dx = dout.row(i);
-    delta[i] = loom::laneSum(headDim, [&](int64_t d) { return x[d] * dx[d]; });
+    float dot = 0.0f;
+    for (int64_t d = 0; d < headDim; ++d)
+      dot += x[d] * dx[d];
+    delta[i] = dot;
   }
 }
 

@@ -15,6 +15,23 @@
 #include <cstring>
 #include <vector>
 
+LOOM_VECTOR_CLONES
+void loom::widenBlock(int32_t dtype, const uint16_t *from, int64_t ld,
+                      int64_t rows, int64_t cols, float *to) {
+  auto *out = reinterpret_cast<uint32_t *>(to);
+  static_assert(sizeof(float) == sizeof(uint32_t), "f32 is 32 bits");
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint16_t *row = from + i * ld;
+    uint32_t *dst = out + i * cols;
+    if (dtype == LOOM_DTYPE_BF16)
+      for (int64_t j = 0; j < cols; ++j)
+        dst[j] = static_cast<uint32_t>(row[j]) << 16;
+    else
+      for (int64_t j = 0; j < cols; ++j)
+        dst[j] = widenHalf(row[j]);
+  }
+}
+
 namespace {
 /// A GEMM split over the runtime's threads into blocks of `unit` rows or
 /// columns of C, one call of the SGEMM each: oneDNN's where `onednn`, even
@@ -59,27 +76,6 @@ void gemmParts(void *context, int64_t from, int64_t to) {
                     g.beta, c, g.ldc);
 }
 
-/// Widens the `rows` x `cols` block at `from` (leading dimension `ld`) of a
-/// row-major matrix of bf16 or f16 into `to`, packed (leading dimension
-/// `cols`). bf16's bits are f32's upper half: a shift the compiler
-/// vectorizes.
-LOOM_VECTOR_CLONES
-void widenBlock(int32_t dtype, const uint16_t *from, int64_t ld, int64_t rows,
-                int64_t cols, float *to) {
-  auto *out = reinterpret_cast<uint32_t *>(to);
-  static_assert(sizeof(float) == sizeof(uint32_t), "f32 is 32 bits");
-  for (int64_t i = 0; i < rows; ++i) {
-    const uint16_t *row = from + i * ld;
-    uint32_t *dst = out + i * cols;
-    if (dtype == LOOM_DTYPE_BF16)
-      for (int64_t j = 0; j < cols; ++j)
-        dst[j] = static_cast<uint32_t>(row[j]) << 16;
-    else
-      for (int64_t j = 0; j < cols; ++j)
-        dst[j] = loom::widenHalf(row[j]);
-  }
-}
-
 /// Below this many elements a block's widening is not worth the threads'
 /// wake-up.
 constexpr int64_t kParallelWidening = 1 << 15;
@@ -96,8 +92,8 @@ void widenBlockParallel(int32_t dtype, const uint16_t *from, int64_t ld,
   } block{dtype, from, ld, cols, to};
   auto range = [](void *raw, int64_t first, int64_t last) {
     const Block &b = *static_cast<const Block *>(raw);
-    widenBlock(b.dtype, b.from + first * b.ld, b.ld, last - first, b.cols,
-               b.to + first * b.cols);
+    loom::widenBlock(b.dtype, b.from + first * b.ld, b.ld, last - first, b.cols,
+                     b.to + first * b.cols);
   };
   if (rows > 1 && rows * cols >= kParallelWidening &&
       loom_get_num_threads() > 1 && !loom::isInParallelLoop())

@@ -103,9 +103,9 @@ Dnnl *dnnl() {
     dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
     bool amx = cpu.has("amx-bf16") && cpu.has("amx-tile") &&
                isa == dnnl::cpu_isa::avx512_core_amx;
-    bool dots = cpu.has("avx512bf16") &&
-                (isa == dnnl::cpu_isa::avx512_core_bf16 ||
-                 isa == dnnl::cpu_isa::avx512_core_amx);
+    bool dots =
+        cpu.has("avx512bf16") && (isa == dnnl::cpu_isa::avx512_core_bf16 ||
+                                  isa == dnnl::cpu_isa::avx512_core_amx);
     if (!amx && !dots)
       return nullptr;
     try {

@@ -74,6 +74,12 @@ inline uint16_t narrowHalf(float value) {
   return sign | static_cast<uint16_t>(magnitude >> 13);
 }
 
+/// Widens the `rows` x `cols` block at `from` (leading dimension `ld`) of a
+/// row-major matrix of bf16 or f16 into `to`, packed (leading dimension
+/// `cols`); in vector loops (Cpu.cpp).
+void widenBlock(int32_t dtype, const uint16_t *from, int64_t ld, int64_t rows,
+                int64_t cols, float *to);
+
 /// Element `i` of `data`, stored as `dtype` (a loom_dtype), in f32.
 inline float loadElement(int32_t dtype, const void *data, int64_t i) {
   if (dtype == LOOM_DTYPE_F32)
