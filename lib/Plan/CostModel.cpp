@@ -434,7 +434,11 @@ private:
                      llvm::ArrayRef<int64_t> stageStarts) const;
   /// The micro-batches a stage's rank holds at once, by the schedule.
   double inFlight(int64_t stage) const;
-  RankMemory rankMemory(const StageWork &w, double inFlight) const;
+  /// The micro-batches a stage's rank holds once the first backward pass
+  /// is done, when the gradients' sums exist.
+  double heldWhileSumming(int64_t stage) const;
+  RankMemory rankMemory(const StageWork &w, double inFlight,
+                        double heldSumming) const;
   /// Whether each replica updates a slice of the flattened parameters
   /// (ZeRO-1/2 over several), which the step then gathers whole.
   bool updatesSlices() const {
@@ -621,7 +625,18 @@ double PlanPricer::inFlight(int64_t stage) const {
                                             : std::min<int64_t>(m, pp - stage);
 }
 
-RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
+double PlanPricer::heldWhileSumming(int64_t stage) const {
+  // GPipe's forward passes are all done by then, and the first micro-batch's
+  // activations gone; 1F1B runs another forward pass next while one is
+  // left to run. An interleaved rank's order is left as the peak prices it.
+  double held = inFlight(stage);
+  if (pp == 1 || m == 1 || plan.schedule == Schedule::interleaved)
+    return held;
+  return std::min<double>(held, m - 1);
+}
+
+RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight,
+                                  double heldSumming) const {
   double shard = static_cast<double>(dp);
   double params = w.params;
   bool mixed = precision != Precision::fp32;
@@ -637,12 +652,13 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight) const {
   double host = params * hostBytes / (plan.zero >= 1 ? shard : 1);
   double temporary = w.transient;
   // Several micro-batches' gradients summed whole in f32 before the
-  // replicas reduce them, beside each micro-batch's own: under ZeRO-1/2,
-  // and under ZeRO-0 without a pipeline (whose stages' sums the model
-  // leaves as they were priced).
-  if (fw.sumsMicroBatchesWhole && m > 1 &&
-      (updatesSlices() || (plan.zero == 0 && pp == 1)))
-    temporary += params * 4;
+  // replicas reduce them, beside each micro-batch's own, under ZeRO-0 to 2.
+  // The first backward pass makes them, so they live beside the
+  // activations the rank holds after it, not beside the most it holds.
+  if (fw.sumsMicroBatchesWhole && m > 1 && plan.zero <= 2) {
+    double kept = w.kept + w.keptOutside;
+    temporary += std::max(0.0, params * 4 - (inFlight - heldSumming) * kept);
+  }
   if (host > 0) {
     optimizer = 0;
     // Streamed to the host, the gradients hold a bucket of the device, or
@@ -751,7 +767,7 @@ void PlanPricer::priceStages(llvm::ArrayRef<int64_t> stageLayers) {
     double perMicroBatch =
         w.compute + w.recompute + w.comm + (pp > 1 ? 2 * sendTime : 0);
     double held = inFlight(stage);
-    RankMemory rank = rankMemory(w, held);
+    RankMemory rank = rankMemory(w, held, heldWhileSumming(stage));
     double memory = rank.total();
     est.stageMemory.push_back(rank);
 
