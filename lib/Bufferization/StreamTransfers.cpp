@@ -23,6 +23,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/IRMapping.h"
@@ -84,7 +85,7 @@ std::optional<Stacking> getStackingInto(Value stack, Value dest,
                                         DominanceInfo &dominance) {
   auto result = dyn_cast<OpResult>(stack);
   auto loop = result ? dyn_cast<scf::ForOp>(result.getOwner()) : scf::ForOp();
-  if (!loop || !result.hasOneUse() || !dest.hasOneUse() ||
+  if (!loop || !result.hasOneUse() || !(dest.use_empty() || dest.hasOneUse()) ||
       !dominance.properlyDominates(dest, loop))
     return std::nullopt;
   tensor::InsertSliceOp insert =
@@ -146,24 +147,22 @@ TransferOp streamTransfer(TransferOp transfer, DominanceInfo &dominance) {
   return sent;
 }
 
-/// ZeRO-2 with offload: `transfer` of this rank's layers of a loop's stack,
-/// reduce-scattered along the layers over the replicas (as
-/// loom-data-parallel makes it), where it is one. Each layer's slice is
-/// instead summed onto the rank that owns it (`shard.reduce`) as the loop
-/// makes it, DeepSpeed's ZeRO-2 reduction, and crosses from there into its
-/// place among the rank's layers in the destination, where the loop builds
-/// the rank's stack: the same sums and traffic, and neither stack whole on
-/// the device. Returns the transfer in the loop, or null.
-TransferOp streamOwnedLayers(TransferOp transfer, DominanceInfo &dominance) {
-  auto rows = transfer.getSource().getDefiningOp<tensor::CollapseShapeOp>();
-  auto layers = rows ? rows.getSrc().getDefiningOp<shard::ReduceScatterOp>()
-                     : shard::ReduceScatterOp();
-  if (!layers || !rows->hasOneUse() || !layers->hasOneUse() ||
-      transfer.getTo() != Placement::host || transfer.getAccumulate() ||
-      layers.getReduction() != shard::ReductionKind::Sum ||
+/// ZeRO-2: `layers`, this rank's layers of a loop's stack reduce-scattered
+/// along them over the replicas (as loom-data-parallel makes it), where
+/// the loop can build the rank's layers in `dest` (see getStackingInto).
+/// Each layer's slice is instead summed onto the rank that owns it
+/// (`shard.reduce`) as the loop makes it, DeepSpeed's ZeRO-2 reduction,
+/// and `place(b, sum, slot)` puts the owner's sum in its slot among the
+/// rank's layers (`slot()` extracts the slot's present value): the same sums
+/// and traffic, and the device never holds the stack whole. `layers` is then
+/// the loop's result, and goes; returns it, or null where the pattern does not
+/// hold.
+Value ownLayers(
+    shard::ReduceScatterOp layers, Value dest, DominanceInfo &dominance,
+    function_ref<Value(OpBuilder &, Value, function_ref<Value()>)> place) {
+  if (layers.getReduction() != shard::ReductionKind::Sum ||
       !layers.getScatterAxis().isZero() || layers.getGridAxes().size() != 1)
     return {};
-  Value dest = transfer.getDest();
   std::optional<Stacking> stacking =
       getStackingInto(layers.getInput(), dest, dominance);
   if (!stacking)
@@ -172,7 +171,7 @@ TransferOp streamOwnedLayers(TransferOp transfer, DominanceInfo &dominance) {
   OpResult stack = stacking->stack;
   tensor::InsertSliceOp insert = stacking->insert;
   auto mine = cast<RankedTensorType>(layers.getType());
-  Location loc = transfer.getLoc();
+  Location loc = layers.getLoc();
 
   // Rank r owns layers [r * n, (r + 1) * n), its 1/dp of the stack.
   OpBuilder b(loop);
@@ -182,9 +181,12 @@ TransferOp streamOwnedLayers(TransferOp transfer, DominanceInfo &dominance) {
                    .front();
   Value perRank = arith::ConstantIndexOp::create(b, loc, mine.getDimSize(0));
   Value first = arith::MulIOp::create(b, loc, rank, perRank);
-  stackInto(loop, stack.getResultNumber(),
-            tensor::ExpandShapeOp::create(b, loc, mine, dest,
-                                          rows.getReassociationIndices()));
+  if (dest.getType() != mine)
+    dest = tensor::ExpandShapeOp::create(
+        b, loc, mine, dest,
+        *getReassociationIndicesForReshape(cast<ShapedType>(dest.getType()),
+                                           mine));
+  stackInto(loop, stack.getResultNumber(), dest);
   BlockArgument placed = loop.getRegionIterArgs()[stack.getResultNumber()];
   placed.setType(mine);
   stack.setType(mine);
@@ -199,38 +201,80 @@ TransferOp streamOwnedLayers(TransferOp transfer, DominanceInfo &dominance) {
       ArrayRef<int64_t>{ShapedType::kDynamic}, owner);
   Value owned =
       arith::CmpIOp::create(in, loc, arith::CmpIPredicate::eq, owner, rank);
-  TransferOp sent;
-  auto place = scf::IfOp::create(
+  auto ownerPlaces = scf::IfOp::create(
       in, loc, owned,
       [&](OpBuilder &then, Location) {
         SmallVector<OpFoldResult> offsets = insert.getMixedOffsets();
         offsets[0] = arith::SubIOp::create(then, loc, layer, first).getResult();
-        Value slot = tensor::ExtractSliceOp::create(
-            then, loc, insert.getSourceType(), placed, offsets,
-            insert.getMixedSizes(), insert.getMixedStrides());
-        sent = TransferOp::create(then, loc, summed.getType(), summed, slot,
-                                  Placement::host, /*async=*/false, Value());
-        scf::YieldOp::create(
-            then, loc,
-            tensor::InsertSliceOp::create(then, loc, sent, placed, offsets,
-                                          insert.getMixedSizes(),
-                                          insert.getMixedStrides())
-                .getResult());
+        auto slot = [&]() -> Value {
+          return tensor::ExtractSliceOp::create(
+              then, loc, insert.getSourceType(), placed, offsets,
+              insert.getMixedSizes(), insert.getMixedStrides());
+        };
+        scf::YieldOp::create(then, loc,
+                             tensor::InsertSliceOp::create(
+                                 then, loc, place(then, summed, slot), placed,
+                                 offsets, insert.getMixedSizes(),
+                                 insert.getMixedStrides())
+                                 .getResult());
       },
       [&](OpBuilder &otherwise, Location) {
         scf::YieldOp::create(otherwise, loc, Value(placed));
       });
-  insert.replaceAllUsesWith(place.getResult(0));
+  insert.replaceAllUsesWith(ownerPlaces.getResult(0));
   insert.erase();
+  layers.replaceAllUsesWith(Value(stack));
+  layers.erase();
+  return stack;
+}
 
+/// ZeRO-2 with offload: `transfer` of this rank's layers of a loop's stack
+/// (ownLayers), where it is one: each owner's sum crosses from the device
+/// into its place among the rank's layers in the destination, where the
+/// loop builds them. Returns the transfer in the loop, or null.
+TransferOp streamOwnedLayers(TransferOp transfer, DominanceInfo &dominance) {
+  auto rows = transfer.getSource().getDefiningOp<tensor::CollapseShapeOp>();
+  auto layers = rows ? rows.getSrc().getDefiningOp<shard::ReduceScatterOp>()
+                     : shard::ReduceScatterOp();
+  if (!layers || !rows->hasOneUse() || !layers->hasOneUse() ||
+      transfer.getTo() != Placement::host || transfer.getAccumulate())
+    return {};
+  TransferOp sent;
+  Value stack = ownLayers(
+      layers, transfer.getDest(), dominance,
+      [&](OpBuilder &b, Value sum, function_ref<Value()> slot) -> Value {
+        sent =
+            TransferOp::create(b, transfer.getLoc(), sum.getType(), sum, slot(),
+                               Placement::host, /*async=*/false, Value());
+        return sent;
+      });
+  if (!stack)
+    return {};
   OpBuilder after(transfer);
   Value arrived = tensor::CollapseShapeOp::create(
-      after, loc, rows.getResultType(), stack, rows.getReassociationIndices());
+      after, transfer.getLoc(), rows.getResultType(), stack,
+      rows.getReassociationIndices());
   transfer.replaceAllUsesWith(arrived);
   transfer.erase();
   rows.erase();
-  layers.erase();
   return sent;
+}
+
+/// ZeRO-2 on the device: `layers` (ownLayers) summed onto each owner as
+/// the loop makes them, the owner's sum kept among the rank's layers,
+/// which the loop builds in a tensor of their own.
+void keepOwnedLayers(shard::ReduceScatterOp layers, DominanceInfo &dominance) {
+  auto loop = layers.getInput().getDefiningOp<scf::ForOp>();
+  if (!loop)
+    return;
+  OpBuilder b(loop);
+  auto mine = cast<RankedTensorType>(layers.getType());
+  Value rankLayers = tensor::EmptyOp::create(
+      b, layers.getLoc(), mine.getShape(), mine.getElementType());
+  if (!ownLayers(
+          layers, rankLayers, dominance,
+          [](OpBuilder &, Value sum, function_ref<Value()>) { return sum; }))
+    rankLayers.getDefiningOp()->erase();
 }
 
 /// Adds one iteration argument to `loop` for each of `inits`, which the
@@ -424,6 +468,16 @@ struct StreamTransfersPass
     // it, whose source the iteration makes in its body (which the loop can
     // then hand on), and the fetches it had.
     llvm::MapVector<Operation *, SmallVector<TransferOp>> sends, fetches;
+    SmallVector<shard::ReduceScatterOp> scatters;
+    getOperation().walk(
+        [&](shard::ReduceScatterOp op) { scatters.push_back(op); });
+    for (shard::ReduceScatterOp layers : scatters)
+      if (!llvm::any_of(layers->getUsers(), [](Operation *user) {
+            return llvm::any_of(user->getUsers(), [](Operation *use) {
+              return isa<TransferOp>(use);
+            });
+          }))
+        keepOwnedLayers(layers, dominance);
     for (TransferOp transfer : transfers) {
       TransferOp sent = streamTransfer(transfer, dominance);
       if (!sent)

@@ -71,6 +71,7 @@ FrameworkAssumptions FrameworkAssumptions::get(Framework framework) {
     f.prefetchesOffloadedParameters = true;
     f.gathersUpdatesByTensor = true;
     f.sumsMicroBatchesWhole = true;
+    f.sumsLayersOntoOwners = true;
     f.reduceScattersWholeGradients = true;
     f.keepsWholeMasters = true;
     // Measured on the same step's trace, bf16 (docs/cost-model.md): its
@@ -670,8 +671,19 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight,
       gradients = std::min(params, w.outsideParams + 2 * w.largestLayer) *
                   gradBytes / (plan.zero >= 3 ? shard : 1);
   }
+  // ZeRO-2's layer loop summing each layer onto its owner as it makes them:
+  // the rank's slices in f32, beside two layers' (one being summed) and
+  // those outside the loop, and no gradients whole.
+  bool ownersSum =
+      fw.sumsLayersOntoOwners && host == 0 && reducesLayersToOwners();
+  double summing = 0;
+  if (ownersSum) {
+    summing = params * (4 - gradBytes) / shard +
+              std::min(params, w.outsideParams + 2 * w.largestLayer) * 4;
+    temporary += summing;
+  }
   bool reducedWhole = fw.reduceScattersWholeGradients && updatesSlices() &&
-                      !(host > 0 && streamsGradients());
+                      !ownersSum && !(host > 0 && streamsGradients());
   // ZeRO-2's gradients whole in the step's precision, as ZeRO-1's.
   if (reducedWhole && plan.zero == 2)
     temporary += params * gradBytes * (1 - 1 / shard);
@@ -707,8 +719,8 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight,
     if (reducedWhole)
       end = std::max(end, params * 4 + w.largestTensor * gradBytes);
     double gone = (w.kept + w.keptOutside) * inFlight;
-    if (reducedWhole)
-      gone += gradients;
+    if (reducedWhole || ownersSum)
+      gone += gradients + summing;
     if (mixed && host == 0)
       gone += weights;
     temporary = std::max(temporary, end - gone);

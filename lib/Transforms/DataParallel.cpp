@@ -142,7 +142,7 @@ struct DataParallelPass
     } else if (plan.zero == 2) {
       SmallVector<Value> bucketed;
       for (Value g : grads)
-        if (plan.offload == Offload::none || !scatterLayers(b, loc, g, shardOf))
+        if (!scatterLayers(b, loc, g, shardOf))
           bucketed.push_back(g);
       for (ArrayRef<Value> bucket : makeBuckets(bucketed))
         if (failed(scatterOverReplicas(b, loc, bucket, shardOf)))
@@ -389,12 +389,12 @@ struct DataParallelPass
     return success();
   }
 
-  /// ZeRO-2 with offload: a gradient the gradient function's layer loop
-  /// stacks, of which each rank's 1/dp holds whole layers, is
-  /// reduce-scattered on its own, along the layers: the same shard as in a
-  /// bucket, in a form loom-stream-transfers turns into each layer summed
-  /// onto its rank as the loop makes it, which then sends it to the host.
-  /// Returns false, recording nothing, for any other gradient.
+  /// ZeRO-2: a gradient the gradient function's layer loop stacks, of
+  /// which each rank's 1/dp holds whole layers, is reduce-scattered on its
+  /// own, along the layers: the same shard as in a bucket, in a form
+  /// loom-stream-transfers turns into each layer summed onto its rank as
+  /// the loop makes it, which keeps it (or, offloaded, sends it to the
+  /// host). Returns false, recording nothing, for any other gradient.
   bool scatterLayers(OpBuilder &b, Location loc, Value g,
                      DenseMap<Value, Value> &shardOf) {
     auto result = dyn_cast<OpResult>(g);

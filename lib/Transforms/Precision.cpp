@@ -9,12 +9,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OffloadGradients.h"
 #include "loom/Dialect/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/SymbolTable.h"
@@ -194,14 +196,30 @@ struct LowerPrecisionPass
       narrowFunction(func, low, scale);
     }
     keepHandOffsNarrow(module, models, low);
-    if (!scaled)
-      return;
-    FailureOr<PlanConfig> plan = getResolvedPlan(module);
-    if (failed(plan))
-      return signalPassFailure();
-    for (func::FuncOp step : steps)
-      if (failed(scaleStep(step, takesScale, plan->microBatches)))
+    if (scaled) {
+      FailureOr<PlanConfig> plan = getResolvedPlan(module);
+      if (failed(plan))
         return signalPassFailure();
+      for (func::FuncOp step : steps)
+        if (failed(scaleStep(step, takesScale, plan->microBatches)))
+          return signalPassFailure();
+    }
+    widenScatteredLayers(module);
+  }
+
+  /// ZeRO-2 reduce-scatters a gradient stacked by the layer loop on its own,
+  /// along the layers, for loom-stream-transfers to sum each layer onto its
+  /// owner as the loop makes it: the loop widens each layer's gradient to
+  /// f32 then, not the whole stack after it (an offloaded step's
+  /// loom-place-offload does so for the gradients it sends).
+  static void widenScatteredLayers(ModuleOp module) {
+    module.walk([](shard::ReduceScatterOp layers) {
+      auto grad = dyn_cast<OpResult>(layers.getInput());
+      if (grad && isa<func::CallOp>(grad.getOwner()) &&
+          offload::isStackedByLayerLoop(grad))
+        offload::widenInLoop(cast<func::CallOp>(grad.getOwner()),
+                             grad.getResultNumber());
+    });
   }
 
   /// Whether `func` returns parameter gradients: a pipeline stage's backward

@@ -338,3 +338,66 @@ func.func @owned_layers(%x: tensor<8xf32>, %host: tensor<16xf32>) -> tensor<16xf
   %sent = loom.transfer %rows into %host to host : tensor<16xf32>
   return %sent : tensor<16xf32>
 }
+
+// -----
+
+// ZeRO-2 on the device: the same sums onto each layer's owner, which keeps
+// its sum among the rank's layers; the loop builds those in a tensor of
+// their own, and the stack is never whole.
+// CHECK-LABEL: func.func @kept_layers(
+// CHECK: %[[MINE:.*]] = tensor.empty() : tensor<2x8xf32>
+// CHECK: %[[RANK:.*]] = shard.process_multi_index on @grid axes = [1] : index
+// CHECK: %[[C2:.*]] = arith.constant 2 : index
+// CHECK: %[[FIRST:.*]] = arith.muli %[[RANK]], %[[C2]] : index
+// CHECK: %[[R:.*]] = scf.for %[[L:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %[[MINE]]) -> (tensor<2x8xf32>)
+// CHECK: %[[Y:.*]] = linalg.add
+// CHECK-NEXT: %[[OWNER:.*]] = arith.divui %[[L]], %[[C2]] : index
+// CHECK-NEXT: %[[SUM:.*]] = shard.reduce %[[Y]] on @grid grid_axes = [1] root = [%[[OWNER]]] : (tensor<8xf32>, index) -> tensor<8xf32>
+// CHECK-NEXT: %[[OWNED:.*]] = arith.cmpi eq, %[[OWNER]], %[[RANK]] : index
+// CHECK-NEXT: %[[PLACED:.*]] = scf.if %[[OWNED]] -> (tensor<2x8xf32>) {
+// CHECK-NEXT: %[[AT:.*]] = arith.subi %[[L]], %[[FIRST]] : index
+// CHECK-NEXT: %[[IN:.*]] = tensor.insert_slice %[[SUM]] into %[[ACC]][%[[AT]], 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<2x8xf32>
+// CHECK-NEXT: scf.yield %[[IN]]
+// CHECK-NEXT: } else {
+// CHECK-NEXT: scf.yield %[[ACC]]
+// CHECK: scf.yield %[[PLACED]]
+// CHECK-NOT: shard.reduce_scatter
+// CHECK: return %[[R]]
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+func.func @kept_layers(%x: tensor<8xf32>) -> tensor<2x8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %empty = tensor.empty() : tensor<4x8xf32>
+  %stack = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %empty) -> (tensor<4x8xf32>) {
+    %e = tensor.empty() : tensor<8xf32>
+    %y = linalg.add ins(%x, %x : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+    %in = tensor.insert_slice %y into %acc[%l, 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<4x8xf32>
+    scf.yield %in : tensor<4x8xf32>
+  }
+  %mine = shard.reduce_scatter %stack on @grid grid_axes = [1] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  return %mine : tensor<2x8xf32>
+}
+
+// -----
+
+// A stack something else reads stays whole, reduce-scattered after the
+// loop.
+// CHECK-LABEL: func.func @stack_read_twice(
+// CHECK-NOT: shard.reduce %
+// CHECK: shard.reduce_scatter
+shard.grid @grid(shape = 1x2x1) {sym_visibility = "private"}
+func.func @stack_read_twice(%x: tensor<8xf32>) -> (tensor<2x8xf32>, tensor<4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %empty = tensor.empty() : tensor<4x8xf32>
+  %stack = scf.for %l = %c0 to %c4 step %c1 iter_args(%acc = %empty) -> (tensor<4x8xf32>) {
+    %e = tensor.empty() : tensor<8xf32>
+    %y = linalg.add ins(%x, %x : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) -> tensor<8xf32>
+    %in = tensor.insert_slice %y into %acc[%l, 0] [1, 8] [1, 1] : tensor<8xf32> into tensor<4x8xf32>
+    scf.yield %in : tensor<4x8xf32>
+  }
+  %mine = shard.reduce_scatter %stack on @grid grid_axes = [1] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  return %mine, %stack : tensor<2x8xf32>, tensor<4x8xf32>
+}

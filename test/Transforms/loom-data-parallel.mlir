@@ -2,7 +2,8 @@
 // RUN: loom-opt %s --loom-build-train-step --loom-data-parallel --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=BUCKET
 // RUN: loomc %S/Inputs/auto-plan.json --plan dp=2,zero=3 --emit=parallel | FileCheck %s --check-prefix=ZERO3
 // RUN: loomc %examples/gpt2-tiny.json --plan pp=2,dp=2,zero=1,mb=2 --emit=parallel | FileCheck %s --check-prefix=PIPE
-// RUN: loomc %examples/gpt2-tiny.json --plan dp=2,zero=2,offload=optimizer --emit=parallel | FileCheck %s --check-prefix=Z2OFF
+// RUN: loomc %examples/gpt2-tiny.json --plan dp=2,zero=2 --emit=parallel | FileCheck %s --check-prefix=Z2LAYERS
+// RUN: loomc %examples/gpt2-tiny.json --plan dp=2,zero=2,offload=optimizer --emit=parallel | FileCheck %s --check-prefix=Z2LAYERS
 // RUN: not loom-opt %S/Inputs/mixed-squares.mlir --loom-data-parallel 2>&1 | FileCheck %s --check-prefix=MIXED
 // MIXED: error: 'loom.sum_squares' op sums the squares of sharded gradients and of a tensor that is not one (ZeRO-2 and 3 shard every gradient)
 
@@ -140,14 +141,14 @@ module attributes {loom.plan = #loom.plan<dp = 2, tp = 1, pp = 1, zero = 2, micr
 // BUCKET: loom.sgd %{{.*}}, %[[GB]], {{.*}} : tensor<2xf32>
 // BUCKET: shard.all_gather %{{.*}} on @loom_grid grid_axes = [1] gather_axis = 0 : tensor<1x18xf32> -> tensor<2x18xf32>
 
-// ZeRO-2 with offload: each stack the layer loop returns is
+// ZeRO-2, offloaded or not: each stack the layer loop returns is
 // reduce-scattered alone, along its 4 layers (rank r's 1/dp of the
 // flattened stack is layers 2r and 2r + 1, the shard a bucket would give),
 // for loom-stream-transfers; the bucket keeps the other gradients.
-// Z2OFF: %[[G:.*]]:17 = call @forward_grad
-// Z2OFF: %[[L:.*]] = shard.reduce_scatter %[[G]]#5 on @loom_grid grid_axes = [1] scatter_axis = 0 : tensor<4x384x128xf32> -> tensor<2x384x128xf32>
-// Z2OFF-NEXT: tensor.collapse_shape %[[L]] {{\[\[}}0, 1, 2]] : tensor<2x384x128xf32> into tensor<98304xf32>
-// Z2OFF: shard.reduce_scatter %{{.*}} on @loom_grid grid_axes = [1] scatter_axis = 0 : tensor<2x20608xf32> -> tensor<1x20608xf32>
+// Z2LAYERS: %[[G:.*]]:17 = call @forward_grad
+// Z2LAYERS: %[[L:.*]] = shard.reduce_scatter %[[G]]#5 on @loom_grid grid_axes = [1] scatter_axis = 0 : tensor<4x384x128xf32> -> tensor<2x384x128xf32>
+// Z2LAYERS-NEXT: tensor.collapse_shape %[[L]] {{\[\[}}0, 1, 2]] : tensor<2x384x128xf32> into tensor<98304xf32>
+// Z2LAYERS: shard.reduce_scatter %{{.*}} on @loom_grid grid_axes = [1] scatter_axis = 0 : tensor<2x20608xf32> -> tensor<1x20608xf32>
 
 // -----
 

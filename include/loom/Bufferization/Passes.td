@@ -44,6 +44,12 @@ def LoomStreamTransfers
     among its layers in `%dest`: the same sums, the same traffic. The wait
     for the previous layer's copy stays in the loop's body, outside the
     condition.
+
+    ZeRO-2 on the device: such a `shard.reduce_scatter` whose result no
+    transfer reads becomes the same sums onto each layer's owner, which
+    keeps its sum among its layers; the loop builds those in a
+    `tensor.empty` of the rank's layers, which replaces the reduce-scatter's
+    result. The device then never holds the stack whole.
   }];
   let options = [Option<"overlap", "overlap", "bool", /*default=*/"true",
                         "Start a layer loop's transfers an iteration ahead "

@@ -136,6 +136,12 @@ struct FrameworkAssumptions {
   /// the largest gathered tensor exist at once, where the activations are
   /// gone.
   bool gathersUpdatesByTensor = false;
+  /// Under ZeRO-2 with one micro-batch, where a rank's slice of a layer
+  /// stack is whole layers, the layer loop sums each layer's gradients
+  /// onto the replica that updates it, in f32, as it makes them: the
+  /// device holds the rank's layers, the layer being summed and the
+  /// gradients outside the loop, not the stack whole (Loom's step).
+  bool sumsLayersOntoOwners = false;
   /// Under ZeRO-1/2, gradients that do not leave the device as the
   /// backward pass makes them are made whole in the step's precision and
   /// reduced over the replicas whole in f32 after it, ZeRO-2's into the

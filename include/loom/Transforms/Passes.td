@@ -318,11 +318,11 @@ def LoomDataParallel : Pass<"loom-data-parallel", "::mlir::ModuleOp"> {
     - zero = 2: as zero = 1, but the gradients are reduce-scattered
       (`shard.reduce_scatter`): each rank receives only the sum of its
       shard. The global norm for clipping sums each rank's squares with one
-      more all-reduce. With offload, an f32 stack that @forward_grad's
-      layer loop returns, whose leading dimension dp divides, is
-      reduce-scattered alone along it (the same shard: whole layers), which
-      `loom-stream-transfers` turns into each layer summed onto its rank
-      in the loop.
+      more all-reduce. An f32 stack that @forward_grad's layer loop
+      returns (with one micro-batch), whose leading dimension dp divides,
+      is reduce-scattered alone along it (the same shard: whole layers),
+      which `loom-stream-transfers` turns into each layer summed onto its
+      rank in the loop.
     - zero = 3: parameters, gradients and optimizer state are shards
       already (`loom-shard-parameters`); the loss and the squares of the
       norm are all-reduced.
@@ -434,6 +434,12 @@ def LoomLowerPrecision : Pass<"loom-lower-precision", "::mlir::ModuleOp"> {
     gradient norm (its `grad_norm` output, which must be computed before
     the updates) is infinite or NaN. The runtime raises and lowers the
     scale between steps.
+
+    A gradient stack that the step reduce-scatters alone along its layers
+    (ZeRO-2, `loom-data-parallel`) is widened to f32 in the layer loop's
+    body, each layer's as it is made, instead of whole after the loop: the
+    same elements, for `loom-stream-transfers` to sum each layer onto its
+    owner.
 
     Does nothing for `fp32`.
   }];
