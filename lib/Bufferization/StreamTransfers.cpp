@@ -80,12 +80,13 @@ struct Stacking {
 /// `stack`, a result of an `scf.for`, where the loop's stack can be built
 /// in `dest` instead of an empty tensor: nothing else reads the stack, and
 /// `dest`, defined before the loop, is read by nothing else either (it
-/// would see the stack written slice by slice, or need a copy of it).
+/// would see the stack written slice by slice, or need a copy of it): by
+/// at most the one op the stack replaces it in.
 std::optional<Stacking> getStackingInto(Value stack, Value dest,
                                         DominanceInfo &dominance) {
   auto result = dyn_cast<OpResult>(stack);
   auto loop = result ? dyn_cast<scf::ForOp>(result.getOwner()) : scf::ForOp();
-  if (!loop || !result.hasOneUse() || !(dest.use_empty() || dest.hasOneUse()) ||
+  if (!loop || !result.hasOneUse() || dest.hasNUsesOrMore(2) ||
       !dominance.properlyDominates(dest, loop))
     return std::nullopt;
   tensor::InsertSliceOp insert =
@@ -468,16 +469,6 @@ struct StreamTransfersPass
     // it, whose source the iteration makes in its body (which the loop can
     // then hand on), and the fetches it had.
     llvm::MapVector<Operation *, SmallVector<TransferOp>> sends, fetches;
-    SmallVector<shard::ReduceScatterOp> scatters;
-    getOperation().walk(
-        [&](shard::ReduceScatterOp op) { scatters.push_back(op); });
-    for (shard::ReduceScatterOp layers : scatters)
-      if (!llvm::any_of(layers->getUsers(), [](Operation *user) {
-            return llvm::any_of(user->getUsers(), [](Operation *use) {
-              return isa<TransferOp>(use);
-            });
-          }))
-        keepOwnedLayers(layers, dominance);
     for (TransferOp transfer : transfers) {
       TransferOp sent = streamTransfer(transfer, dominance);
       if (!sent)
@@ -492,6 +483,13 @@ struct StreamTransfersPass
       if (loop && isPrefetchable(transfer, loop))
         fetches[loop].push_back(transfer);
     }
+    // The layers the device keeps: what streamOwnedLayers left, whose
+    // rank's layers no transfer sends.
+    SmallVector<shard::ReduceScatterOp> scatters;
+    getOperation().walk(
+        [&](shard::ReduceScatterOp op) { scatters.push_back(op); });
+    for (shard::ReduceScatterOp layers : scatters)
+      keepOwnedLayers(layers, dominance);
     if (!overlap)
       return;
     SetVector<Operation *> loops;

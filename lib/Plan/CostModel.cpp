@@ -456,8 +456,9 @@ private:
             (!(dp > 1 && plan.zero <= 2) || reducesLayersToOwners()));
   }
   /// Whether Loom's layer loop sums each layer's gradients onto the replica
-  /// that updates it, which sends them to its host (ZeRO-2 with one
-  /// micro-batch, each rank's slice of a stage's stack whole layers).
+  /// that updates it, which keeps them or, offloaded, sends them to its host
+  /// (ZeRO-2 with one micro-batch, each rank's slice of a stage's stack
+  /// whole layers).
   bool reducesLayersToOwners() const {
     return dp > 1 && plan.zero == 2 && m == 1 && plan.virtualStages == 1 &&
            llvm::all_of(est.layersPerStage,
@@ -652,6 +653,9 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight,
   // Offload: the host keeps the rank's part of the state, the device none.
   double host = params * hostBytes / (plan.zero >= 1 ? shard : 1);
   double temporary = w.transient;
+  // Gradients a layer loop passes on as it makes them: two layers' (one in
+  // flight) and those of the layers outside the loop.
+  double layerByLayer = std::min(params, w.outsideParams + 2 * w.largestLayer);
   // Several micro-batches' gradients summed whole in f32 before the
   // replicas reduce them, beside each micro-batch's own, under ZeRO-0 to 2.
   // The first backward pass makes them, so they live beside the
@@ -668,8 +672,7 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight,
     if (fw.offloadsGradientBuckets)
       gradients = std::min(params, fw.reduceBucketElements) * gradBytes;
     else if (streamsGradients())
-      gradients = std::min(params, w.outsideParams + 2 * w.largestLayer) *
-                  gradBytes / (plan.zero >= 3 ? shard : 1);
+      gradients = layerByLayer * gradBytes / (plan.zero >= 3 ? shard : 1);
   }
   // ZeRO-2's layer loop summing each layer onto its owner as it makes them:
   // the rank's slices in f32, beside two layers' (one being summed) and
@@ -678,8 +681,7 @@ RankMemory PlanPricer::rankMemory(const StageWork &w, double inFlight,
       fw.sumsLayersOntoOwners && host == 0 && reducesLayersToOwners();
   double summing = 0;
   if (ownersSum) {
-    summing = params * (4 - gradBytes) / shard +
-              std::min(params, w.outsideParams + 2 * w.largestLayer) * 4;
+    summing = params * (4 - gradBytes) / shard + layerByLayer * 4;
     temporary += summing;
   }
   bool reducedWhole = fw.reduceScattersWholeGradients && updatesSlices() &&
