@@ -203,9 +203,9 @@ void loom_select_blas_kernels(char **argv) {
     unsetenv(kReplacedVariable);
     return;
   }
-  // oneDNN's GEMMs leave OpenBLAS idle, whatever its kernels.
-  if (std::getenv("OPENBLAS_CORETYPE") ||
-      sgemmLibrary() == SgemmLibrary::OneDnn)
+  // Under oneDNN too: the products too small for it (attention's blocks
+  // among them) run in OpenBLAS.
+  if (std::getenv("OPENBLAS_CORETYPE"))
     return;
   std::string loaded = openblas_get_corename();
   std::string wider = widerOpenBlasKernels(hostCpuFeatures(), loaded);
@@ -224,8 +224,9 @@ const char *loom_blas_kernels(void) {
   static std::string line;
   if (cudaActive())
     return "";
-  line = sgemmLibrary() == SgemmLibrary::OneDnn ? oneDnnSgemmLine()
-                                                : openBlasLine();
+  line = sgemmLibrary() == SgemmLibrary::OneDnn
+             ? oneDnnSgemmLine() + "; small GEMMs: " + openBlasLine()
+             : openBlasLine();
   std::string bf16 = dnnlKernels();
   if (!bf16.empty())
     line += "; bf16 GEMMs: " + bf16;

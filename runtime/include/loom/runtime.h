@@ -276,8 +276,9 @@ int loom_loader_batch(loom_loader *loader, int64_t first, int64_t batch,
 /// first in main, before any thread or MPI starts.
 void loom_select_blas_kernels(char **argv);
 
-/// One line naming the BLAS, its kernels and who chose them, for reports;
-/// empty while the CUDA backend is on, whose GEMMs run in cuBLASLt.
+/// One line naming the BLAS, its kernels and who chose them, for reports
+/// (under oneDNN, OpenBLAS's too, which takes the small products); empty
+/// while the CUDA backend is on, whose GEMMs run in cuBLASLt.
 const char *loom_blas_kernels(void);
 
 /// The library of the CPU's f32 GEMMs, "OpenBLAS" or "oneDNN": LOOM_CPU_GEMM's
