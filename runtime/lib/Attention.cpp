@@ -3,20 +3,22 @@
 // loom_rt_attention and loom_rt_attention_grad compute causal attention
 // without the [T, T] matrix of every (batch, head) pair: each pair is a
 // task of the runtime's threads, which takes its queries 64 at a time, so
-// that the scores it keeps are 64 rows of at most T. Its products are
-// SGEMMs on the pair's queries, keys and values, read where they are when
-// f32 and widened into packed f32 matrices when bf16 or f16. The backward pass
-// is the one of FlashAttention: the probabilities come back from the scores
-// and the forward pass's log-sum-exp of each query, and the softmax's
-// gradient needs only each query's dot product of its output with the
-// output's gradient. Under grouped-query attention the query heads of a
-// group read its key and value heads where they are; the backward pass
-// takes a group at a time, so that its key and value gradients sum over
+// that the scores it keeps are 64 rows of at most T. Its products
+// (AttentionProducts.h) read the pair's queries, keys and values where they
+// are when f32, and widened into packed f32 matrices when bf16 or f16; the
+// keys and values also transposed, where a product takes their transpose.
+// The backward pass is the one of FlashAttention: the probabilities come
+// back from the scores and the forward pass's log-sum-exp of each query,
+// and the softmax's gradient needs only each query's dot product of its
+// output with the output's gradient. Under grouped-query attention the query
+// heads of a group read its key and value heads where they are; the backward
+// pass takes a group at a time, so that its key and value gradients sum over
 // the group's query heads in one task without races.
 //
 //===----------------------------------------------------------------------===//
 
-#include "CpuGemm.h"
+#include "AttentionProducts.h"
+#include "CpuFeatures.h"
 #include "Device.h"
 #include "Float.h"
 #include "Parallel.h"
@@ -28,6 +30,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -101,12 +104,8 @@ void unpack(const Attention &a, const float *from, void *data, int64_t offset,
   }
 }
 
-/// Row-major C = alpha op(A) op(B) + beta C, packed operands.
-void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-          float beta, float *c, int64_t ldc) {
-  loom::sgemmCall(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
+using loom::attention::Causal;
+using loom::attention::Product;
 
 /// A [seq, head_dim] matrix of f32 with its leading dimension.
 struct Matrix {
@@ -116,9 +115,10 @@ struct Matrix {
 };
 
 /// The f32 scratch of one (batch, head) pair, per thread: the matrices of
-/// narrow tensors widened, and the scores of a block of queries.
+/// narrow tensors widened, the keys and values transposed, and the scores
+/// of a block of queries.
 struct Scratch {
-  std::vector<float> q, k, v, o, dout, dq, dk, dv, scores, dscores, terms;
+  std::vector<float> q, k, v, o, dout, dq, dk, dv, kt, vt, scores, dscores;
 };
 
 Scratch &scratch() {
@@ -161,22 +161,99 @@ void finish(const Attention &a, const Matrix &m, void *data, int64_t offset,
     unpack(a, m.data, data, offset, stride);
 }
 
+/// `m` transposed into `buffer`: [head_dim, seq], rows seq apart; 4 x 4
+/// blocks in registers, by shuffles, which any x86-64 (and vector unit) has.
+Matrix transpose(const Attention &a, const Matrix &m,
+                 std::vector<float> &buffer) {
+  typedef float Quad __attribute__((vector_size(16)));
+  buffer.resize(a.headDim * a.seq);
+  float *to = buffer.data();
+  int64_t T = a.seq, D = a.headDim, t = 0;
+  for (; t + 4 <= T; t += 4) {
+    int64_t d = 0;
+    for (; d + 4 <= D; d += 4) {
+      Quad r[4], c[4];
+      for (int i = 0; i < 4; ++i)
+        std::memcpy(&r[i], m.row(t + i) + d, sizeof(Quad));
+      Quad lo01 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5);
+      Quad hi01 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7);
+      Quad lo23 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5);
+      Quad hi23 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
+      c[0] = __builtin_shufflevector(lo01, lo23, 0, 1, 4, 5);
+      c[1] = __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7);
+      c[2] = __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5);
+      c[3] = __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7);
+      for (int i = 0; i < 4; ++i)
+        std::memcpy(to + (d + i) * T + t, &c[i], sizeof(Quad));
+    }
+    for (; d < D; ++d)
+      for (int i = 0; i < 4; ++i)
+        to[d * T + t + i] = m.row(t + i)[d];
+  }
+  for (; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d)
+      to[d * T + t] = m.row(t)[d];
+  return {to, T};
+}
+
+/// The distance between rows of a block's scores against `keys` keys:
+/// whole vectors, which the loops over them may read and write past the
+/// last key.
+int64_t blockStride(int64_t keys) {
+  return (keys + loom::kMaxLanes - 1) / loom::kMaxLanes * loom::kMaxLanes;
+}
+
+/// Room in `buffer` for the scores of a block of queries, or their
+/// gradient, at a vector's alignment.
+float *scoreBlock(const Attention &a, std::vector<float> &buffer) {
+  constexpr size_t kAlign = loom::kMaxLanes * sizeof(float);
+  buffer.resize(kQueryBlock * blockStride(a.seq) + loom::kMaxLanes);
+  auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + (kAlign - address % kAlign) % kAlign / sizeof(float);
+}
+
+} // namespace
+
+/// The products run on the widest vector units the CPU has; all compute
+/// the same values.
+void loom::attention::multiply(const Product &p) {
+  using Kernel = void (*)(const Product &);
+  static const Kernel kernel = []() -> Kernel {
+#ifdef LOOM_X86_PRODUCTS
+    int width = loom::vectorWidth(loom::hostCpuFeatures());
+    if (width >= loom::kAvx512Width)
+      return avx512::multiply;
+    if (width >= 2)
+      return avx2::multiply;
+#endif
+    return baseline::multiply;
+  }();
+  kernel(p);
+}
+
+namespace {
 /// Each query's log-sum-exp of its causal scores, queries [i0, i0 + rows)
-/// of `scores` (row by row `keys` apart), into `lse`; `terms` holds a row.
+/// of `scores` (rows blockStride apart), into `lse`. The scores past a
+/// query are left as the product wrote them, or not, and weigh nothing.
+/// The exponentials' sum runs in kMaxLanes running sums, added in order,
+/// which vectorize to the same values at any width.
 LOOM_VECTOR_CLONES
-void logSumExpBlock(int64_t i0, int64_t rows, const float *scores, float *lse,
-                    float *terms) {
-  int64_t keys = i0 + rows;
+void logSumExpBlock(int64_t i0, int64_t rows, const float *scores, float *lse) {
+  int64_t stride = blockStride(i0 + rows);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t i = i0 + r;
-    const float *row = scores + r * keys;
+    const float *row = scores + r * stride;
     float max = loom::laneMax(i + 1, row);
-    // The exponentials in a loop that vectorizes, their sum in order.
-    for (int64_t j = 0; j <= i; ++j)
-      terms[j] = loom::vectorExp(row[j] - max);
+    float lanes[loom::kMaxLanes] = {};
+    // Whole vectors: those past the query weigh nothing.
+    for (int64_t j = 0; j <= i; j += loom::kMaxLanes)
+      for (int64_t l = 0; l < loom::kMaxLanes; ++l) {
+        float term = loom::vectorExp(row[j + l] - max);
+        lanes[l] += j + l <= i ? term : 0.0f;
+      }
     float sum = 0.0f;
-    for (int64_t j = 0; j <= i; ++j)
-      sum += terms[j];
+    for (float lane : lanes)
+      sum += lane;
     lse[i] = max + std::log(sum);
   }
 }
@@ -185,27 +262,63 @@ void logSumExpBlock(int64_t i0, int64_t rows, const float *scores, float *lse,
 /// place, from each query's log-sum-exp `lse`: exp(score - lse), zeros
 /// past each query. The forward and the backward pass both compute them
 /// so, so that the gradient is the one of the probabilities the output
-/// was made of, bit for bit.
+/// was made of, bit for bit. Whole vectors up to each query, selecting, so
+/// that the loop has no remainder per row.
 LOOM_VECTOR_CLONES
 void probabilitiesBlock(int64_t i0, int64_t rows, float *scores,
                         const float *lse) {
-  int64_t keys = i0 + rows;
+  int64_t keys = i0 + rows, stride = blockStride(keys);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t i = i0 + r;
-    float *row = scores + r * keys;
+    float *row = scores + r * stride, rowLse = lse[i];
+    int64_t j = 0;
     // The scores are at most the log-sum-exp, whose exponential sums theirs.
-    for (int64_t j = 0; j <= i; ++j)
-      row[j] = loom::vectorExp(row[j] - lse[i]);
-    std::fill(row + i + 1, row + keys, 0.0f);
+    for (; j <= i; j += loom::kMaxLanes)
+      for (int64_t l = 0; l < loom::kMaxLanes; ++l) {
+        float p = loom::vectorExp(row[j + l] - rowLse);
+        row[j + l] = j + l <= i ? p : 0.0f;
+      }
+    if (j < keys)
+      std::fill(row + j, row + keys, 0.0f);
   }
 }
 
 /// The scaled scores of queries [i0, i0 + rows) against keys [0, i0 +
-/// rows), row by row `keys` apart.
-void blockScores(const Attention &a, const Matrix &q, const Matrix &k,
+/// rows), rows blockStride apart, from the keys' transpose `kt`; those
+/// past each query may be left unwritten.
+void blockScores(const Attention &a, const Matrix &q, const Matrix &kt,
                  int64_t i0, int64_t rows, float *scores) {
-  gemm(false, true, rows, i0 + rows, a.headDim, a.scale, q.row(i0), q.ld,
-       k.data, k.ld, 0.0f, scores, i0 + rows);
+  Product p{rows,  i0 + rows, a.headDim, q.row(i0), q.ld,
+            false, kt.data,   kt.ld,     scores,    blockStride(i0 + rows)};
+  p.alpha = a.scale;
+  p.causal = Causal::Columns;
+  p.diagonal = i0;
+  loom::attention::multiply(p);
+}
+
+/// The product of rows [i0, i0 + rows) of `lower` (probabilities or their
+/// gradient, zero past each query; rows blockStride apart) and rows [0,
+/// keys) of `m`, into rows [i0, ...) of `out`; or with `transposed`, the
+/// transpose of `lower` times rows [i0, ...) of `m`, added to rows [0,
+/// keys) of `out`.
+void causalProduct(const Attention &a, int64_t i0, int64_t rows,
+                   const float *lower, bool transposed, const Matrix &m,
+                   const Matrix &out) {
+  int64_t keys = i0 + rows;
+  Product p{transposed ? keys : rows,
+            a.headDim,
+            transposed ? rows : keys,
+            lower,
+            blockStride(keys),
+            transposed,
+            transposed ? m.row(i0) : m.data,
+            m.ld,
+            transposed ? out.data : out.row(i0),
+            out.ld};
+  p.accumulate = transposed;
+  p.causal = transposed ? Causal::DepthFrom : Causal::Depth;
+  p.diagonal = i0;
+  loom::attention::multiply(p);
 }
 
 void forwardPair(const Attention &a, int64_t b, int64_t h) {
@@ -215,17 +328,15 @@ void forwardPair(const Attention &a, int64_t b, int64_t h) {
   Matrix v = input(a, a.qkv, a.qkvOffset(b, 2, h), a.qkvStride(), s.v);
   Matrix o = output(a, a.out, a.outOffset(b, h), a.outStride(), s.o,
                     /*zero=*/false);
-  s.scores.resize(kQueryBlock * a.seq);
-  s.terms.resize(a.seq);
+  Matrix kt = transpose(a, k, s.kt);
+  float *scores = scoreBlock(a, s.scores);
   float *lse = a.lse + a.rowOffset(b, h);
   for (int64_t i0 = 0; i0 < a.seq; i0 += kQueryBlock) {
-    int64_t rows = std::min(kQueryBlock, a.seq - i0), keys = i0 + rows;
-    float *scores = s.scores.data();
-    blockScores(a, q, k, i0, rows, scores);
-    logSumExpBlock(i0, rows, scores, lse, s.terms.data());
+    int64_t rows = std::min(kQueryBlock, a.seq - i0);
+    blockScores(a, q, kt, i0, rows, scores);
+    logSumExpBlock(i0, rows, scores, lse);
     probabilitiesBlock(i0, rows, scores, lse);
-    gemm(false, false, rows, a.headDim, keys, 1.0f, scores, keys, v.data, v.ld,
-         0.0f, o.row(i0), o.ld);
+    causalProduct(a, i0, rows, scores, /*transposed=*/false, v, o);
   }
   finish(a, o, a.out, a.outOffset(b, h), a.outStride());
 }
@@ -244,24 +355,32 @@ void outputDots(int64_t seq, int64_t headDim, const Matrix &o,
 }
 
 /// The scores' gradient dS = P (dP - delta), with the scores' scale, over
-/// the probabilities' gradient `dprobs` of queries [i0, i0 + rows).
+/// the probabilities' gradient `dprobs` of queries [i0, i0 + rows), whose
+/// entries past each query may be unwritten: zeros there.
 LOOM_VECTOR_CLONES
 void scoreGradients(int64_t i0, int64_t rows, const float *probs, float *dprobs,
                     const float *delta, float scale) {
-  int64_t keys = i0 + rows;
+  int64_t keys = i0 + rows, stride = blockStride(keys);
   for (int64_t r = 0; r < rows; ++r) {
-    const float *p = probs + r * keys;
-    float *dp = dprobs + r * keys;
+    const float *p = probs + r * stride;
+    float *dp = dprobs + r * stride;
     float rowDelta = delta[i0 + r];
-    for (int64_t j = 0; j < keys; ++j)
-      dp[j] = p[j] * (dp[j] - rowDelta) * scale;
+    for (int64_t j = 0; j < keys; ++j) {
+      float ds = p[j] * (dp[j] - rowDelta) * scale;
+      dp[j] = j <= i0 + r ? ds : 0.0f;
+    }
   }
 }
 
+/// The keys, the values and the transposes of both of one key/value head.
+struct KeysValues {
+  Matrix k, v, kt, vt;
+};
+
 /// Adds query head `h`'s contributions to the key and value gradients `dk`
 /// and `dv` of its key/value head, and writes its query gradient.
-void backwardHead(const Attention &a, int64_t b, int64_t h, const Matrix &k,
-                  const Matrix &v, const Matrix &dk, const Matrix &dv) {
+void backwardHead(const Attention &a, int64_t b, int64_t h,
+                  const KeysValues &kv, const Matrix &dk, const Matrix &dv) {
   Scratch &s = scratch();
   int64_t D = a.headDim, T = a.seq;
   Matrix q = input(a, a.qkv, a.qkvOffset(b, 0, h), a.qkvStride(), s.q);
@@ -269,27 +388,25 @@ void backwardHead(const Attention &a, int64_t b, int64_t h, const Matrix &k,
   Matrix dout = input(a, a.dout, a.outOffset(b, h), a.outStride(), s.dout);
   Matrix dq = output(a, a.dqkv, a.qkvOffset(b, 0, h), a.qkvStride(), s.dq,
                      /*zero=*/false);
-  s.scores.resize(kQueryBlock * T);
-  s.dscores.resize(kQueryBlock * T);
+  float *probs = scoreBlock(a, s.scores), *dprobs = scoreBlock(a, s.dscores);
   float *lse = a.lse + a.rowOffset(b, h);
   float *delta = a.delta + a.rowOffset(b, h);
   outputDots(T, D, o, dout, delta);
   for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
     int64_t rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
-    float *probs = s.scores.data(), *dprobs = s.dscores.data();
-    blockScores(a, q, k, i0, rows, probs);
+    blockScores(a, q, kv.kt, i0, rows, probs);
     probabilitiesBlock(i0, rows, probs, lse);
-    // dV[0, keys) += P^T dO; dP = dO V^T.
-    gemm(true, false, keys, D, rows, 1.0f, probs, keys, dout.row(i0), dout.ld,
-         1.0f, dv.data, dv.ld);
-    gemm(false, true, rows, keys, D, 1.0f, dout.row(i0), dout.ld, v.data, v.ld,
-         0.0f, dprobs, keys);
+    // dV[0, keys) += P^T dO; dP = dO V^T, as the scores are Q K^T.
+    causalProduct(a, i0, rows, probs, /*transposed=*/true, dout, dv);
+    Product dp{rows,  keys,       D,        dout.row(i0), dout.ld,
+               false, kv.vt.data, kv.vt.ld, dprobs,       blockStride(keys)};
+    dp.causal = Causal::Columns;
+    dp.diagonal = i0;
+    loom::attention::multiply(dp);
     scoreGradients(i0, rows, probs, dprobs, delta, a.scale);
     // dQ = dS K; dK[0, keys) += dS^T Q.
-    gemm(false, false, rows, D, keys, 1.0f, dprobs, keys, k.data, k.ld, 0.0f,
-         dq.row(i0), dq.ld);
-    gemm(true, false, keys, D, rows, 1.0f, dprobs, keys, q.row(i0), q.ld, 1.0f,
-         dk.data, dk.ld);
+    causalProduct(a, i0, rows, dprobs, /*transposed=*/false, kv.k, dq);
+    causalProduct(a, i0, rows, dprobs, /*transposed=*/true, q, dk);
   }
   finish(a, dq, a.dqkv, a.qkvOffset(b, 0, h), a.qkvStride());
 }
@@ -298,14 +415,17 @@ void backwardHead(const Attention &a, int64_t b, int64_t h, const Matrix &k,
 void backwardGroup(const Attention &a, int64_t b, int64_t g) {
   Scratch &s = scratch();
   int64_t first = g * a.queriesPerKey();
-  Matrix k = input(a, a.qkv, a.qkvOffset(b, 1, first), a.qkvStride(), s.k);
-  Matrix v = input(a, a.qkv, a.qkvOffset(b, 2, first), a.qkvStride(), s.v);
+  KeysValues kv;
+  kv.k = input(a, a.qkv, a.qkvOffset(b, 1, first), a.qkvStride(), s.k);
+  kv.v = input(a, a.qkv, a.qkvOffset(b, 2, first), a.qkvStride(), s.v);
+  kv.kt = transpose(a, kv.k, s.kt);
+  kv.vt = transpose(a, kv.v, s.vt);
   Matrix dk = output(a, a.dqkv, a.qkvOffset(b, 1, first), a.qkvStride(), s.dk,
                      /*zero=*/true);
   Matrix dv = output(a, a.dqkv, a.qkvOffset(b, 2, first), a.qkvStride(), s.dv,
                      /*zero=*/true);
   for (int64_t h = first; h < first + a.queriesPerKey(); ++h)
-    backwardHead(a, b, h, k, v, dk, dv);
+    backwardHead(a, b, h, kv, dk, dv);
   finish(a, dk, a.dqkv, a.qkvOffset(b, 1, first), a.qkvStride());
   finish(a, dv, a.dqkv, a.qkvOffset(b, 2, first), a.qkvStride());
 }
