@@ -193,6 +193,20 @@ std::string oneDnnSgemmLine() {
   return dnnlSgemmKernels() + " (chosen for this CPU's " +
          widthName(vectorWidth(hostCpuFeatures())) + ")";
 }
+/// The running program's file. Executing it by that name, not as
+/// /proc/self/exe, keeps the process's name (the kernel takes it from the
+/// path executed): schedulers, pkill and job tools find ranks by it.
+std::string executablePath() {
+  char path[4096];
+  ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0 || static_cast<size_t>(length) >= sizeof(path) - 1)
+    return "/proc/self/exe";
+  std::string resolved(path, length);
+  // Replaced or removed since it started: only the open file is left.
+  if (access(resolved.c_str(), X_OK) != 0)
+    return "/proc/self/exe";
+  return resolved;
+}
 } // namespace
 
 extern "C" {
@@ -213,7 +227,7 @@ void loom_select_blas_kernels(char **argv) {
     return;
   setenv("OPENBLAS_CORETYPE", wider.c_str(), 1);
   setenv(kReplacedVariable, loaded.c_str(), 1);
-  execv("/proc/self/exe", argv);
+  execv(executablePath().c_str(), argv);
   // Still here: OpenBLAS keeps its pick, and says so in loom_blas_kernels.
   choice().execError = std::strerror(errno);
   unsetenv("OPENBLAS_CORETYPE");
