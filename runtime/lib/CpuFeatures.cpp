@@ -193,6 +193,7 @@ std::string oneDnnSgemmLine() {
   return dnnlSgemmKernels() + " (chosen for this CPU's " +
          widthName(vectorWidth(hostCpuFeatures())) + ")";
 }
+
 /// The running program's file. Executing it by that name, not as
 /// /proc/self/exe, keeps the process's name (the kernel takes it from the
 /// path executed): schedulers, pkill and job tools find ranks by it.
